@@ -1,0 +1,16 @@
+# The two commands a new user runs (README): `make demo` and `make test`. Both set up everything first.
+VENV ?= .venv
+
+.PHONY: setup demo test bench
+
+setup:
+	./scripts/setup.sh
+
+demo: setup
+	$(VENV)/bin/worker-replay demo
+
+test: setup
+	$(VENV)/bin/python -m pytest -q -ra tests
+
+bench: setup
+	$(VENV)/bin/python scripts/bench.py

@@ -1,0 +1,1 @@
+"""Deferred-replay half of worker-tier: suites, scoring, paired statistics, gates and reports."""

@@ -1,0 +1,227 @@
+"""`worker-replay`: suites, replay runs, paired comparison, gates, reports, lessons and provenance."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+from replay.compare import ResultsError, compare_run, format_comparison, load_results
+from replay.config import RunConfigError, load_run_config
+from replay.gates import GateError, evaluate_gate, format_verdict, write_verdict
+from replay.inject import ConditionError
+from replay.ledger import Ledger
+from replay.memory import MemoryLoadError, check_memory, has_violations, workspace_dirs
+from replay.report import report_run
+from replay.runner import RunError, run
+from replay.suite import SuiteError, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
+
+USER_ERRORS = (SuiteError, RunConfigError, RunError, ResultsError, GateError, ConditionError, MemoryLoadError)
+
+
+def default_ledger() -> Path:
+    return Path(os.environ.get("WORKER_REPLAY_LEDGER", "runs/ledger.sqlite"))
+
+
+def _suite_validate(args: argparse.Namespace) -> int:
+    problems = validate_suite(args.dir)
+    for problem in problems:
+        print(problem)
+    print(f"{args.dir}: {'valid' if not problems else f'{len(problems)} problem(s)'}", file=sys.stderr)
+    return 1 if problems else 0
+
+
+def _suite_freeze(args: argparse.Namespace) -> int:
+    manifest = freeze_suite(args.dir)
+    print(f"{args.dir}: frozen, {manifest.decisions} decisions, sha256 {manifest.sha256}")
+    return 0
+
+
+def _suite_stats(args: argparse.Namespace) -> int:
+    print(format_stats(suite_stats(load_suite(args.dir))))
+    return 0
+
+
+def _memory_check(args: argparse.Namespace) -> int:
+    dirs = workspace_dirs(args.dir) if args.root else {args.dir.name: args.dir}
+    problems = [p for path in dirs.values() for p in check_memory(path)]
+    for problem in problems:
+        print(problem)
+    return 1 if has_violations(problems) else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    suite = load_suite(args.suite)
+    config = load_run_config(args.config)
+    sent, already = run(suite, config, args.out)
+    with Ledger(args.ledger) as ledger:
+        ledger.ingest_jsonl(args.out.name, args.out / "results.jsonl")
+    print(f"{args.out}: {sent} result(s) written, {already} already there (resumed)" if already
+          else f"{args.out}: {sent} result(s) written")
+    return 0
+
+
+def _tainted(args: argparse.Namespace) -> frozenset[str]:
+    if not args.ledger.exists():
+        return frozenset()
+    with Ledger(args.ledger) as ledger:
+        return frozenset(ledger.tainted_rule_ids())
+
+
+def _compare(args: argparse.Namespace) -> int:
+    comparison = compare_run(args.run_dir, args.baseline, args.candidate, by=args.by, tainted=_tainted(args))
+    print(comparison.model_dump_json(indent=2) if args.json else format_comparison(comparison))
+    return 0
+
+
+def _gate(args: argparse.Namespace) -> int:
+    evidence = dict(item.split("=", 1) for item in args.evidence)
+    verdict = evaluate_gate(args.policy, args.run_dir, args.baseline, args.candidate, evidence=evidence,
+                            tainted=_tainted(args))
+    path = write_verdict(args.run_dir, verdict)
+    print(format_verdict(verdict))
+    print(f"verdict written: {path}", file=sys.stderr)
+    return 0 if verdict.passed else 1
+
+
+def _report(args: argparse.Namespace) -> int:
+    info = json.loads((args.run_dir / "run.json").read_text()) if (args.run_dir / "run.json").exists() else {}
+    suite_path = info.get("suite", {}).get("path")
+    decisions = load_suite(suite_path).decisions if suite_path and Path(suite_path).is_dir() else ()
+    pairs = [tuple(p.split(":", 1)) for p in args.pair] or None
+    md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args))
+    print(f"report: {md}\nreport: {html}")
+    return 0
+
+
+def _lessons_propose(args: argparse.Namespace) -> int:
+    from replay.lessons import AblationPolicy, LiftPolicy, apply_plan, plan_lessons, record_verdicts
+
+    records = load_results(args.run_dir)
+    memory_dirs = workspace_dirs(args.memory_root)
+    today = datetime.now(UTC).date()
+    plan = plan_lessons(records, memory_dirs, today, AblationPolicy(), LiftPolicy())
+    for verdict in plan.verdicts:
+        print(verdict.summary())
+    for workspace, diff in plan.diffs.items():
+        if diff:
+            print(f"\n# proposed edit for {workspace}\n{diff}")
+    if args.apply:
+        changed = apply_plan(plan, memory_dirs, today)
+        print("applied: " + ", ".join(str(p) for p in changed) if changed else "nothing to apply")
+    with Ledger(args.ledger) as ledger:
+        record_verdicts(ledger, args.run_dir.name, plan.verdicts)
+    return 0
+
+
+def _trace(args: argparse.Namespace) -> int:
+    with Ledger(args.ledger) as ledger:
+        print(ledger.trace(args.rule_id, workspace=args.workspace).format())
+    return 0
+
+
+def _dispute(args: argparse.Namespace) -> int:
+    with Ledger(args.ledger) as ledger:
+        print(ledger.dispute(args.rule_id, args.reason, workspace=args.workspace).format())
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from replay.demo import run_demo
+
+    return run_demo(args.out, quick=args.quick)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="worker-replay", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    def ledger_option(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--ledger", type=Path, default=default_ledger(),
+                       help="outcome/provenance ledger (default: $WORKER_REPLAY_LEDGER or runs/ledger.sqlite)")
+
+    suite = sub.add_parser("suite", help="decision suites").add_subparsers(dest="action", required=True)
+    for name, func, text in (("validate", _suite_validate, "report every bad line with file:line"),
+                             ("freeze", _suite_freeze, "write the frozen manifest"),
+                             ("stats", _suite_stats, "counts per stratum, cluster, workspace, tool")):
+        p = suite.add_parser(name, help=text)
+        p.add_argument("dir", type=Path)
+        p.set_defaults(func=func)
+
+    memory = sub.add_parser("memory", help="workspace memory").add_subparsers(dest="action", required=True)
+    check = memory.add_parser("check", help="check memory files like the public check script")
+    check.add_argument("dir", type=Path)
+    check.add_argument("--root", action="store_true", help="DIR holds one sub-directory per workspace")
+    check.set_defaults(func=_memory_check)
+
+    p = sub.add_parser("run", help="replay every arm × decision (resumable)")
+    p.add_argument("--suite", type=Path, required=True)
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the run directory (re-run into it to resume)")
+    ledger_option(p)
+    p.set_defaults(func=_run)
+
+    p = sub.add_parser("compare", help="paired comparison of two arms")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--baseline", required=True)
+    p.add_argument("--candidate", required=True)
+    p.add_argument("--by", choices=("workspace", "cluster", "tool"))
+    p.add_argument("--json", action="store_true")
+    ledger_option(p)
+    p.set_defaults(func=_compare)
+
+    p = sub.add_parser("gate", help="evaluate a pre-registered gate policy; exit 0 only on pass")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--policy", type=Path, required=True)
+    p.add_argument("--baseline", required=True)
+    p.add_argument("--candidate", required=True)
+    p.add_argument("--evidence", action="append", default=[], metavar="KEY=PATH",
+                   help="evidence a condition reads from elsewhere (see the policy's comments)")
+    ledger_option(p)
+    p.set_defaults(func=_gate)
+
+    p = sub.add_parser("report", help="write report.md and a self-contained report.html")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE")
+    ledger_option(p)
+    p.set_defaults(func=_report)
+
+    lessons = sub.add_parser("lessons", help="the lesson gate").add_subparsers(dest="action", required=True)
+    p = lessons.add_parser("propose", help="per-rule verdicts and the proposed memory edit (a diff)")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--memory-root", type=Path, required=True)
+    p.add_argument("--apply", action="store_true", help="apply the proposed moves to the memory files")
+    ledger_option(p)
+    p.set_defaults(func=_lessons_propose)
+
+    for name, func, text in (("trace", _trace, "every run, result, comparison and verdict that used a rule"),
+                             ("dispute", _dispute, "mark everything that used a rule as needing a re-run")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("rule_id", metavar="lc:<slug>")
+        p.add_argument("--workspace")
+        if name == "dispute":
+            p.add_argument("--reason", required=True)
+        ledger_option(p)
+        p.set_defaults(func=func)
+
+    p = sub.add_parser("demo", help="the full demo: engine + gateway + memory-arm replay + report")
+    p.add_argument("--out", type=Path, default=Path("runs/demo"))
+    p.add_argument("--quick", action="store_true", help="a small slice, for a smoke test")
+    p.set_defaults(func=_demo)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except USER_ERRORS as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,531 @@
+"""Workspace memory in the `memory-system` file format (DESIGN §5), read for replay.
+
+One workspace directory holds:
+
+* `rules/learned-corrections.md` — `## Rules` and `## Pending` (both binding: Pending only
+  means "not yet merged") and possibly `## Retired`; one rule per line,
+  `- text <!-- lc:slug evidence:user-explicit -->`. A rule may carry indented continuation
+  lines (a temporary Wrong/Right example); they belong to it. A rule without `evidence:`
+  is *legacy*. Headings may be `## Rules`, `## Rules: active` or the older `## Rules — active`.
+* `memory/reference/corrections-log.md` — the provenance ledger: `## lc:<slug>` entries with
+  `**Field:** value` lines, and `## Retired` with `- lc:<old>: superseded by lc:<new> (...), DATE`
+  (the older ` — ` separator is accepted too).
+* `memory/profile.md`, `memory/index.md`, `memory/weekly-summary.md` — the essentials injected
+  every turn.
+
+Reading never fails on a messy file: what cannot be understood is reported by
+`check_memory` (with file:line) and left out of the parsed rules, so a replay arm never
+injects text whose authority it could not establish (004). Only a missing directory is an
+error, because injecting "nothing" for a mistyped path would silently look like `withheld`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from datetime import date
+from enum import StrEnum
+from pathlib import Path
+from typing import Literal
+
+LC_FILE = "rules/learned-corrections.md"
+LOG_FILE = "memory/reference/corrections-log.md"
+# Injection order of the essentials (the memory-system skill lists them in this order).
+ESSENTIAL_FILES = ("memory/profile.md", "memory/index.md", "memory/weekly-summary.md")
+ESSENTIAL_LINE_CAPS = {"memory/profile.md": 80, "memory/index.md": 50, "memory/weekly-summary.md": 80}
+RULE_CAP = 60
+RULE_TEXT_CAP = 160
+LC_BYTES_CAP = 12000
+AUTHORISED_EVIDENCE = "user-explicit"
+
+_SLUG = r"[A-Za-z0-9][A-Za-z0-9._-]*"
+_SLUG_RE = re.compile(rf"^{_SLUG}$")
+_HEADING_RE = re.compile(r"^##(?!#)\s*(?P<title>.*?)\s*$")
+_TITLE_RE = re.compile(r"^(?P<name>[A-Za-z]+)(?P<rest>.*)$")
+# What may follow the section name: nothing, or a separator (": ", " — ", " – ", " - ", "(").
+_TITLE_REST_RE = re.compile(r"^(\s*(:|—|–|-|\().*)?$")
+_RULE_RE = re.compile(r"^-\s+(?P<body>.*)$")
+_CONTINUATION_RE = re.compile(r"^(\t| {2,})\S")
+_COMMENT_RE = re.compile(r"<!--(?P<inner>.*?)-->", re.S)
+_FIELD_RE = re.compile(r"^\*\*(?P<name>[^*]+?):\*\*\s*(?P<value>.*)$")
+# `## lc:slug`, also with a trailing title: `## lc:slug — learned correction` or `## lc:slug: ...`.
+_LOG_ENTRY_RE = re.compile(r"^lc:(?P<slug>[^\s:]+?)(?::?\s+(?:(?:—|–|-)\s+)?.*|:)?$")
+_RETIRED_LINE_RE = re.compile(rf"^-\s+lc:(?P<slug>{_SLUG})(?::\s*|\s+(?:—|–|-)\s+)(?P<reason>.*?)\s*$")
+_SUPERSEDED_RE = re.compile(rf"superseded by lc:(?P<slug>{_SLUG})")
+_TRAILING_DATE_RE = re.compile(r",\s*(?P<date>\d{4}-\d{2}-\d{2})\s*$")
+_SCAFFOLDING_RE = re.compile(r"^\*\*(Source|Promoted|Occurrences)")
+# The public check script's approval-by-silence phrases: silence is not approval (skill, evidence contract).
+_SILENCE_RE = re.compile(
+    r"continued (using|the workflow).*without complaint|accepted without objection"
+    r"|approved.*no objections?|no objections?.*approved",
+    re.I,
+)
+# Signs that a rule's text was copied from outside material (004: an observation, never a rule).
+_OUTSIDE_PATTERNS = (
+    (re.compile(r"https?://", re.I), "contains a URL"),
+    (re.compile(r"<\s*/?\s*(tool_call|tool_response|function|system|standing_rules|memory)\b", re.I), "contains prompt markup"),
+    (re.compile(r"ignore (all |any )?(the )?(previous|prior|above) (instructions|rules)", re.I), "tells the reader to ignore instructions"),
+    (re.compile(r"\b(vendor|supplier|website|web ?page|tool (result|output)|search results?)\b.{0,40}\b(says|said|states|claims)\b", re.I), "reports what an outside source said"),
+)
+
+
+class MemoryLoadError(ValueError):
+    """The workspace memory directory cannot be read at all."""
+
+
+class Section(StrEnum):
+    RULES = "rules"
+    PENDING = "pending"
+    RETIRED = "retired"
+
+
+BINDING = (Section.RULES, Section.PENDING)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule line. `id` is `lc:<slug>`, or None when the line carries no readable id.
+
+    `file` is None (and `line` 0) for an arm's own `rule:<text>` rule, which has no file.
+
+    `authorised` is what 004 allows to be injected as a standing rule: an id,
+    `evidence:user-explicit`, in a binding section, and not retired anywhere.
+    """
+
+    id: str | None
+    text: str
+    section: Section
+    evidence: str | None
+    legacy: bool
+    authorised: bool
+    retired: bool
+    file: Path | None
+    line: int
+    detail: tuple[str, ...] = ()
+
+    @property
+    def end_line(self) -> int:
+        """Last line of the rule (its continuation lines included)."""
+        return self.line + len(self.detail)
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    """A `## lc:<slug>` provenance record of the corrections log."""
+
+    id: str
+    rule_current: str | None
+    history: str | None
+    evidence: str | None
+    scope: str | None
+    source_quote: str | None
+    wrong: str | None
+    right: str | None
+    file: Path
+    line: int
+
+
+@dataclass(frozen=True)
+class Retirement:
+    """A line of a `## Retired` section of the corrections log."""
+
+    id: str
+    reason: str
+    superseded_by: str | None
+    on: date | None
+    file: Path
+    line: int
+
+
+@dataclass(frozen=True)
+class Essential:
+    """An essential file injected every turn; `name` is its path relative to the workspace."""
+
+    name: str
+    text: str
+
+
+@dataclass(frozen=True)
+class MemoryProblem:
+    severity: Literal["violation", "warning"]
+    file: Path
+    line: int | None
+    message: str
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.line is not None else str(self.file)
+        return f"{where}: {self.severity.upper()}: {self.message}"
+
+
+@dataclass(frozen=True)
+class WorkspaceMemory:
+    root: Path
+    rules: tuple[Rule, ...]
+    log: tuple[LogEntry, ...]
+    retirements: tuple[Retirement, ...]
+    essentials: tuple[Essential, ...]
+    problems: tuple[MemoryProblem, ...] = field(default=(), repr=False)
+
+    def authorised_rules(self) -> tuple[Rule, ...]:
+        """The rules the `workspace` condition injects, in file order."""
+        return tuple(r for r in self.rules if r.authorised)
+
+    def find(self, rule_id: str) -> tuple[Rule, ...]:
+        """Every rule line with this id (a duplicated id yields several)."""
+        return tuple(r for r in self.rules if r.id == rule_id)
+
+    def retired_ids(self) -> frozenset[str]:
+        in_lc = {r.id for r in self.rules if r.section is Section.RETIRED and r.id}
+        return frozenset(in_lc | {t.id for t in self.retirements})
+
+
+def load_memory(root: str | Path) -> WorkspaceMemory:
+    """Read one workspace directory. Raises MemoryLoadError only when it is not a directory."""
+    root = Path(root)
+    if not root.is_dir():
+        raise MemoryLoadError(f"{root}: workspace memory directory not found")
+    problems: list[MemoryProblem] = []
+    lc_path, log_path = root / LC_FILE, root / LOG_FILE
+    raw_rules = _parse_corrections(_read(lc_path, problems), lc_path, problems)
+    log, retirements = _parse_log(_read(log_path, problems), log_path, problems)
+    retired = {r.id for r in raw_rules if r.section is Section.RETIRED and r.id} | {t.id for t in retirements}
+    rules = tuple(_settle(r, retired) for r in raw_rules)
+    essentials = []
+    for name in ESSENTIAL_FILES:
+        text = _read(root / name, problems)
+        if text is not None and text.strip():
+            essentials.append(Essential(name=name, text=text))
+    return WorkspaceMemory(root, rules, tuple(log), tuple(retirements), tuple(essentials), tuple(problems))
+
+
+def workspace_dirs(memory_root: str | Path) -> dict[str, Path]:
+    """The workspaces under a memory root, laid out `<memory_root>/<workspace>/` (one tree per tenant)."""
+    memory_root = Path(memory_root)
+    if not memory_root.is_dir():
+        raise MemoryLoadError(f"{memory_root}: memory root directory not found")
+    return {p.name: p for p in sorted(memory_root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+
+
+def check_memory(root: str | Path) -> list[MemoryProblem]:
+    """Mechanical validation of the memory contract, like the public `check-memory.sh`.
+
+    Covers what replay reads (rules, corrections log, essentials); the tree-file frontmatter
+    and workspace-root tidiness checks of the script are out of scope here.
+    """
+    root = Path(root)
+    try:
+        memory = load_memory(root)
+    except MemoryLoadError as exc:
+        return [MemoryProblem("violation", root, None, str(exc).removeprefix(f"{root}: "))]
+    problems = list(memory.problems)
+    problems += _check_essentials(root)
+    problems += _check_rules(memory)
+    problems += _check_log(memory)
+    return sorted(problems, key=lambda p: (str(p.file), p.line or 0))
+
+
+def has_violations(problems: Iterable[MemoryProblem]) -> bool:
+    return any(p.severity == "violation" for p in problems)
+
+
+# ── reading ──────────────────────────────────────────────────────────────────
+
+
+def _read(path: Path, problems: list[MemoryProblem]) -> str | None:
+    """File text, or None when absent. Undecodable bytes are replaced and reported."""
+    if not path.exists():
+        return None
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        problems.append(MemoryProblem("violation", path, None, f"cannot be read: {exc.strerror or exc}"))
+        return None
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        problems.append(MemoryProblem("violation", path, None, f"is not valid UTF-8 (byte {exc.start}); undecodable bytes replaced"))
+        return data.decode("utf-8-sig", errors="replace")
+
+
+def _lines(text: str | None) -> Iterator[tuple[int, str]]:
+    for number, line in enumerate((text or "").splitlines(), start=1):
+        yield number, line.rstrip()
+
+
+def section_of(line: str) -> Section | None | Literal[False]:
+    """The section a `## ` heading opens; None for an unknown `##` heading; False if not a heading.
+
+    `# ` (a new document title) also ends the current section: it returns None.
+    """
+    if line.startswith("# "):
+        return None
+    match = _HEADING_RE.match(line)
+    if not match:
+        return False
+    title = _TITLE_RE.match(match["title"])
+    if title and _TITLE_REST_RE.match(title["rest"]):
+        try:
+            return Section(title["name"].lower())
+        except ValueError:
+            return None
+    return None
+
+
+def _parse_corrections(text: str | None, path: Path, problems: list[MemoryProblem]) -> list[Rule]:
+    rules: list[Rule] = []
+    section: Section | None = None
+    block: list[tuple[int, str]] = []
+
+    def flush() -> None:
+        if block and section is not None:
+            rules.append(_rule_from_block(block, section, path, problems))
+        block.clear()
+
+    for number, line in _lines(text):
+        heading = section_of(line)
+        if heading is not False:
+            flush()
+            section = heading
+            continue
+        rule = _RULE_RE.match(line)
+        if rule:
+            flush()
+            block.append((number, rule["body"]))
+        elif block and _CONTINUATION_RE.match(line):
+            block.append((number, line.strip()))
+        else:
+            flush()
+    flush()
+    return rules
+
+
+def _rule_from_block(block: list[tuple[int, str]], section: Section, path: Path, problems: list[MemoryProblem]) -> Rule:
+    """A rule from its line and continuation lines; the first comment naming `lc:` is its id."""
+    rule_id: str | None = None
+    evidence: str | None = None
+    texts = [body for _, body in block]
+    found = next(((i, c) for i, body in enumerate(texts) for c in _COMMENT_RE.finditer(body) if "lc:" in c["inner"]), None)
+    if found is not None:
+        index, comment = found
+        tokens = comment["inner"].split()
+        slug = next((t.removeprefix("lc:") for t in tokens if t.startswith("lc:")), "")
+        if _SLUG_RE.match(slug):
+            rule_id = f"lc:{slug}"
+        else:
+            problems.append(MemoryProblem("violation", path, block[index][0], f"malformed rule id in '{comment[0]}'"))
+        evidence = next((t.removeprefix("evidence:") for t in tokens if t.startswith("evidence:")), None)
+        body = texts[index]
+        texts[index] = (body[: comment.start()] + body[comment.end() :]).strip()
+    return Rule(
+        id=rule_id,
+        text=" ".join(texts[0].split()),
+        section=section,
+        evidence=evidence or None,
+        legacy=not evidence,
+        authorised=False,
+        retired=section is Section.RETIRED,
+        file=path,
+        line=block[0][0],
+        detail=tuple(t for t in texts[1:] if t),
+    )
+
+
+def _settle(rule: Rule, retired_ids: set[str]) -> Rule:
+    retired = rule.section is Section.RETIRED or (rule.id is not None and rule.id in retired_ids)
+    authorised = rule.id is not None and rule.evidence == AUTHORISED_EVIDENCE and rule.section in BINDING and not retired
+    return replace(rule, retired=retired, authorised=authorised)
+
+
+def _parse_log(text: str | None, path: Path, problems: list[MemoryProblem]) -> tuple[list[LogEntry], list[Retirement]]:
+    entries: list[LogEntry] = []
+    retirements: list[Retirement] = []
+    current: dict[str, str] | None = None
+    current_id, current_line = "", 0
+    in_retired = False
+
+    def flush() -> None:
+        if current is not None:
+            entries.append(_log_entry(current_id, current, path, current_line))
+
+    for number, line in _lines(text):
+        heading = section_of(line)
+        if heading is not False:
+            flush()
+            current = None
+            title = line.lstrip("#").strip()
+            entry = _LOG_ENTRY_RE.match(title)
+            in_retired = heading is Section.RETIRED
+            if entry:
+                if _SLUG_RE.match(entry["slug"]):
+                    current, current_id, current_line = {}, f"lc:{entry['slug']}", number
+                else:
+                    problems.append(MemoryProblem("violation", path, number, f"malformed rule id '{title}'"))
+            continue
+        if current is not None:
+            found = _FIELD_RE.match(line)
+            if found:
+                current.setdefault(found["name"].strip().lower(), found["value"].strip())
+        elif in_retired and line.startswith("- "):
+            retirement = _retirement(line, path, number)
+            if retirement is None:
+                problems.append(MemoryProblem("warning", path, number, "retired line not in the form '- lc:<id>: <reason>, YYYY-MM-DD'"))
+            else:
+                retirements.append(retirement)
+    flush()
+    return entries, retirements
+
+
+def _log_entry(rule_id: str, fields: dict[str, str], path: Path, line: int) -> LogEntry:
+    evidence_field = fields.get("evidence")
+    evidence = scope = None
+    if evidence_field is not None:
+        evidence = evidence_field.split("·")[0].strip() or None
+        scope_match = re.search(r"scope:\s*(\S+)", evidence_field)
+        scope = scope_match[1] if scope_match else None
+    wrong, right = fields.get("wrong"), fields.get("right")
+    if wrong is not None and "**Right:**" in wrong:
+        wrong, right = (part.strip(" ·") for part in wrong.split("**Right:**", 1))
+    return LogEntry(
+        id=rule_id,
+        rule_current=fields.get("rule (current)"),
+        history=fields.get("history"),
+        evidence=evidence,
+        scope=scope,
+        source_quote=fields.get("source quote"),
+        wrong=wrong or None,
+        right=right or None,
+        file=path,
+        line=line,
+    )
+
+
+def _retirement(line: str, path: Path, number: int) -> Retirement | None:
+    match = _RETIRED_LINE_RE.match(line)
+    if not match or not _SLUG_RE.match(match["slug"]):
+        return None
+    reason = match["reason"]
+    superseded = _SUPERSEDED_RE.search(reason)
+    on: date | None = None
+    dated = _TRAILING_DATE_RE.search(reason)
+    if dated:
+        try:
+            on = date.fromisoformat(dated["date"])
+        except ValueError:
+            on = None
+    return Retirement(
+        id=f"lc:{match['slug']}",
+        reason=reason,
+        superseded_by=f"lc:{superseded['slug']}" if superseded else None,
+        on=on,
+        file=path,
+        line=number,
+    )
+
+
+# ── checks ───────────────────────────────────────────────────────────────────
+
+
+def _text(path: Path) -> str | None:
+    """Text for a check, None if unreadable (`load_memory` already reported why)."""
+    try:
+        return path.read_bytes().decode("utf-8-sig", errors="replace")
+    except OSError:
+        return None
+
+
+def _non_empty_lines(text: str) -> int:
+    return sum(1 for line in text.splitlines() if line.strip())
+
+
+def _check_essentials(root: Path) -> list[MemoryProblem]:
+    problems = []
+    for name in ESSENTIAL_FILES:
+        path = root / name
+        if not path.is_file():
+            problems.append(MemoryProblem("violation", path, None, f"{Path(name).name} is missing (it is injected every turn)"))
+            continue
+        text = _text(path)
+        if text is None:
+            continue
+        count, cap = _non_empty_lines(text), ESSENTIAL_LINE_CAPS[name]
+        if count > cap:
+            problems.append(MemoryProblem("violation", path, None, f"has {count} non-empty lines (cap {cap})"))
+        for number, line in _lines(text):
+            if _SILENCE_RE.search(line):
+                problems.append(MemoryProblem("violation", path, number, "approval-by-silence language (silence is not approval)"))
+    return problems
+
+
+def _check_rules(memory: WorkspaceMemory) -> list[MemoryProblem]:
+    path = memory.root / LC_FILE
+    text = _text(path) if path.is_file() else None
+    if text is None:
+        return []
+    problems: list[MemoryProblem] = []
+
+    def viol(line: int | None, message: str) -> None:
+        problems.append(MemoryProblem("violation", path, line, message))
+
+    headings = [section_of(line) for _, line in _lines(text)]
+    for wanted in BINDING:
+        if wanted not in headings:
+            viol(None, f"missing '## {wanted.value.title()}' section")
+    size = len(text.encode())
+    if size > LC_BYTES_CAP:
+        viol(None, f"is {size} bytes (target ≤ {LC_BYTES_CAP}: compress or consolidate)")
+    for number, line in _lines(text):
+        if _SCAFFOLDING_RE.match(line):
+            viol(number, "provenance block belongs in memory/reference/corrections-log.md")
+        if _SILENCE_RE.search(line):
+            viol(number, "approval-by-silence language (silence is not approval)")
+
+    binding = [r for r in memory.rules if r.section in BINDING]
+    if len(binding) > RULE_CAP:
+        viol(None, f"has {len(binding)} rules in force, Rules and Pending together (cap {RULE_CAP}: consolidate)")
+    retired_ids = memory.retired_ids()
+    for rule in binding:
+        if len(rule.text) > RULE_TEXT_CAP:
+            viol(rule.line, f"rule text is {len(rule.text)} characters (cap {RULE_TEXT_CAP})")
+        if rule.id is None:
+            viol(rule.line, "rule is missing an <!-- lc:slug --> id")
+        elif rule.id in retired_ids:
+            viol(rule.line, f"{rule.id} is retired but still in force")
+        if rule.legacy and rule.id is not None:
+            problems.append(MemoryProblem("warning", path, rule.line, f"{rule.id or 'rule'} is legacy (no evidence:); audit, do not auto-upgrade"))
+        elif rule.evidence != AUTHORISED_EVIDENCE:
+            viol(rule.line, f"{rule.id or 'rule'} has non-explicit evidence '{rule.evidence}'")
+        for _, reason in (p for p in _OUTSIDE_PATTERNS if p[0].search(rule.text)):
+            problems.append(MemoryProblem("warning", path, rule.line, f"{rule.id or 'rule'} looks like outside material ({reason}): an observation is never a rule"))
+
+    by_id: dict[str, list[int]] = defaultdict(list)
+    for rule in memory.rules:
+        if rule.id is not None:
+            by_id[rule.id].append(rule.line)
+    for rule_id, lines in by_id.items():
+        for later in lines[1:]:
+            viol(later, f"duplicate id {rule_id} (first at line {lines[0]})")
+    texts = Counter(r.text for r in binding if r.text)
+    for rule in binding:
+        if texts[rule.text] > 1:
+            viol(rule.line, "verbatim duplicate rule text")
+    return problems
+
+
+def _check_log(memory: WorkspaceMemory) -> list[MemoryProblem]:
+    path = memory.root / LOG_FILE
+    binding = [r for r in memory.rules if r.section in BINDING]
+    if not path.is_file():
+        if binding:
+            return [MemoryProblem("violation", path, None, "corrections log is missing while learned-corrections has rules")]
+        return []
+    problems = []
+    logged = {e.id for e in memory.log}
+    for entry in memory.log:
+        if entry.evidence == AUTHORISED_EVIDENCE and not entry.source_quote:
+            problems.append(MemoryProblem("violation", path, entry.line, f"{entry.id} claims user-explicit evidence without a source quote"))
+    for rule in binding:
+        if rule.authorised and rule.id not in logged:
+            problems.append(MemoryProblem("warning", rule.file, rule.line, f"{rule.id} has no provenance record in {LOG_FILE}"))
+    return problems

@@ -1,0 +1,354 @@
+"""The resumable replay runner: every arm × decision through an OpenAI-compatible endpoint.
+
+Sandboxed by construction: it only asks the model for its next action (no tool is ever
+executed), talks only to the configured endpoint, and never writes to the suite or memory it
+reads. `results.jsonl` is appended and flushed one result at a time, so a run killed at any
+point resumes with exactly one result per (arm, decision).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import platform
+import random
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+
+from replay.config import Arm, RunConfig
+from replay.inject import ConditionError, inject, parse_condition
+from replay.memory import WorkspaceMemory, load_memory
+from replay.records import Decision, ResultRecord, Usage
+from replay.scoring import score_decision
+from replay.suite import Suite
+from replay.toolcalls import parse_response, transport_error
+
+RESULTS = "results.jsonl"
+RUN_JSON = "run.json"
+RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+class RunError(RuntimeError):
+    """A run that must not start (or continue) as asked; the message says why."""
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    arm: Arm
+    decision: Decision
+    messages: list[dict[str, Any]]
+    rule_ids: tuple[str, ...]
+
+    @property
+    def prefix_key(self) -> tuple[str, str]:
+        """Requests with equal keys share a rendered prompt prefix (the cache is per adapter)."""
+        tools = json.dumps(self.decision.request.tools, sort_keys=True)
+        return self.arm.model, tools + json.dumps(self.messages, sort_keys=True)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    body: dict[str, Any] | None
+    error: str | None
+    attempts: int
+    latency_s: float
+
+
+def config_fingerprint(config: RunConfig) -> dict[str, Any]:
+    return json.loads(config.model_dump_json())
+
+
+def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
+    fingerprint = config_fingerprint(config)
+    return {
+        "config": fingerprint,
+        "config_sha256": hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest(),
+        "suite": {"path": str(suite.path), "name": suite.manifest.name, "version": suite.manifest.version,
+                  "sha256": suite.sha256, "decisions": len(suite.decisions)},
+        "endpoint": config.endpoint.base_url,
+        "models": models,
+        "versions": {"worker_tier": _version("worker-tier"), "python": platform.python_version(),
+                     "engine": engine_version},
+        "started_at": datetime.now(UTC).isoformat(),
+    }
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    if isinstance(value, list):
+        out = {}
+        for i, item in enumerate(value):
+            out.update(_flatten(item, f"{prefix}[{i}]"))
+        return out or {prefix: []}
+    return {prefix: value}
+
+
+def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """What changed between the recorded run and this invocation (config and suite only)."""
+    before = _flatten({"config": old.get("config"), "suite.sha256": old.get("suite", {}).get("sha256")})
+    after = _flatten({"config": new["config"], "suite.sha256": new["suite"]["sha256"]})
+    return [f"{key}: {before.get(key, '(absent)')!r} -> {after.get(key, '(absent)')!r}"
+            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
+
+def read_completed(results_path: Path) -> set[tuple[str, str]]:
+    """(arm, decision) pairs already recorded. A torn last line (killed mid-write) is cut off."""
+    if not results_path.exists():
+        return set()
+    data = results_path.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        with results_path.open("r+b") as fh:
+            fh.truncate(keep)
+    done: set[tuple[str, str]] = set()
+    for number, line in enumerate(data[:keep].splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            done.add((row["arm"], row["decision_id"]))
+        except (json.JSONDecodeError, KeyError) as exc:
+            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from None
+    return done
+
+
+def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[WorkItem]:
+    """The remaining work, memory injected per arm, in the configured order."""
+    memories: dict[str, WorkspaceMemory | None] = {}
+    items: list[WorkItem] = []
+    for arm in config.arms:
+        condition = parse_condition(arm.memory)
+        for decision in suite.decisions:
+            if (arm.name, decision.id) in done:
+                continue
+            workspace = decision.memory.workspace if decision.memory and decision.memory.workspace else decision.workspace
+            if workspace not in memories:
+                memories[workspace] = _load_workspace(config, workspace)
+            try:
+                injected = inject(decision.request.messages, condition, memories[workspace])
+            except ConditionError as exc:
+                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}") from None
+            items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids))
+    return order_items(items, config.runner.order, seed=config.decoding.seed or 0)
+
+
+def _load_workspace(config: RunConfig, workspace: str) -> WorkspaceMemory | None:
+    if config.memory.root is None or not (config.memory.root / workspace).is_dir():
+        return None
+    return load_memory(config.memory.root / workspace)
+
+
+def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkItem]:
+    if order == "prefix":
+        return sorted(items, key=lambda item: item.prefix_key)
+    if order == "shuffled":
+        shuffled = list(items)
+        random.Random(seed).shuffle(shuffled)
+        return shuffled
+    return list(items)
+
+
+def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
+    decoding = config.decoding_for(item.arm)
+    request = item.decision.request.model_dump(exclude={"messages"})
+    body = {**request, "model": item.arm.model, "messages": item.messages,
+            "temperature": decoding.temperature, "max_tokens": decoding.max_tokens, "top_p": decoding.top_p}
+    if decoding.seed is not None:
+        body["seed"] = decoding.seed
+    if not body.get("tools"):
+        body.pop("tools", None)
+        body.pop("tool_choice", None)
+    return body
+
+
+def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
+    tool_names = {t.get("function", {}).get("name") for t in item.decision.request.tools}
+    if outcome.body is None:
+        parsed, message = transport_error(outcome.error or "no response"), {}
+    else:
+        choices = outcome.body.get("choices") or [{}]
+        message = choices[0].get("message") or {}
+        parsed = parse_response(message, tool_names=tool_names)
+    usage = (outcome.body or {}).get("usage") or {}
+    target = item.decision.target
+    return ResultRecord(
+        arm=item.arm.name, decision_id=item.decision.id, stratum=item.decision.stratum,
+        cluster=item.decision.cluster, workspace=item.decision.workspace,
+        target_tool=target.tool if target else None, model=item.arm.model, memory=item.arm.memory,
+        raw_output={"message": message, "error": outcome.error,
+                    "finish_reason": ((outcome.body or {}).get("choices") or [{}])[0].get("finish_reason")},
+        parsed=parsed, score=score_decision(item.decision, parsed),
+        usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0),
+        latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
+        attempts=outcome.attempts, finished_at=datetime.now(UTC),
+    )
+
+
+class Progress:
+    """One status line: done/total, rate and ETA; redrawn in place on a terminal, else every 10 s."""
+
+    def __init__(self, total: int, label: str, stream: Any = sys.stderr):
+        self.total, self.label, self.stream = total, label, stream
+        self.done = 0
+        self.started = time.monotonic()
+        self.last_print = 0.0
+        self.tty = hasattr(stream, "isatty") and stream.isatty()
+
+    def advance(self) -> None:
+        self.done += 1
+        now = time.monotonic()
+        if self.tty or now - self.last_print >= 10 or self.done == self.total:
+            self.last_print = now
+            self.stream.write(("\r" if self.tty else "") + self.line() + ("" if self.tty else "\n"))
+            self.stream.flush()
+
+    def line(self) -> str:
+        elapsed = max(time.monotonic() - self.started, 1e-9)
+        rate = self.done / elapsed
+        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
+        pct = 100 * self.done / self.total if self.total else 100
+        eta_text = f"{eta:,.0f}s" if eta != float("inf") else "?"
+        return f"{self.label} {self.done}/{self.total} ({pct:.0f}%)  {rate:.2f} req/s  ETA {eta_text}"
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+
+
+async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str],
+                config: RunConfig) -> Outcome:
+    """POST with retries and exponential backoff; what still fails is returned, never raised."""
+    error = "not sent"
+    for attempt in range(1, config.runner.retries + 2):
+        started = time.monotonic()
+        try:
+            async with session.post(url, json=body, headers=headers) as resp:
+                text = await resp.text()
+                if resp.status == 200:
+                    try:
+                        return Outcome(json.loads(text), None, attempt, time.monotonic() - started)
+                    except json.JSONDecodeError:
+                        error = f"malformed JSON body from endpoint: {text[:200]!r}"
+                else:
+                    error = f"HTTP {resp.status}: {text[:300]}"
+                    if resp.status not in RETRYABLE_STATUS:
+                        return Outcome(None, error, attempt, time.monotonic() - started)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        if attempt <= config.runner.retries:
+            await asyncio.sleep(config.runner.backoff_s * 2 ** (attempt - 1))
+    return Outcome(None, error, config.runner.retries + 1, 0.0)
+
+
+def _auth_headers(config: RunConfig) -> dict[str, str]:
+    if config.endpoint.api_key_env and os.environ.get(config.endpoint.api_key_env):
+        return {"Authorization": f"Bearer {os.environ[config.endpoint.api_key_env]}"}
+    return {}
+
+
+async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
+    """Served model ids (and the engine version where the endpoint exposes /version)."""
+    base = config.endpoint.base_url.rstrip("/")
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout, headers=_auth_headers(config)) as session:
+        try:
+            async with session.get(f"{base}/models") as resp:
+                if resp.status != 200:
+                    raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
+                models = [m["id"] for m in (await resp.json()).get("data", [])]
+        except aiohttp.ClientError as exc:
+            raise RunError(f"cannot reach the endpoint {base}: {exc}") from None
+        version = None
+        try:
+            async with session.get(base.removesuffix("/v1") + "/version") as resp:
+                if resp.status == 200:
+                    version = (await resp.json()).get("version")
+        except (aiohttp.ClientError, json.JSONDecodeError, aiohttp.ContentTypeError):
+            version = None
+    return models, version
+
+
+async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Path,
+                  on_result: Callable[[ResultRecord], None] | None = None, label: str = "replay") -> int:
+    """Send every item with bounded concurrency; append each result as soon as it exists."""
+    url = config.endpoint.base_url.rstrip("/") + "/chat/completions"
+    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+    progress = Progress(len(items), label)
+    timeout = aiohttp.ClientTimeout(total=config.endpoint.timeout_s)
+    connector = aiohttp.TCPConnector(limit=config.runner.concurrency)
+    with results_path.open("a", encoding="utf-8") as out:
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector, headers=_auth_headers(config)) as session:
+
+            async def worker() -> None:
+                while not queue.empty():
+                    item = queue.get_nowait()
+                    headers = {"X-Workspace-Id": item.decision.workspace, "X-Session-Id": item.decision.session,
+                               "X-Worker-Replay": "1"}
+                    outcome = await _send(session, url, request_body(config, item), headers, config)
+                    record = result_record(item, outcome)
+                    out.write(record.model_dump_json() + "\n")
+                    out.flush()
+                    progress.advance()
+                    if on_result:
+                        on_result(record)
+
+            await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(items)) or 1)))
+    progress.close()
+    return len(items)
+
+
+def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Create the run directory, or check that an existing one is for the same config and suite.
+
+    Returns True when resuming. A different config or suite is refused with what changed.
+    """
+    run_json = run_dir / RUN_JSON
+    if run_json.exists():
+        old = json.loads(run_json.read_text())
+        changes = manifest_diff(old, manifest)
+        if changes:
+            raise RunError(f"{run_dir} holds a run with a different config or suite; refusing to mix results:\n  "
+                           + "\n  ".join(changes) + "\nUse a new --out directory for a new run.")
+        return True
+    run_dir.mkdir(parents=True, exist_ok=True)
+    tmp = run_json.with_suffix(".tmp")
+    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
+    tmp.replace(run_json)
+    return False
+
+
+def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
+    """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
+    models, engine_version = asyncio.run(fetch_models(config))
+    missing = sorted({arm.model for arm in config.arms} - set(models))
+    if missing:
+        raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
+                       f"(served: {', '.join(models) or 'nothing'})")
+    prepare_run_dir(run_dir, run_manifest(config, suite, models, engine_version))
+    done = read_completed(run_dir / RESULTS)
+    items = plan(suite, config, done)
+    asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
+    return len(items), len(done)

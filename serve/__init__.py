@@ -1,0 +1,1 @@
+"""Serving half of worker-tier: the vLLM engine launcher and the OpenAI-compatible gateway."""

