@@ -9,7 +9,8 @@ setup:
 demo: setup
 	$(VENV)/bin/worker-replay demo
 
-test: setup
+test:
+	./scripts/setup.sh --browser
 	$(VENV)/bin/python -m pytest -q -ra tests
 
 bench: setup

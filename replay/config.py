@@ -62,6 +62,9 @@ class Arm(Strict):
     model: str
     memory: str = "withheld"
     decoding: DecodingOverride = Field(default_factory=DecodingOverride)
+    # Only decisions of these workspaces (None: all). An ablation `workspace-minus:<id>` arm
+    # names the rule's own workspace: the rule exists nowhere else.
+    workspaces: list[str] | None = None
 
     @field_validator("memory")
     @classmethod

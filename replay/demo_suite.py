@@ -3,7 +3,7 @@
 `write_demo(out_dir, seed)` writes
 
     out_dir/suite/{suite.toml,decisions.jsonl}   frozen held-out suite + training_sanity
-    out_dir/train.jsonl                          training split (answers as targets)
+    out_dir/train.jsonl                          training split (`TrainingExample`: full answers)
     out_dir/memory/<workspace>/...               memory files (see demo_memory)
 
 Every draw comes from one `random.Random(seed)`, so the same seed gives the same bytes.
@@ -11,7 +11,8 @@ The suite holds 56 held-out decisions (16 verified_recovery, 14 clean_trajectory
 14 verified_action — four of those with a recorded no-call under `tool_choice: "auto"` —
 and 12 known_failure) plus 24 training_sanity decisions drawn from the training
 distribution. No decision state (request, up to tool-call ids) occurs twice across suite and
-training split. Training lines carry the stratum their situation would have in a suite.
+training split. Training lines carry the stratum their situation would have in a suite and the
+full recorded call (`answer`: tool and argument values), which adapters are trained on.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from typing import TypeVar
 from replay.demo_memory import memory_files
 from replay.demo_scenarios import KITS, Call, Kit, Messages, Rejection, Step, wrap_up
 from replay.keyset import sorted_key_set
-from replay.records import ChatRequest, Decision, FailedAction, MemoryRef, Target
+from replay.records import Answer, ChatRequest, Decision, FailedAction, MemoryRef, Target, TrainingExample
 from replay.suite import DECISIONS_JSONL, SUITE_TOML, freeze_suite
 from replay.suite_checks import request_hash
 
@@ -82,12 +83,13 @@ class _Builder:
         )
 
 
-def build_demo(seed: int = 0) -> tuple[list[Decision], list[Decision]]:
-    """(suite decisions, training decisions), deterministic in `seed`."""
+def build_demo(seed: int = 0) -> tuple[list[Decision], list[TrainingExample]]:
+    """(suite decisions, training examples), deterministic in `seed`."""
     builder = _Builder(Random(seed))
     held_out = [d for kit in KITS for d in _held_out(builder, kit)]
     pool = _training(builder, TRAINING_SANITY + TRAIN_SIZE)
-    sanity = [d.model_copy(update={"stratum": "training_sanity", "id": d.id.replace("train-", "sanity-")})
+    sanity = [Decision.model_validate(d.model_dump(exclude={"answer"})).model_copy(
+                  update={"stratum": "training_sanity", "id": d.id.replace("train-", "sanity-")})
               for d in pool[:TRAINING_SANITY]]
     return held_out + sanity, pool[TRAINING_SANITY:]
 
@@ -144,7 +146,7 @@ def _held_out(b: _Builder, kit: Kit) -> list[Decision]:
     return out
 
 
-def _training(b: _Builder, size: int) -> list[Decision]:
+def _training(b: _Builder, size: int) -> list[TrainingExample]:
     """Cycles over every situation of every workspace (recoveries twice), each cycle shuffled,
     so any prefix (training_sanity) has its clusters in the rest (the training split)."""
     slots: list[tuple[Kit, str, Callable[[Random], Step | Rejection]]] = [
@@ -152,14 +154,15 @@ def _training(b: _Builder, size: int) -> list[Decision]:
         *((kit, "clean_trajectory_action", make) for kit in KITS for make in kit.flows),
         *((kit, "verified_action", make) for kit in KITS for make in kit.actions),
     ]
-    out: list[Decision] = []
+    out: list[TrainingExample] = []
     while len(out) < size:
         cycle = list(slots)
         b.rng.shuffle(cycle)
         for kit, stratum, make in cycle[: size - len(out)]:
             situation, request = b.draw(make, kit, lambda s: s.messages)
             target = situation.recovery if isinstance(situation, Rejection) else situation.call
-            out.append(b.decision("train", stratum, kit, situation.cluster, request, 6, target=target))
+            decision = b.decision("train", stratum, kit, situation.cluster, request, 6, target=target)
+            out.append(TrainingExample(**dict(decision), answer=Answer(tool=target[0], arguments=target[1])))
     return out
 
 

@@ -14,6 +14,10 @@ from __future__ import annotations
 from typing import Any
 
 Schema = dict[str, Any]
+# Free text is bounded: under greedy decoding the 135M demo model can repeat a phrase inside
+# a string value until max_tokens, which would turn a real choice of tool and keys into a
+# truncated, malformed call. Real tool schemas bound their strings too.
+MAX_TEXT = 80
 
 
 def _tool(name: str, description: str, properties: Schema, required: tuple[str, ...]) -> Schema:
@@ -29,19 +33,21 @@ def _list(items: Schema) -> Schema:
     return {"type": "array", "items": items}
 
 
-def _str(description: str = "", enum: tuple[str, ...] = ()) -> Schema:
+def _str(description: str = "", enum: tuple[str, ...] = (), max_length: int = MAX_TEXT) -> Schema:
     schema: Schema = {"type": "string"}
     if description:
         schema["description"] = description
     if enum:
         schema["enum"] = list(enum)
+    else:
+        schema["maxLength"] = max_length
     return schema
 
 
 _NUM: Schema = {"type": "number"}
 _INT: Schema = {"type": "integer"}
 _BOOL: Schema = {"type": "boolean"}
-_DATE = _str("YYYY-MM-DD")
+_DATE = _str("YYYY-MM-DD", max_length=10)
 _TIME = _str("ISO 8601 date-time")
 _MONEY = _obj({"value": _NUM, "currency": _str("ISO 4217")}, ("value", "currency"))
 _PERSON = _obj({"email": _str(), "name": _str()}, ("email",))

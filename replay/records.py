@@ -66,6 +66,20 @@ class Decision(Strict):
     memory: MemoryRef | None = None
 
 
+class Answer(Strict):
+    """A recorded next move in full (tool and argument values); `tool=None` means no call."""
+
+    tool: str | None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class TrainingExample(Decision):
+    """One line of a training split: a decision plus its full answer, which a suite never
+    carries (the request contract keeps the answer out of what is scored)."""
+
+    answer: Answer
+
+
 class ParseOutcome(StrEnum):
     OK = "ok"
     NO_CALL = "no_call"

@@ -344,6 +344,9 @@ SCRIPT = """
   document.querySelectorAll('input[name="drill-filter"]').forEach(function(input){
     input.addEventListener('change',apply);
   });
+  var linked=/filter=([a-z_]+)/.exec(location.hash);
+  var start=linked&&document.querySelector('input[name="drill-filter"][value="'+linked[1]+'"]');
+  if(start){start.checked=true;}
   apply();
 })();
 """

@@ -140,7 +140,7 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
     for arm in config.arms:
         condition = parse_condition(arm.memory)
         for decision in suite.decisions:
-            if (arm.name, decision.id) in done:
+            if (arm.name, decision.id) in done or (arm.workspaces is not None and decision.workspace not in arm.workspaces):
                 continue
             workspace = decision.memory.workspace if decision.memory and decision.memory.workspace else decision.workspace
             if workspace not in memories:

@@ -5,6 +5,18 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
+# --browser: also Debian's headless Chromium, which the report test renders report.html in.
+with_browser=false
+[ "${1:-}" = --browser ] && with_browser=true
+
+if $with_browser && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "setup: installing Debian's chromium (headless browser for the report test)" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "setup: chromium is missing; install Debian's 'chromium' package for the report test" >&2
+  fi
+fi
 
 if [ "${WORKER_TIER_ENGINE:-}" = gpu ] || { [ -z "${WORKER_TIER_ENGINE:-}" ] && nvidia-smi -L >/dev/null 2>&1; }; then
   extra=gpu

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from serve import engine as engine_mod
 from serve.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
+from serve.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
 
 
 def _model_build(args: argparse.Namespace) -> int:
@@ -29,6 +30,39 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
     return 0
 
 
+def _adapter_train(args: argparse.Namespace) -> int:
+    from serve.train import TrainDataError, load_training, select_examples, train_adapter
+
+    model_dir = args.model or default_model_dir()
+    if not (model_dir / "config.json").is_file():
+        print(f"error: no model at {model_dir}; run `worker-serve model build` first", file=sys.stderr)
+        return 2
+    try:
+        examples = select_examples(load_training(args.data), args.select, args.examples, args.seed)
+        report = train_adapter(model_dir, examples, args.out, seed=args.seed, rank=args.rank, alpha=2 * args.rank,
+                               epochs=args.epochs, lr=args.lr, label=args.out.name)
+    except TrainDataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"adapter written: {args.out} ({report.examples} examples, {report.steps} steps, "
+          f"loss {report.epoch_losses[0]:.3f} -> {report.epoch_losses[-1]:.3f}, {report.seconds:.0f}s)")
+    return 0
+
+
+def _adapter_build_demo(args: argparse.Namespace) -> int:
+    from serve.train import TrainDataError, build_demo_adapters, cached_demo_dir
+
+    root = args.cache_dir or cache_dir()
+    try:
+        built = build_demo_adapters(args.demo_dir or cached_demo_dir(root), root)
+    except TrainDataError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    for name, path in built.items():
+        print(f"{name}: {path}")
+    return 0
+
+
 def _engine(args: argparse.Namespace) -> int:
     config = engine_mod.load_engine_config(args.config, port=args.port)
     if args.dry_run:
@@ -37,6 +71,20 @@ def _engine(args: argparse.Namespace) -> int:
         print(f"{env} {cmd}".strip())
         return 0
     return engine_mod.run_foreground(config)
+
+
+def _gateway(args: argparse.Namespace) -> int:
+    import logging
+
+    import uvicorn
+
+    from serve.app import create_app
+    from serve.config import load_gateway_config
+
+    config = load_gateway_config(args.config, port=args.port)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    uvicorn.run(create_app(config), host=config.gateway.host, port=config.gateway.port, log_level=args.log_level)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -57,11 +105,37 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("out", type=Path)
     rand.set_defaults(func=_adapter_make_random)
 
+    train = adapter.add_parser("train", help="train a seeded LoRA adapter on a demo training split (CPU)")
+    train.add_argument("--data", type=Path, required=True, help="train.jsonl (TrainingExample lines)")
+    train.add_argument("--select", choices=["recovery", "mix"], required=True,
+                       help="recovery decisions only, or every stratum evenly")
+    train.add_argument("--seed", type=int, required=True)
+    train.add_argument("--rank", type=int, default=16, help="LoRA rank; alpha is twice the rank")
+    train.add_argument("--examples", type=int, default=DEMO_EXAMPLES)
+    train.add_argument("--epochs", type=int, default=DEMO_EPOCHS)
+    train.add_argument("--lr", type=float, default=DEMO_LR)
+    train.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
+    train.add_argument("out", type=Path)
+    train.set_defaults(func=_adapter_train)
+
+    demo = adapter.add_parser("build-demo", help="train and cache the demo's recovery and mix adapters (idempotent)")
+    demo.add_argument("--demo-dir", type=Path, default=None,
+                      help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")
+    demo.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
+    demo.set_defaults(func=_adapter_build_demo)
+
     eng = sub.add_parser("engine", help="start vLLM's OpenAI server from a TOML engine config")
     eng.add_argument("--config", type=Path, required=True)
     eng.add_argument("--port", type=int, default=None, help="override vllm.port")
     eng.add_argument("--dry-run", action="store_true", help="print the exact command and exit")
     eng.set_defaults(func=_engine)
+
+    gw = sub.add_parser("gateway", help="start the OpenAI-compatible gateway from a TOML gateway config")
+    gw.add_argument("--config", type=Path, required=True)
+    gw.add_argument("--port", type=int, default=None, help="override gateway.port")
+    gw.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
+                    help="'warning' also silences the per-request access log")
+    gw.set_defaults(func=_gateway)
     return parser
 
 

@@ -9,18 +9,15 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import sys
-import time
 import tomllib
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from serve.modelbuild import cache_dir
+from serve.process import ServiceProcess
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
@@ -134,65 +131,13 @@ def server_env(config: EngineConfig) -> dict[str, str]:
     return {**os.environ, **config.env}
 
 
-def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
-    try:
-        with urllib.request.urlopen(f"{base_url}/health", timeout=timeout) as resp:
-            return resp.status == 200
-    except (urllib.error.URLError, OSError):
-        return False
-
-
-class EngineProcess:
+class EngineProcess(ServiceProcess):
     """A running vLLM server; used by the CLI, the demo, the benchmarks and the test session."""
 
     def __init__(self, config: EngineConfig, log_path: Path | None = None):
         self.config = config
-        self.log_path = log_path
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    @property
-    def base_url(self) -> str:
-        return self.config.base_url
-
-    def start(self) -> None:
-        log = self.log_path.open("ab") if self.log_path else None
-        self.proc = subprocess.Popen(
-            server_command(self.config), env=server_env(self.config),
-            stdout=log, stderr=subprocess.STDOUT if log else None, start_new_session=True,
-        )
-
-    def wait_healthy(self) -> float:
-        """Seconds until `/health` answered; raises if the engine died or the timeout passed."""
-        assert self.proc is not None
-        started = time.monotonic()
-        deadline = started + self.config.launch.health_timeout_s
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                where = f"; see {self.log_path}" if self.log_path else ""
-                raise RuntimeError(f"vLLM exited with status {self.proc.returncode} before it was healthy{where}")
-            if is_healthy(self.base_url):
-                return time.monotonic() - started
-            time.sleep(1.0)
-        self.stop()
-        raise TimeoutError(f"vLLM was not healthy after {self.config.launch.health_timeout_s:.0f} s")
-
-    def stop(self, grace_s: float = 30.0) -> int | None:
-        if self.proc is None or self.proc.poll() is not None:
-            return None if self.proc is None else self.proc.returncode
-        os.killpg(self.proc.pid, signal.SIGTERM)
-        try:
-            return self.proc.wait(grace_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-            return self.proc.wait()
-
-    def __enter__(self) -> EngineProcess:
-        self.start()
-        self.wait_healthy()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+        super().__init__("vLLM", server_command(config), server_env(config), config.base_url,
+                         config.launch.health_timeout_s, log_path)
 
 
 def run_foreground(config: EngineConfig) -> int:

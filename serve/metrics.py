@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics, generate_latest
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -78,6 +78,7 @@ class EngineCollector:
 
 class GatewayMetrics:
     def __init__(self, nvml: bool = True) -> None:
+        disable_created_metrics()  # `*_created` series double the output and no dashboard reads them
         self.registry = CollectorRegistry()
         r = self.registry
         route_labels = ["route", "adapter", "kind"]

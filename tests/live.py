@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import socket
 import urllib.error
 import urllib.request
 
+from serve.process import free_port
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+__all__ = ["free_port", "http_json"]
 
 
 def http_json(method: str, url: str, body: dict | None = None, timeout: float = 300.0) -> tuple[int, dict | str]:

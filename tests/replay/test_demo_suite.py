@@ -12,7 +12,8 @@ import pytest
 from replay.demo_memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from replay.demo_suite import TRAIN_JSONL, write_demo
 from replay.memory import check_memory, has_violations, load_memory
-from replay.records import BUILTIN_STRATA, Decision
+from replay.keyset import sorted_key_set
+from replay.records import BUILTIN_STRATA, Decision, TrainingExample
 from replay.suite import load_suite, validate_suite
 from replay.suite_checks import request_hash
 
@@ -30,8 +31,8 @@ def files_of(root: Path) -> dict[str, bytes]:
     return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def train_of(demo: Path) -> list[Decision]:
-    return [Decision.model_validate_json(line) for line in (demo / TRAIN_JSONL).read_text().splitlines()]
+def train_of(demo: Path) -> list[TrainingExample]:
+    return [TrainingExample.model_validate_json(line) for line in (demo / TRAIN_JSONL).read_text().splitlines()]
 
 
 def test_same_seed_same_bytes(demo: Path, tmp_path: Path) -> None:
@@ -110,6 +111,21 @@ def test_training_split_is_disjoint_from_the_suite(demo: Path) -> None:
     assert not {d.session for d in suite} & {d.session for d in train}
     assert not {request_hash(d.request) for d in suite} & {request_hash(d.request) for d in train}
     assert len({state(d) for d in (*suite, *train)}) == len(suite) + len(train)
+
+
+def test_training_lines_carry_the_full_answer_of_their_target(demo: Path) -> None:
+    train = train_of(demo)
+    for d in train:
+        assert d.target is not None and d.answer.tool == d.target.tool
+        assert sorted_key_set(d.answer.arguments) == d.target.arg_keys
+    recovery = {d.answer.tool for d in train if d.stratum == "verified_recovery"}
+    assert {"list_invoices", "finalize_invoice", "reopen_ticket", "find_free_slots"} <= recovery
+    assert {d.stratum for d in train} == {"verified_recovery", "clean_trajectory_action", "verified_action"}
+
+
+def test_suite_lines_never_carry_an_answer(demo: Path) -> None:
+    lines = (demo / "suite/decisions.jsonl").read_text().splitlines()
+    assert lines and all("answer" not in json.loads(line) for line in lines)
 
 
 def test_training_sanity_comes_from_the_training_distribution(demo: Path) -> None:

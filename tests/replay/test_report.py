@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import tempfile
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -251,3 +254,38 @@ def test_names_are_escaped_and_the_suite_adds_requests_and_target_keys(tmp_path:
     (row,) = doc.find_all("tr", data_decision="d-1")
     assert "last user turn: find invoices <1>" in cell(row, "request").all_text()
     assert "vs target: missing filter, filter.date, filter.date.from" in cell(row, "keys").all_text()
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    """Debian's headless Chromium, offline: no sandbox (root), no background network."""
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.fail("Debian's chromium is not installed: scripts/setup.sh --browser installs it")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--virtual-time-budget=5000"]
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([binary, *flags, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120)
+
+
+def test_report_renders_in_a_browser_with_its_numbers_and_filters(report, tmp_path: Path) -> None:
+    run, _ = report
+    page = (run / "report.html").as_uri()
+    shot = tmp_path / "report.png"
+    rendered = chromium("--window-size=1400,1800", f"--screenshot={shot}", page)
+    assert rendered.returncode == 0, rendered.stderr
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+    dom = TreeBuilder()
+    dom.feed(chromium("--dump-dom", page + "#filter=win").stdout)
+    table = dom.root.by_id("cmp-base-vs-q-only")
+    recovery = next(r for r in table.find_all("tr") if r.attrs.get("data-scope") == "verified_recovery"
+                    and r.attrs.get("data-measure") == "joint")
+    assert [cell(recovery, f).all_text() for f in ("baseline", "candidate", "discordant")] == ["31", "38", "+7 / −0"]
+    drill = dom.root.by_id("drill-base-vs-q-only")
+    rows = [r for r in drill.find_all("tr") if "data-outcome" in r.attrs]
+    wins = [r for r in rows if r.attrs["data-outcome"] == "win"]
+    assert wins and all("hidden" not in r.attrs for r in wins)
+    assert all("hidden" in r.attrs for r in rows if r.attrs["data-outcome"] != "win")
+    assert dom.root.by_id("drill-base-vs-q-only-count").all_text() == f"showing {len(wins)} of {len(rows)}"

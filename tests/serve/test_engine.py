@@ -26,7 +26,7 @@ def test_cpu_config_builds_the_documented_server_command():
     assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     args = vllm_parser().parse_args(cmd[3:])
     assert args.served_model_name == ["worker-base"]
-    assert args.dtype == "bfloat16" and args.max_model_len == 4096
+    assert args.dtype == "float32" and args.max_model_len == 4096
     assert args.enable_lora and args.max_lora_rank == 16
     assert args.enable_prefix_caching is True
     assert args.enable_auto_tool_choice and args.tool_call_parser == "hermes"
@@ -72,7 +72,7 @@ def test_bad_configs_are_rejected_naming_the_key(tmp_path, body, named):
 def test_cli_dry_run_prints_env_and_command(capsys):
     assert main(["engine", "--config", str(CONFIGS / "cpu-smollm2.toml"), "--port", "8123", "--dry-run"]) == 0
     out = capsys.readouterr().out.strip()
-    assert out.startswith("VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_CPU_KVCACHE_SPACE=2 ")
+    assert out.startswith("VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_NUM_OF_RESERVED_CPU=0 ")
     assert "-m vllm.entrypoints.openai.api_server" in out and "--port 8123" in out
 
 

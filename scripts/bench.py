@@ -1,0 +1,115 @@
+"""Every benchmark of the project, in one run, printed as ratios measured side by side.
+
+* replay concurrency: decisions/s with the runner's concurrency vs one request at a time;
+* replay order: engine prefix-cache hit rate and decisions/s, prefix-grouped vs shuffled;
+* gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream).
+
+Each replay measurement uses its own copy of the suite slice with a distinct marker at the
+start of the system prompt, so no measurement is served from another one's prefix cache.
+Usage: `make bench` (or `python scripts/bench.py --decisions 24`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+from replay.config import RunConfig
+from replay.demo_suite import write_demo
+from replay.runner import run
+from replay.suite import freeze_suite, load_suite
+from serve.engine import EngineProcess, load_engine_config
+from serve.process import free_port
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def engine_counter(base_url: str, name: str) -> float:
+    with urllib.request.urlopen(f"{base_url}/metrics", timeout=10) as resp:
+        text = resp.read().decode()
+    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+]+)$", text, re.M))
+
+
+def marked_slice(source: Path, out: Path, marker: str, count: int) -> Path:
+    """The first `count` held-out decisions, system prompt prefixed by `marker`, frozen."""
+    decisions = [d for d in load_suite(source).decisions if d.stratum != "training_sanity"][:count]
+    out.mkdir(parents=True)
+    (out / "suite.toml").write_text(f'name = "bench-{marker}"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
+    lines = []
+    for decision in decisions:
+        messages = [dict(m) for m in decision.request.messages]
+        messages[0]["content"] = f"[{marker}] {messages[0]['content']}"
+        request = decision.request.model_copy(update={"messages": messages})
+        lines.append(decision.model_copy(update={"request": request}).model_dump_json() + "\n")
+    (out / "decisions.jsonl").write_text("".join(lines))
+    freeze_suite(out)
+    return out
+
+
+def measure(engine: EngineProcess, suite: Path, work: Path, concurrency: int, order: str) -> dict[str, float]:
+    config = RunConfig.model_validate({
+        "endpoint": {"base_url": f"{engine.base_url}/v1"}, "decoding": {"max_tokens": 96},
+        "runner": {"concurrency": concurrency, "order": order},
+        "arms": [{"name": "base", "model": engine.config.vllm.served_model_name}]})
+    hits0 = engine_counter(engine.base_url, "vllm:prefix_cache_hits_total")
+    queries0 = engine_counter(engine.base_url, "vllm:prefix_cache_queries_total")
+    started = time.monotonic()
+    sent, _ = run(load_suite(suite), config, work / f"run-{suite.name}", label=f"{suite.name:>22}")
+    seconds = time.monotonic() - started
+    hits = engine_counter(engine.base_url, "vllm:prefix_cache_hits_total") - hits0
+    queries = engine_counter(engine.base_url, "vllm:prefix_cache_queries_total") - queries0
+    return {"decisions_per_s": sent / seconds, "seconds": seconds, "hit_rate": hits / queries if queries else 0.0}
+
+
+def replay_benchmarks(decisions: int) -> list[tuple[str, str]]:
+    rows: list[tuple[str, str]] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        suite, _ = write_demo(work / "demo", seed=0)
+        config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
+        with EngineProcess(config, log_path=work / "vllm.log") as engine:
+            warm = marked_slice(suite, work / "warmup", "warmup", 2)
+            measure(engine, warm, work, 2, "prefix")
+            sequential = measure(engine, marked_slice(suite, work / "seq", "sequential", decisions), work, 1, "prefix")
+            concurrent = measure(engine, marked_slice(suite, work / "conc", "concurrent", decisions), work, 8, "prefix")
+            shuffled = measure(engine, marked_slice(suite, work / "shuf", "shuffled", decisions), work, 8, "shuffled")
+    results = {"sequential (c=1, prefix order)": sequential, "concurrent (c=8, prefix order)": concurrent,
+               "concurrent (c=8, shuffled order)": shuffled}
+    for name, r in results.items():
+        rows.append((name, f"{r['decisions_per_s']:.3f} decisions/s, {r['seconds']:.0f} s, "
+                           f"prefix-cache hit rate {100 * r['hit_rate']:.1f}%"))
+    rows.append(("ratio: concurrency 8 / 1 (decisions/s)",
+                 f"{concurrent['decisions_per_s'] / sequential['decisions_per_s']:.2f}x"))
+    rows.append(("ratio: prefix-grouped / shuffled (decisions/s)",
+                 f"{concurrent['decisions_per_s'] / shuffled['decisions_per_s']:.2f}x"))
+    rows.append(("prefix-cache hit rate: grouped vs shuffled",
+                 f"{100 * concurrent['hit_rate']:.1f}% vs {100 * shuffled['hit_rate']:.1f}%"))
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--decisions", type=int, default=24, help="decisions per replay measurement")
+    parser.add_argument("--skip-gateway", action="store_true")
+    args = parser.parse_args()
+    print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
+    rows = replay_benchmarks(args.decisions)
+    print("\n## replay (real CPU engine, demo suite slice of %d decisions, base model)" % args.decisions)
+    for name, value in rows:
+        print(f"  {name:<48} {value}")
+    if not args.skip_gateway and (REPO / "scripts" / "bench_gateway.py").exists():
+        print("\n## gateway", flush=True)
+        subprocess.run([sys.executable, str(REPO / "scripts" / "bench_gateway.py")], check=True)
+    print(json.dumps({"replay": dict(rows)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,264 @@
+"""Gateway overhead, measured side by side in one run, loopback only, bounded request counts.
+
+For two upstreams, the real vLLM engine and a minimal instant upstream (which isolates the
+gateway's own cost), the same request loop runs three times:
+
+* direct to the upstream;
+* through the gateway (`worker-serve gateway`, its own process) with shadow at 0%;
+* through the gateway with shadow at 100% (every request also copied to a candidate adapter
+  in the background; on the engine that candidate competes for the same two cores).
+
+Printed per upstream: throughput ratio gateway/direct and the added p50/p99 latency.
+Usage: `python scripts/bench_gateway.py` (starts its own engine) or `--engine-url URL`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+
+from serve.engine import EngineProcess, load_engine_config  # noqa: E402
+
+TOKEN = "bench-token"
+MESSAGES = [{"role": "user", "content": "Say hi to the finance team."}]
+
+
+@dataclass(frozen=True)
+class Result:
+    requests: int
+    errors: int
+    seconds: float
+    p50_ms: float
+    p99_ms: float
+
+    @property
+    def rps(self) -> float:
+        return self.requests / self.seconds
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def http(method: str, url: str, body: dict | None = None) -> dict:
+    request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
+                                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
+    with urllib.request.urlopen(request, timeout=600) as response:
+        return json.loads(response.read() or b"{}")
+
+
+def wait_up(url: str, limit_s: float = 120) -> None:
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+        except OSError:
+            pass
+        time.sleep(0.2)
+    raise TimeoutError(f"{url} did not come up")
+
+
+async def load(base_url: str, model: str, requests: int, concurrency: int, max_tokens: int) -> Result:
+    """`requests` chat completions from `concurrency` workers; latency per request to the last byte."""
+    import aiohttp
+
+    latencies: list[float] = []
+    errors = 0
+    body = {"model": model, "messages": MESSAGES, "max_tokens": max_tokens, "temperature": 0}
+    todo = iter(range(requests))
+
+    async def worker(session: aiohttp.ClientSession) -> None:
+        nonlocal errors
+        for _ in todo:
+            started = time.perf_counter()
+            async with session.post(f"{base_url}/v1/chat/completions", json=body) as response:
+                await response.read()
+                errors += response.status != 200
+            latencies.append(time.perf_counter() - started)
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=600)) as session:
+        started = time.perf_counter()
+        await asyncio.gather(*(worker(session) for _ in range(concurrency)))
+        seconds = time.perf_counter() - started
+    cuts = statistics.quantiles(latencies, n=100)
+    return Result(requests, errors, seconds, 1000 * statistics.median(latencies), 1000 * cuts[98])
+
+
+def serve_fast_upstream(port: int) -> None:
+    """A minimal vLLM-like upstream that answers at once (isolates the gateway's own cost)."""
+    from aiohttp import web
+
+    adapters: dict[str, str] = {}
+    answer = {"id": "c", "object": "chat.completion", "created": 0, "model": "worker-base", "choices": [
+        {"index": 0, "message": {"role": "assistant", "content": "Hi team."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}}
+    payload = json.dumps(answer).encode()
+
+    async def health(_: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def models(_: web.Request) -> web.Response:
+        data = [{"id": "worker-base", "root": "/m"}] + [{"id": n, "root": p} for n, p in adapters.items()]
+        return web.json_response({"data": data})
+
+    async def load_adapter(request: web.Request) -> web.Response:
+        body = await request.json()
+        adapters[body["lora_name"]] = body["lora_path"]
+        return web.Response(text="ok")
+
+    async def complete(request: web.Request) -> web.Response:
+        await request.read()
+        return web.Response(body=payload, content_type="application/json")
+
+    app = web.Application()
+    app.add_routes([web.get("/health", health), web.get("/v1/models", models), web.get("/metrics", health),
+                    web.post("/v1/load_lora_adapter", load_adapter), web.post("/v1/chat/completions", complete)])
+    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+
+
+class Gateway:
+    """`worker-serve gateway` in its own process, in front of one upstream, with a candidate adapter."""
+
+    def __init__(self, work: Path, upstream: str, adapter_root: Path, candidate: str) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        config = work / f"gateway-{self.port}.toml"
+        config.write_text(
+            f'[gateway]\nport = {self.port}\nstate_db = "state-{self.port}.sqlite"\n'
+            f'[base]\nserved_model_name = "worker-base"\nmodel = "SmolLM2-135M-Instruct"\n'
+            f'[adapters]\nroot = "{adapter_root}"\n[[upstreams]]\nname = "engine-0"\nurl = "{upstream}"\n'
+            f'[shadow]\nqueue_size = 256\nconcurrency = 4\n[admin]\ntoken = "{TOKEN}"\n[metrics]\nnvml = false\n')
+        self.proc = subprocess.Popen([sys.executable, "-m", "serve", "gateway", "--config", str(config),
+                                      "--log-level", "warning"], cwd=REPO)
+        wait_up(f"{self.url}/health")
+        http("POST", f"{self.url}/admin/adapters", {"name": candidate, "path": "candidate"})
+        http("POST", f"{self.url}/admin/adapters/{candidate}/load")
+        self.candidate = candidate
+
+    def shadow(self, rate: float) -> None:
+        http("POST", f"{self.url}/admin/routes/worker/shadow", {"candidate": self.candidate, "sample_rate": rate})
+
+    def drain(self) -> dict:
+        """Wait for queued shadows to finish, so the next measurement starts from an idle engine."""
+        while True:
+            state = http("GET", f"{self.url}/admin/state")["shadow"]
+            if state["queued"] == 0 and state["running"] == 0:
+                return state
+            time.sleep(0.2)
+
+    def dropped(self) -> float:
+        with urllib.request.urlopen(f"{self.url}/metrics") as response:
+            text = response.read().decode()
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
+                   if line.startswith("worker_gateway_shadow_dropped_total{"))
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(30)
+
+
+def measure(name: str, upstream: str, work: Path, adapter_root: Path, requests: int, concurrency: int,
+            max_tokens: int) -> dict[str, object]:
+    run = lambda url, model, n=requests: asyncio.run(load(url, model, n, concurrency, max_tokens))  # noqa: E731
+    run(upstream, "worker-base", max(concurrency, requests // 10))  # warm-up
+    direct = run(upstream, "worker-base")
+    gateway = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}")
+    try:
+        run(gateway.url, "worker", max(concurrency, requests // 10))
+        shadow_off = run(gateway.url, "worker")
+        gateway.shadow(1.0)
+        shadow_on = run(gateway.url, "worker")
+        gateway.drain()
+        dropped = gateway.dropped()
+    finally:
+        gateway.stop()
+    rows = {"direct": direct, "gateway, shadow 0%": shadow_off, "gateway, shadow 100%": shadow_on}
+    print(f"\n### {name}: {requests} requests per measurement, concurrency {concurrency}, max_tokens {max_tokens}")
+    print(f"  {'':<22} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'errors':>7} {'ratio':>7} {'+p50 ms':>8} {'+p99 ms':>8}")
+    out: dict[str, object] = {}
+    for label, r in rows.items():
+        ratio, add50, add99 = r.rps / direct.rps, r.p50_ms - direct.p50_ms, r.p99_ms - direct.p99_ms
+        print(f"  {label:<22} {r.rps:>9.2f} {r.p50_ms:>9.2f} {r.p99_ms:>9.2f} {r.errors:>7} {ratio:>6.3f}x "
+              f"{add50:>8.2f} {add99:>8.2f}")
+        out[label] = {"rps": round(r.rps, 3), "p50_ms": round(r.p50_ms, 2), "p99_ms": round(r.p99_ms, 2),
+                      "errors": r.errors, "throughput_ratio": round(ratio, 4), "added_p50_ms": round(add50, 2),
+                      "added_p99_ms": round(add99, 2)}
+    print(f"  shadow requests dropped (queue full): {dropped:.0f}")
+    out["shadow_dropped"] = dropped
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine-url", help="use this running engine instead of starting one")
+    parser.add_argument("--engine-requests", type=int, default=32)
+    parser.add_argument("--engine-concurrency", type=int, default=4)
+    parser.add_argument("--max-tokens", type=int, default=8)
+    parser.add_argument("--fast-requests", type=int, default=2000)
+    parser.add_argument("--fast-concurrency", type=int, default=16)
+    parser.add_argument("--serve-fast-upstream", type=int, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve_fast_upstream:
+        serve_fast_upstream(args.serve_fast_upstream)
+        return 0
+
+    from serve.adapters import make_random_adapter
+    from serve.modelbuild import default_model_dir
+
+    results: dict[str, object] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:
+        work = Path(tmp)
+        adapter_root = work / "adapters"
+        make_random_adapter(default_model_dir(), adapter_root / "candidate", seed=7)
+
+        fast_port = free_port()
+        fast = subprocess.Popen([sys.executable, __file__, "--serve-fast-upstream", str(fast_port)])
+        try:
+            wait_up(f"http://127.0.0.1:{fast_port}/health")
+            results["fast_upstream"] = measure("minimal instant upstream (the gateway's own cost)",
+                                               f"http://127.0.0.1:{fast_port}", work, adapter_root,
+                                               args.fast_requests, args.fast_concurrency, args.max_tokens)
+        finally:
+            fast.terminate()
+            fast.wait(30)
+
+        engine = None
+        url = args.engine_url
+        if url is None:
+            config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
+            engine = EngineProcess(config, log_path=work / "vllm.log")
+            print("starting the engine (about a minute on CPU)...", flush=True)
+            engine.start()
+            engine.wait_healthy()
+            url = engine.base_url
+        try:
+            results["engine"] = measure("real vLLM engine (CPU, SmolLM2-135M)", url, work, adapter_root,
+                                        args.engine_requests, args.engine_concurrency, args.max_tokens)
+        finally:
+            if engine is not None:
+                engine.stop()
+    print(json.dumps({"gateway": results}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

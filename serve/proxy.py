@@ -1,0 +1,289 @@
+"""Forwarding OpenAI requests to an engine replica: JSON answers and SSE streams.
+
+Failures become OpenAI-shaped errors with a stable code (also the `reason` of the error
+metrics):
+
+* no healthy replica, or every replica refuses the connection → 503 `engine_unavailable`
+  with `Retry-After` (the engine is down or restarting; the health loop brings it back);
+* no answer within `gateway.request_timeout_s` (or a stream silent for
+  `gateway.stream_idle_timeout_s`) → 504 `upstream_timeout`;
+* the engine answers 5xx → 502 `upstream_error`; a 200 that is not an OpenAI answer → 502
+  `bad_upstream_response`; the engine's 4xx (bad parameters) are passed on with its message;
+* an adapter the engine does not know although the registry loaded it → 503 and an
+  immediate re-apply of the registry to that engine.
+
+A failure after a stream has started cannot change the status any more: it ends the stream
+with an SSE `data: {"error": ...}` event, as vLLM does. When the client goes away
+mid-stream the upstream connection is closed, which makes vLLM abort the generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import aiohttp
+from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.types import Receive, Scope, Send
+
+from serve.errors import GatewayError, error_body, unavailable
+from serve.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
+from serve.shadow import (
+    Answer, BadAnswer, Endpoint, ShadowJob, StreamAccumulator, answer_of, request_digest, shadow_body, tool_names,
+)
+from serve.upstreams import Upstream
+
+if TYPE_CHECKING:
+    from serve.gateway import Gateway
+
+PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass
+class Call:
+    """One request on its way through the gateway."""
+
+    request_id: str
+    endpoint: Endpoint
+    started: float
+    requested: str | None = None
+    resolution: Resolution | None = None
+    upstream: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        headers = {"X-Request-Id": self.request_id}
+        if self.resolution is not None:
+            headers |= {"X-Worker-Route": self.resolution.route, "X-Worker-Adapter": self.resolution.target,
+                        "X-Worker-Kind": self.resolution.kind}
+        if self.upstream is not None:
+            headers["X-Worker-Upstream"] = self.upstream
+        return headers
+
+
+def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> None:
+    """Count the request and log its routing decision (the canary split per request)."""
+    res = call.resolution
+    route, adapter, kind = (res.route, res.target, res.kind) if res else ("", "", "")
+    elapsed = time.perf_counter() - call.started
+    gw.metrics.observe(route, adapter, kind, status, elapsed, reason)
+    gw.registry.record_request(
+        request_id=call.request_id, endpoint=call.endpoint, requested=call.requested, route=route or None,
+        adapter=adapter or None, kind=kind or None, sticky_key=res.cohort_key if res else None,
+        upstream=call.upstream, status=status, reason=reason, duration_s=elapsed)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
+    return body
+
+
+async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
+    call = Call(request.headers.get("x-request-id") or uuid.uuid4().hex, endpoint, time.perf_counter())
+    try:
+        body = parse_body(await request.body())
+        model = body.get("model", gw.config.gateway.default_route)
+        if not isinstance(model, str):
+            raise GatewayError(400, "'model' must be a string: a route, an adapter version or the base model",
+                               "invalid_model")
+        call.requested = model
+        call.resolution = gw.resolve(model, request.headers.get(WORKSPACE_HEADER), request.headers.get(SESSION_HEADER))
+        body["model"] = call.resolution.target
+        if body.get("stream") is True:
+            return await _stream(gw, call, body)
+        return await _json(gw, call, body)
+    except GatewayError as exc:
+        finish(gw, call, exc.status_code, exc.code)
+        response = exc.response()
+        response.headers.update(call.headers())
+        return response
+
+
+def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
+    settings = gw.config.gateway
+    if stream:
+        return aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s,
+                                     sock_read=settings.stream_idle_timeout_s)
+    return aiohttp.ClientTimeout(total=settings.request_timeout_s, connect=settings.connect_timeout_s)
+
+
+def _timeout_error(gw: Gateway, upstream: Upstream) -> GatewayError:
+    limit = gw.config.gateway.request_timeout_s
+    return GatewayError(504, f"upstream {upstream.name} did not answer within {limit:g} s", "upstream_timeout")
+
+
+async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
+    """POST to the first replica that accepts the connection (a refused one is marked down)."""
+    assert call.resolution is not None
+    payload = json.dumps(body).encode()
+    refused = []
+    for upstream in gw.pool.order(call.resolution.replica_key):
+        upstream.busy += 1
+        try:
+            resp = await gw.pool.session.post(upstream.url + PATHS[call.endpoint], data=payload,
+                                              headers=JSON_HEADERS, timeout=_timeout(gw, stream))
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            upstream.busy -= 1
+            refused.append(f"{upstream.name}: {exc}")
+            gw.pool.mark(upstream, False, str(exc))
+            gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)
+            continue
+        except TimeoutError:
+            upstream.busy -= 1
+            raise _timeout_error(gw, upstream) from None
+        except aiohttp.ClientError as exc:
+            upstream.busy -= 1
+            raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from None
+        call.upstream = upstream.name
+        return upstream, resp
+    why = "; ".join(refused) or ", ".join(f"{u.name}: {u.last_error}" for u in gw.pool.upstreams)
+    raise unavailable(f"no engine is available (starting, restarting or down: {why}); "
+                      f"retry in {gw.retry_after_s} s", gw.retry_after_s)
+
+
+async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse) -> bytes:
+    try:
+        raw = await resp.read()
+    except TimeoutError:
+        resp.close()
+        raise _timeout_error(gw, upstream) from None
+    except aiohttp.ClientError as exc:
+        resp.close()
+        raise GatewayError(502, f"upstream {upstream.name} broke off its answer: {exc}",
+                           "upstream_disconnected") from None
+    finally:
+        upstream.busy -= 1
+    resp.release()
+    return raw
+
+
+def _engine_message(raw: bytes) -> str:
+    try:
+        body = json.loads(raw)
+        return str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return raw.decode(errors="replace").strip()[:500] or "(empty body)"
+
+
+def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, raw: bytes) -> GatewayError:
+    assert call.resolution is not None
+    message = _engine_message(raw)
+    if status >= 500:
+        return GatewayError(502, f"upstream {upstream.name} failed with HTTP {status}: {message}", "upstream_error")
+    if status == 404 and call.resolution.target != gw.registry.state.base:
+        gw.request_check(upstream)
+        return unavailable(f"upstream {upstream.name} does not serve {call.resolution.target!r} yet ({message}); "
+                           "the registry is being re-applied to it", gw.retry_after_s)
+    return GatewayError(status, message, f"upstream_{status}")
+
+
+def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answer]:
+    try:
+        payload = json.loads(raw)
+        return payload, answer_of(call.endpoint, payload)
+    except (ValueError, BadAnswer) as exc:
+        raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc}",
+                           "bad_upstream_response") from None
+
+
+async def _json(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
+    assert call.resolution is not None
+    candidate = gw.shadow_for(call.resolution)
+    upstream, resp = await _open(gw, call, body, stream=False)
+    raw = await _read(gw, upstream, resp)
+    if resp.status != 200:
+        raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    _, answer = _parse_answer(call, upstream, raw)
+    finish(gw, call, 200)
+    if candidate is not None:
+        _submit_shadow(gw, call, body, candidate, answer)
+    return Response(raw, 200, media_type="application/json", headers=call.headers())
+
+
+async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
+    assert call.resolution is not None
+    candidate = gw.shadow_for(call.resolution)
+    upstream, resp = await _open(gw, call, body, stream=True)
+    if resp.status != 200:
+        try:
+            raw = await _read(gw, upstream, resp)
+        except GatewayError:
+            raw = b""
+        raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    accumulator = StreamAccumulator(call.endpoint) if candidate is not None else None
+    relay = _relay(gw, call, body, upstream, resp, accumulator, candidate)
+    return RelayResponse(relay, media_type=resp.headers.get("Content-Type", "text/event-stream"),
+                         headers=call.headers())
+
+
+def _sse_error(message: str, code: str, status: int) -> bytes:
+    return b"data: " + json.dumps(error_body(message, code, status)).encode() + b"\n\n"
+
+
+async def _relay(gw: Gateway, call: Call, body: dict[str, Any], upstream: Upstream, resp: aiohttp.ClientResponse,
+                 accumulator: StreamAccumulator | None, candidate: str | None) -> AsyncIterator[bytes]:
+    status, reason = 200, None
+    try:
+        async for chunk in resp.content.iter_any():
+            if accumulator is not None:
+                accumulator.feed(chunk)
+            yield chunk
+    except (asyncio.CancelledError, GeneratorExit):
+        status, reason = 499, "client_disconnected"
+        raise
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        timed_out = isinstance(exc, TimeoutError)
+        status, reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
+        yield _sse_error(f"upstream {upstream.name}: the stream broke off ({type(exc).__name__}: {exc})",
+                         reason, status)
+    finally:
+        if status == 200:
+            resp.release()
+        else:
+            resp.close()  # an unread connection is dropped, which aborts the generation in vLLM
+        upstream.busy -= 1
+        finish(gw, call, status, reason)
+    if accumulator is not None and candidate is not None:
+        _submit_shadow(gw, call, body, candidate, accumulator.answer())
+
+
+class RelayResponse(StreamingResponse):
+    """Closes the relay, and with it the engine request, even when the client left mid-stream."""
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+
+
+def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str, answer: Answer) -> None:
+    res = call.resolution
+    assert res is not None
+    gw.shadow.submit(ShadowJob(
+        request_id=call.request_id, route=res.route, production=res.target, candidate=candidate,
+        endpoint=call.endpoint, body=shadow_body(body, candidate), production_answer=answer,
+        replica_key=res.replica_key, tool_names=tool_names(body), request_sha256=request_digest(body)))
+
+
+async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:
+    """The candidate's answer to a shadow job (GatewayError on any failure, like production)."""
+    call = Call(job.request_id, job.endpoint, time.perf_counter(), job.candidate,
+                Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key))
+    upstream, resp = await _open(gw, call, job.body, stream=False)
+    raw = await _read(gw, upstream, resp)
+    if resp.status != 200:
+        raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    payload, _ = _parse_answer(call, upstream, raw)
+    return payload
