@@ -2,6 +2,8 @@
 
 * replay concurrency: decisions/s with the runner's concurrency vs one request at a time;
 * replay order: engine prefix-cache hit rate and decisions/s, prefix-grouped vs shuffled;
+* engine settings: the shipped CPU config (float32, every core) vs vLLM's CPU defaults for the
+  same model (bfloat16, one core reserved for the API server), on the same slice;
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream).
 
 Each replay measurement uses its own copy of the suite slice with a distinct marker at the
@@ -94,16 +96,43 @@ def replay_benchmarks(decisions: int) -> list[tuple[str, str]]:
     return rows
 
 
+def engine_settings_benchmark(decisions: int) -> list[tuple[str, str]]:
+    speeds = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        suite, _ = write_demo(work / "demo", seed=0)
+        for label, dtype, reserved in (("vLLM CPU defaults (bfloat16, 1 core reserved)", "bfloat16", "1"),
+                                       ("shipped config (float32, every core)", None, None)):
+            config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
+            if dtype:
+                config.vllm.dtype = dtype
+                config.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
+            with EngineProcess(config, log_path=work / f"vllm-{dtype}.log") as engine:
+                name = f"settings-{dtype or 'shipped'}"
+                speeds[label] = measure(engine, marked_slice(suite, work / name, name, decisions), work, 8, "prefix")
+    rows = [(label, f"{r['decisions_per_s']:.3f} decisions/s, {r['seconds']:.0f} s") for label, r in speeds.items()]
+    slow, fast = speeds.values()
+    rows.append(("ratio: shipped / defaults (decisions/s)", f"{fast['decisions_per_s'] / slow['decisions_per_s']:.2f}x"))
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=24, help="decisions per replay measurement")
     parser.add_argument("--skip-gateway", action="store_true")
+    parser.add_argument("--skip-engine-settings", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
     rows = replay_benchmarks(args.decisions)
     print("\n## replay (real CPU engine, demo suite slice of %d decisions, base model)" % args.decisions)
     for name, value in rows:
         print(f"  {name:<48} {value}")
+    if not args.skip_engine_settings:
+        settings = engine_settings_benchmark(args.decisions)
+        print("\n## engine settings (cold prefix cache each, concurrency 8)")
+        for name, value in settings:
+            print(f"  {name:<48} {value}")
+        rows += settings
     if not args.skip_gateway and (REPO / "scripts" / "bench_gateway.py").exists():
         print("\n## gateway", flush=True)
         subprocess.run([sys.executable, str(REPO / "scripts" / "bench_gateway.py")], check=True)

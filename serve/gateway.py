@@ -12,7 +12,6 @@ name the engine may still hold prefix-cache blocks for.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Mapping
@@ -28,6 +27,7 @@ from serve.shadow import ShadowRunner
 from serve.upstreams import Upstream, UpstreamCallError, UpstreamPool
 
 log = logging.getLogger("serve.gateway")
+LOG_FLUSH_S = 1.0  # request/shadow log rows reach SQLite within this
 
 
 class FilesChanged(RuntimeError):
@@ -45,7 +45,7 @@ class Gateway:
                                    lambda job: send_shadow(self, job), self.registry, self.metrics)
         self.lock = asyncio.Lock()  # serialises admin changes and the re-apply of the registry
         self.rng = random.Random()
-        self._health_task: asyncio.Task[None] | None = None
+        self._tasks: list[asyncio.Task[None]] = []
         self.sync_gauges()
 
     @property
@@ -59,14 +59,14 @@ class Gateway:
     async def start(self) -> None:
         await self.pool.open()
         await self.check_upstreams()
-        self._health_task = asyncio.create_task(self._health_loop(), name="health")
+        self._tasks = [asyncio.create_task(self._health_loop(), name="health"),
+                       asyncio.create_task(self._flush_loop(), name="log-flush")]
         self.shadow.start()
 
     async def stop(self) -> None:
-        if self._health_task is not None:
-            self._health_task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._health_task
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.shadow.stop()
         await self.pool.close()
         self.metrics.close()
@@ -94,6 +94,11 @@ class Gateway:
         self.metrics.set_canaries({(r.name, r.canary.candidate): r.canary.percent for r in routes if r.canary})
 
     # --- engines -------------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        while True:
+            await asyncio.sleep(LOG_FLUSH_S)
+            self.registry.flush()
 
     async def _health_loop(self) -> None:
         while True:

@@ -20,6 +20,7 @@ mid-stream the upstream connection is closed, which makes vLLM abort the generat
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 import time
 import uuid
@@ -42,6 +43,8 @@ from serve.upstreams import Upstream
 if TYPE_CHECKING:
     from serve.gateway import Gateway
 
+_BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
+_SEQUENCE = itertools.count(1)
 PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -90,7 +93,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
-    call = Call(request.headers.get("x-request-id") or uuid.uuid4().hex, endpoint, time.perf_counter())
+    call = Call(request.headers.get("x-request-id") or f"{_BOOT}-{next(_SEQUENCE)}", endpoint, time.perf_counter())
     try:
         body = parse_body(await request.body())
         model = body.get("model", gw.config.gateway.default_route)

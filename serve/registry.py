@@ -27,7 +27,8 @@ AdapterState = Literal["registered", "loaded", "unloaded"]
 StickyBy = Literal["workspace", "session"]
 BASE = ":base"  # how the base model is stored, so renaming the served base keeps the routes
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
-_PRUNE_EVERY = 1000
+_PRUNE_EVERY = 1000  # log rows written between two prunes
+_FLUSH_AT = 1000  # buffered log rows that force a flush before the periodic one
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -203,7 +204,8 @@ class Registry:
         self._base = base
         self._route_names = tuple(routes)
         self._keep = keep_rows
-        self._inserts = 0
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._written = 0
         with self._tx():
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('revision', '0')")
             for name in routes:
@@ -211,6 +213,7 @@ class Registry:
         self.state = self._read()
 
     def close(self) -> None:
+        self.flush()
         self._db.close()
 
     @contextmanager
@@ -323,27 +326,44 @@ class Registry:
         return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
 
     # --- request and shadow logs -----------------------------------------------------------
+    # Log rows are buffered and written in one transaction per flush (the app flushes every
+    # second and on shutdown; every read flushes first): one commit per request would cost
+    # more than the rest of the gateway's work for that request. Routing state is never buffered.
 
     def record_request(self, **row: Any) -> None:
-        """One routed request (the canary split per request); old rows beyond the limit are pruned."""
-        self._insert("requests", {"at": now(), **row})
+        """One routed request (the canary split per request)."""
+        self._buffer("requests", {"at": now(), **row})
 
     def record_shadow(self, **row: Any) -> None:
-        self._insert("shadow_results", {"at": now(), **row})
+        self._buffer("shadow_results", {"at": now(), **row})
 
-    def _insert(self, table: str, row: Mapping[str, Any]) -> None:
-        columns = ", ".join(row)
-        marks = ", ".join("?" for _ in row)
-        self._db.execute(f"INSERT INTO {table} ({columns}) VALUES ({marks})", tuple(row.values()))
-        self._inserts += 1
-        if self._keep and self._inserts % _PRUNE_EVERY == 0:
-            for name in ("requests", "shadow_results"):
-                self._db.execute(f"DELETE FROM {name} WHERE id <= (SELECT MAX(id) FROM {name}) - ?", (self._keep,))
+    def _buffer(self, table: str, row: dict[str, Any]) -> None:
+        self._pending.append((table, row))
+        if len(self._pending) >= _FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered log rows; rows beyond `keep_rows` per table are pruned now and then."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        with self._tx():
+            for table, row in pending:
+                marks = ", ".join("?" for _ in row)
+                self._db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
+        self._written += len(pending)
+        if self._keep and self._written >= _PRUNE_EVERY:
+            self._written = 0
+            with self._tx():
+                for name in ("requests", "shadow_results"):
+                    self._db.execute(f"DELETE FROM {name} WHERE id <= (SELECT MAX(id) FROM {name}) - ?", (self._keep,))
 
     def requests(self, limit: int = 100) -> list[dict[str, Any]]:
+        self.flush()
         return [dict(r) for r in self._db.execute("SELECT * FROM requests ORDER BY id DESC LIMIT ?", (limit,))]
 
     def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        self.flush()
         query = "SELECT * FROM shadow_results" + (" WHERE route = ?" if route else "") + " ORDER BY id DESC LIMIT ?"
         args = (route, limit) if route else (limit,)
         rows = [dict(r) for r in self._db.execute(query, args)]
@@ -354,6 +374,7 @@ class Registry:
 
     def shadow_summary(self) -> dict[str, dict[str, int]]:
         """Stored comparisons per `route/candidate`, counted by agreement level."""
+        self.flush()
         summary: dict[str, dict[str, int]] = {}
         rows = self._db.execute("SELECT route, candidate, agreement, COUNT(*) AS n FROM shadow_results "
                                 "GROUP BY route, candidate, agreement")

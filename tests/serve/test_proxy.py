@@ -94,7 +94,7 @@ def test_client_leaving_mid_stream_closes_the_upstream_stream(tmp_path, root, fa
         wait_for(lambda: fault.stream_disconnects == 1, "the upstream to see the client go")
         wait_for(lambda: sample(gw, "worker_gateway_requests_total", {"adapter": "chatty-v1", "status": "499"}),
                  "the disconnect to be counted")
-        assert gw.gateway.pool.upstreams[0].busy == 0
+        assert gw.ok("GET", "/state")["upstreams"][0]["busy"] == 0
 
 
 @pytest.mark.parametrize(("content", "code"), [
@@ -179,7 +179,7 @@ def test_slow_shadow_never_delays_production_and_overflow_is_dropped(tmp_path, r
         # Production answers while the shadow is still waiting on the candidate.
         assert gw.chat(tools=TOOLS).status_code == 200  # its shadow waits in the queue (size 1)
         assert gw.chat(tools=TOOLS, stream=True).status_code == 200  # its shadow finds the queue full
-        assert fault.in_flight == 1 and gw.gateway.registry.shadow_results() == []
+        assert fault.in_flight == 1 and gw.ok("GET", "/shadow")["results"] == []
         assert sample(gw, "worker_gateway_shadow_dropped_total", {"route": "worker", "reason": "queue_full"}) == 1
         fault.release()
         results = wait_for(lambda: len(gw.ok("GET", "/shadow")["results"]) == 2 and gw.ok("GET", "/shadow"),

@@ -85,7 +85,7 @@ def test_the_loss_covers_exactly_the_assistant_call(tokenizer: Any) -> None:
     assert [*item.prefix, *item.suffix[:-item.answer_len]] == tokenizer(prompt, add_special_tokens=False).input_ids
     system = tokenizer.decode(list(item.prefix))
     assert system.startswith("<|im_start|>system\nYou are the invoicing assistant.") and "<tools>" in system
-    assert system.endswith("<|im_end|>\n") and "user" not in system
+    assert system.endswith("<|im_end|>\n") and "<|im_start|>user" not in system
     assert encode(tokenizer, template, EXAMPLES[1]).prefix == item.prefix, "one workspace, one shared prefix"
 
 

@@ -1,0 +1,86 @@
+"""`worker-replay` on results files alone (the E13 fixture): exit codes, outputs, files, clear errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from e13 import ARMS, BASE, Q_ONLY, e13_results
+
+from replay.cli import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def run_dir(tmp_path: Path) -> Path:
+    run = tmp_path / "s1"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in e13_results(ARMS)))
+    return run
+
+
+def cli(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_compare_prints_table_1_and_json(run_dir, tmp_path, capsys):
+    ledger = str(tmp_path / "ledger.sqlite")
+    code, out, _ = cli(capsys, "compare", str(run_dir), "--baseline", BASE, "--candidate", Q_ONLY, "--ledger", ledger)
+    assert code == 0
+    recovery = next(line for line in out.splitlines() if line.startswith("verified_recovery, joint"))
+    assert "31" in recovery and "38" in recovery and "+7 / −0" in recovery and "0.0156" in recovery
+    code, out, _ = cli(capsys, "compare", str(run_dir), "--baseline", BASE, "--candidate", Q_ONLY, "--json",
+                       "--ledger", ledger)
+    row = next(r for r in json.loads(out)["correctness"] if r["scope"] == "all_positive" and r["measure"] == "joint")
+    assert (row["stats"]["baseline_correct"], row["stats"]["candidate_correct"]) == (138, 141)
+
+
+def test_gate_rejects_s1_exits_1_and_writes_the_verdict(run_dir, tmp_path, capsys):
+    code, out, _ = cli(capsys, "gate", str(run_dir), "--policy", str(ROOT / "configs/gates/serious-candidate.toml"),
+                       "--baseline", BASE, "--candidate", Q_ONLY, "--ledger", str(tmp_path / "l.sqlite"))
+    assert code == 1 and "REJECTED" in out
+    verdict = json.loads(next(run_dir.glob("gate-*.json")).read_text())
+    status = {c["id"]: c["status"] for c in verdict["conditions"]}
+    assert [status[c] for c in ("paired-gain", "repeat-reduction", "targeted-ci", "clean-non-inferiority")] == \
+        ["fail", "pass", "pass", "fail"]
+
+
+def test_report_writes_markdown_and_html(run_dir, tmp_path, capsys):
+    code, out, _ = cli(capsys, "report", str(run_dir), "--pair", f"{BASE}:{Q_ONLY}", "--ledger", str(tmp_path / "l"))
+    assert code == 0 and (run_dir / "report.html").is_file() and (run_dir / "report.md").is_file()
+    assert "report.html" in out
+
+
+def test_unknown_arm_is_a_clear_error(run_dir, tmp_path, capsys):
+    code, _, err = cli(capsys, "compare", str(run_dir), "--baseline", BASE, "--candidate", "nope",
+                       "--ledger", str(tmp_path / "l"))
+    assert code == 2 and err.startswith("error:") and "nope" in err and "Traceback" not in err
+
+
+def test_suite_validate_reports_file_and_line(tmp_path, capsys):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "suite.toml").write_text('name = "s"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
+    (suite / "decisions.jsonl").write_text('{"id": "a"}\nnot json\n')
+    code, out, _ = cli(capsys, "suite", "validate", str(suite))
+    assert code == 1
+    assert f"{suite / 'decisions.jsonl'}:1:" in out and f"{suite / 'decisions.jsonl'}:2:" in out
+
+
+def test_dispute_then_trace_round_trip(run_dir, tmp_path, capsys):
+    from replay.ledger import Ledger
+    from replay.records import ResultRecord
+
+    ledger = tmp_path / "ledger.sqlite"
+    record = e13_results(ARMS)[0]
+    carried = ResultRecord.model_validate({**record.model_dump(), "injected_rule_ids": ["lc:x"]})
+    with Ledger(ledger) as db:
+        db.ingest_results("run-1", [carried])
+    code, out, _ = cli(capsys, "dispute", "lc:x", "--reason", "user says it is wrong", "--ledger", str(ledger))
+    assert code == 0 and "1 need a re-run" in out and "NEEDS RE-RUN" in out
+    code, out, _ = cli(capsys, "trace", "lc:x", "--ledger", str(ledger))
+    assert "run run-1: 1 result(s)" in out and "user says it is wrong" in out
