@@ -10,7 +10,7 @@ demo: setup
 	$(VENV)/bin/worker-replay demo
 
 test:
-	./scripts/setup.sh --browser
+	./scripts/setup.sh --test-tools
 	$(VENV)/bin/python -m pytest -q -ra tests
 
 bench: setup

@@ -184,20 +184,20 @@ def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
 
 def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
     tool_names = {t.get("function", {}).get("name") for t in item.decision.request.tools}
+    body = outcome.body or {}
+    choice = (body.get("choices") or [{}])[0]
+    message = choice.get("message") or {}
     if outcome.body is None:
-        parsed, message = transport_error(outcome.error or "no response"), {}
+        parsed = transport_error(outcome.error or "no response")
     else:
-        choices = outcome.body.get("choices") or [{}]
-        message = choices[0].get("message") or {}
         parsed = parse_response(message, tool_names=tool_names)
-    usage = (outcome.body or {}).get("usage") or {}
+    usage = body.get("usage") or {}
     target = item.decision.target
     return ResultRecord(
         arm=item.arm.name, decision_id=item.decision.id, stratum=item.decision.stratum,
         cluster=item.decision.cluster, workspace=item.decision.workspace,
         target_tool=target.tool if target else None, model=item.arm.model, memory=item.arm.memory,
-        raw_output={"message": message, "error": outcome.error,
-                    "finish_reason": ((outcome.body or {}).get("choices") or [{}])[0].get("finish_reason")},
+        raw_output={"message": message, "error": outcome.error, "finish_reason": choice.get("finish_reason")},
         parsed=parsed, score=score_decision(item.decision, parsed),
         usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),

@@ -5,8 +5,10 @@ gateway's own cost), the same request loop runs three times:
 
 * direct to the upstream;
 * through the gateway (`worker-serve gateway`, its own process) with shadow at 0%;
-* through the gateway with shadow at 100% (every request also copied to a candidate adapter
-  in the background; on the engine that candidate competes for the same two cores).
+* through the gateway with shadow at 100%: every request is sampled for a copy to a candidate
+  adapter, run in the background with the shipped bounds (`[shadow]` queue 32, concurrency 1),
+  so what the queue cannot take is dropped and counted. On the engine the shadow copies
+  compete with production for the same engine.
 
 Printed per upstream: throughput ratio gateway/direct and the added p50/p99 latency.
 Usage: `python scripts/bench_gateway.py` (starts its own engine) or `--engine-url URL`.
@@ -77,7 +79,8 @@ def wait_up(url: str, limit_s: float = 120) -> None:
     raise TimeoutError(f"{url} did not come up")
 
 
-async def load(base_url: str, model: str, requests: int, concurrency: int, max_tokens: int) -> Result:
+async def load(base_url: str, model: str, requests: int, concurrency: int,
+               max_tokens: int) -> tuple[Result, list[float]]:
     """`requests` chat completions from `concurrency` workers; latency per request to the last byte."""
     import aiohttp
 
@@ -100,7 +103,7 @@ async def load(base_url: str, model: str, requests: int, concurrency: int, max_t
         await asyncio.gather(*(worker(session) for _ in range(concurrency)))
         seconds = time.perf_counter() - started
     cuts = statistics.quantiles(latencies, n=100)
-    return Result(requests, errors, seconds, 1000 * statistics.median(latencies), 1000 * cuts[98])
+    return Result(requests, errors, seconds, 1000 * statistics.median(latencies), 1000 * cuts[98]), latencies
 
 
 def serve_fast_upstream(port: int) -> None:
@@ -146,7 +149,7 @@ class Gateway:
             f'[gateway]\nport = {self.port}\nstate_db = "state-{self.port}.sqlite"\n'
             f'[base]\nserved_model_name = "worker-base"\nmodel = "SmolLM2-135M-Instruct"\n'
             f'[adapters]\nroot = "{adapter_root}"\n[[upstreams]]\nname = "engine-0"\nurl = "{upstream}"\n'
-            f'[shadow]\nqueue_size = 256\nconcurrency = 4\n[admin]\ntoken = "{TOKEN}"\n[metrics]\nnvml = false\n')
+            f'[admin]\ntoken = "{TOKEN}"\n[metrics]\nnvml = false\n')
         self.proc = subprocess.Popen([sys.executable, "-m", "serve", "gateway", "--config", str(config),
                                       "--log-level", "warning"], cwd=REPO)
         wait_up(f"{self.url}/health")
@@ -176,34 +179,49 @@ class Gateway:
         self.proc.wait(30)
 
 
+def merge(results: list[Result], latencies: list[list[float]]) -> Result:
+    flat = sorted(x for run in latencies for x in run)
+    cuts = statistics.quantiles(flat, n=100)
+    return Result(sum(r.requests for r in results), sum(r.errors for r in results),
+                  sum(r.seconds for r in results), 1000 * statistics.median(flat), 1000 * cuts[98])
+
+
 def measure(name: str, upstream: str, work: Path, adapter_root: Path, requests: int, concurrency: int,
             max_tokens: int) -> dict[str, object]:
-    run = lambda url, model, n=requests: asyncio.run(load(url, model, n, concurrency, max_tokens))  # noqa: E731
-    run(upstream, "worker-base", max(concurrency, requests // 10))  # warm-up
-    direct = run(upstream, "worker-base")
+    """Direct and gateway runs alternate (twice each, half the requests per run) after the
+    candidate adapter is loaded, so drift and engine state weigh on both alike."""
+    def run(url: str, model: str, n: int) -> tuple[Result, list[float]]:
+        return asyncio.run(load(url, model, n, concurrency, max_tokens))
+
     gateway = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}")
     try:
+        run(upstream, "worker-base", max(concurrency, requests // 10))  # warm-up
         run(gateway.url, "worker", max(concurrency, requests // 10))
-        shadow_off = run(gateway.url, "worker")
+        runs: dict[str, list[tuple[Result, list[float]]]] = {"direct": [], "gateway, shadow 0%": []}
+        for _ in range(2):
+            runs["direct"].append(run(upstream, "worker-base", requests // 2))
+            runs["gateway, shadow 0%"].append(run(gateway.url, "worker", requests // 2))
         gateway.shadow(1.0)
-        shadow_on = run(gateway.url, "worker")
-        gateway.drain()
+        runs["gateway, shadow 100%"] = [run(gateway.url, "worker", requests)]
+        compared = sum(sum(levels.values()) for levels in gateway.drain()["agreement"].values())
         dropped = gateway.dropped()
     finally:
         gateway.stop()
-    rows = {"direct": direct, "gateway, shadow 0%": shadow_off, "gateway, shadow 100%": shadow_on}
+    rows = {label: merge([r for r, _ in done], [lat for _, lat in done]) for label, done in runs.items()}
+    direct = rows["direct"]
     print(f"\n### {name}: {requests} requests per measurement, concurrency {concurrency}, max_tokens {max_tokens}")
-    print(f"  {'':<22} {'req/s':>9} {'p50 ms':>9} {'p99 ms':>9} {'errors':>7} {'ratio':>7} {'+p50 ms':>8} {'+p99 ms':>8}")
+    header = ("req/s", "p50 ms", "p99 ms", "errors", "ratio", "+p50 ms", "+p99 ms")
+    print(f"  {'':<22} " + " ".join(f"{h:>9}" for h in header))
     out: dict[str, object] = {}
     for label, r in rows.items():
         ratio, add50, add99 = r.rps / direct.rps, r.p50_ms - direct.p50_ms, r.p99_ms - direct.p99_ms
-        print(f"  {label:<22} {r.rps:>9.2f} {r.p50_ms:>9.2f} {r.p99_ms:>9.2f} {r.errors:>7} {ratio:>6.3f}x "
-              f"{add50:>8.2f} {add99:>8.2f}")
+        print(f"  {label:<22} {r.rps:>9.2f} {r.p50_ms:>9.2f} {r.p99_ms:>9.2f} {r.errors:>9} {ratio:>8.3f}x "
+              f"{add50:>9.2f} {add99:>9.2f}")
         out[label] = {"rps": round(r.rps, 3), "p50_ms": round(r.p50_ms, 2), "p99_ms": round(r.p99_ms, 2),
                       "errors": r.errors, "throughput_ratio": round(ratio, 4), "added_p50_ms": round(add50, 2),
                       "added_p99_ms": round(add99, 2)}
-    print(f"  shadow requests dropped (queue full): {dropped:.0f}")
-    out["shadow_dropped"] = dropped
+    print(f"  shadow at 100%: {compared} compared, {dropped:.0f} dropped (queue full)")
+    out["shadow_compared"], out["shadow_dropped"] = compared, dropped
     return out
 
 

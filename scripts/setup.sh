@@ -5,17 +5,39 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-# --browser: also Debian's headless Chromium, which the report test renders report.html in.
-with_browser=false
-[ "${1:-}" = --browser ] && with_browser=true
+# --test-tools: also the Debian packages the tests run: headless Chromium (the report and dashboard
+# renderings), Prometheus with promtool (the dashboard and rule checks) and systemd's analyze and
+# sysusers tools (the unit checks). Only missing packages are installed.
+with_test_tools=false
+[ "${1:-}" = --test-tools ] && with_test_tools=true
 
-if $with_browser && ! command -v chromium >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "setup: installing Debian's chromium (headless browser for the report test)" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
-  else
-    echo "setup: chromium is missing; install Debian's 'chromium' package for the report test" >&2
+# apt_install PACKAGE...: as root, with APT_FLAGS, and without starting any service a package ships
+# (Debian's prometheus would otherwise start listening on :9090; the tests start their own).
+apt_install() {
+  if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+    echo "setup: the tests need these Debian packages: $*" >&2
+    return 0
   fi
+  echo "setup: installing Debian's $* (for the tests)" >&2
+  (
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+      printf '#!/bin/sh\nexit 101\n' >"$policy" && chmod +x "$policy"
+      trap 'rm -f "$policy"' EXIT
+    fi
+    apt-get update -qq
+    # shellcheck disable=SC2086
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${APT_FLAGS:-} "$@" >/dev/null
+  )
+}
+
+if $with_test_tools; then
+  command -v chromium >/dev/null 2>&1 || apt_install chromium
+  tools=()
+  { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || tools+=(prometheus)
+  { command -v systemd-analyze && command -v systemd-sysusers; } >/dev/null 2>&1 || tools+=(systemd)
+  # Without recommends: prometheus recommends the node exporter, a service the tests do not need.
+  [ ${#tools[@]} -eq 0 ] || APT_FLAGS=--no-install-recommends apt_install "${tools[@]}"
 fi
 
 if [ "${WORKER_TIER_ENGINE:-}" = gpu ] || { [ -z "${WORKER_TIER_ENGINE:-}" ] && nvidia-smi -L >/dev/null 2>&1; }; then

@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import hmac
 from dataclasses import asdict
-from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
@@ -45,8 +44,8 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from serve.config import NAME_PATTERN
 from serve.errors import GatewayError, unavailable
-from serve.gateway import Gateway
-from serve.registry import Adapter, AdapterError, NameTaken, Route, fingerprint, inspect_adapter
+from serve.gateway import FilesChanged, Gateway
+from serve.registry import Adapter, AdapterError, NameTaken, Route, inspect_adapter
 from serve.upstreams import Upstream, UpstreamCallError
 
 
@@ -157,7 +156,8 @@ async def register(body: RegisterBody, gw: GatewayDep) -> dict[str, Any]:
 
 @router.get("/adapters")
 async def adapters(gw: GatewayDep) -> dict[str, Any]:
-    return {"revision": gw.registry.state.revision, "adapters": [asdict(a) for a in gw.registry.state.adapters.values()]}
+    state = gw.registry.state
+    return {"revision": state.revision, "adapters": [asdict(a) for a in state.adapters.values()]}
 
 
 @router.post("/adapters/{name}/load")
@@ -169,13 +169,14 @@ async def load(name: str, gw: GatewayDep) -> dict[str, Any]:
         healthy = gw.pool.healthy()
         if not healthy:
             raise unavailable("no engine is healthy; nothing was loaded", gw.retry_after_s)
-        if await asyncio.to_thread(fingerprint, Path(adapter.path)) != adapter.fingerprint:
-            raise _conflict(f"the files of {name!r} changed since registration; register them under a new "
-                            "version name", "files_changed")
+        try:
+            await gw.verify_files(adapter)
+        except FilesChanged as exc:
+            raise _conflict(str(exc), "files_changed") from None
         loaded: list[Upstream] = []
         try:
             for upstream in healthy:
-                if await gw.pool.load_adapter(upstream, name, adapter.path, gw.config.gateway.request_timeout_s):
+                if await gw.load_on(upstream, adapter):
                     loaded.append(upstream)
         except UpstreamCallError as exc:
             await _undo_loads(gw, loaded, name)

@@ -46,6 +46,7 @@ class Gateway:
         self.lock = asyncio.Lock()  # serialises admin changes and the re-apply of the registry
         self.rng = random.Random()
         self._tasks: list[asyncio.Task[None]] = []
+        self._checks: dict[str, asyncio.Task[None]] = {}  # on-demand checks, one per upstream at a time
         self.sync_gauges()
 
     @property
@@ -113,7 +114,10 @@ class Gateway:
 
     def request_check(self, upstream: Upstream) -> None:
         """Probe and re-apply now (an engine said it does not know an adapter we loaded)."""
-        asyncio.create_task(self.check(upstream))
+        if upstream.name not in self._checks:
+            task = asyncio.create_task(self.check(upstream))
+            self._checks[upstream.name] = task
+            task.add_done_callback(lambda _: self._checks.pop(upstream.name, None))
 
     async def check(self, upstream: Upstream) -> None:
         error = await self.pool.probe(upstream)
@@ -134,6 +138,7 @@ class Gateway:
             for adapter in self.registry.state.adapters.values():
                 try:
                     if adapter.state == "loaded" and adapter.name not in upstream.models:
+                        await self.verify_files(adapter)
                         await self.load_on(upstream, adapter)
                         log.info("re-applied adapter %s to upstream %s", adapter.name, upstream.name)
                     elif adapter.state != "loaded" and adapter.name in upstream.models:
@@ -143,11 +148,14 @@ class Gateway:
                     problems.append(f"{adapter.name}: {exc}")
         return problems
 
-    async def load_on(self, upstream: Upstream, adapter: Adapter) -> bool:
-        """Load one registered adapter on one engine after checking its files are unchanged."""
+    async def verify_files(self, adapter: Adapter) -> None:
+        """Refuse files changed since registration: never serve new weights under an old name."""
         if await asyncio.to_thread(fingerprint, Path(adapter.path)) != adapter.fingerprint:
             raise FilesChanged(f"the files of {adapter.name!r} at {adapter.path} changed since registration; "
                                "register them under a new version name")
+
+    async def load_on(self, upstream: Upstream, adapter: Adapter) -> bool:
+        """Load one registered adapter on one engine (False when it was already there)."""
         return await self.pool.load_adapter(upstream, adapter.name, adapter.path,
                                             self.config.gateway.request_timeout_s)
 

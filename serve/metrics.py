@@ -23,8 +23,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from serve.gpu import GpuCollector
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
-ENGINE_QUERIES = "vllm:prefix_cache_queries_total"
-ENGINE_HITS = "vllm:prefix_cache_hits_total"
+ENGINE_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
+ENGINE_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 ENGINE_FINISHED = "vllm:request_success_total"
 
 
@@ -38,18 +38,22 @@ class EngineSample:
 
 
 def parse_engine_metrics(text: str) -> EngineSample:
-    queries = hits = None
+    """Sum the counters over vLLM's label sets. The prefix-cache counters are read under their
+    current names, else under the `gpu_` names that older vLLM versions used (never both)."""
+    sums: dict[str, float] = {}
     finished: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
-            if sample.name == ENGINE_QUERIES:
-                queries = (queries or 0.0) + sample.value
-            elif sample.name == ENGINE_HITS:
-                hits = (hits or 0.0) + sample.value
-            elif sample.name == ENGINE_FINISHED:
+            if sample.name == ENGINE_FINISHED:
                 reason = sample.labels.get("finished_reason", "")
                 finished[reason] = finished.get(reason, 0.0) + sample.value
-    return EngineSample(queries, hits, finished)
+            elif sample.name in ENGINE_QUERIES + ENGINE_HITS:
+                sums[sample.name] = sums.get(sample.name, 0.0) + sample.value
+
+    def first(names: tuple[str, ...]) -> float | None:
+        return next((sums[n] for n in names if n in sums), None)
+
+    return EngineSample(first(ENGINE_QUERIES), first(ENGINE_HITS), finished)
 
 
 class EngineCollector:

@@ -24,9 +24,9 @@ import itertools
 import json
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 from fastapi import Request, Response
@@ -45,6 +45,7 @@ if TYPE_CHECKING:
 
 _BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
 _SEQUENCE = itertools.count(1)
+T = TypeVar("T")
 PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 JSON_HEADERS = {"Content-Type": "application/json"}
 
@@ -105,7 +106,7 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
         body["model"] = call.resolution.target
         if body.get("stream") is True:
             return await _stream(gw, call, body)
-        return await _json(gw, call, body)
+        return await _json(gw, call, body, request)
     except GatewayError as exc:
         finish(gw, call, exc.status_code, exc.code)
         response = exc.response()
@@ -133,21 +134,22 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
     refused = []
     for upstream in gw.pool.order(call.resolution.replica_key):
         upstream.busy += 1
+        resp = None
         try:
             resp = await gw.pool.session.post(upstream.url + PATHS[call.endpoint], data=payload,
                                               headers=JSON_HEADERS, timeout=_timeout(gw, stream))
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
-            upstream.busy -= 1
             refused.append(f"{upstream.name}: {exc}")
             gw.pool.mark(upstream, False, str(exc))
             gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)
             continue
         except TimeoutError:
-            upstream.busy -= 1
             raise _timeout_error(gw, upstream) from None
         except aiohttp.ClientError as exc:
-            upstream.busy -= 1
             raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from None
+        finally:
+            if resp is None:
+                upstream.busy -= 1
         call.upstream = upstream.name
         return upstream, resp
     why = "; ".join(refused) or ", ".join(f"{u.name}: {u.last_error}" for u in gw.pool.upstreams)
@@ -156,18 +158,21 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
 
 
 async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse) -> bytes:
+    complete = False
     try:
         raw = await resp.read()
+        complete = True
     except TimeoutError:
-        resp.close()
         raise _timeout_error(gw, upstream) from None
     except aiohttp.ClientError as exc:
-        resp.close()
         raise GatewayError(502, f"upstream {upstream.name} broke off its answer: {exc}",
                            "upstream_disconnected") from None
     finally:
         upstream.busy -= 1
-    resp.release()
+        if complete:
+            resp.release()
+        else:
+            resp.close()  # dropping the connection makes vLLM abort the generation
     return raw
 
 
@@ -200,18 +205,43 @@ def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answ
                            "bad_upstream_response") from None
 
 
-async def _json(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
+async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request) -> Response:
     assert call.resolution is not None
     candidate = gw.shadow_for(call.resolution)
-    upstream, resp = await _open(gw, call, body, stream=False)
-    raw = await _read(gw, upstream, resp)
-    if resp.status != 200:
-        raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
+    if status != 200:
+        raise _upstream_failure(gw, call, upstream, status, raw)
     _, answer = _parse_answer(call, upstream, raw)
     finish(gw, call, 200)
     if candidate is not None:
         _submit_shadow(gw, call, body, candidate, answer)
     return Response(raw, 200, media_type="application/json", headers=call.headers())
+
+
+async def _exchange(gw: Gateway, call: Call, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
+    upstream, resp = await _open(gw, call, body, stream=False)
+    return upstream, resp.status, await _read(gw, upstream, resp)
+
+
+async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, unless the client disconnects first: then `work` is cancelled, which
+    closes the engine connection (vLLM aborts the generation), and the request ends as 499."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+    finally:
+        watcher.cancel()
+        task.cancel()  # no-op when it is done
+    await asyncio.gather(task, return_exceptions=True)
+    raise GatewayError(499, "the client closed the connection before the answer", "client_disconnected")
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        continue
 
 
 async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
@@ -224,8 +254,7 @@ async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
         except GatewayError:
             raw = b""
         raise _upstream_failure(gw, call, upstream, resp.status, raw)
-    accumulator = StreamAccumulator(call.endpoint) if candidate is not None else None
-    relay = _relay(gw, call, body, upstream, resp, accumulator, candidate)
+    relay = Relay(gw, call, body, upstream, resp, candidate)
     return RelayResponse(relay, media_type=resp.headers.get("Content-Type", "text/event-stream"),
                          headers=call.headers())
 
@@ -234,41 +263,58 @@ def _sse_error(message: str, code: str, status: int) -> bytes:
     return b"data: " + json.dumps(error_body(message, code, status)).encode() + b"\n\n"
 
 
-async def _relay(gw: Gateway, call: Call, body: dict[str, Any], upstream: Upstream, resp: aiohttp.ClientResponse,
-                 accumulator: StreamAccumulator | None, candidate: str | None) -> AsyncIterator[bytes]:
-    status, reason = 200, None
-    try:
-        async for chunk in resp.content.iter_any():
-            if accumulator is not None:
-                accumulator.feed(chunk)
-            yield chunk
-    except (asyncio.CancelledError, GeneratorExit):
-        status, reason = 499, "client_disconnected"
-        raise
-    except (TimeoutError, aiohttp.ClientError) as exc:
-        timed_out = isinstance(exc, TimeoutError)
-        status, reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
-        yield _sse_error(f"upstream {upstream.name}: the stream broke off ({type(exc).__name__}: {exc})",
-                         reason, status)
-    finally:
-        if status == 200:
-            resp.release()
+class Relay:
+    """One upstream SSE stream relayed to one client; `close` always runs exactly once."""
+
+    def __init__(self, gw: Gateway, call: Call, body: dict[str, Any], upstream: Upstream,
+                 resp: aiohttp.ClientResponse, candidate: str | None) -> None:
+        self.gw, self.call, self.body, self.upstream, self.resp = gw, call, body, upstream, resp
+        self.candidate = candidate
+        self.accumulator = StreamAccumulator(call.endpoint) if candidate is not None else None
+        self.status, self.reason = 499, "client_disconnected"  # until the stream ends another way
+        self.closed = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.resp.content.iter_any():
+                if self.accumulator is not None:
+                    self.accumulator.feed(chunk)
+                yield chunk
+            self.status, self.reason = 200, None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            timed_out = isinstance(exc, TimeoutError)
+            self.status, self.reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
+            yield _sse_error(f"upstream {self.upstream.name}: the stream broke off ({type(exc).__name__}: {exc})",
+                             self.reason, self.status)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.status == 200:
+            self.resp.release()
         else:
-            resp.close()  # an unread connection is dropped, which aborts the generation in vLLM
-        upstream.busy -= 1
-        finish(gw, call, status, reason)
-    if accumulator is not None and candidate is not None:
-        _submit_shadow(gw, call, body, candidate, accumulator.answer())
+            self.resp.close()  # dropping the connection makes vLLM abort the generation
+        self.upstream.busy -= 1
+        finish(self.gw, self.call, self.status, self.reason)
+        if self.status == 200 and self.accumulator is not None and self.candidate is not None:
+            _submit_shadow(self.gw, self.call, self.body, self.candidate, self.accumulator.answer())
 
 
 class RelayResponse(StreamingResponse):
-    """Closes the relay, and with it the engine request, even when the client left mid-stream."""
+    """Streams a relay and closes it (and with it the engine request) however the stream ends,
+    also when the client left before or during the stream."""
+
+    def __init__(self, relay: Relay, media_type: str, headers: dict[str, str]) -> None:
+        super().__init__(relay.chunks(), media_type=media_type, headers=headers)
+        self.relay = relay
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         try:
             await super().__call__(scope, receive, send)
         finally:
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
+            self.relay.close()
 
 
 def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str, answer: Answer) -> None:

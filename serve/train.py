@@ -70,6 +70,7 @@ class TrainReport(BaseModel):
     max_len: int
     threads: int
     seconds: float
+    cpu_seconds: float  # with other work on the machine, wall time says little; this says more
     epoch_losses: list[float]  # mean answer-token loss per epoch, before each example's own update
     step_losses: list[float]
 
@@ -167,10 +168,11 @@ def examples_sha256(examples: Iterable[TrainingExample]) -> str:
     return digest.hexdigest()
 
 
-def _prefix_states(model: Any, prefixes: Iterable[tuple[int, ...]]) -> dict[tuple[int, ...], tuple]:
+def prefix_states(model: Any, prefixes: Iterable[tuple[int, ...]],
+                   states: dict[tuple[int, ...], tuple]) -> dict[tuple[int, ...], tuple]:
+    """Fill `states` with the key/value states of each prefix it lacks; returns it."""
     import torch
 
-    states = {}
     with torch.no_grad():
         for prefix in prefixes:
             if prefix and prefix not in states:
@@ -200,18 +202,20 @@ def _progress(line: str) -> None:
 def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir: Path, seed: int, rank: int = 16,
                   alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR, max_len: int = DEMO_MAX_LEN,
                   batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
-                  label: str = "adapter") -> TrainReport:
+                  label: str = "adapter", base_states: dict[tuple[int, ...], tuple] | None = None) -> TrainReport:
     """Train a LoRA adapter on `examples` and save it with PEFT to `out_dir`.
 
     Deterministic in `seed` (LoRA initialisation and the per-epoch example order); examples
     longer than `max_len` tokens are skipped and counted, never truncated: a cut prompt would
-    teach the model to answer without its tools.
+    teach the model to answer without its tools. `base_states`, when given, is filled with the
+    base model's system-turn states and reused for the first epoch, so several adapters trained
+    on one workspace set compute them once (PEFT starts B at zero: a fresh adapter is the base).
     """
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.process_time()
     template = chat_template.read_text(encoding="utf-8")
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     encoded = [encode(tokenizer, template, e) for e in examples]
@@ -233,7 +237,8 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
     step_losses: list[float] = []
     epoch_losses: list[float] = []
     for epoch in range(epochs):
-        states = _prefix_states(model, (item.prefix for item in kept))
+        first = epoch == 0 and base_states is not None
+        states = prefix_states(model, (item.prefix for item in kept), base_states if first else {})
         batch = list(kept)
         order.shuffle(batch)
         seen: list[float] = []
@@ -259,7 +264,8 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
         examples=len(kept), skipped_too_long=len(encoded) - len(kept),
         answer_tokens=sum(item.answer_len for item in kept), steps=total, epochs=epochs, batch_size=batch_size,
         seed=seed, rank=rank, alpha=alpha, lr=lr, max_len=max_len, threads=torch.get_num_threads(),
-        seconds=round(time.monotonic() - started, 1), epoch_losses=epoch_losses, step_losses=step_losses,
+        seconds=round(time.monotonic() - started, 1), cpu_seconds=round(time.process_time() - cpu_started, 1),
+        epoch_losses=epoch_losses, step_losses=step_losses,
     )
 
 
@@ -298,6 +304,7 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
     examples = load_training(demo_dir / TRAIN_JSONL)
     template = DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     out: dict[str, Path] = {}
+    base_states: dict[tuple[int, ...], tuple] = {}
     for name in SELECTIONS:
         chosen = select_examples(examples, name, DEMO_EXAMPLES, seed)  # type: ignore[arg-type]
         settings = {"seed": seed, "rank": 16, "alpha": 32, "epochs": DEMO_EPOCHS, "lr": DEMO_LR,
@@ -315,7 +322,7 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         try:
-            report = train_adapter(model_dir, chosen, staging, label=target.name, **settings)
+            report = train_adapter(model_dir, chosen, staging, label=target.name, base_states=base_states, **settings)
             strata = {s: sum(e.stratum == s for e in chosen) for s in SELECTIONS[name]}
             (staging / MARKER).write_text(json.dumps(
                 {"key": key, "selection": name, "strata": strata, "report": report.model_dump()}, indent=2) + "\n",

@@ -260,7 +260,7 @@ def chromium(*args: str) -> subprocess.CompletedProcess:
     """Debian's headless Chromium, offline: no sandbox (root), no background network."""
     binary = shutil.which("chromium")
     if binary is None:
-        pytest.fail("Debian's chromium is not installed: scripts/setup.sh --browser installs it")
+        pytest.fail("Debian's chromium is not installed: scripts/setup.sh --test-tools installs it")
     flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
              "--disable-background-networking", "--disable-component-update", "--disable-sync",
              "--virtual-time-budget=5000"]

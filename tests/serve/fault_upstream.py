@@ -9,7 +9,8 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 * `fail`: HTTP 500 with an OpenAI-shaped error;
 * `malformed`: HTTP 200 with a body that is not JSON;
 * `no_choices`: HTTP 200 with JSON that has no `choices`;
-* `hang`: no answer until `release()` (then `ok`); `in_flight` counts the waiting requests;
+* `hang`: no answer until `release()` (then `ok`); `in_flight` counts the waiting requests and
+  `abandoned` those whose client went away first (like vLLM, a handler is cancelled then);
 * `break_stream`: a stream that sends one chunk and then drops the connection;
 * `endless_stream`: a stream that sends a chunk every 20 ms until the client goes away
   (`stream_disconnects` counts how many streams saw their client go).
@@ -40,6 +41,7 @@ class FaultUpstream:
         self.requests: list[dict[str, Any]] = []
         self.loads: list[str] = []
         self.in_flight = 0
+        self.abandoned = 0
         self.stream_disconnects = 0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
@@ -67,7 +69,7 @@ class FaultUpstream:
             app.router.add_post("/v1/unload_lora_adapter", self._unload)
             app.router.add_post("/v1/chat/completions", self._complete)
             app.router.add_post("/v1/completions", self._complete)
-            self._runner = web.AppRunner(app, shutdown_timeout=0.5)
+            self._runner = web.AppRunner(app, shutdown_timeout=0.5, handler_cancellation=True)
             loop.run_until_complete(self._runner.setup())
             loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True).start())
             ready.set()
@@ -159,6 +161,9 @@ class FaultUpstream:
             try:
                 assert self._release is not None
                 await self._release.wait()
+            except asyncio.CancelledError:
+                self.abandoned += 1
+                raise
             finally:
                 self.in_flight -= 1
         if body.get("stream"):

@@ -104,7 +104,8 @@ class RunningGateway:
         assert response.status_code in (200, 201), response.text
         return response.json()
 
-    def chat(self, model: str | None = "worker", headers: dict[str, str] | None = None, **fields: Any) -> httpx.Response:
+    def chat(self, model: str | None = "worker", headers: dict[str, str] | None = None,
+             **fields: Any) -> httpx.Response:
         body = {"messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 4, "temperature": 0, **fields}
         if model is not None:
             body["model"] = model

@@ -124,18 +124,23 @@ def test_rollback_takes_effect_on_the_next_request(gw):
     assert answer.headers["x-worker-adapter"] == A and answer.json()["model"] == A
 
 
-def test_client_leaving_mid_stream_aborts_the_generation(gw, engine):
+@pytest.mark.parametrize("stream", [True, False], ids=["mid-stream", "unstreamed"])
+def test_client_leaving_aborts_the_generation(gw, engine, stream):
     reset(gw, "worker-base")
     tokens_before = engine_value(engine, "vllm:generation_tokens_total")
-    body = {"model": "worker", "messages": ASK, "max_tokens": 400, "ignore_eos": True, "stream": True}
-    with httpx.Client(base_url=gw.url, timeout=120) as client, \
-            client.stream("POST", "/v1/chat/completions", json=body) as response:
-        assert response.status_code == 200
-        next(response.iter_bytes())
+    body = {"model": "worker", "messages": ASK, "max_tokens": 400, "ignore_eos": True, "stream": stream}
+    with httpx.Client(base_url=gw.url, timeout=httpx.Timeout(120, read=1.0)) as client:
+        if stream:
+            with client.stream("POST", "/v1/chat/completions", json=body) as response:
+                assert response.status_code == 200
+                next(response.iter_bytes())
+        else:
+            with pytest.raises(httpx.ReadTimeout):
+                client.post("/v1/chat/completions", json=body)
     wait_for(lambda: engine_value(engine, "vllm:num_requests_running") == 0, "the engine to drop the request")
     assert engine_value(engine, "vllm:generation_tokens_total") - tokens_before < 400
-    statuses = [r["status"] for r in gw.ok("GET", "/requests", limit=1)["requests"]]
-    assert statuses == [499]
+    logged = wait_for(lambda: gw.ok("GET", "/requests", limit=1)["requests"], "the request log")
+    assert logged[0]["status"] == 499
 
 
 def test_upstream_timeout_is_504_and_the_generation_is_aborted(engine, seeded_adapters, tmp_path):

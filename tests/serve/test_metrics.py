@@ -56,3 +56,12 @@ def test_gateway_series_have_the_documented_names_and_labels():
     metrics.set_canaries({})
     assert value("worker_gateway_canary_percent", {"route": "worker", "candidate": "a-v1"}) is None
     assert "_created" not in metrics.render().decode()
+
+
+def test_older_vllm_prefix_cache_names_are_read_when_the_current_ones_are_absent():
+    old = ('vllm:gpu_prefix_cache_queries_total{engine="0",model_name="m"} 50.0\n'
+           'vllm:gpu_prefix_cache_hits_total{engine="0",model_name="m"} 20.0\n')
+    assert (parse_engine_metrics(old).prefix_cache_queries, parse_engine_metrics(old).prefix_cache_hits) == (50, 20)
+    both = old + 'vllm:prefix_cache_queries_total{engine="0",model_name="m"} 70.0\n'
+    assert parse_engine_metrics(both).prefix_cache_queries == 70.0
+    assert parse_engine_metrics("").prefix_cache_queries is None

@@ -97,6 +97,19 @@ def test_client_leaving_mid_stream_closes_the_upstream_stream(tmp_path, root, fa
         assert gw.ok("GET", "/state")["upstreams"][0]["busy"] == 0
 
 
+def test_client_giving_up_on_an_unstreamed_answer_cancels_the_upstream_request(tmp_path, root, fault):
+    with start(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "stuck-v1")
+        fault.behaviour["stuck-v1"] = "hang"
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{gw.url}/v1/chat/completions", timeout=httpx.Timeout(30, read=0.5),
+                       json={"model": "stuck-v1", "messages": [{"role": "user", "content": "hi"}]})
+        wait_for(lambda: fault.abandoned == 1, "the upstream request to be cancelled")
+        assert fault.in_flight == 0
+        requests = wait_for(lambda: gw.ok("GET", "/requests")["requests"], "the request to be logged")
+        assert (requests[0]["status"], requests[0]["reason"]) == (499, "client_disconnected")
+
+
 @pytest.mark.parametrize(("content", "code"), [
     (b'{"model": "worker", "messages": [', "invalid_json"),
     (b'["not", "an", "object"]', "invalid_json"),

@@ -103,12 +103,14 @@ def test_gateway_killed_and_engine_restarted_come_back_with_all_state(engine, se
             k: before[k] for k in ("revision", "routes", "adapters")}
         assert {s: second.ok("GET", "/resolve", session=s)["kind"] for s in sessions} == cohort
 
-        engine.start()
+        engine.start()  # a fresh engine: it knows no adapters
         engine.wait_healthy()
-        assert not {C, D} & engine_models(engine)  # a fresh engine knows no adapters
         wait_for(lambda: second.client.get("/health").status_code == 200, "the gateway to see the engine",
                  limit_s=60)
         wait_for(lambda: {C, D} <= engine_models(engine), "the adapters to be re-applied", limit_s=60)
+        if engine.log_path is not None:  # loaded twice: by the admin call, then by the re-apply
+            log = engine.log_path.read_text(errors="replace")
+            assert [log.count(f"Loaded new LoRA adapter: name '{name}'") for name in (C, D)] == [2, 2]
         production = second.chat()
         assert production.status_code == 200 and production.json()["model"] == C
         in_canary = next(s for s, kind in cohort.items() if kind == "canary")

