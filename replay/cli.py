@@ -40,6 +40,13 @@ def _suite_freeze(args: argparse.Namespace) -> int:
     return 0
 
 
+def _suite_build(args: argparse.Namespace) -> int:
+    from replay.capture_suite import build_suite
+
+    print(build_suite(args.from_capture, args.out, args.since, args.name, args.version))
+    return 0
+
+
 def _suite_stats(args: argparse.Namespace) -> int:
     print(format_stats(suite_stats(load_suite(args.dir))))
     return 0
@@ -150,6 +157,13 @@ def build_parser() -> argparse.ArgumentParser:
         p = suite.add_parser(name, help=text)
         p.add_argument("dir", type=Path)
         p.set_defaults(func=func)
+    p = suite.add_parser("build", help="a versioned suite from the gateway's capture store")
+    p.add_argument("--from-capture", type=Path, required=True, metavar="DB", help="the gateway's capture.sqlite")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the suite directory (never a frozen one)")
+    p.add_argument("--since", metavar="ISO", help="only decisions captured at or after this time")
+    p.add_argument("--name", default="capture")
+    p.add_argument("--version", default="1")
+    p.set_defaults(func=_suite_build)
 
     memory = sub.add_parser("memory", help="workspace memory").add_subparsers(dest="action", required=True)
     check = memory.add_parser("check", help="check memory files like the public check script")

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import ipaddress
-import tomllib
 from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from replay.inject import ConditionError, parse_condition
+from serve.tomlfile import ConfigError, load_toml
 
 
-class RunConfigError(ValueError):
-    """A run config that cannot be used; the message names the file and the key."""
+class RunConfigError(ConfigError):
+    """A run config that cannot be used; the message names the file, the line and the key."""
 
 
 class Strict(BaseModel):
@@ -120,15 +120,9 @@ def is_loopback(host: str) -> bool:
 
 def load_run_config(path: Path) -> RunConfig:
     try:
-        raw = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise RunConfigError(f"{path}: {exc}") from exc
-    try:
-        config = RunConfig.model_validate(raw)
-    except ValidationError as exc:
-        lines = [f"{path}: invalid run config"]
-        lines += [f"  {'.'.join(str(p) for p in e['loc']) or '(top)'}: {e['msg']}" for e in exc.errors()]
-        raise RunConfigError("\n".join(lines)) from None
+        config = load_toml(path, RunConfig, "run config")
+    except ConfigError as exc:
+        raise RunConfigError(str(exc)) from None
     if config.memory.root is not None and not config.memory.root.is_absolute():
         config.memory.root = (path.parent / config.memory.root).resolve()
     return config

@@ -25,7 +25,7 @@ from typing import Any
 
 from replay.compare import compare, format_comparison, load_results
 from replay.config import RunConfig
-from replay.demo_memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT
+from replay.demo_memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from replay.demo_suite import write_demo
 from replay.gates import evaluate_gate, format_verdict, write_verdict
 from replay.lessons import Verdict, plan_lessons
@@ -35,7 +35,7 @@ from replay.report import write_report
 from replay.runner import run
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine import EngineProcess, load_engine_config
-from serve.modelbuild import cache_dir
+from serve.modelbuild import MODEL_NAME, cache_dir
 from serve.process import ServiceProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
@@ -43,7 +43,8 @@ ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
 SERIOUS_GATE = REPO / "configs" / "gates" / "serious-candidate.toml"
 BASELINE = "base"
 ADAPTER_ARMS = ("recovery", "mix")
-QUICK_PER_STRATUM = 2
+QUICK_PER_STRATUM = 1
+ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
 
 
 def say(message: str) -> None:
@@ -51,25 +52,36 @@ def say(message: str) -> None:
 
 
 def demo_data(out: Path, quick: bool) -> tuple[Suite, Path, Path]:
-    """The generated demo suite (or, quick, a small frozen slice of it), memory and training split."""
+    """The held-out part of the generated demo suite (quick: a few per stratum), memory, training split.
+
+    Training-sanity decisions are left out of the demo: they check that an adapter moved on its
+    own training distribution, which says nothing about memory, and the demo has a time budget.
+    """
     data = out / "data"
     if not (data / "suite" / "suite.toml").exists():
         write_demo(data, seed=0)
     suite = load_suite(data / "suite")
     if quick:
-        suite = quick_slice(suite, out / "quick-suite")
-    return suite, data / "memory", data
+        quick_suite = held_out_slice(suite, out / "quick-suite", QUICK_PER_STRATUM, ABLATED_WORKSPACES)
+        return quick_suite, data / "memory", data
+    return held_out_slice(suite, out / "held-out-suite", None), data / "memory", data
 
 
-def quick_slice(suite: Suite, path: Path) -> Suite:
+def held_out_slice(suite: Suite, path: Path, per_stratum: int | None,
+                   workspaces: frozenset[str] | None = None) -> Suite:
+    """A frozen suite of the held-out decisions (at most `per_stratum` of each stratum, only of
+    `workspaces` when given)."""
     if not (path / "suite.toml").exists():
         picked, seen = [], {}
         for decision in suite.decisions:
-            if decision.stratum != "training_sanity" and seen.get(decision.stratum, 0) < QUICK_PER_STRATUM:
-                seen[decision.stratum] = seen.get(decision.stratum, 0) + 1
+            count = seen.get(decision.stratum, 0)
+            wanted = workspaces is None or decision.workspace in workspaces
+            if wanted and decision.stratum != "training_sanity" and (per_stratum is None or count < per_stratum):
+                seen[decision.stratum] = count + 1
                 picked.append(decision)
         path.mkdir(parents=True, exist_ok=True)
-        (path / "suite.toml").write_text(f'name = "{suite.manifest.name}-quick"\nversion = "{suite.manifest.version}"\n'
+        (path / "suite.toml").write_text(f'name = "{suite.manifest.name}-{path.name}"\n'
+                                         f'version = "{suite.manifest.version}"\n'
                                          f"created = {suite.manifest.created.isoformat()}\n")
         (path / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in picked))
         freeze_suite(path)
@@ -83,9 +95,14 @@ def adapter_version(name: str, path: Path) -> str:
 
 
 def ablation_arms(suite: Suite, memory_root: Path) -> list[dict[str, Any]]:
-    """One `workspace-minus:<id>` arm per rule that `workspace` injects, on that rule's workspace."""
+    """One `workspace-minus:<id>` arm per rule that `workspace` injects, on that rule's workspace.
+
+    Only the workspaces that hold a planted harmful rule are ablated: that is where the lesson
+    gate can be checked (is the harmful rule caught, and are its co-injected innocent rules
+    spared?), and ablating every workspace would double the demo's run time.
+    """
     arms = []
-    workspaces = sorted({d.workspace for d in suite.decisions})
+    workspaces = {d.workspace for d in suite.decisions} & ABLATED_WORKSPACES
     for workspace, path in sorted(workspace_dirs(memory_root).items()):
         if workspace not in workspaces:
             continue
@@ -95,13 +112,13 @@ def ablation_arms(suite: Suite, memory_root: Path) -> list[dict[str, Any]]:
     return arms
 
 
-def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_root: Path, quick: bool) -> RunConfig:
+def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_root: Path) -> RunConfig:
     arms = [
         {"name": BASELINE, "model": "worker", "memory": "withheld"},
         {"name": "base+rule", "model": "worker", "memory": f"rule:{ONE_RULE_TEXT}"},
         {"name": "base+memory", "model": "worker", "memory": "workspace"},
         *({"name": arm, "model": versions[arm], "memory": "withheld"} for arm in ADAPTER_ARMS),
-        *ablation_arms(suite, memory_root)[: 2 if quick else None],
+        *ablation_arms(suite, memory_root),
     ]
     return RunConfig.model_validate({
         "endpoint": {"base_url": f"{base_url}/v1", "api_key_env": None},
@@ -116,6 +133,7 @@ def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path) -
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n'
+        f'[base]\nserved_model_name = "worker-base"\nmodel = "{MODEL_NAME}"\n'
         f'[adapters]\nroot = "{adapter_root}"\n'
         f'[[upstreams]]\nname = "engine-0"\nurl = "{engine_url}"\n'
         f'[admin]\ntoken_env = "WORKER_GATEWAY_ADMIN_TOKEN"\n')
@@ -242,7 +260,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
     adapters = build_demo_adapters(data, cache_dir())
     run_dir = out / "run"
     with serving(out, adapters) as (gateway_url, versions):
-        config = run_config(gateway_url, versions, suite, memory_root, quick)
+        config = run_config(gateway_url, versions, suite, memory_root)
         say(f"replaying {len(config.arms)} arms through the gateway into {run_dir}")
         sent, already = run(suite, config, run_dir, label="[demo] replay")
         say(f"replay done: {sent} new result(s), {already} resumed")

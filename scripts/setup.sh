@@ -61,3 +61,5 @@ if [ ! -f "$stamp" ]; then
 fi
 
 "$VENV/bin/worker-serve" model build
+# The demo's two trained candidate adapters (recovery, mix): seeded CPU LoRA training, cached.
+"$VENV/bin/worker-serve" adapter build-demo

@@ -44,8 +44,7 @@ def _adapter_train(args: argparse.Namespace) -> int:
     except TrainDataError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    print(f"adapter written: {args.out} ({report.examples} examples, {report.steps} steps, "
-          f"loss {report.epoch_losses[0]:.3f} -> {report.epoch_losses[-1]:.3f}, {report.seconds:.0f}s)")
+    print(f"adapter written: {args.out} ({report.summary()})")
     return 0
 
 

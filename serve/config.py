@@ -9,15 +9,14 @@ refuses every call.
 from __future__ import annotations
 
 import os
-import re
-import tomllib
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
 
-from serve.engine import ConfigError
+from serve.guard import GuardRules
 from serve.modelbuild import cache_dir
+from serve.tomlfile import ConfigError, load_toml
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
@@ -82,6 +81,27 @@ class MetricsSection(Strict):
     nvml: bool = True
 
 
+class CaptureSection(Strict):
+    """Capture of live decisions (001 S13) and the tool-outcome guard (S11); see serve/capture.py.
+
+    An unknown mode is refused when the config is read, and so is `full` without a workspace
+    allowlist: start-up fails closed rather than capture more than was meant."""
+
+    mode: Literal["off", "descriptor", "full"] = "off"
+    workspaces: list[str] = Field(default_factory=list)
+    sample_rate: float = Field(0.0, ge=0.0, le=1.0)
+    db: Path = Path("capture.sqlite")
+    queue_size: int = Field(1000, ge=1)
+    guard: GuardRules = Field(default_factory=GuardRules)
+
+    @model_validator(mode="after")
+    def _full_needs_an_allowlist(self) -> CaptureSection:
+        if self.mode == "full" and not self.workspaces:
+            raise ValueError("capture.mode = \"full\" stores whole requests and needs capture.workspaces, the "
+                             "allowlist of workspaces that agreed to it; refusing to start without one")
+        return self
+
+
 class GatewayConfig(Strict):
     gateway: GatewaySection
     base: BaseSection
@@ -91,6 +111,7 @@ class GatewayConfig(Strict):
     shadow: ShadowSection = Field(default_factory=ShadowSection)
     admin: AdminSection = Field(default_factory=AdminSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
+    capture: CaptureSection = Field(default_factory=CaptureSection)
 
     @model_validator(mode="after")
     def _names_are_consistent(self) -> GatewayConfig:
@@ -109,61 +130,14 @@ class GatewayConfig(Strict):
 
 def load_gateway_config(path: Path, port: int | None = None) -> GatewayConfig:
     """Parse and validate; expand `{cache}` and resolve relative paths beside the file."""
-    try:
-        text = path.read_text()
-        raw = tomllib.loads(text)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    try:
-        config = GatewayConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(_describe(path, text, exc)) from None
+    config = load_toml(path, GatewayConfig, "gateway config")
     gateway = config.gateway.model_copy(update={
         "state_db": _resolve(path, config.gateway.state_db), **({"port": port} if port is not None else {})})
     adapters = config.adapters.model_copy(update={"root": _resolve(path, config.adapters.root)})
-    return config.model_copy(update={"gateway": gateway, "adapters": adapters})
+    capture = config.capture.model_copy(update={"db": _resolve(path, config.capture.db)})
+    return config.model_copy(update={"gateway": gateway, "adapters": adapters, "capture": capture})
 
 
 def _resolve(config_path: Path, value: Path) -> Path:
     expanded = Path(str(value).replace("{cache}", str(cache_dir())))
     return expanded if expanded.is_absolute() else (config_path.parent / expanded).resolve()
-
-
-def _describe(path: Path, text: str, exc: ValidationError) -> str:
-    lines = [f"{path}: invalid gateway config"]
-    for err in exc.errors():
-        loc = [str(p) for p in err["loc"]]
-        line = _line_of(text, loc)
-        where = f"{path}:{line}: " if line else "  "
-        lines.append(f"{where}{'.'.join(loc) or '(top level)'}: {err['msg']}")
-    return "\n".join(lines)
-
-
-_TABLE = re.compile(r"^\s*\[(\[?)\s*([A-Za-z0-9_.-]+)\s*\]?\]\s*(#.*)?$")
-_KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
-
-
-def _line_of(text: str, loc: list[str]) -> int | None:
-    """The line that sets the key at `loc` (`["upstreams", "0", "url"]`), else the line of the
-    table that should hold it, if either can be found."""
-    table: list[str] = []
-    arrays: dict[str, int] = {}
-    parent_line = None
-    for number, line in enumerate(text.splitlines(), start=1):
-        header = _TABLE.match(line)
-        if header:
-            name = header.group(2)
-            if header.group(1):
-                arrays[name] = arrays.get(name, -1) + 1
-                table = [*name.split("."), str(arrays[name])]
-            else:
-                table = name.split(".")
-            if table == loc:
-                return number
-            if table == loc[:-1]:
-                parent_line = number
-            continue
-        key = _KEY.match(line)
-        if key and [*table, key.group(1)] == loc[: len(table) + 1]:
-            return number
-    return parent_line

@@ -10,22 +10,18 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import tomllib
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
 
 from serve.modelbuild import cache_dir
 from serve.process import ServiceProcess
+from serve.tomlfile import ConfigError, load_toml
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
 NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
-
-
-class ConfigError(ValueError):
-    """A config that cannot be used; the message names the file and the offending key."""
 
 
 class Strict(BaseModel):
@@ -73,24 +69,9 @@ class EngineConfig(Strict):
         return f"http://{self.vllm.host}:{self.vllm.port}"
 
 
-def _format_validation_error(path: Path, exc: ValidationError) -> str:
-    lines = [f"{path}: invalid engine config"]
-    for err in exc.errors():
-        key = ".".join(str(p) for p in err["loc"])
-        lines.append(f"  {key}: {err['msg']}")
-    return "\n".join(lines)
-
-
 def load_engine_config(path: Path, port: int | None = None) -> EngineConfig:
     """Parse and validate; expand `{cache}` in paths and resolve `chat_template` beside the file."""
-    try:
-        raw = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    try:
-        config = EngineConfig.model_validate(raw)
-    except ValidationError as exc:
-        raise ConfigError(_format_validation_error(path, exc)) from None
+    config = load_toml(path, EngineConfig, "engine config")
     args = config.vllm
     updates: dict[str, object] = {"model": args.model.replace("{cache}", str(cache_dir()))}
     if args.chat_template:

@@ -17,6 +17,7 @@ import random
 from collections.abc import Mapping
 from pathlib import Path
 
+from serve.capture import Capture
 from serve.config import GatewayConfig
 from serve.errors import GatewayError
 from serve.metrics import GatewayMetrics, parse_engine_metrics
@@ -43,6 +44,7 @@ class Gateway:
         self.metrics = GatewayMetrics(nvml=config.metrics.nvml)
         self.shadow = ShadowRunner(config.shadow.queue_size, config.shadow.concurrency, config.shadow.timeout_s,
                                    lambda job: send_shadow(self, job), self.registry, self.metrics)
+        self.capture = Capture(config.capture, self.metrics)  # off the production path: serve/capture.py
         self.lock = asyncio.Lock()  # serialises admin changes and the re-apply of the registry
         self.rng = random.Random()
         self._tasks: list[asyncio.Task[None]] = []
@@ -63,12 +65,14 @@ class Gateway:
         self._tasks = [asyncio.create_task(self._health_loop(), name="health"),
                        asyncio.create_task(self._flush_loop(), name="log-flush")]
         self.shadow.start()
+        self.capture.start()
 
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         await self.shadow.stop()
+        await self.capture.stop()
         await self.pool.close()
         self.metrics.close()
         self.registry.close()

@@ -102,6 +102,13 @@ class GatewayMetrics:
                                       "checks", ["upstream"], registry=r)
         self.canary_percent = Gauge("worker_gateway_canary_percent", "Percent of sticky keys sent to the canary",
                                     ["route", "candidate"], registry=r)
+        self.capture_descriptors = Counter("worker_capture_descriptors_total", "Decisions captured, by capture "
+                                           "mode and workspace", ["mode", "workspace"], registry=r)
+        self.guard_anomalies = Counter("worker_guard_anomalies_total", "Tool results the guard classified as an "
+                                       "anomaly, by workspace, tool and kind", ["workspace", "tool", "kind"],
+                                       registry=r)
+        self.capture_errors = Counter("worker_capture_errors_total", "Capture jobs lost (queue_full) or failed "
+                                      "(process); the production request is never affected", ["reason"], registry=r)
         self.engine = EngineCollector()
         r.register(self.engine)
         self.gpu = GpuCollector(enabled=nvml)

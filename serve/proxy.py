@@ -31,8 +31,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiohttp
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
+from serve.capture import CaptureJob, now_iso
 from serve.errors import GatewayError, error_body, unavailable
 from serve.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
 from serve.shadow import (
@@ -60,6 +62,8 @@ class Call:
     requested: str | None = None
     resolution: Resolution | None = None
     upstream: str | None = None
+    workspace: str | None = None
+    session: str | None = None
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Request-Id": self.request_id}
@@ -102,7 +106,8 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
             raise GatewayError(400, "'model' must be a string: a route, an adapter version or the base model",
                                "invalid_model")
         call.requested = model
-        call.resolution = gw.resolve(model, request.headers.get(WORKSPACE_HEADER), request.headers.get(SESSION_HEADER))
+        call.workspace, call.session = request.headers.get(WORKSPACE_HEADER), request.headers.get(SESSION_HEADER)
+        call.resolution = gw.resolve(model, call.workspace, call.session)
         body["model"] = call.resolution.target
         if body.get("stream") is True:
             return await _stream(gw, call, body)
@@ -215,7 +220,8 @@ async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request)
     finish(gw, call, 200)
     if candidate is not None:
         _submit_shadow(gw, call, body, candidate, answer)
-    return Response(raw, 200, media_type="application/json", headers=call.headers())
+    return Response(raw, 200, media_type="application/json", headers=call.headers(),
+                    background=_capture_after(gw, call, body, answer))
 
 
 async def _exchange(gw: Gateway, call: Call, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
@@ -270,7 +276,8 @@ class Relay:
                  resp: aiohttp.ClientResponse, candidate: str | None) -> None:
         self.gw, self.call, self.body, self.upstream, self.resp = gw, call, body, upstream, resp
         self.candidate = candidate
-        self.accumulator = StreamAccumulator(call.endpoint) if candidate is not None else None
+        self.captured = call.endpoint == "chat" and gw.capture.wants(body)
+        self.accumulator = StreamAccumulator(call.endpoint) if candidate is not None or self.captured else None
         self.status, self.reason = 499, "client_disconnected"  # until the stream ends another way
         self.closed = False
 
@@ -299,6 +306,8 @@ class Relay:
         finish(self.gw, self.call, self.status, self.reason)
         if self.status == 200 and self.accumulator is not None and self.candidate is not None:
             _submit_shadow(self.gw, self.call, self.body, self.candidate, self.accumulator.answer())
+        if self.status == 200 and self.accumulator is not None and self.captured:
+            _submit_capture(self.gw, self.call, self.body, self.accumulator.answer())
 
 
 class RelayResponse(StreamingResponse):
@@ -315,6 +324,23 @@ class RelayResponse(StreamingResponse):
         finally:
             await self.body_iterator.aclose()  # type: ignore[attr-defined]
             self.relay.close()
+
+
+# --- capture: handed over after the response is sent; serve/capture.py does the rest off-path ---
+
+def _capture_after(gw: Gateway, call: Call, body: dict[str, Any], answer: Answer) -> BackgroundTask | None:
+    if call.endpoint != "chat" or not gw.capture.wants(body):
+        return None
+    return BackgroundTask(_submit_capture, gw, call, body, answer)
+
+
+def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answer) -> None:
+    res = call.resolution
+    assert res is not None
+    gw.capture.submit(CaptureJob(
+        request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
+        adapter=res.target, kind=res.kind, body=body, answer=answer,
+        duration_s=time.perf_counter() - call.started, captured_at=now_iso()))
 
 
 def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str, answer: Answer) -> None:

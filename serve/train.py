@@ -36,13 +36,13 @@ from serve.adapters import TARGET_MODULES
 DEFAULT_TEMPLATE = Path(__file__).resolve().parent.parent / "configs" / "chat_templates" / "hermes-tools.jinja"
 MARKER = "worker-tier-train.json"
 Selection = Literal["recovery", "mix"]
-SELECTIONS: dict[str, tuple[str, ...]] = {
+SELECTIONS: dict[Selection, tuple[str, ...]] = {
     "recovery": ("verified_recovery",),
     "mix": ("verified_recovery", "clean_trajectory_action", "verified_action"),
 }
 # Sized for "a few minutes for both adapters" on 2 CPU cores (see build_demo_adapters).
-DEMO_EXAMPLES = 12
-DEMO_EPOCHS = 2
+DEMO_EXAMPLES = 24
+DEMO_EPOCHS = 1
 DEMO_LR = 2e-3
 DEMO_BATCH = 2
 DEMO_MAX_LEN = 2048
@@ -73,6 +73,16 @@ class TrainReport(BaseModel):
     cpu_seconds: float  # with other work on the machine, wall time says little; this says more
     epoch_losses: list[float]  # mean answer-token loss per epoch, before each example's own update
     step_losses: list[float]
+
+    @property
+    def final_loss(self) -> float:
+        """Mean loss of the last three steps: one step's loss swings with its two examples."""
+        tail = self.step_losses[-3:]
+        return sum(tail) / len(tail)
+
+    def summary(self) -> str:
+        return (f"{self.examples} examples, {self.steps} steps, answer loss {self.step_losses[0]:.3f} (first step) "
+                f"-> {self.final_loss:.3f} (last steps), {self.seconds:.0f}s wall, {self.cpu_seconds:.0f}s CPU")
 
 
 @dataclass(frozen=True)
@@ -130,7 +140,7 @@ def select_examples(examples: Sequence[TrainingExample], select: Selection, limi
     return out[:limit]
 
 
-def answer_text(tokenizer: Any, template: str, example: TrainingExample) -> tuple[str, str]:
+def render_example(tokenizer: Any, template: str, example: TrainingExample) -> tuple[str, str]:
     """(prompt, answer): the prompt as the engine renders it, and the assistant turn that follows,
     rendered by the same template, up to and including its end-of-turn token."""
     if example.answer.tool is None:
@@ -150,7 +160,7 @@ def answer_text(tokenizer: Any, template: str, example: TrainingExample) -> tupl
 
 def encode(tokenizer: Any, template: str, example: TrainingExample) -> Encoded:
     """Token ids of prompt and answer, the prompt tokenised whole as the engine does."""
-    prompt, answer = answer_text(tokenizer, template, example)
+    prompt, answer = render_example(tokenizer, template, example)
     ids = tokenizer(prompt, add_special_tokens=False).input_ids
     system = tokenizer.apply_chat_template(example.request.messages[:1], tools=example.request.tools or None,
                                            chat_template=template, tokenize=False)
@@ -306,7 +316,7 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
     out: dict[str, Path] = {}
     base_states: dict[tuple[int, ...], tuple] = {}
     for name in SELECTIONS:
-        chosen = select_examples(examples, name, DEMO_EXAMPLES, seed)  # type: ignore[arg-type]
+        chosen = select_examples(examples, name, DEMO_EXAMPLES, seed)
         settings = {"seed": seed, "rank": 16, "alpha": 32, "epochs": DEMO_EPOCHS, "lr": DEMO_LR,
                     "batch_size": DEMO_BATCH, "max_len": DEMO_MAX_LEN}
         key = hashlib.sha256(json.dumps({"examples": examples_sha256(chosen), "settings": settings,
@@ -320,6 +330,8 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
         _progress(f"{target.name}: training on {len(chosen)} examples "
                   f"({', '.join(sorted({e.stratum for e in chosen}))})")
         target.parent.mkdir(parents=True, exist_ok=True)
+        for stale in target.parent.glob(f".{target.name}-*"):  # left by a killed build
+            shutil.rmtree(stale, ignore_errors=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
         try:
             report = train_adapter(model_dir, chosen, staging, label=target.name, base_states=base_states, **settings)
@@ -332,6 +344,5 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
             staging.rename(target)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        _progress(f"{target.name}: loss {report.epoch_losses[0]:.3f} -> {report.epoch_losses[-1]:.3f} "
-                  f"in {report.seconds:.0f}s")
+        _progress(f"{target.name}: {report.summary()}")
     return out

@@ -2,11 +2,11 @@
 (Debian's `prometheus`) that scrapes the real vLLM engine and the real gateway every second.
 
 After a little traffic through the gateway (production, canary, pinned, shadow with dropped
-shadows, errors, one client abort), every panel's and every rule's PromQL is evaluated through
+shadows, errors, one client abort, a tool loop whose tool result failed, all captured as
+descriptors), every panel's and every rule's PromQL is evaluated through
 Prometheus's HTTP API: each must parse, each metric it names must be exported by the engine or
 the gateway, and every serving and adapter panel must return a finite value. GPU panels are
-checked to parse and to name what the gateway exports on a GPU host (this machine has none);
-capture/guard panels only to parse (their exporter does not exist yet: PENDING_EXPORTER).
+checked to parse and to name what the gateway exports on a GPU host (this machine has none).
 """
 
 from __future__ import annotations
@@ -39,9 +39,7 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"
 RULES = DASHBOARDS / "rules.yml"
 WITH_DATA = ("serving", "adapters")  # every panel must show data after the traffic below
-# The capture/guard exporter is a later issue: until it exists these names are exempt from the
-# exported-name check and the capture dashboard is only checked to parse.
-PENDING_EXPORTER = frozenset({"worker_capture_descriptors_total", "worker_guard_anomalies_total"})
+CAPTURE = '[capture]\nmode = "descriptor"\nsample_rate = 1.0\n'  # every request becomes a descriptor
 PROMETHEUS_OWN = frozenset({"up"})  # written by Prometheus itself for every target
 ENGINE_JOB, GATEWAY_JOB = "worker-engine", "worker-gateway"  # the job names of docs/production.md
 ADAPTER = f"dash-a-{uuid.uuid4().hex[:6]}"  # adapter names are never reused on an engine
@@ -94,6 +92,17 @@ def production_chat(base_url: str) -> int:
     return answer["usage"]["prompt_tokens"]
 
 
+def failed_tool_result(base_url: str) -> None:
+    """A tool loop's next turn carrying a failed tool result: one guard anomaly (kind `failed`)."""
+    call = {"id": "call-1", "type": "function", "function": {"name": "lookup", "arguments": '{"id": "7"}'}}
+    messages = [{"role": "user", "content": "Look up invoice 7."},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "call-1", "content": '{"error": "invoice 7 does not exist"}'}]
+    status, answer = http_json("POST", f"{base_url}/v1/chat/completions", {
+        "model": "worker", "messages": messages, "max_tokens": 4, "temperature": 0}, timeout=300)
+    assert status == 200, answer
+
+
 def shadow_idle(gw: RunningGateway) -> bool:
     shadow = gw.ok("GET", "/state")["shadow"]
     return shadow["queued"] == 0 and shadow["running"] == 0
@@ -113,6 +122,7 @@ def drive_traffic(gw: RunningGateway) -> None:
         assert gw.chat(headers={"X-Workspace-Id": in_canary}).headers["x-worker-kind"] == "canary"
         assert gw.chat(ADAPTER).headers["x-worker-kind"] == "pinned"
         assert gw.chat("no-such-version").status_code == 404
+        failed_tool_result(gw.url)
         refused = gw.chat(ADAPTER, max_tokens=100_000)  # the engine refuses it: an error of the adapter
         assert refused.status_code == 400, refused.text
         with httpx.Client(base_url=gw.url, timeout=120) as client, client.stream(
@@ -121,6 +131,7 @@ def drive_traffic(gw: RunningGateway) -> None:
             next(s.iter_bytes())  # then leave: the engine aborts the generation
         wait_for(lambda: shadow_idle(gw), "the shadow queue to drain", 300)
     assert "worker_gateway_shadow_dropped_total{" in gw.metrics(), "the burst did not overflow the shadow queue"
+    wait_for(lambda: 'kind="failed"' in gw.metrics(), "the guard to count the failed tool result", 30)
 
 
 def settle(prom: RunningPrometheus) -> None:
@@ -141,7 +152,7 @@ class Stack:
 def stack(engine, seeded_adapters, tmp_path_factory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("ops")
     config = write_config(work / "gateway", [engine.base_url], seeded_adapters[1].parent,
-                          extra="[shadow]\nqueue_size = 1\nconcurrency = 1\n")
+                          extra="[shadow]\nqueue_size = 1\nconcurrency = 1\n" + CAPTURE)
     with RunningGateway(config) as gw:
         gw.ok("POST", "/adapters", {"name": ADAPTER, "path": seeded_adapters[1].name})
         gw.ok("POST", f"/adapters/{ADAPTER}/load")
@@ -225,12 +236,11 @@ def test_gpu_panels_parse_and_name_what_the_gateway_exports_on_a_gpu_host(stack)
     assert problems(stack.prometheus, panel_queries("gpus"), stack.exported | gpu, need_data=False) == []
 
 
-def test_capture_panels_parse_pending_their_exporter(stack):
-    # Parse-only, explicitly: no exporter writes these series yet (a later issue).
-    assert not PENDING_EXPORTER & stack.exported, "the capture/guard series are exported now: drop PENDING_EXPORTER"
+def test_capture_panels_parse_name_exported_metrics_and_show_data(stack):
     queries = panel_queries("capture")
-    assert {n for q in queries for n in metric_names(q.expr)} == PENDING_EXPORTER
-    assert problems(stack.prometheus, queries, stack.exported | PENDING_EXPORTER, need_data=False) == []
+    assert {n for q in queries for n in metric_names(q.expr)} == {"worker_capture_descriptors_total",
+                                                                 "worker_guard_anomalies_total"}
+    assert problems(stack.prometheus, queries, stack.exported, need_data=True) == []
 
 
 def test_rules_load_evaluate_and_name_exported_metrics(stack):

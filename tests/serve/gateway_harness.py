@@ -38,6 +38,11 @@ def write_config(directory: Path, upstreams: list[str], adapter_root: Path, extr
     return path
 
 
+def start_gateway(tmp_path: Path, root: Path, upstreams: list[Any], **kwargs: Any) -> RunningGateway:
+    """The real gateway app in front of `upstreams` (objects with a `url`), state under tmp_path."""
+    return RunningGateway(write_config(tmp_path / "gw", [u.url for u in upstreams], root, **kwargs))
+
+
 def fake_adapter(root: Path, name: str, rank: int = 8, base: str = f"/models/{BASE_MODEL}") -> Path:
     """adapter_config.json + a weights file: enough for registration against the fault upstream."""
     directory = root / name

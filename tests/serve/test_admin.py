@@ -10,24 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from fault_upstream import FaultUpstream
-from gateway_harness import RunningGateway, fake_adapter, write_config
-
-
-@pytest.fixture
-def fault():
-    with FaultUpstream() as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def root(tmp_path):
-    directory = tmp_path / "adapters"
-    directory.mkdir()
-    return directory
-
-
-def start(tmp_path, root, upstreams, **kwargs) -> RunningGateway:
-    return RunningGateway(write_config(tmp_path / "gw", [u.url for u in upstreams], root, **kwargs))
+from gateway_harness import RunningGateway, start_gateway, fake_adapter, write_config
 
 
 def add(gw: RunningGateway, root, name: str, load: bool = True) -> None:
@@ -42,7 +25,7 @@ def status_and_code(response) -> tuple[int, str]:
 
 
 def test_admin_needs_the_bearer_token(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         assert status_and_code(gw.admin("GET", "/state", token=None)) == (401, "invalid_token")
         assert status_and_code(gw.admin("GET", "/state", token="wrong")) == (401, "invalid_token")
         refused = gw.admin("POST", "/adapters", {"name": "a-v1", "path": "a-v1"}, token=None)
@@ -67,14 +50,14 @@ def test_admin_is_disabled_without_a_configured_token(tmp_path, root, fault):
     ("/routes/worker/production", {}, "version"),
 ])
 def test_bad_bodies_get_422_naming_the_field(tmp_path, root, fault, path, body, named):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         response = gw.admin("POST", path, body)
         assert status_and_code(response) == (422, "invalid_body")
         assert named in response.json()["error"]["message"]
 
 
 def test_adapters_that_do_not_fit_get_422(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         fake_adapter(root, "huge", rank=64)
         response = gw.admin("POST", "/adapters", {"name": "huge-v1", "path": "huge"})
         assert status_and_code(response) == (422, "invalid_adapter") and "rank 64" in response.text
@@ -83,7 +66,7 @@ def test_adapters_that_do_not_fit_get_422(tmp_path, root, fault):
 
 
 def test_unknown_versions_and_routes_get_404(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         assert status_and_code(gw.admin("POST", "/adapters/ghost/load")) == (404, "adapter_not_found")
         assert status_and_code(gw.admin("POST", "/routes/worker/production", {"version": "ghost"})) == (
             404, "adapter_not_found")
@@ -92,7 +75,7 @@ def test_unknown_versions_and_routes_get_404(tmp_path, root, fault):
 
 
 def test_conflicts_get_409(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add(gw, root, "a-v1")
         add(gw, root, "b-v1")
         add(gw, root, "c-v1", load=False)
@@ -116,7 +99,7 @@ def test_conflicts_get_409(tmp_path, root, fault):
 
 
 def test_a_failed_load_changes_nothing_anywhere(tmp_path, root):
-    with FaultUpstream() as good, FaultUpstream() as bad, start(tmp_path, root, [good, bad]) as gw:
+    with FaultUpstream() as good, FaultUpstream() as bad, start_gateway(tmp_path, root, [good, bad]) as gw:
         fake_adapter(root, "a-v1")
         gw.ok("POST", "/adapters", {"name": "a-v1", "path": "a-v1"})
         before = gw.ok("GET", "/state")
@@ -133,7 +116,7 @@ def test_a_failed_load_changes_nothing_anywhere(tmp_path, root):
 
 
 def test_changed_files_are_never_loaded_under_the_old_name(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add(gw, root, "a-v1", load=False)
         (root / "a-v1" / "adapter_model.safetensors").write_bytes(b"retrained weights")
         assert status_and_code(gw.admin("POST", "/adapters/a-v1/load")) == (409, "files_changed")
@@ -141,7 +124,7 @@ def test_changed_files_are_never_loaded_under_the_old_name(tmp_path, root, fault
 
 
 def test_concurrent_registrations_of_one_name_admit_exactly_one(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         for i in range(8):
             fake_adapter(root, f"copy-{i}")
         with ThreadPoolExecutor(8) as pool:
@@ -152,7 +135,7 @@ def test_concurrent_registrations_of_one_name_admit_exactly_one(tmp_path, root, 
 
 
 def test_concurrent_changes_are_serialised_into_one_consistent_history(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         for name in ("a-v1", "b-v1"):
             add(gw, root, name)
         for name in ("e-v1", "f-v1", "g-v1"):
@@ -192,7 +175,7 @@ def test_concurrent_changes_are_serialised_into_one_consistent_history(tmp_path,
 
 
 def test_thirty_percent_canary_sends_thirty_percent_of_workspaces_and_logs_the_split(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add(gw, root, "cand-v1")
         gw.ok("POST", "/routes/worker/canary", {"candidate": "cand-v1", "percent": 30, "sticky_by": "workspace"})
         workspaces = [f"tenant-{i}" for i in range(2000)]
@@ -214,7 +197,7 @@ def test_thirty_percent_canary_sends_thirty_percent_of_workspaces_and_logs_the_s
 
 
 def test_rollback_takes_effect_on_the_next_request(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add(gw, root, "a-v1")
         add(gw, root, "b-v1")
         gw.ok("POST", "/routes/worker/production", {"version": "a-v1"})
@@ -229,7 +212,7 @@ def test_rollback_takes_effect_on_the_next_request(tmp_path, root, fault):
 def test_a_restarted_gateway_comes_back_with_everything_and_re_applies_it(tmp_path, root):
     with FaultUpstream() as fault:
         port = fault.port
-        with start(tmp_path, root, [fault]) as gw:
+        with start_gateway(tmp_path, root, [fault]) as gw:
             for name in ("a-v1", "b-v1", "c-v1", "d-v1"):
                 add(gw, root, name)
             gw.ok("POST", "/routes/worker/production", {"version": "a-v1"})

@@ -10,26 +10,9 @@ import httpx
 import pytest
 
 from fault_upstream import FaultUpstream
-from gateway_harness import RunningGateway, fake_adapter, wait_for, write_config
+from gateway_harness import RunningGateway, start_gateway, fake_adapter, wait_for, write_config
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
-
-
-@pytest.fixture
-def fault():
-    with FaultUpstream() as upstream:
-        yield upstream
-
-
-@pytest.fixture
-def root(tmp_path):
-    directory = tmp_path / "adapters"
-    directory.mkdir()
-    return directory
-
-
-def start(tmp_path, root, upstreams, **kwargs) -> RunningGateway:
-    return RunningGateway(write_config(tmp_path / "gw", [u.url for u in upstreams], root, **kwargs))
 
 
 def add_adapter(gw: RunningGateway, root, name: str) -> None:
@@ -55,7 +38,7 @@ def sample(gw: RunningGateway, name: str, labels: dict) -> float | None:
 
 
 def test_upstream_500_and_malformed_bodies_become_502_in_openai_shape(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         for name, mode in (("boom-v1", "fail"), ("garbled-v1", "malformed"), ("empty-v1", "no_choices")):
             add_adapter(gw, root, name)
             fault.behaviour[name] = mode
@@ -71,7 +54,7 @@ def test_upstream_500_and_malformed_bodies_become_502_in_openai_shape(tmp_path, 
 
 
 def test_a_stream_that_breaks_off_ends_with_an_error_event(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add_adapter(gw, root, "brittle-v1")
         fault.behaviour["brittle-v1"] = "break_stream"
         response = gw.chat("brittle-v1", stream=True)
@@ -83,7 +66,7 @@ def test_a_stream_that_breaks_off_ends_with_an_error_event(tmp_path, root, fault
 
 
 def test_client_leaving_mid_stream_closes_the_upstream_stream(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add_adapter(gw, root, "chatty-v1")
         fault.behaviour["chatty-v1"] = "endless_stream"
         body = {"model": "chatty-v1", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -98,7 +81,7 @@ def test_client_leaving_mid_stream_closes_the_upstream_stream(tmp_path, root, fa
 
 
 def test_client_giving_up_on_an_unstreamed_answer_cancels_the_upstream_request(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add_adapter(gw, root, "stuck-v1")
         fault.behaviour["stuck-v1"] = "hang"
         with pytest.raises(httpx.ReadTimeout):
@@ -116,7 +99,7 @@ def test_client_giving_up_on_an_unstreamed_answer_cancels_the_upstream_request(t
     (b'{"model": 7, "messages": []}', "invalid_model"),
 ])
 def test_bad_request_bodies_get_400(tmp_path, root, fault, content, code):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         response = gw.client.post("/v1/chat/completions", content=content,
                                   headers={"Content-Type": "application/json"})
         assert response.status_code == 400 and error_of(response)["code"] == code
@@ -124,7 +107,7 @@ def test_bad_request_bodies_get_400(tmp_path, root, fault, content, code):
 
 
 def test_oversized_bodies_get_413_with_or_without_content_length(tmp_path, root, fault):
-    with start(tmp_path, root, [fault], gateway="max_body_bytes = 2048") as gw:
+    with start_gateway(tmp_path, root, [fault], gateway="max_body_bytes = 2048") as gw:
         big = json.dumps({"model": "worker", "messages": [{"role": "user", "content": "x" * 4096}]}).encode()
         assert gw.client.post("/v1/chat/completions", content=big).status_code == 413
         chunked = gw.client.post("/v1/chat/completions", content=iter([big[:1500], big[1500:]]))
@@ -137,7 +120,7 @@ def test_oversized_bodies_get_413_with_or_without_content_length(tmp_path, root,
 
 
 def test_unknown_or_unloaded_models_get_404(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         missing = gw.chat("no-such-model")
         assert missing.status_code == 404 and error_of(missing)["code"] == "model_not_found"
         fake_adapter(root, "idle-v1")
@@ -148,7 +131,7 @@ def test_unknown_or_unloaded_models_get_404(tmp_path, root, fault):
 
 
 def test_engine_down_gives_503_with_retry_after_and_recovers_with_its_adapters(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add_adapter(gw, root, "prod-v1")
         gw.ok("POST", "/routes/worker/production", {"version": "prod-v1"})
         fault.stop()
@@ -167,7 +150,7 @@ def test_engine_down_gives_503_with_retry_after_and_recovers_with_its_adapters(t
 
 def test_an_adapter_lost_by_the_engine_is_503_then_re_applied(tmp_path, root, fault):
     # Probes only at start-up: the engine's 404 itself must trigger the re-apply.
-    with start(tmp_path, root, [fault], health_interval_s=3600) as gw:
+    with start_gateway(tmp_path, root, [fault], health_interval_s=3600) as gw:
         add_adapter(gw, root, "prod-v1")
         gw.ok("POST", "/routes/worker/production", {"version": "prod-v1"})
         assert gw.chat().status_code == 200
@@ -180,7 +163,7 @@ def test_an_adapter_lost_by_the_engine_is_503_then_re_applied(tmp_path, root, fa
 
 def test_slow_shadow_never_delays_production_and_overflow_is_dropped(tmp_path, root, fault):
     extra = "[shadow]\nqueue_size = 1\nconcurrency = 1\ntimeout_s = 120\n"
-    with start(tmp_path, root, [fault], extra=extra) as gw:
+    with start_gateway(tmp_path, root, [fault], extra=extra) as gw:
         add_adapter(gw, root, "prod-v1")
         add_adapter(gw, root, "sleepy-v1")
         gw.ok("POST", "/routes/worker/production", {"version": "prod-v1"})
@@ -204,7 +187,7 @@ def test_slow_shadow_never_delays_production_and_overflow_is_dropped(tmp_path, r
 
 
 def test_failing_shadow_is_recorded_and_production_is_unaffected(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add_adapter(gw, root, "broken-v1")
         gw.ok("POST", "/routes/worker/shadow", {"candidate": "broken-v1", "sample_rate": 1.0})
         fault.behaviour["broken-v1"] = "fail"
@@ -220,7 +203,7 @@ def test_failing_shadow_is_recorded_and_production_is_unaffected(tmp_path, root,
 
 
 def test_shadow_sample_rate_zero_sends_nothing(tmp_path, root, fault):
-    with start(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [fault]) as gw:
         add_adapter(gw, root, "quiet-v1")
         gw.ok("POST", "/routes/worker/shadow", {"candidate": "quiet-v1", "sample_rate": 0.0})
         for _ in range(5):
@@ -229,7 +212,7 @@ def test_shadow_sample_rate_zero_sends_nothing(tmp_path, root, fault):
 
 
 def test_workspaces_stick_to_a_replica_and_move_only_when_it_is_down(tmp_path, root):
-    with FaultUpstream() as one, FaultUpstream() as two, start(tmp_path, root, [one, two]) as gw:
+    with FaultUpstream() as one, FaultUpstream() as two, start_gateway(tmp_path, root, [one, two]) as gw:
         placement = {}
         for i in range(12):
             response = gw.chat(headers={"X-Workspace-Id": f"ws-{i}"})

@@ -11,13 +11,6 @@ from gateway_harness import BASE_MODEL, fake_adapter
 from serve.registry import AdapterError, NameTaken, Registry, inspect_adapter
 
 
-@pytest.fixture
-def root(tmp_path):
-    directory = tmp_path / "adapters"
-    directory.mkdir()
-    return directory
-
-
 def open_registry(tmp_path) -> Registry:
     return Registry(tmp_path / "state.sqlite", ["worker"], "worker-base")
 

@@ -14,11 +14,11 @@ from replay.records import Answer, ChatRequest, MemoryRef, Target, TrainingExamp
 from serve.adapters import TARGET_MODULES
 from serve.cli import main
 from serve.modelbuild import default_model_dir
+import serve.train as train_mod
 from serve.train import (
     DEFAULT_TEMPLATE, MARKER, TrainDataError, TrainReport, answer_loss, build_demo_adapters, encode, prefix_states,
     load_training, select_examples, train_adapter,
 )
-import serve.train as train_mod
 
 TOOLS = [
     {"type": "function", "function": {"name": "send_invoice", "description": "Send an invoice.", "parameters": {
@@ -47,8 +47,8 @@ def example(i: int, stratum: str = "verified_recovery") -> TrainingExample:
     )
 
 
-EXAMPLES = [example(i) for i in range(3)]
-SETTINGS: dict[str, Any] = {"seed": 7, "epochs": 3, "batch_size": 3, "lr": 3e-3}
+EXAMPLES = [example(i) for i in range(2)]
+SETTINGS: dict[str, Any] = {"seed": 7, "epochs": 3, "batch_size": 2, "lr": 3e-3}
 
 
 @pytest.fixture(scope="module")
@@ -107,7 +107,7 @@ def test_cached_system_turn_gives_the_full_sequence_loss(model_dir: Path, tokeni
 
 def test_training_lowers_the_answer_loss_on_its_examples(trained: tuple[Path, TrainReport]) -> None:
     _, report = trained
-    assert report.steps == 3 and report.examples == 3 and report.skipped_too_long == 0
+    assert report.steps == 3 and report.examples == 2 and report.skipped_too_long == 0
     assert len(report.epoch_losses) == 3
     assert report.epoch_losses[-1] < 0.8 * report.epoch_losses[0]
 
@@ -129,10 +129,11 @@ def test_the_output_is_a_peft_lora_adapter(trained: tuple[Path, TrainReport]) ->
 
 def test_the_same_seed_gives_the_same_weights(model_dir: Path, trained: tuple[Path, TrainReport],
                                               tmp_path: Path) -> None:
+    """Also with the system-turn states shared from outside, as the demo build shares them."""
     from safetensors.torch import load_file
 
     out, report = trained
-    again = train_adapter(model_dir, EXAMPLES, tmp_path / "b", **SETTINGS)
+    again = train_adapter(model_dir, EXAMPLES, tmp_path / "b", base_states={}, **SETTINGS)
     first, second = load_file(out / "adapter_model.safetensors"), load_file(tmp_path / "b/adapter_model.safetensors")
     assert first.keys() == second.keys()
     assert all(first[k].equal(second[k]) for k in first)
@@ -177,17 +178,20 @@ def test_build_demo_trains_once_and_again_only_when_the_data_changes(tmp_path: P
         (out_dir / "adapter_config.json").write_text("{}")
         return TrainReport(examples=len(examples), skipped_too_long=0, answer_tokens=1, steps=1, epochs=1,
                            batch_size=1, seed=kw["seed"], rank=16, alpha=32, lr=1e-3, max_len=8, threads=1,
-                           seconds=0.0, epoch_losses=[1.0], step_losses=[1.0])
+                           seconds=0.0, cpu_seconds=0.0, epoch_losses=[1.0], step_losses=[1.0])
 
     monkeypatch.setattr(train_mod, "train_adapter", fake_train)
+    monkeypatch.setattr(train_mod, "DEMO_EXAMPLES", 12)
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
     demo = tmp_path / "demo"
     demo.mkdir()
-    pool = [example(i, s) for i, s in enumerate(["verified_recovery", "clean_trajectory_action", "verified_action"] * 8)]
+    strata = ["verified_recovery", "clean_trajectory_action", "verified_action"] * 8
+    pool = [example(i, s) for i, s in enumerate(strata)]
     (demo / "train.jsonl").write_text("".join(e.model_dump_json() + "\n" for e in pool))
     cache = tmp_path / "cache"
+    (cache / "adapters/.demo-mix-s0-killed").mkdir(parents=True)
 
     built = build_demo_adapters(demo, cache, model_dir=model)
     assert built == {"recovery": cache / "adapters/demo-recovery-s0", "mix": cache / "adapters/demo-mix-s0"}

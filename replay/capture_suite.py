@@ -1,0 +1,169 @@
+"""Suites from captured live decisions (001 S13/S15): strata from what happened, then a versioned suite.
+
+A captured decision's stratum comes from the guard's label on its call (serve/guard.py) and
+from its session (disjoint, first match wins):
+
+* the call was rejected (a `FAILURES` kind) → `known_failure`, with the call as its failed action;
+* the call succeeded (`ok`), the session's previous call was rejected, and this one chose a
+  different tool → `verified_recovery`;
+* the call succeeded in a session without any anomaly → `clean_trajectory_action`;
+* the call succeeded otherwise → `verified_action`.
+
+Decisions without a label (no call, or no next turn yet) and decisions whose label is an
+anomaly that is no verdict (`empty_result`, `partial`, `pending`, `no_op`) get no stratum.
+Only `full`-mode captures hold a request and can become suite decisions; their requests end
+before the answer (the contract excludes its target), memory blocks are stripped (replay
+injects memory; the workspace is recorded instead), and a decision state seen twice is kept once.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from replay.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
+from replay.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
+from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
+from replay.suite_checks import request_hash
+from serve.capture import CapturedDecision, read_decisions
+from serve.guard import FAILURES
+
+_BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
+                                                                             (RULES_OPEN, RULES_CLOSE))),
+                     re.DOTALL | re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class BuildReport:
+    path: Path
+    strata: dict[str, int]  # decisions written, per stratum
+    skipped: dict[str, int]  # captured decisions left out, per reason
+
+    def __str__(self) -> str:
+        written = ", ".join(f"{k} {v}" for k, v in sorted(self.strata.items())) or "none"
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
+        return f"{self.path}: {sum(self.strata.values())} decisions ({written}); left out: {skipped}"
+
+
+def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
+    """The stratum of each decision (in capture order), None when its outcome proves nothing."""
+    sessions: dict[str, list[CapturedDecision]] = {}
+    for d in decisions:
+        sessions.setdefault(d.session, []).append(d)
+    anomalous = {s for s, ds in sessions.items() if any(d.outcome not in (None, "ok") for d in ds)}
+    strata: list[str | None] = []
+    for d in decisions:
+        if d.chosen_tool is None or d.outcome is None:
+            strata.append(None)
+        elif d.outcome in FAILURES:
+            strata.append(KNOWN_FAILURE)
+        elif d.outcome != "ok":
+            strata.append(None)
+        else:
+            session = sessions[d.session]
+            previous = session[session.index(d) - 1] if session.index(d) > 0 else None
+            if previous is not None and previous.outcome in FAILURES and previous.chosen_tool != d.chosen_tool:
+                strata.append("verified_recovery")
+            elif d.session not in anomalous:
+                strata.append("clean_trajectory_action")
+            else:
+                strata.append("verified_action")
+    return strata
+
+
+def strip_memory(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The messages without `<memory>` and `<standing_rules>` blocks (production's injection)."""
+
+    def clean(text: str) -> str:
+        return re.sub(r"\n{3,}", "\n\n", _BLOCKS.sub("", text)).strip()
+
+    stripped = []
+    for message in messages:
+        content = message.get("content")
+        if isinstance(content, str):
+            message = {**message, "content": clean(content)}
+        elif isinstance(content, list):
+            message = {**message, "content": [{**p, "text": clean(p["text"])} if isinstance(p, dict) and
+                                              isinstance(p.get("text"), str) else p for p in content]}
+        stripped.append(message)
+    return stripped
+
+
+def to_decision(captured: CapturedDecision, stratum: str) -> Decision:
+    assert captured.request is not None and captured.chosen_tool is not None
+    request = ChatRequest.model_validate({**captured.request,
+                                          "messages": strip_memory(captured.request["messages"])})
+    failed = stratum == KNOWN_FAILURE
+    return Decision(
+        id=f"cap-{captured.id}", stratum=stratum, cluster=f"{captured.workspace}/{captured.session}",
+        workspace=captured.workspace, session=captured.session,
+        captured_at=datetime.fromisoformat(captured.captured_at.replace("Z", "+00:00")), request=request,
+        target=None if failed else Target(tool=captured.chosen_tool, arg_keys=captured.chosen_keys),
+        failed_action=_failed_action(captured) if failed else None, memory=MemoryRef(workspace=captured.workspace))
+
+
+def _failed_action(captured: CapturedDecision) -> FailedAction:
+    """The failed call with its arguments when they were captured (`full`), else its key set."""
+    assert captured.chosen_tool is not None
+    if captured.chosen_arguments is not None:
+        return FailedAction(tool=captured.chosen_tool, arguments=captured.chosen_arguments)
+    return FailedAction(tool=captured.chosen_tool, arg_keys=captured.chosen_keys)
+
+
+def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capture",
+                version: str = "1") -> BuildReport:
+    """Write the suite of every stratified `full` capture (at or after `since`) into `out`.
+
+    Refuses a frozen suite in `out` (new cases go into the next version) and a directory that
+    holds anything but a suite; rebuilds an unfrozen one."""
+    if not db.is_file():
+        raise SuiteError(f"no capture store at {db}", [])
+    _check_target_dir(out)
+    captured = read_decisions(db, since)
+    decisions, skipped, seen = [], Counter[str](), set()
+    for item, stratum in zip(captured, assign_strata(captured), strict=True):
+        if stratum is None:
+            skipped["no verdict from its outcome"] += 1
+        elif item.request is None:
+            skipped["descriptor only (no request stored)"] += 1
+        else:
+            decision = to_decision(item, stratum)
+            state = request_hash(decision.request)
+            if state in seen:
+                skipped["same decision state as an earlier capture"] += 1
+                continue
+            seen.add(state)
+            decisions.append(decision)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / DECISIONS_JSONL).write_text("".join(d.model_dump_json(exclude_none=True) + "\n" for d in decisions),
+                                       encoding="utf-8")
+    source = f"captured decisions from {db}" + (f" since {since}" if since else "")
+    created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    (out / SUITE_TOML).write_text(f"name = {json.dumps(name)}\nversion = {json.dumps(version)}\n"
+                                  f"description = {json.dumps(source)}\ncreated = {created}\n", encoding="utf-8")
+    problems = validate_suite(out)
+    if problems:
+        raise SuiteError(f"the suite built in {out} does not validate", problems)
+    return BuildReport(out, dict(Counter(d.stratum for d in decisions)), dict(skipped))
+
+
+def _check_target_dir(out: Path) -> None:
+    manifest = out / SUITE_TOML
+    if manifest.is_file():
+        try:
+            frozen = "frozen" in tomllib.loads(manifest.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise SuiteError(f"refusing to write into {out}: {manifest} is unreadable ({exc})", []) from None
+        if frozen:
+            raise SuiteError(f"refusing to write into {out}: it is a frozen suite version, and a frozen suite is "
+                             "immutable; build into a new directory with the next version", [
+                                 SuiteProblem(str(manifest), None, "frozen")])
+    elif out.exists() and any(out.iterdir()):
+        raise SuiteError(f"refusing to write into {out}: it is not empty and holds no suite", [])

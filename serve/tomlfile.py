@@ -1,0 +1,72 @@
+"""Read a TOML file into a pydantic model, with errors that name the file, the line and the key.
+
+Every config of the project (engine, gateway, replay run) is read through `load_toml`, so a
+typo anywhere is reported the same way, before anything starts.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+Model = TypeVar("Model", bound=BaseModel)
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the file and the offending key."""
+
+
+def load_toml(path: Path, model: type[Model], what: str) -> Model:
+    try:
+        text = path.read_text()
+        raw = tomllib.loads(text)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    try:
+        return model.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_describe(path, text, exc, what)) from None
+
+
+def _describe(path: Path, text: str, exc: ValidationError, what: str) -> str:
+    lines = [f"{path}: invalid {what}"]
+    for err in exc.errors():
+        loc = [str(p) for p in err["loc"]]
+        line = _line_of(text, loc)
+        where = f"{path}:{line}: " if line else "  "
+        lines.append(f"{where}{'.'.join(loc) or '(top level)'}: {err['msg']}")
+    return "\n".join(lines)
+
+
+_TABLE = re.compile(r"^\s*\[(\[?)\s*([A-Za-z0-9_.-]+)\s*\]?\]\s*(#.*)?$")
+_KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
+
+
+def _line_of(text: str, loc: list[str]) -> int | None:
+    """The line that sets the key at `loc` (`["upstreams", "0", "url"]`), else the line of the
+    table that should hold it, if either can be found."""
+    table: list[str] = []
+    arrays: dict[str, int] = {}
+    parent_line = None
+    for number, line in enumerate(text.splitlines(), start=1):
+        header = _TABLE.match(line)
+        if header:
+            name = header.group(2)
+            if header.group(1):
+                arrays[name] = arrays.get(name, -1) + 1
+                table = [*name.split("."), str(arrays[name])]
+            else:
+                table = name.split(".")
+            if table == loc:
+                return number
+            if table == loc[:-1]:
+                parent_line = number
+            continue
+        key = _KEY.match(line)
+        if key and [*table, key.group(1)] == loc[: len(table) + 1]:
+            return number
+    return parent_line
