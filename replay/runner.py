@@ -105,11 +105,19 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
 
 
 def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """What changed between the recorded run and this invocation (config and suite only)."""
-    before = _flatten({"config": old.get("config"), "suite.sha256": old.get("suite", {}).get("sha256")})
-    after = _flatten({"config": new["config"], "suite.sha256": new["suite"]["sha256"]})
+    """What changed between the recorded run and this invocation, in what decides the results.
+
+    The endpoint's address is not part of that: a run may resume through a gateway restarted
+    on another port. Arms, decoding, memory, runner settings and the suite's content are.
+    """
+    before, after = _identity(old), _identity(new)
     return [f"{key}: {before.get(key, '(absent)')!r} -> {after.get(key, '(absent)')!r}"
             for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
+
+
+def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
+    config = {k: v for k, v in (manifest.get("config") or {}).items() if k != "endpoint"}
+    return _flatten({"config": config, "suite.sha256": manifest.get("suite", {}).get("sha256")})
 
 
 def read_completed(results_path: Path) -> set[tuple[str, str]]:

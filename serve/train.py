@@ -4,7 +4,9 @@ Two arms, as in S1: `recovery` trains only on verified-recovery decisions (S1's 
 targeted at recovery), `mix` on the same number of examples drawn evenly from every stratum.
 Examples are rendered with the engine's own chat template (tools in the system turn, the call
 as a Hermes `<tool_call>` block), so the adapter learns the exact text the engine prompts with;
-the loss covers only the answer tokens.
+the loss covers only the answer tokens. (Under `tool_choice: "required"` vLLM constrains the
+output to a JSON list `[{"name": ..., "parameters": ...}]` instead; the tool choice learned in
+the Hermes form carries over to it.)
 
 CPU budget: every prompt starts with its workspace's system turn (the tool list, ~85% of the
 tokens), identical across that workspace's examples. Its key/value states are computed once
@@ -40,7 +42,8 @@ SELECTIONS: dict[Selection, tuple[str, ...]] = {
     "recovery": ("verified_recovery",),
     "mix": ("verified_recovery", "clean_trajectory_action", "verified_action"),
 }
-# Sized for "a few minutes for both adapters" on 2 CPU cores (see build_demo_adapters).
+# Sized for "a few minutes for both adapters" on 2 CPU cores: 12 steps of 2 examples each, about
+# 4 s a step and 75 s an adapter on idle cores (far more while an engine or tests share them).
 DEMO_EXAMPLES = 24
 DEMO_EPOCHS = 1
 DEMO_LR = 2e-3
@@ -293,6 +296,14 @@ def cached_demo_dir(cache_dir: Path, seed: int = DEMO_SEED) -> Path:
     return demo_dir
 
 
+def _marker_key(marker: Path) -> str | None:
+    """The key a finished build recorded; None for a missing or unreadable marker (rebuild)."""
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
 def demo_adapter_dir(cache_dir: Path, name: str, seed: int = DEMO_SEED) -> Path:
     return cache_dir / "adapters" / f"demo-{name}-s{seed}"
 
@@ -323,8 +334,7 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
                                          "template": template}, sort_keys=True).encode()).hexdigest()
         target = demo_adapter_dir(cache_dir, name, seed)
         out[name] = target
-        marker = target / MARKER
-        if marker.is_file() and json.loads(marker.read_text(encoding="utf-8")).get("key") == key:
+        if _marker_key(target / MARKER) == key:
             _progress(f"{target.name}: up to date")
             continue
         _progress(f"{target.name}: training on {len(chosen)} examples "

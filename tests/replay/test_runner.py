@@ -74,6 +74,15 @@ def test_a_changed_config_or_suite_is_refused_with_what_changed(tmp_path):
     assert manifest_diff(manifest, manifest) == []
 
 
+def test_a_run_may_resume_through_another_endpoint_address(tmp_path):
+    manifest = {"config": {"endpoint": {"base_url": "http://127.0.0.1:9000/v1"}, "arms": [{"name": "a"}]},
+                "suite": {"sha256": "aaa"}}
+    moved = {"config": {"endpoint": {"base_url": "http://127.0.0.1:9100/v1"}, "arms": [{"name": "a"}]},
+             "suite": {"sha256": "aaa"}}
+    assert prepare_run_dir(tmp_path / "run", manifest) is False
+    assert prepare_run_dir(tmp_path / "run", moved) is True
+
+
 def test_prefix_order_groups_requests_by_model_then_shared_prompt():
     items = [item(a, decision(i, system=f"sys {'AB'[i % 2]}")) for i in range(6) for a in (0, 1)]
     ordered = order_items(items, "prefix")

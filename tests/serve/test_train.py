@@ -4,6 +4,7 @@ the example selection and the idempotent demo build."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,18 @@ def example(i: int, stratum: str = "verified_recovery") -> TrainingExample:
 
 EXAMPLES = [example(i) for i in range(2)]
 SETTINGS: dict[str, Any] = {"seed": 7, "epochs": 3, "batch_size": 2, "lr": 3e-3}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread() -> Iterator[None]:
+    """Training here runs on one thread: while an engine or other tests share the 2 cores, two
+    OpenMP threads keep waiting on each other (this file: 89 s on one thread, 243 s on two)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
