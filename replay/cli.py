@@ -98,7 +98,9 @@ def _report(args: argparse.Namespace) -> int:
     info = json.loads((args.run_dir / "run.json").read_text()) if (args.run_dir / "run.json").exists() else {}
     suite_path = info.get("suite", {}).get("path")
     decisions = load_suite(suite_path).decisions if suite_path and Path(suite_path).is_dir() else ()
-    pairs = [tuple(p.split(":", 1)) for p in args.pair] or None
+    configured = [arm["name"] for arm in info.get("config", {}).get("arms", [])]
+    # Default: the run config's first arm is the baseline of every other arm.
+    pairs = [tuple(p.split(":", 1)) for p in args.pair] or [(configured[0], a) for a in configured[1:]] or None
     md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args))
     print(f"report: {md}\nreport: {html}")
     return 0

@@ -404,8 +404,12 @@ def render_html(
 def _summary_table(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> str:
     rows = []
     for key, value in _summary(info, results):
-        text = value if isinstance(value, str | int | float) else json.dumps(value, indent=1, default=str)
-        rows.append(f'<tr data-key="{_e(key)}"><th>{_e(key)}</th><td><pre>{_e(_clip(str(text), 2000))}</pre></td></tr>')
+        if isinstance(value, str | int | float):
+            cell = f"<pre>{_e(_clip(str(value), 2000))}</pre>"
+        else:  # nested values (the whole run config) fold away so the tables come first
+            text = json.dumps(value, indent=1, default=str)
+            cell = f"<details><summary>show</summary><pre>{_e(_clip(text, 20000))}</pre></details>"
+        rows.append(f'<tr data-key="{_e(key)}"><th>{_e(key)}</th><td>{cell}</td></tr>')
     return f'<table id="run-summary"><tbody>{"".join(rows)}</tbody></table>'
 
 

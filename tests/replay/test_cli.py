@@ -84,3 +84,11 @@ def test_dispute_then_trace_round_trip(run_dir, tmp_path, capsys):
     assert code == 0 and "1 need a re-run" in out and "NEEDS RE-RUN" in out
     code, out, _ = cli(capsys, "trace", "lc:x", "--ledger", str(ledger))
     assert "run run-1: 1 result(s)" in out and "user says it is wrong" in out
+
+
+def test_report_compares_every_arm_with_the_run_configs_first_arm(run_dir, tmp_path, capsys):
+    arms = [{"name": name} for name in (BASE, Q_ONLY, "mixed")]
+    (run_dir / "run.json").write_text(json.dumps({"config": {"arms": arms}}))
+    code, _, _ = cli(capsys, "report", str(run_dir), "--ledger", str(tmp_path / "l"))
+    html = (run_dir / "report.html").read_text()
+    assert code == 0 and 'id="cmp-base-vs-q-only"' in html and 'id="cmp-base-vs-mixed"' in html
