@@ -28,8 +28,8 @@ import hashlib
 import json
 import logging
 import sqlite3
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime
 from pathlib import Path
@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from replay.scoring import chosen_call
 from serve.config import CaptureSection
 from serve.guard import Kind, classify
+from serve.sqlitedb import open_wal, transaction
 
 if TYPE_CHECKING:  # the store and its reader stay importable without the gateway's web stack
     from serve.metrics import GatewayMetrics
@@ -189,23 +190,13 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
 
 class CaptureStore:
     def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.executescript(SCHEMA)
+        self._db = open_wal(path, SCHEMA)
 
     def close(self) -> None:
         self._db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
 
     def label(self, session: str, results: list[ToolResult]) -> None:
         """Attach each result's kind to the session's decision whose call produced it."""

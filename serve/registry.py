@@ -17,11 +17,13 @@ import hashlib
 import json
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
+
+from serve.sqlitedb import open_wal, transaction
 
 AdapterState = Literal["registered", "loaded", "unloaded"]
 StickyBy = Literal["workspace", "session"]
@@ -194,13 +196,9 @@ class Registry:
     """Durable gateway state. Single-writer: the app serialises admin changes with one lock."""
 
     def __init__(self, path: Path, routes: Sequence[str], base: str, keep_rows: int = 100_000):
-        path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self._db = open_wal(path, SCHEMA)
         self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
         self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")
-        self._db.executescript(SCHEMA)
         self._base = base
         self._route_names = tuple(routes)
         self._keep = keep_rows
@@ -216,15 +214,8 @@ class Registry:
         self.flush()
         self._db.close()
 
-    @contextmanager
-    def _tx(self) -> Iterator[None]:
-        self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            self._db.execute("ROLLBACK")
-            raise
-        self._db.execute("COMMIT")
+    def _tx(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
 
     @contextmanager
     def _change(self, action: str, detail: Mapping[str, Any]) -> Iterator[None]:

@@ -1,0 +1,30 @@
+"""The SQLite conventions of the gateway's stores (registry, capture): WAL, explicit transactions."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+
+def open_wal(path: Path, schema: str) -> sqlite3.Connection:
+    """Autocommit connection in WAL mode (readers never block the writer), usable from threads."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    db.execute("PRAGMA journal_mode=WAL")
+    db.execute("PRAGMA busy_timeout=5000")
+    db.executescript(schema)
+    return db
+
+
+@contextmanager
+def transaction(db: sqlite3.Connection) -> Iterator[None]:
+    """`BEGIN IMMEDIATE` … `COMMIT`, rolled back on any error: a change is all or nothing."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
