@@ -53,3 +53,12 @@ def test_arm_decoding_overrides_the_run_default(tmp_path):
 def test_memory_root_is_relative_to_the_config_file(tmp_path):
     text = f'[endpoint]\nbase_url = "http://127.0.0.1:1/v1"\n[memory]\nroot = "mem"\n{ARMS}'
     assert load_run_config(write(tmp_path, text)).memory.root == (tmp_path / "mem").resolve()
+
+
+def test_shipped_run_configs_load():
+    from pathlib import Path
+
+    shipped = sorted((Path(__file__).resolve().parents[2] / "configs" / "runs").glob("*.toml"))
+    assert shipped
+    for path in shipped:
+        assert load_run_config(path).arms
