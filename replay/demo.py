@@ -44,6 +44,9 @@ SERIOUS_GATE = REPO / "configs" / "gates" / "serious-candidate.toml"
 BASELINE = "base"
 ADAPTER_ARMS = ("recovery", "mix")
 QUICK_PER_STRATUM = 1
+# Held-out decisions per stratum in the full demo: 24 decisions, 144 requests (48 through a LoRA
+# adapter), sized for the ≈15-minute budget on a 2-core CPU engine.
+DEMO_PER_STRATUM = 6
 ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
 
 
@@ -52,7 +55,7 @@ def say(message: str) -> None:
 
 
 def demo_data(out: Path, quick: bool) -> tuple[Suite, Path, Path]:
-    """The held-out part of the generated demo suite (quick: a few per stratum), memory, training split.
+    """Held-out decisions of the generated demo suite (a few per stratum), memory, training split.
 
     Training-sanity decisions are left out of the demo: they check that an adapter moved on its
     own training distribution, which says nothing about memory, and the demo has a time budget.
@@ -64,7 +67,7 @@ def demo_data(out: Path, quick: bool) -> tuple[Suite, Path, Path]:
     if quick:
         quick_suite = held_out_slice(suite, out / "quick-suite", QUICK_PER_STRATUM, ABLATED_WORKSPACES)
         return quick_suite, data / "memory", data
-    return held_out_slice(suite, out / "held-out-suite", None), data / "memory", data
+    return held_out_slice(suite, out / "held-out-suite", DEMO_PER_STRATUM), data / "memory", data
 
 
 def held_out_slice(suite: Suite, path: Path, per_stratum: int | None,
