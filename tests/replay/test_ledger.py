@@ -149,3 +149,9 @@ class TestDispute:
             ledger.dispute("lc:a", "bad")
         with Ledger(tmp_path / "l.sqlite") as ledger:
             assert ledger.trace("lc:a").results[0].needs_rerun
+
+
+def test_a_ledger_in_a_new_directory_is_created(tmp_path):
+    with Ledger(tmp_path / "runs" / "ledger.sqlite") as ledger:
+        assert ledger.tainted_rule_ids() == frozenset()
+    assert (tmp_path / "runs" / "ledger.sqlite").is_file()
