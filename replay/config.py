@@ -7,18 +7,15 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import urlparse
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from replay.inject import ConditionError, parse_condition
+from replay.records import Strict
 from serve.tomlfile import ConfigError, load_toml
 
 
 class RunConfigError(ConfigError):
     """A run config that cannot be used; the message names the file, the line and the key."""
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class Endpoint(Strict):

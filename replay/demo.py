@@ -17,7 +17,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -28,7 +28,7 @@ from replay.config import RunConfig
 from replay.demo_memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from replay.demo_suite import write_demo
 from replay.gates import evaluate_gate, format_verdict, write_verdict
-from replay.lessons import Verdict, plan_lessons
+from replay.lessons import RuleVerdict, Verdict, plan_lessons
 from replay.memory import load_memory, workspace_dirs
 from replay.records import KNOWN_FAILURE, ResultRecord
 from replay.report import write_report
@@ -223,6 +223,19 @@ def _count(rows: list[ResultRecord]) -> str:
     return f"{sum(bool(r.score.joint_correct) for r in rows)}/{len(rows)}"
 
 
+def lesson_summary(verdicts: Sequence[RuleVerdict]) -> str:
+    """What each method evicted: did the causal test catch the planted rule, and spare the genuine ones?"""
+    evicted = {(v.method, v.rule_id) for v in verdicts if v.verdict is Verdict.EVICT}
+    causal = {rule for method, rule in evicted if method == "ablation"}
+    caught = sorted(causal & set(HARMFUL_RULE_IDS))
+    innocent = sorted(causal & set(GENUINE_RULE_IDS))
+    correlational = sorted(rule for method, rule in evicted if method == "leave-one-out")
+    return (f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} of {', '.join(sorted(HARMFUL_RULE_IDS))}; "
+            f"genuine rules evicted: {', '.join(innocent) or 'none'}\n"
+            f"  leave-one-out: evicted {', '.join(correlational) or 'none'} "
+            f"(rule:<hash> is the one-rule arm: {ONE_RULE_TEXT!r})")
+
+
 def analyse(run_dir: Path, suite: Suite, memory_root: Path) -> Path:
     results = load_results(run_dir)
     main_arms = [BASELINE, "base+rule", "base+memory", *ADAPTER_ARMS]
@@ -236,14 +249,11 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path) -> Path:
         verdicts.append(verdict)
         print(format_verdict(verdict), "\n")
     plan = plan_lessons(results, workspace_dirs(memory_root), datetime.now(UTC).date())
-    print("Lesson gate (causal: workspace vs workspace-minus:<id> on the rule's own workspace):")
+    print("Lesson gate (causal where an ablation arm exists: workspace vs workspace-minus:<id>; "
+          "else leave-one-out):")
     for verdict in plan.verdicts:
         print("  " + verdict.summary())
-    evicted = {v.rule_id for v in plan.verdicts if v.verdict is Verdict.EVICT}
-    caught = sorted(evicted & set(HARMFUL_RULE_IDS))
-    innocent = sorted(evicted & set(GENUINE_RULE_IDS))
-    print(f"  harmful rule(s) evicted: {', '.join(caught) or 'none'} of {', '.join(sorted(HARMFUL_RULE_IDS))}; "
-          f"genuine rules evicted: {', '.join(innocent) or 'none'}")
+    print(lesson_summary(plan.verdicts))
     for workspace, diff in plan.diffs.items():
         (run_dir / f"lessons-{workspace}.diff").write_text(diff)
     _, html = write_report(run_dir, comparisons, verdicts, [r for r in results if r.arm in main_arms],

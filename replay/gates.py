@@ -89,9 +89,16 @@ class PairedOutcomes(Strict):
 
 
 class CanaryCohort(Strict):
+    """Errors are per request; anomalies per observed tool result (`outcomes`) when given, else per request."""
+
     requests: int = Field(ge=0)
     errors: int = Field(ge=0)
     anomalies: int = Field(ge=0)
+    outcomes: int | None = Field(default=None, ge=0)
+
+    def rate(self, what: Literal["errors", "anomalies"]) -> float | None:
+        over = self.outcomes if what == "anomalies" and self.outcomes is not None else self.requests
+        return getattr(self, what) / over if over else None
 
 
 class CanaryEvidence(Strict):
@@ -605,13 +612,11 @@ class CanaryNoRegression(_Condition):
         small = min(canary.control.requests, canary.canary.requests)
         if small < self.min_requests:
             return _not_run(f"canary cohorts have {small} requests, the policy needs ≥ {self.min_requests} each")
-        rates = {
-            name: (
-                getattr(canary.control, name) / canary.control.requests,
-                getattr(canary.canary, name) / canary.canary.requests,
-            )
-            for name in ("errors", "anomalies")
-        }
+        rates = {name: (canary.control.rate(name), canary.canary.rate(name)) for name in ("errors", "anomalies")}
+        unobserved = [name for name, pair in rates.items() if None in pair]
+        if unobserved:
+            return _not_run(f"no tool results observed in a cohort, so no {' or '.join(unobserved)} rate "
+                            "(is capture on for the canary's workspaces?)")
         limits = {"errors": self.max_error_rate_increase, "anomalies": self.max_anomaly_rate_increase}
         ok = all(cand - ctrl <= limits[name] for name, (ctrl, cand) in rates.items())
         text = "; ".join(

@@ -1,4 +1,5 @@
-"""`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway."""
+"""`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, export
+gate evidence from the gateway's stores."""
 
 from __future__ import annotations
 
@@ -86,6 +87,24 @@ def _gateway(args: argparse.Namespace) -> int:
     return 0
 
 
+def _evidence(args: argparse.Namespace) -> int:
+    from serve.config import load_gateway_config
+    from serve.evidence import EvidenceError, export
+
+    config = load_gateway_config(args.config)
+    try:
+        result = export(config, args.route or config.gateway.default_route, args.out, args.candidate, args.since,
+                        args.arm)
+    except EvidenceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(result.summary())
+    files = " ".join(f"--evidence {key}={path}" for key, path in result.files().items())
+    print(f"gate: worker-replay gate RUN_DIR --policy configs/gates/production-candidate.toml "
+          f"--baseline BASELINE --candidate {args.arm or result.candidate} {files}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="worker-serve", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -135,6 +154,15 @@ def build_parser() -> argparse.ArgumentParser:
     gw.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="'warning' also silences the per-request access log")
     gw.set_defaults(func=_gateway)
+
+    ev = sub.add_parser("evidence", help="export production-candidate gate evidence (shadow, canary, registry)")
+    ev.add_argument("--config", type=Path, required=True, help="the gateway's TOML config (finds its stores)")
+    ev.add_argument("--route", default=None, help="default: the gateway's default route")
+    ev.add_argument("--candidate", default=None, help="adapter version (default: the route's canary, else shadow)")
+    ev.add_argument("--since", default=None, help="ISO time opening the window (default: the trial's start)")
+    ev.add_argument("--arm", default=None, help="the candidate's arm name in the replay run, if not its version")
+    ev.add_argument("--out", type=Path, required=True, help="directory for shadow.json, canary.json, registry.json")
+    ev.set_defaults(func=_evidence)
     return parser
 
 

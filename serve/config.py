@@ -12,18 +12,15 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
+from replay.records import Strict
 from serve.guard import GuardRules
 from serve.modelbuild import cache_dir
-from serve.tomlfile import ConfigError, load_toml
+from serve.tomlfile import load_toml
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class GatewaySection(Strict):

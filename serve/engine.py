@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
+from replay.records import Strict
 from serve.modelbuild import cache_dir
 from serve.process import ServiceProcess
 from serve.tomlfile import ConfigError, load_toml
@@ -22,10 +23,6 @@ from serve.tomlfile import ConfigError, load_toml
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
 NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
-
-
-class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class VllmArgs(Strict):

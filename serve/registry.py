@@ -353,6 +353,18 @@ class Registry:
         self.flush()
         return [dict(r) for r in self._db.execute("SELECT * FROM requests ORDER BY id DESC LIMIT ?", (limit,))]
 
+    def requests_since(self, route: str, since: str) -> list[dict[str, Any]]:
+        """The route's logged requests at or after `since` (an ISO time in `now()`'s format)."""
+        self.flush()
+        return [dict(r) for r in self._db.execute("SELECT * FROM requests WHERE route = ? AND at >= ? ORDER BY id",
+                                                  (route, since))]
+
+    def shadow_results_since(self, route: str, since: str) -> list[dict[str, Any]]:
+        """The route's stored shadow comparisons at or after `since` (without the answers' text)."""
+        self.flush()
+        rows = self._db.execute("SELECT * FROM shadow_results WHERE route = ? AND at >= ? ORDER BY id", (route, since))
+        return [{k: r[k] for k in r.keys() if k not in ("production_answer", "shadow_answer")} for r in rows]
+
     def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         self.flush()
         query = "SELECT * FROM shadow_results" + (" WHERE route = ?" if route else "") + " ORDER BY id DESC LIMIT ?"

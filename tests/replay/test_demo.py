@@ -8,10 +8,30 @@ import sys
 import pytest
 
 from replay.compare import load_results
+from replay.demo import lesson_summary
+from replay.lessons import LiftEvidence, RuleVerdict, Verdict
 
-pytestmark = pytest.mark.engine
+EVIDENCE = LiftEvidence(carried=4, absent=4, carried_mean=0.0, absent_mean=0.5, lift=-0.5)
 
 
+def verdict(rule_id: str, method: str, outcome: Verdict) -> RuleVerdict:
+    return RuleVerdict(rule_id, "ws-support", outcome, method, "test", EVIDENCE)
+
+
+def test_lesson_summary_keeps_the_causal_catch_apart_from_leave_one_out_evictions():
+    line = lesson_summary([
+        verdict("lc:helpdesk-api-flaky", "ablation", Verdict.EVICT),
+        verdict("lc:billing-escalations", "ablation", Verdict.EVICT),
+        verdict("lc:closed-ticket-reopen", "ablation", Verdict.HOLD),
+        verdict("rule:6f0ce30c157d", "leave-one-out", Verdict.EVICT),
+        verdict("lc:billing-contact", "leave-one-out", Verdict.PROMOTE)])
+    causal, correlational = line.splitlines()
+    assert "harmful rule(s) evicted: lc:helpdesk-api-flaky of lc:helpdesk-api-flaky" in causal
+    assert "genuine rules evicted: lc:billing-escalations" in causal
+    assert "leave-one-out: evicted rule:6f0ce30c157d (" in correlational
+
+
+@pytest.mark.engine
 def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     out = tmp_path / "demo"
     command = [sys.executable, "-m", "replay", "demo", "--quick", "--out", str(out)]

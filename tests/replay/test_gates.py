@@ -411,6 +411,21 @@ def test_canary_regression_fails_and_a_small_canary_is_not_run(
     assert production_status(tmp_path, production_evidence, "canary-no-regression")[0] is Status.NOT_RUN
 
 
+def test_canary_anomalies_are_rated_over_the_tool_results_observed(
+    tmp_path: Path, production_evidence: dict[str, Path]
+) -> None:
+    evidence = canary(errors=0)
+    evidence["control"] |= {"anomalies": 9, "outcomes": 300}  # 3.00% of observed results
+    evidence["canary"] |= {"anomalies": 2, "outcomes": 50}  # 4.00%: per request it would be 1.00%
+    production_evidence["canary"] = write_json(tmp_path / "c.json", evidence)
+    status, reason = production_status(tmp_path, production_evidence, "canary-no-regression")
+    assert status is Status.FAIL and "anomalies 3.00% → 4.00%" in reason
+    evidence["canary"] |= {"anomalies": 0, "outcomes": 0}
+    production_evidence["canary"] = write_json(tmp_path / "c.json", evidence)
+    status, reason = production_status(tmp_path, production_evidence, "canary-no-regression")
+    assert status is Status.NOT_RUN and "no tool results observed" in reason
+
+
 def test_rollback_target_not_loaded_fails(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
     production_evidence["registry"] = write_json(tmp_path / "r.json", registry([CANDIDATE]))
     status, reason = production_status(tmp_path, production_evidence, "rollback-ready")

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from fault_upstream import FaultUpstream
-from gateway_harness import RunningGateway, start_gateway, fake_adapter, wait_for, write_config
+from gateway_harness import RunningGateway, start_gateway, fake_adapter, wait_for
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
 
