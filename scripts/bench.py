@@ -4,7 +4,7 @@
 * replay order: engine prefix-cache hit rate and decisions/s, prefix-grouped vs shuffled;
 * engine settings: the shipped CPU config (float32, every core) vs vLLM's CPU defaults for the
   same model (bfloat16, one core reserved for the API server), on the same slice;
-* gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream).
+* gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 
 Each replay measurement uses its own copy of the suite slice with a distinct marker at the
 start of the system prompt, so no measurement is served from another one's prefix cache.

@@ -4,7 +4,9 @@ For two upstreams, the real vLLM engine and a minimal instant upstream (which is
 gateway's own cost), the same request loop runs three times:
 
 * direct to the upstream;
-* through the gateway (`worker-serve gateway`, its own process) with shadow at 0%;
+* through the gateway (`worker-serve gateway`, its own process) with shadow at 0%, capture off;
+* through a second gateway with capture `full` at sample rate 1 for the requests' workspace:
+  every answered request is guarded, described and stored (with its text) off the request path;
 * through the gateway with shadow at 100%: every request is sampled for a copy to a candidate
   adapter, run in the background with the shipped bounds (`[shadow]` queue 32, concurrency 1),
   so what the queue cannot take is dropped and counted. On the engine the shadow copies
@@ -35,7 +37,17 @@ sys.path.insert(0, str(REPO))
 from serve.engine import EngineProcess, load_engine_config  # noqa: E402
 
 TOKEN = "bench-token"
-MESSAGES = [{"role": "user", "content": "Say hi to the finance team."}]
+# A tool loop's second turn: the guard classifies the tool result, capture stores the decision.
+MESSAGES = [
+    {"role": "user", "content": "Say hi to the finance team."},
+    {"role": "assistant", "content": None, "tool_calls": [{"id": "call-1", "type": "function", "function": {
+        "name": "find_team", "arguments": "{\"name\": \"finance\"}"}}]},
+    {"role": "tool", "tool_call_id": "call-1", "content": "{\"team\": \"finance\", \"members\": 4}"},
+]
+TOOLS = [{"type": "function", "function": {"name": "find_team", "parameters": {
+    "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}}]
+HEADERS = {"X-Workspace-Id": "ws-bench", "X-Session-Id": "bench-session"}
+CAPTURE = '[capture]\nmode = "full"\nworkspaces = ["ws-bench"]\nsample_rate = 1.0\n'
 
 
 @dataclass(frozen=True)
@@ -86,14 +98,14 @@ async def load(base_url: str, model: str, requests: int, concurrency: int,
 
     latencies: list[float] = []
     errors = 0
-    body = {"model": model, "messages": MESSAGES, "max_tokens": max_tokens, "temperature": 0}
+    body = {"model": model, "messages": MESSAGES, "tools": TOOLS, "max_tokens": max_tokens, "temperature": 0}
     todo = iter(range(requests))
 
     async def worker(session: aiohttp.ClientSession) -> None:
         nonlocal errors
         for _ in todo:
             started = time.perf_counter()
-            async with session.post(f"{base_url}/v1/chat/completions", json=body) as response:
+            async with session.post(f"{base_url}/v1/chat/completions", json=body, headers=HEADERS) as response:
                 await response.read()
                 errors += response.status != 200
             latencies.append(time.perf_counter() - started)
@@ -141,7 +153,7 @@ def serve_fast_upstream(port: int) -> None:
 class Gateway:
     """`worker-serve gateway` in its own process, in front of one upstream, with a candidate adapter."""
 
-    def __init__(self, work: Path, upstream: str, adapter_root: Path, candidate: str) -> None:
+    def __init__(self, work: Path, upstream: str, adapter_root: Path, candidate: str, extra: str = "") -> None:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         config = work / f"gateway-{self.port}.toml"
@@ -149,7 +161,7 @@ class Gateway:
             f'[gateway]\nport = {self.port}\nstate_db = "state-{self.port}.sqlite"\n'
             f'[base]\nserved_model_name = "worker-base"\nmodel = "SmolLM2-135M-Instruct"\n'
             f'[adapters]\nroot = "{adapter_root}"\n[[upstreams]]\nname = "engine-0"\nurl = "{upstream}"\n'
-            f'[admin]\ntoken = "{TOKEN}"\n[metrics]\nnvml = false\n')
+            f'[admin]\ntoken = "{TOKEN}"\n[metrics]\nnvml = false\n{extra}')
         self.proc = subprocess.Popen([sys.executable, "-m", "serve", "gateway", "--config", str(config),
                                       "--log-level", "warning"], cwd=REPO)
         wait_up(f"{self.url}/health")
@@ -168,11 +180,18 @@ class Gateway:
                 return state
             time.sleep(0.2)
 
-    def dropped(self) -> float:
+    def counter(self, name: str) -> float:
         with urllib.request.urlopen(f"{self.url}/metrics") as response:
             text = response.read().decode()
-        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines()
-                   if line.startswith("worker_gateway_shadow_dropped_total{"))
+        return sum(float(line.rsplit(" ", 1)[1]) for line in text.splitlines() if line.startswith(name + "{"))
+
+    def settled(self) -> float:
+        """Stored captures, once the capture worker has finished what is queued (no change for 1 s)."""
+        last = -1.0
+        while (now := self.counter("worker_capture_descriptors_total")) != last:
+            last = now
+            time.sleep(1)
+        return now
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -194,19 +213,27 @@ def measure(name: str, upstream: str, work: Path, adapter_root: Path, requests: 
         return asyncio.run(load(url, model, n, concurrency, max_tokens))
 
     gateway = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}")
+    capturing = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}", CAPTURE)
     try:
         run(upstream, "worker-base", max(concurrency, requests // 10))  # warm-up
         run(gateway.url, "worker", max(concurrency, requests // 10))
-        runs: dict[str, list[tuple[Result, list[float]]]] = {"direct": [], "gateway, shadow 0%": []}
+        run(capturing.url, "worker", max(concurrency, requests // 10))
+        stored_before, dropped_before = capturing.settled(), capturing.counter("worker_capture_errors_total")
+        runs: dict[str, list[tuple[Result, list[float]]]] = {
+            "direct": [], "gateway, shadow 0%": [], "gateway, capture full": []}
         for _ in range(2):
             runs["direct"].append(run(upstream, "worker-base", requests // 2))
             runs["gateway, shadow 0%"].append(run(gateway.url, "worker", requests // 2))
+            runs["gateway, capture full"].append(run(capturing.url, "worker", requests // 2))
+        captured = capturing.settled() - stored_before
+        capture_dropped = capturing.counter("worker_capture_errors_total") - dropped_before
         gateway.shadow(1.0)
         runs["gateway, shadow 100%"] = [run(gateway.url, "worker", requests)]
         compared = sum(sum(levels.values()) for levels in gateway.drain()["agreement"].values())
-        dropped = gateway.dropped()
+        dropped = gateway.counter("worker_gateway_shadow_dropped_total")
     finally:
         gateway.stop()
+        capturing.stop()
     rows = {label: merge([r for r, _ in done], [lat for _, lat in done]) for label, done in runs.items()}
     direct = rows["direct"]
     print(f"\n### {name}: {requests} requests per measurement, concurrency {concurrency}, max_tokens {max_tokens}")
@@ -220,7 +247,10 @@ def measure(name: str, upstream: str, work: Path, adapter_root: Path, requests: 
         out[label] = {"rps": round(r.rps, 3), "p50_ms": round(r.p50_ms, 2), "p99_ms": round(r.p99_ms, 2),
                       "errors": r.errors, "throughput_ratio": round(ratio, 4), "added_p50_ms": round(add50, 2),
                       "added_p99_ms": round(add99, 2)}
+    print(f"  capture full: {captured:.0f} of {2 * (requests // 2)} requests stored, "
+          f"{capture_dropped:.0f} dropped (queue full) or failed")
     print(f"  shadow at 100%: {compared} compared, {dropped:.0f} dropped (queue full)")
+    out["capture_stored"], out["capture_dropped"] = captured, capture_dropped
     out["shadow_compared"], out["shadow_dropped"] = compared, dropped
     return out
 

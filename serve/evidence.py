@@ -88,26 +88,27 @@ def shadow_outcomes(rows: Iterable[Mapping[str, Any]], decisions: Mapping[str, C
                           dict(agreement), dict(left_out))
 
 
-def cohort(requests: Iterable[Mapping[str, Any]], decisions: Iterable[CapturedDecision]) -> CanaryCohort:
+def cohort(requests: Sequence[Mapping[str, Any]], decisions: Iterable[CapturedDecision]) -> CanaryCohort:
     """Requests, server errors, and guard anomalies over the tool results seen, of one cohort."""
-    rows = list(requests)
     labelled = [d.outcome for d in decisions if d.outcome is not None]
-    return CanaryCohort(requests=len(rows), errors=sum(r["status"] >= SERVER_ERROR for r in rows),
+    return CanaryCohort(requests=len(requests), errors=sum(r["status"] >= SERVER_ERROR for r in requests),
                         anomalies=sum(kind in ANOMALIES for kind in labelled), outcomes=len(labelled))
 
 
 def canary_cohorts(requests: Sequence[Mapping[str, Any]], decisions: Sequence[CapturedDecision], route: str,
                    candidate: str, adapter: str) -> CanaryEvidence:
     """The canary (requests the route sent to `candidate`) against control (its production requests)."""
-    def member(kind: str, version: str | None) -> bool:
+    def in_cohort(kind: str, version: str | None) -> bool:
         return kind == "production" or (kind == "canary" and version == candidate)
 
-    mine = [r for r in requests if r["route"] == route and member(r["kind"], r["adapter"])]
-    ours = [d for d in decisions if d.route == route and member(d.kind, d.adapter)]
+    trial_requests = [r for r in requests if r["route"] == route and in_cohort(r["kind"], r["adapter"])]
+    trial_decisions = [d for d in decisions if d.route == route and in_cohort(d.kind, d.adapter)]
     return CanaryEvidence(
         adapter=adapter,
-        control=cohort((r for r in mine if r["kind"] == "production"), (d for d in ours if d.kind == "production")),
-        canary=cohort((r for r in mine if r["kind"] == "canary"), (d for d in ours if d.kind == "canary")))
+        control=cohort([r for r in trial_requests if r["kind"] == "production"],
+                       [d for d in trial_decisions if d.kind == "production"]),
+        canary=cohort([r for r in trial_requests if r["kind"] == "canary"],
+                      [d for d in trial_decisions if d.kind == "canary"]))
 
 
 def registry_evidence(state: State, route: str, candidate: str) -> RegistryEvidence:
