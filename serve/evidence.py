@@ -155,7 +155,10 @@ def _counts(counter: Mapping[str, int]) -> str:
 
 def _stamp(value: str) -> str:
     """An ISO time in the registry's own format, so stored times compare as text."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise EvidenceError(f"--since {value!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from None
     parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

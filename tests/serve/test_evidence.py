@@ -122,6 +122,8 @@ def test_export_writes_what_the_gate_reads_and_explains_bad_calls(tmp_path, caps
         export(config, "worker", tmp_path / "out")
     with pytest.raises(EvidenceError, match="give the window's start"):
         export(config, "worker", tmp_path / "out", candidate=CANDIDATE)
+    with pytest.raises(EvidenceError, match="not an ISO time"):
+        export(config, "worker", tmp_path / "out", candidate=CANDIDATE, since="yesterday")
 
     registry.set_shadow("worker", CANDIDATE, 1.0)
     registry.record_request(request_id="r1", endpoint="chat", requested="worker", route="worker",
