@@ -19,13 +19,18 @@ def _model_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _built_model(given: Path | None) -> Path:
+    """The base model directory to train on: `--model`, else the embedded one, which must be built."""
+    model_dir = given or default_model_dir()
+    if not (model_dir / "config.json").is_file():
+        raise ModelBuildError(f"no model at {model_dir}; run `worker-serve model build` first")
+    return model_dir
+
+
 def _adapter_make_random(args: argparse.Namespace) -> int:
     from serve.adapters import make_random_adapter
 
-    model_dir = args.model or default_model_dir()
-    if not (model_dir / "config.json").is_file():
-        print(f"error: no model at {model_dir}; run `worker-serve model build` first", file=sys.stderr)
-        return 2
+    model_dir = _built_model(args.model)
     out = make_random_adapter(model_dir, args.out, seed=args.seed, rank=args.rank)
     print(f"adapter written: {out}")
     return 0
@@ -34,10 +39,7 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
 def _adapter_train(args: argparse.Namespace) -> int:
     from serve.train import TrainDataError, load_training, select_examples, train_adapter
 
-    model_dir = args.model or default_model_dir()
-    if not (model_dir / "config.json").is_file():
-        print(f"error: no model at {model_dir}; run `worker-serve model build` first", file=sys.stderr)
-        return 2
+    model_dir = _built_model(args.model)
     try:
         examples = select_examples(load_training(args.data), args.select, args.examples, args.seed)
         report = train_adapter(model_dir, examples, args.out, seed=args.seed, rank=args.rank, alpha=2 * args.rank,

@@ -181,6 +181,15 @@ def test_cli_train_reports_bad_data_without_a_traceback(model_dir: Path, tmp_pat
     assert "train.jsonl:1:" in err and "Traceback" not in err
 
 
+@pytest.mark.parametrize("command", [["adapter", "make-random", "--seed", "1"],
+                                     ["adapter", "train", "--data", "train.jsonl", "--select", "mix", "--seed", "0"]])
+def test_cli_without_a_built_model_says_how_to_build_it(command: list[str], tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([*command, "--model", str(tmp_path / "no-model"), str(tmp_path / "o")]) == 2
+    assert "run `worker-serve model build` first" in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
 def test_build_demo_trains_once_and_again_only_when_the_data_changes(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, int]] = []
