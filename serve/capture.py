@@ -232,19 +232,20 @@ def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedD
         rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
     finally:
         db.close()
-    cut = _instant(since) if since else None
+    cut = parse_instant(since) if since else None
     decisions = []
     known = {f.name for f in fields(CapturedDecision)}
     for row in rows:
         values = {k: row[k] for k in row.keys() if k in known}
         for column in _JSON_COLUMNS:
             values[column] = None if values[column] is None else json.loads(values[column])
-        if cut is None or _instant(values["captured_at"]) >= cut:
+        if cut is None or parse_instant(values["captured_at"]) >= cut:
             decisions.append(CapturedDecision(**values))
     return decisions
 
 
-def _instant(value: str) -> datetime:
+def parse_instant(value: str) -> datetime:
+    """An ISO time (`Z` allowed); one without a zone is UTC."""
     parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 

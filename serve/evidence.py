@@ -30,13 +30,13 @@ import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from replay.gates import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
 from replay.scoring import CallAgreement
-from serve.capture import CapturedDecision, read_decisions
+from serve.capture import CapturedDecision, parse_instant, read_decisions
 from serve.config import GatewayConfig
 from serve.guard import ANOMALIES, FAILURES
 from serve.registry import Registry, State
@@ -156,10 +156,9 @@ def _counts(counter: Mapping[str, int]) -> str:
 def _stamp(value: str) -> str:
     """An ISO time in the registry's own format, so stored times compare as text."""
     try:
-        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        parsed = parse_instant(value)
     except ValueError:
         raise EvidenceError(f"--since {value!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from None
-    parsed = parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
