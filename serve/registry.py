@@ -362,8 +362,11 @@ class Registry:
     def shadow_results_since(self, route: str, since: str) -> list[dict[str, Any]]:
         """The route's stored shadow comparisons at or after `since` (without the answers' text)."""
         self.flush()
-        rows = self._db.execute("SELECT * FROM shadow_results WHERE route = ? AND at >= ? ORDER BY id", (route, since))
-        return [{k: r[k] for k in r.keys() if k not in ("production_answer", "shadow_answer")} for r in rows]
+        columns = ("id, request_id, at, route, endpoint, production, candidate, request_sha256, production_outcome, "
+                   "shadow_outcome, production_tool, shadow_tool, agreement, error, shadow_latency_s")
+        rows = self._db.execute(f"SELECT {columns} FROM shadow_results WHERE route = ? AND at >= ? ORDER BY id",
+                                (route, since))
+        return [dict(r) for r in rows]
 
     def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         self.flush()
