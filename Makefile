@@ -7,7 +7,7 @@ setup:
 	./scripts/setup.sh
 
 demo: setup
-	$(VENV)/bin/worker-replay demo
+	$(VENV)/bin/worker-demo run
 
 test:
 	./scripts/setup.sh --test-tools

@@ -1,6 +1,6 @@
 """Suites from captured live decisions (001 S13/S15): strata from what happened, then a versioned suite.
 
-A captured decision's stratum comes from the guard's label on its call (serve/guard.py) and
+A captured decision's stratum comes from the guard's label on its call (core/guard.py) and
 from its session (disjoint, first match wins):
 
 * the call was rejected (a `FAILURES` kind) → `known_failure`, with the call as its failed action;
@@ -28,12 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from replay.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from replay.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
+from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
+from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
 from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
 from replay.suite_checks import request_hash
-from serve.capture import CapturedDecision, read_decisions
-from serve.guard import FAILURES
+from core.capture import CapturedDecision, read_decisions
+from core.guard import FAILURES
 
 _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
                                                                              (RULES_OPEN, RULES_CLOSE))),

@@ -9,13 +9,13 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from replay.compare import ResultsError, compare_run, format_comparison, load_results
+from replay.analysis.compare import ResultsError, compare_run, format_comparison, load_results
 from replay.config import RunConfigError, load_run_config
-from replay.gates import GateError, evaluate_gate, format_verdict, write_verdict
-from replay.inject import ConditionError
-from replay.ledger import Ledger
-from replay.memory import MemoryLoadError, check_memory, has_violations, workspace_dirs
-from replay.report import report_run
+from replay.analysis.gates import GateError, evaluate_gate, format_verdict, write_verdict
+from replay.memory.inject import ConditionError
+from replay.memory.ledger import Ledger
+from replay.memory.files import MemoryLoadError, check_memory, has_violations, workspace_dirs
+from replay.analysis.report import report_run
 from replay.runner import RunError, run
 from replay.suite import SuiteError, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
@@ -107,7 +107,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _lessons_propose(args: argparse.Namespace) -> int:
-    from replay.lessons import AblationPolicy, LiftPolicy, apply_plan, plan_lessons, record_verdicts
+    from replay.memory.lessons import AblationPolicy, LiftPolicy, apply_plan, plan_lessons, record_verdicts
 
     records = load_results(args.run_dir)
     memory_dirs = workspace_dirs(args.memory_root)
@@ -136,12 +136,6 @@ def _dispute(args: argparse.Namespace) -> int:
     with Ledger(args.ledger) as ledger:
         print(ledger.dispute(args.rule_id, args.reason, workspace=args.workspace).format())
     return 0
-
-
-def _demo(args: argparse.Namespace) -> int:
-    from replay.demo import run_demo
-
-    return run_demo(args.out, quick=args.quick)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -223,10 +217,6 @@ def build_parser() -> argparse.ArgumentParser:
         ledger_option(p)
         p.set_defaults(func=func)
 
-    p = sub.add_parser("demo", help="the full demo: engine + gateway + memory-arm replay + report")
-    p.add_argument("--out", type=Path, default=Path("runs/demo"))
-    p.add_argument("--quick", action="store_true", help="a small slice, for a smoke test")
-    p.set_defaults(func=_demo)
     return parser
 
 

@@ -9,9 +9,9 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
-from replay.inject import ConditionError, parse_condition
-from replay.records import Strict
-from serve.tomlfile import ConfigError, load_toml
+from replay.memory.inject import ConditionError, parse_condition
+from core.records import Strict
+from core.tomlfile import ConfigError, load_toml
 
 
 class RunConfigError(ConfigError):

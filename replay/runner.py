@@ -26,12 +26,12 @@ from typing import Any
 import aiohttp
 
 from replay.config import Arm, RunConfig
-from replay.inject import ConditionError, inject, parse_condition
-from replay.memory import WorkspaceMemory, load_memory
-from replay.records import Decision, ResultRecord, Usage
-from replay.scoring import score_decision
+from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.memory.files import WorkspaceMemory, load_memory
+from core.records import Decision, ResultRecord, Usage
+from core.scoring import score_decision
 from replay.suite import Suite
-from replay.toolcalls import parse_response, transport_error
+from core.toolcalls import parse_response, transport_error
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from pydantic import ConfigDict, Field, ValidationError
 
-from replay.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
+from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
 from replay.suite_checks import check_across, check_decision
 
 SUITE_TOML = "suite.toml"

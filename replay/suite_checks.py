@@ -26,8 +26,8 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-from replay.keyset import canonical_json, key_set, missing_parents
-from replay.records import BUILTIN_STRATA, KNOWN_FAILURE, POSITIVE_STRATA, ChatRequest, Decision
+from core.keyset import canonical_json, key_set, missing_parents
+from core.records import BUILTIN_STRATA, KNOWN_FAILURE, POSITIVE_STRATA, ChatRequest, Decision
 
 _MEMORY_TAG = re.compile(r"<\s*/?\s*(standing_rules|memory)\b", re.IGNORECASE)
 _TURN_ROLES = ("user", "tool", "function")

@@ -24,11 +24,11 @@ import urllib.request
 from pathlib import Path
 
 from replay.config import RunConfig
-from replay.demo_suite import write_demo
+from demo.suite import write_demo
 from replay.runner import run
 from replay.suite import freeze_suite, load_suite
-from serve.engine import EngineProcess, load_engine_config
-from serve.process import free_port
+from serve.engine.launcher import EngineProcess, load_engine_config
+from core.process import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 

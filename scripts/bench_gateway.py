@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from serve.engine import EngineProcess, load_engine_config  # noqa: E402
+from serve.engine.launcher import EngineProcess, load_engine_config  # noqa: E402
 
 TOKEN = "bench-token"
 # A tool loop's second turn: the guard classifies the tool result, capture stores the decision.
@@ -269,8 +269,8 @@ def main() -> int:
         serve_fast_upstream(args.serve_fast_upstream)
         return 0
 
-    from serve.adapters import make_random_adapter
-    from serve.modelbuild import default_model_dir
+    from serve.engine.adapters import make_random_adapter
+    from serve.engine.modelbuild import default_model_dir
 
     results: dict[str, object] = {}
     with tempfile.TemporaryDirectory(prefix="bench-gateway-") as tmp:

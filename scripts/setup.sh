@@ -62,4 +62,4 @@ fi
 
 "$VENV/bin/worker-serve" model build
 # The demo's two trained candidate adapters (recovery, mix): seeded CPU LoRA training, cached.
-"$VENV/bin/worker-serve" adapter build-demo
+"$VENV/bin/worker-demo" adapters

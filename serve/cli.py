@@ -7,9 +7,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from serve import engine as engine_mod
-from serve.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
-from serve.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
+from serve.engine import launcher as engine_mod
+from serve.engine.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
+from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
 
 
 def _model_build(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def _built_model(given: Path | None) -> Path:
 
 
 def _adapter_make_random(args: argparse.Namespace) -> int:
-    from serve.adapters import make_random_adapter
+    from serve.engine.adapters import make_random_adapter
 
     model_dir = _built_model(args.model)
     out = make_random_adapter(model_dir, args.out, seed=args.seed, rank=args.rank)
@@ -37,7 +37,7 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
 
 
 def _adapter_train(args: argparse.Namespace) -> int:
-    from serve.train import TrainDataError, load_training, select_examples, train_adapter
+    from serve.engine.train import TrainDataError, load_training, select_examples, train_adapter
 
     model_dir = _built_model(args.model)
     try:
@@ -48,20 +48,6 @@ def _adapter_train(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(f"adapter written: {args.out} ({report.summary()})")
-    return 0
-
-
-def _adapter_build_demo(args: argparse.Namespace) -> int:
-    from serve.train import TrainDataError, build_demo_adapters, cached_demo_dir
-
-    root = args.cache_dir or cache_dir()
-    try:
-        built = build_demo_adapters(args.demo_dir or cached_demo_dir(root), root)
-    except TrainDataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    for name, path in built.items():
-        print(f"{name}: {path}")
     return 0
 
 
@@ -80,8 +66,8 @@ def _gateway(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from serve.app import create_app
-    from serve.config import load_gateway_config
+    from serve.gateway.app import create_app
+    from serve.gateway.config import load_gateway_config
 
     config = load_gateway_config(args.config, port=args.port)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -90,7 +76,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from serve.config import load_gateway_config
+    from serve.gateway.config import load_gateway_config
     from serve.evidence import EvidenceError, export
 
     config = load_gateway_config(args.config)
@@ -137,12 +123,6 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
     train.add_argument("out", type=Path)
     train.set_defaults(func=_adapter_train)
-
-    demo = adapter.add_parser("build-demo", help="train and cache the demo's recovery and mix adapters (idempotent)")
-    demo.add_argument("--demo-dir", type=Path, default=None,
-                      help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")
-    demo.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
-    demo.set_defaults(func=_adapter_build_demo)
 
     eng = sub.add_parser("engine", help="start vLLM's OpenAI server from a TOML engine config")
     eng.add_argument("--config", type=Path, required=True)

@@ -2,7 +2,7 @@
 
 `worker-serve evidence` reads the registry (routes, loaded adapters, the per-request log, the
 shadow comparisons) and the capture store (decisions with the guard's outcome labels) and
-writes the three files the production-candidate gate reads, in its formats (replay/gates.py):
+writes the three files the production-candidate gate reads, in its formats (replay/analysis/gates.py):
 
 * `shadow.json` — paired outcomes, measure "correct", one item per shadowed request whose
   production call got a verdict from the next turn (the same verdicts the suite builder uses,
@@ -34,12 +34,12 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from replay.gates import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
-from replay.scoring import CallAgreement
-from serve.capture import CapturedDecision, parse_instant, read_decisions
-from serve.config import GatewayConfig
-from serve.guard import ANOMALIES, FAILURES
-from serve.registry import Registry, State
+from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
+from core.scoring import CallAgreement
+from core.capture import CapturedDecision, parse_instant, read_decisions
+from serve.gateway.config import GatewayConfig
+from core.guard import ANOMALIES, FAILURES
+from serve.gateway.registry import Registry, State
 
 SAME_ACTION = frozenset({CallAgreement.EXACT.value, CallAgreement.SAME_SHAPE.value})
 READABLE = frozenset(a.value for a in CallAgreement) - {CallAgreement.UNPARSED.value}

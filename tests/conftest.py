@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from serve.engine import EngineConfig, EngineProcess, load_engine_config
-from serve.modelbuild import default_model_dir
-from live import free_port
+from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
+from serve.engine.modelbuild import default_model_dir
+from tests.support.live import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
@@ -40,7 +40,7 @@ def engine(engine_config: EngineConfig, tmp_path_factory: pytest.TempPathFactory
 @pytest.fixture(scope="session")
 def seeded_adapters(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]:
     """Real PEFT LoRA adapters with seeds 1 and 2 (random weights, fixed seed)."""
-    from serve.adapters import make_random_adapter
+    from serve.engine.adapters import make_random_adapter
 
     root = tmp_path_factory.mktemp("adapters")
     return {seed: make_random_adapter(default_model_dir(), root / f"seed-{seed}", seed=seed) for seed in (1, 2)}

@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from serve.gpu import GpuCollector
+from serve.gateway.gpu import GpuCollector
 
 # The names a declared family's samples take (the parser strips `_total` from a counter's family name).
 SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), "summary": ("", "_sum", "_count")}

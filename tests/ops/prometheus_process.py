@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from live import free_port
+from tests.support.live import free_port
 
 
 class PrometheusError(RuntimeError):

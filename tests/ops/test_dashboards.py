@@ -27,11 +27,11 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
-from exposure import exported_names, gpu_series_names
-from gateway_harness import RunningGateway, wait_for, write_config
-from live import http_json
-from prometheus_process import PrometheusError, RunningPrometheus
-from promql import metric_names
+from tests.ops.exposure import exported_names, gpu_series_names
+from tests.support.gateway_harness import RunningGateway, wait_for, write_config
+from tests.support.live import http_json
+from tests.ops.prometheus_process import PrometheusError, RunningPrometheus
+from tests.ops.promql import metric_names
 
 pytestmark = pytest.mark.engine
 

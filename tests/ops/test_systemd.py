@@ -17,7 +17,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from serve.config import load_gateway_config
+from serve.gateway.config import load_gateway_config
 
 REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "systemd"

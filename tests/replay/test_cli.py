@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from e13 import ARMS, BASE, Q_ONLY, e13_results
+from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
 
 from replay.cli import main
 
@@ -72,8 +72,8 @@ def test_suite_validate_reports_file_and_line(tmp_path, capsys):
 
 
 def test_dispute_then_trace_round_trip(run_dir, tmp_path, capsys):
-    from replay.ledger import Ledger
-    from replay.records import ResultRecord
+    from replay.memory.ledger import Ledger
+    from core.records import ResultRecord
 
     ledger = tmp_path / "ledger.sqlite"
     record = e13_results(ARMS)[0]

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 import pytest
 
 from replay.config import RunConfig
-from replay.records import Decision
+from core.records import Decision
 from replay.runner import (
     Outcome,
     RunError,

@@ -11,9 +11,9 @@ from collections import Counter
 
 import pytest
 
-from live import http_json
-from replay.demo_suite import write_demo
-from replay.records import ResultRecord
+from tests.support.live import http_json
+from demo.suite import write_demo
+from core.records import ResultRecord
 from replay.suite import freeze_suite, load_suite
 
 pytestmark = pytest.mark.engine

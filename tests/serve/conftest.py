@@ -1,7 +1,7 @@
 """Fixtures of the gateway tests: the named fault injector and an adapter root."""
 
 import pytest
-from fault_upstream import FaultUpstream
+from tests.support.fault_upstream import FaultUpstream
 
 
 @pytest.fixture

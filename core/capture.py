@@ -1,0 +1,164 @@
+"""The capture store (001 S13): the SQLite file the gateway writes and replay reads, and the
+hashes that tie a content-free descriptor to the request the model saw.
+
+The gateway (`serve/capture.py`) writes it from live traffic; the suite builder
+(`replay/capture_suite.py`) reads it off the serving host. `message_hash` and `request_sha256`
+are the only definitions of those hashes: a resolver recomputing them from a transcript must
+call these very functions.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
+from dataclasses import asdict, dataclass, fields
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from core.guard import Kind
+from core.sqlitedb import open_wal, transaction
+
+
+def message_hash(message: Any) -> str:
+    """The descriptor's hash of one chat message (16 hex digits of sha256 over sorted-key JSON)."""
+    return hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()[:16]
+
+
+def request_sha256(body: Mapping[str, Any]) -> str:
+    """The hash of a whole request body as the client sent it (sorted keys, compact JSON)."""
+    return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    id TEXT UNIQUE NOT NULL,
+    captured_at TEXT NOT NULL,
+    mode TEXT NOT NULL,
+    workspace TEXT NOT NULL,
+    session TEXT NOT NULL,
+    route TEXT NOT NULL,
+    adapter TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    request_sha256 TEXT NOT NULL,
+    message_hashes TEXT NOT NULL,
+    roles TEXT NOT NULL,
+    tools_offered TEXT NOT NULL,
+    tool_choice TEXT NOT NULL,
+    parse_outcome TEXT NOT NULL,
+    chosen_tool TEXT,
+    chosen_keys TEXT NOT NULL,
+    call_id TEXT,
+    calls INTEGER NOT NULL,
+    duration_s REAL NOT NULL,
+    outcome TEXT,
+    request TEXT,
+    chosen_arguments TEXT
+);
+CREATE INDEX IF NOT EXISTS decisions_session ON decisions (session, seq);
+"""
+_JSON_COLUMNS = ("message_hashes", "roles", "tools_offered", "chosen_keys", "request", "chosen_arguments")
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    call_id: str | None
+    tool: str
+    kind: Kind
+
+
+@dataclass(frozen=True)
+class CapturedDecision:
+    """One stored decision (`request` and `chosen_arguments` only in `full` mode)."""
+
+    id: str
+    captured_at: str
+    mode: str
+    workspace: str
+    session: str
+    route: str
+    adapter: str
+    kind: str
+    request_sha256: str
+    message_hashes: list[str]
+    roles: list[str]
+    tools_offered: list[str]
+    tool_choice: str
+    parse_outcome: str
+    chosen_tool: str | None
+    chosen_keys: list[str]
+    call_id: str | None
+    calls: int
+    duration_s: float
+    outcome: str | None = None
+    request: dict[str, Any] | None = None
+    chosen_arguments: dict[str, Any] | None = None
+    seq: int | None = None
+
+
+class CaptureStore:
+    def __init__(self, path: Path) -> None:
+        self._db = open_wal(path, SCHEMA)
+
+    def close(self) -> None:
+        self._db.close()
+
+    def _tx(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
+
+    def label(self, session: str, results: list[ToolResult]) -> None:
+        """Attach each result's kind to the session's decision whose call produced it."""
+        with self._tx():
+            for result in results:
+                row = None
+                if result.call_id is not None:
+                    row = self._db.execute("SELECT seq FROM decisions WHERE session = ? AND call_id = ? AND "
+                                           "outcome IS NULL ORDER BY seq DESC LIMIT 1",
+                                           (session, result.call_id)).fetchone()
+                if row is None:
+                    row = self._db.execute("SELECT seq FROM decisions WHERE session = ? AND chosen_tool = ? AND "
+                                           "outcome IS NULL ORDER BY seq DESC LIMIT 1",
+                                           (session, result.tool)).fetchone()
+                if row is not None:
+                    self._db.execute("UPDATE decisions SET outcome = ? WHERE seq = ?", (result.kind, row[0]))
+
+    def insert(self, decision: CapturedDecision) -> None:
+        row = {k: v for k, v in asdict(decision).items() if k != "seq"}
+        for column in _JSON_COLUMNS:
+            row[column] = None if row[column] is None else json.dumps(row[column])
+        names = ", ".join(row)
+        with self._tx():
+            self._db.execute(f"INSERT OR IGNORE INTO decisions ({names}) VALUES ({', '.join('?' * len(row))})",
+                             tuple(row.values()))
+
+
+def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedDecision]:
+    """Every stored decision (at or after `since`, an ISO time), in capture order."""
+    db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+    try:
+        db.row_factory = sqlite3.Row
+        rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
+    finally:
+        db.close()
+    cut = parse_instant(since) if since else None
+    decisions = []
+    known = {f.name for f in fields(CapturedDecision)}
+    for row in rows:
+        values = {k: row[k] for k in row.keys() if k in known}
+        for column in _JSON_COLUMNS:
+            values[column] = None if values[column] is None else json.loads(values[column])
+        if cut is None or parse_instant(values["captured_at"]) >= cut:
+            decisions.append(CapturedDecision(**values))
+    return decisions
+
+
+def parse_instant(value: str) -> datetime:
+    """An ISO time (`Z` allowed); one without a zone is UTC."""
+    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+

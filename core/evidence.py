@@ -1,0 +1,68 @@
+"""Evidence files the gates read (JSON): what the gateway's evidence export writes and what a
+sandbox run or another harness may supply. The formats are the contract; the conditions that
+judge them are in `replay/analysis/gates.py`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Literal
+
+from pydantic import Field, model_validator
+
+from core.records import Strict
+
+
+class OutcomeItem(Strict):
+    """One task or check judged for both arms; what `true` means is the file's `measure`."""
+
+    id: str
+    baseline: bool
+    candidate: bool
+    category: str | None = None
+    note: str = ""
+
+
+class PairedOutcomes(Strict):
+    """`{"measure": "...", "candidate": "<arm, optional>", "items": [{"id", "baseline", "candidate"}]}`."""
+
+    measure: str
+    candidate: str | None = None
+    items: list[OutcomeItem]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> PairedOutcomes:
+        counts = Counter(i.id for i in self.items)
+        duplicates = sorted(i for i, n in counts.items() if n > 1)
+        if duplicates:
+            raise ValueError(f"duplicate item ids: {', '.join(duplicates)}")
+        return self
+
+
+class CanaryCohort(Strict):
+    """Errors are per request; anomalies per observed tool result (`outcomes`) when given, else per request."""
+
+    requests: int = Field(ge=0)
+    errors: int = Field(ge=0)
+    anomalies: int = Field(ge=0)
+    outcomes: int | None = Field(default=None, ge=0)
+
+    def rate(self, what: Literal["errors", "anomalies"]) -> float | None:
+        over = self.outcomes if what == "anomalies" and self.outcomes is not None else self.requests
+        return getattr(self, what) / over if over else None
+
+
+class CanaryEvidence(Strict):
+    """`{"adapter": "<candidate>", "control": {requests, errors, anomalies}, "canary": {...}}`."""
+
+    adapter: str | None = None
+    control: CanaryCohort
+    canary: CanaryCohort
+
+
+class RegistryEvidence(Strict):
+    """`{"production": "<route target>", "rollback_target": "<previous>", "loaded": ["..."]}`."""
+
+    production: str
+    rollback_target: str | None
+    loaded: list[str]

@@ -1,0 +1,104 @@
+"""The demo's two trained candidate adapters (`recovery`, `mix`; cf. 001 S1), built once and cached.
+
+Training itself is the engine's (`serve/engine/train.py`); what is demo-specific is the data
+(the demo suite's training split) and where the results are cached.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+from demo.suite import TRAIN_JSONL, write_demo
+from serve.engine.modelbuild import default_model_dir
+from serve.engine.train import (
+    DEFAULT_TEMPLATE,
+    DEMO_BATCH,
+    DEMO_EPOCHS,
+    DEMO_EXAMPLES,
+    DEMO_LR,
+    DEMO_MAX_LEN,
+    DEMO_SEED,
+    MARKER,
+    SELECTIONS,
+    TrainDataError,
+    examples_sha256,
+    load_training,
+    progress,
+    select_examples,
+    train_adapter,
+)
+
+
+def cached_demo_dir(cache_dir: Path, seed: int = DEMO_SEED) -> Path:
+    """The demo files of `seed` under the cache, written once (through a staging directory,
+    so an interrupted write is redone rather than half used)."""
+    demo_dir = cache_dir / "demo-data" / f"s{seed}"
+    if not demo_dir.exists():
+        staging = demo_dir.with_name(f".s{seed}-staging")
+        shutil.rmtree(staging, ignore_errors=True)
+        write_demo(staging, seed=seed)
+        staging.rename(demo_dir)
+    return demo_dir
+
+
+def _marker_key(marker: Path) -> str | None:
+    """The key a finished build recorded; None for a missing or unreadable marker (rebuild)."""
+    try:
+        return json.loads(marker.read_text(encoding="utf-8")).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def demo_adapter_dir(cache_dir: Path, name: str, seed: int = DEMO_SEED) -> Path:
+    return cache_dir / "adapters" / f"demo-{name}-s{seed}"
+
+
+def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
+                        model_dir: Path | None = None) -> dict[str, Path]:
+    """Train the `recovery` and `mix` candidates from `demo_dir/train.jsonl`, idempotently.
+
+    Each adapter directory holds a marker with a hash of its training examples, the
+    hyper-parameters and the chat template; a directory whose marker matches is reused as is,
+    anything else is retrained into a staging directory and swapped in whole.
+    """
+    model_dir = model_dir or default_model_dir(cache_dir)
+    if not (model_dir / "config.json").is_file():
+        raise TrainDataError(f"no model at {model_dir}; run `worker-serve model build` first")
+    examples = load_training(demo_dir / TRAIN_JSONL)
+    template = DEFAULT_TEMPLATE.read_text(encoding="utf-8")
+    out: dict[str, Path] = {}
+    base_states: dict[tuple[int, ...], tuple] = {}
+    for name in SELECTIONS:
+        chosen = select_examples(examples, name, DEMO_EXAMPLES, seed)
+        settings = {"seed": seed, "rank": 16, "alpha": 32, "epochs": DEMO_EPOCHS, "lr": DEMO_LR,
+                    "batch_size": DEMO_BATCH, "max_len": DEMO_MAX_LEN}
+        key = hashlib.sha256(json.dumps({"examples": examples_sha256(chosen), "settings": settings,
+                                         "template": template}, sort_keys=True).encode()).hexdigest()
+        target = demo_adapter_dir(cache_dir, name, seed)
+        out[name] = target
+        if _marker_key(target / MARKER) == key:
+            progress(f"{target.name}: up to date")
+            continue
+        progress(f"{target.name}: training on {len(chosen)} examples "
+                  f"({', '.join(sorted({e.stratum for e in chosen}))})")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        for stale in target.parent.glob(f".{target.name}-*"):  # left by a killed build
+            shutil.rmtree(stale, ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+        try:
+            report = train_adapter(model_dir, chosen, staging, label=target.name, base_states=base_states, **settings)
+            strata = {s: sum(e.stratum == s for e in chosen) for s in SELECTIONS[name]}
+            (staging / MARKER).write_text(json.dumps(
+                {"key": key, "selection": name, "strata": strata, "report": report.model_dump()}, indent=2) + "\n",
+                encoding="utf-8")
+            if target.exists():
+                shutil.rmtree(target)
+            staging.rename(target)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        progress(f"{target.name}: {report.summary()}")
+    return out

@@ -1,0 +1,55 @@
+"""`worker-demo`: the demo on the embedded default, and the trained demo adapters it uses."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from core.errors import WorkerTierError
+from serve.engine.modelbuild import cache_dir
+
+
+def _run(args: argparse.Namespace) -> int:
+    from demo.run import run_demo
+
+    return run_demo(args.out, quick=args.quick)
+
+
+def _adapters(args: argparse.Namespace) -> int:
+    from demo.adapters import build_demo_adapters, cached_demo_dir
+
+    root = args.cache_dir or cache_dir()
+    built = build_demo_adapters(args.demo_dir or cached_demo_dir(root), root)
+    for name, path in built.items():
+        print(f"{name}: {path}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="worker-demo", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="the full demo: engine + gateway + memory-arm replay + report")
+    run.add_argument("--out", type=Path, default=Path("runs/demo"))
+    run.add_argument("--quick", action="store_true", help="a small slice, for a smoke test")
+    run.set_defaults(func=_run)
+    adapters = sub.add_parser("adapters", help="train and cache the demo's recovery and mix adapters (idempotent)")
+    adapters.add_argument("--demo-dir", type=Path, default=None,
+                          help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")
+    adapters.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
+    adapters.set_defaults(func=_adapters)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        result: int = args.func(args)
+    except WorkerTierError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return result
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,282 @@
+"""The README's main job: engine + gateway + the memory-arm replay + compare, gates, lessons, report.
+
+001 §10 item 1 asks whether one injected rule, or the workspace's real memory, recovers what a
+LoRA adapter learned, at zero training cost. The demo asks it of the embedded model on the demo
+suite: base × {withheld, one rule, workspace memory}, two trained adapters × withheld, and one
+`workspace-minus:<id>` ablation arm per injected rule (the causal lesson gate). Everything runs
+against the real CPU engine behind the real gateway. Re-running into the same directory resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from replay.analysis.compare import compare, format_comparison, load_results
+from replay.config import RunConfig
+from demo.adapters import build_demo_adapters
+from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
+from demo.suite import write_demo
+from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
+from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
+from replay.memory.files import load_memory, workspace_dirs
+from core.records import KNOWN_FAILURE, ResultRecord
+from replay.analysis.report import write_report
+from replay.runner import run
+from replay.suite import Suite, freeze_suite, load_suite
+from serve.engine.launcher import EngineProcess, load_engine_config
+from serve.engine.modelbuild import MODEL_NAME, cache_dir
+from core.process import ServiceProcess, free_port
+
+REPO = Path(__file__).resolve().parent.parent
+ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
+SERIOUS_GATE = REPO / "configs" / "gates" / "serious-candidate.toml"
+BASELINE = "base"
+ADAPTER_ARMS = ("recovery", "mix")
+QUICK_PER_STRATUM = 1
+# Held-out decisions per stratum in the full demo: 24 decisions, 144 requests (48 through a LoRA
+# adapter), sized for the ≈15-minute budget on a 2-core CPU engine.
+DEMO_PER_STRATUM = 6
+ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
+
+
+def say(message: str) -> None:
+    print(f"[demo {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
+
+
+def demo_data(out: Path, quick: bool) -> tuple[Suite, Path, Path]:
+    """Held-out decisions of the generated demo suite (a few per stratum), memory, training split.
+
+    Training-sanity decisions are left out of the demo: they check that an adapter moved on its
+    own training distribution, which says nothing about memory, and the demo has a time budget.
+    """
+    data = out / "data"
+    if not (data / "suite" / "suite.toml").exists():
+        write_demo(data, seed=0)
+    suite = load_suite(data / "suite")
+    if quick:
+        quick_suite = held_out_slice(suite, out / "quick-suite", QUICK_PER_STRATUM, ABLATED_WORKSPACES)
+        return quick_suite, data / "memory", data
+    return held_out_slice(suite, out / "held-out-suite", DEMO_PER_STRATUM), data / "memory", data
+
+
+def held_out_slice(suite: Suite, path: Path, per_stratum: int | None,
+                   workspaces: frozenset[str] | None = None) -> Suite:
+    """A frozen suite of the held-out decisions (at most `per_stratum` of each stratum, only of
+    `workspaces` when given)."""
+    if not (path / "suite.toml").exists():
+        picked, seen = [], {}
+        for decision in suite.decisions:
+            count = seen.get(decision.stratum, 0)
+            wanted = workspaces is None or decision.workspace in workspaces
+            if wanted and decision.stratum != "training_sanity" and (per_stratum is None or count < per_stratum):
+                seen[decision.stratum] = count + 1
+                picked.append(decision)
+        path.mkdir(parents=True, exist_ok=True)
+        (path / "suite.toml").write_text(f'name = "{suite.manifest.name}-{path.name}"\n'
+                                         f'version = "{suite.manifest.version}"\n'
+                                         f"created = {suite.manifest.created.isoformat()}\n")
+        (path / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in picked))
+        freeze_suite(path)
+    return load_suite(path)
+
+
+def adapter_version(name: str, path: Path) -> str:
+    """Version names are never reused (DESIGN §2): the name carries a hash of the weights."""
+    digest = hashlib.sha256((path / "adapter_model.safetensors").read_bytes()).hexdigest()[:8]
+    return f"demo-{name}-{digest}"
+
+
+def ablation_arms(suite: Suite, memory_root: Path) -> list[dict[str, Any]]:
+    """One `workspace-minus:<id>` arm per rule that `workspace` injects, on that rule's workspace.
+
+    Only the workspaces that hold a planted harmful rule are ablated: that is where the lesson
+    gate can be checked (is the harmful rule caught, and are its co-injected innocent rules
+    spared?), and ablating every workspace would double the demo's run time.
+    """
+    arms = []
+    workspaces = {d.workspace for d in suite.decisions} & ABLATED_WORKSPACES
+    for workspace, path in sorted(workspace_dirs(memory_root).items()):
+        if workspace not in workspaces:
+            continue
+        for rule in load_memory(path).authorised_rules():
+            arms.append({"name": f"minus-{rule.id.removeprefix('lc:')}", "model": "worker",
+                         "memory": f"workspace-minus:{rule.id}", "workspaces": [workspace]})
+    return arms
+
+
+def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_root: Path) -> RunConfig:
+    arms = [
+        {"name": BASELINE, "model": "worker", "memory": "withheld"},
+        {"name": "base+rule", "model": "worker", "memory": f"rule:{ONE_RULE_TEXT}"},
+        {"name": "base+memory", "model": "worker", "memory": "workspace"},
+        *({"name": arm, "model": versions[arm], "memory": "withheld"} for arm in ADAPTER_ARMS),
+        *ablation_arms(suite, memory_root),
+    ]
+    return RunConfig.model_validate({
+        "endpoint": {"base_url": f"{base_url}/v1", "api_key_env": None},
+        "decoding": {"temperature": 0.0, "seed": 0, "max_tokens": 128},
+        "runner": {"concurrency": 8, "order": "prefix"},
+        "memory": {"root": str(memory_root)},
+        "arms": arms,
+    })
+
+
+def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(
+        f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n'
+        f'[base]\nserved_model_name = "worker-base"\nmodel = "{MODEL_NAME}"\n'
+        f'[adapters]\nroot = "{adapter_root}"\n'
+        f'[[upstreams]]\nname = "engine-0"\nurl = "{engine_url}"\n'
+        f'[admin]\ntoken_env = "WORKER_GATEWAY_ADMIN_TOKEN"\n')
+    return path
+
+
+def admin(base_url: str, token: str, method: str, path: str, body: dict[str, Any] | None = None) -> tuple[int, Any]:
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(f"{base_url}{path}", data=data, method=method,
+                                     headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=300) as resp:
+            return resp.status, json.loads(resp.read() or b"null")
+    except urllib.error.HTTPError as err:
+        return err.code, json.loads(err.read() or b"null")
+
+
+def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -> dict[str, str]:
+    """Register and load each adapter version unless the gateway already has it loaded (a resumed demo)."""
+    versions = {name: adapter_version(name, path) for name, path in adapters.items()}
+    _, known = admin(gateway_url, token, "GET", "/admin/adapters")
+    state = {a["name"]: a["state"] for a in known.get("adapters", [])}
+    for name, version in versions.items():
+        if version not in state:
+            status, body = admin(gateway_url, token, "POST", "/admin/adapters", {"name": version, "path": str(adapters[name])})
+            if status != 201:
+                raise RuntimeError(f"registering {version} failed: HTTP {status} {body}")
+        if state.get(version) != "loaded":
+            status, body = admin(gateway_url, token, "POST", f"/admin/adapters/{version}/load")
+            if status != 200:
+                raise RuntimeError(f"loading {version} failed: HTTP {status} {body}")
+    return versions
+
+
+@contextmanager
+def serving(out: Path, adapters: dict[str, Path]) -> Iterator[tuple[str, dict[str, str]]]:
+    """The real engine and the real gateway in front of it; yields the gateway URL and adapter versions."""
+    logs = out / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    token = secrets.token_hex(16)
+    with ExitStack() as stack:
+        engine = stack.enter_context(_started(EngineProcess(load_engine_config(ENGINE_CONFIG, port=free_port()),
+                                                             log_path=logs / "engine.log"), "engine"))
+        port = free_port()
+        config = gateway_config(out / "gateway" / "gateway.toml", port, engine.base_url, cache_dir() / "adapters")
+        gateway = ServiceProcess("gateway", [sys.executable, "-m", "serve", "gateway", "--config", str(config)],
+                                 {**os.environ, "WORKER_GATEWAY_ADMIN_TOKEN": token}, f"http://127.0.0.1:{port}",
+                                 120.0, logs / "gateway.log")
+        stack.enter_context(_started(gateway, "gateway"))
+        yield gateway.base_url, register_adapters(gateway.base_url, token, adapters)
+
+
+@contextmanager
+def _started(service: ServiceProcess, what: str) -> Iterator[ServiceProcess]:
+    say(f"starting the {what} (log: {service.log_path})")
+    service.start()
+    try:
+        say(f"{what} healthy after {service.wait_healthy():.0f} s at {service.base_url}")
+        yield service
+    finally:
+        service.stop()
+
+
+SUMMARY_COLUMNS = (("recovery", "verified_recovery"), ("clean", "clean_trajectory_action"),
+                   ("action", "verified_action"))
+
+
+def summary_table(results: list[ResultRecord], arms: list[str]) -> str:
+    """Joint-correct counts per arm (all positives and per held-out stratum) and exact repeats."""
+    header = f"{'arm':<13}{'all positives':>15}" + "".join(f"{label:>10}" for label, _ in SUMMARY_COLUMNS)
+    header += f"{'exact repeats':>15}"
+    lines = [header, "-" * len(header)]
+    for arm in arms:
+        own = [r for r in results if r.arm == arm]
+        positives = [r for r in own if r.stratum in dict(SUMMARY_COLUMNS).values()]
+        cells = [_count(positives)] + [_count([r for r in own if r.stratum == s]) for _, s in SUMMARY_COLUMNS]
+        failures = [r for r in own if r.stratum == KNOWN_FAILURE and r.score.exact_repeat is not None]
+        repeats = f"{sum(bool(r.score.exact_repeat) for r in failures)}/{len(failures)}"
+        lines.append(f"{arm:<13}{cells[0]:>15}" + "".join(f"{c:>10}" for c in cells[1:]) + f"{repeats:>15}")
+    return "\n".join(lines)
+
+
+def _count(rows: list[ResultRecord]) -> str:
+    return f"{sum(bool(r.score.joint_correct) for r in rows)}/{len(rows)}"
+
+
+def lesson_summary(verdicts: Sequence[RuleVerdict]) -> str:
+    """What each method evicted: did the causal test catch the planted rule, and spare the genuine ones?"""
+    evicted = {(v.method, v.rule_id) for v in verdicts if v.verdict is Verdict.EVICT}
+    causal = {rule for method, rule in evicted if method == "ablation"}
+    caught = sorted(causal & set(HARMFUL_RULE_IDS))
+    innocent = sorted(causal & set(GENUINE_RULE_IDS))
+    correlational = sorted(rule for method, rule in evicted if method == "leave-one-out")
+    return (f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} of {', '.join(sorted(HARMFUL_RULE_IDS))}; "
+            f"genuine rules evicted: {', '.join(innocent) or 'none'}\n"
+            f"  leave-one-out: evicted {', '.join(correlational) or 'none'} "
+            f"(rule:<hash> is the one-rule arm: {ONE_RULE_TEXT!r})")
+
+
+def analyse(run_dir: Path, suite: Suite, memory_root: Path) -> Path:
+    results = load_results(run_dir)
+    main_arms = [BASELINE, "base+rule", "base+memory", *ADAPTER_ARMS]
+    comparisons = [compare(results, BASELINE, arm) for arm in main_arms[1:]]
+    for comparison in comparisons:
+        print(format_comparison(comparison), "\n")
+    verdicts = []
+    for arm in (*ADAPTER_ARMS, "base+memory"):
+        verdict = evaluate_gate(SERIOUS_GATE, run_dir, BASELINE, arm)
+        write_verdict(run_dir, verdict)
+        verdicts.append(verdict)
+        print(format_verdict(verdict), "\n")
+    plan = plan_lessons(results, workspace_dirs(memory_root), datetime.now(UTC).date())
+    print("Lesson gate (causal where an ablation arm exists: workspace vs workspace-minus:<id>; "
+          "else leave-one-out):")
+    for verdict in plan.verdicts:
+        print("  " + verdict.summary())
+    print(lesson_summary(plan.verdicts))
+    for workspace, diff in plan.diffs.items():
+        (run_dir / f"lessons-{workspace}.diff").write_text(diff)
+    _, html = write_report(run_dir, comparisons, verdicts, [r for r in results if r.arm in main_arms],
+                           decisions=suite.decisions)
+    print("\n" + summary_table(results, main_arms))
+    return html
+
+
+def run_demo(out: Path, quick: bool = False) -> int:
+    started = time.monotonic()
+    out.mkdir(parents=True, exist_ok=True)
+    suite, memory_root, data = demo_data(out, quick)
+    say(f"suite {suite.manifest.name} v{suite.manifest.version}: {len(suite.decisions)} decisions")
+    say("building the demo adapters (cached after the first time)")
+    adapters = build_demo_adapters(data, cache_dir())
+    run_dir = out / "run"
+    with serving(out, adapters) as (gateway_url, versions):
+        config = run_config(gateway_url, versions, suite, memory_root)
+        say(f"replaying {len(config.arms)} arms through the gateway into {run_dir}")
+        sent, already = run(suite, config, run_dir, label="[demo] replay")
+        say(f"replay done: {sent} new result(s), {already} resumed")
+    html = analyse(run_dir, suite, memory_root)
+    say(f"finished in {time.monotonic() - started:.0f} s")
+    print(f"\nreport: {html}\nreport: {html.with_suffix('.md')}")
+    return 0

@@ -1,0 +1,1 @@
+"""Reading results: paired statistics, comparisons, pre-registered gates and reports."""

@@ -1,0 +1,614 @@
+"""Run report: `report.md`, a self-contained `report.html` and `plot.svg` (DESIGN §7).
+
+The HTML needs no network: CSS, the filter script and the SVG plot are inline. Tables carry
+stable `id` and `data-*` attributes (raw numbers in `data-value`) so a browser test can read
+cell values without parsing formatted text. The plot is drawn here, not by a plotting
+library, so the report renders the same on a machine without one.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from replay.analysis.compare import (
+    ALL_POSITIVE,
+    RESULTS_FILE,
+    TAINT_MARK,
+    Comparison,
+    CorrectnessRow,
+    RepeatRow,
+    ResultsError,
+    Tainted,
+    arms_of,
+    compare,
+    correctness_cells,
+    format_overhead,
+    format_p,
+    is_held_out_positive,
+    is_tainted,
+    load_results,
+    measure_label,
+    plural,
+    read_run_info,
+    repeat_cells,
+    repeat_label,
+    scope_order,
+)
+from replay.analysis.gates import STATUS_LABEL, Verdict, read_verdict
+from core.records import KNOWN_FAILURE, Decision, ResultRecord
+from replay.analysis.stats import wilson_interval
+
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+PLOT_SVG = "plot.svg"
+PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+RAW_OUTPUT_LIMIT = 2400
+
+
+def slug(text: str) -> str:
+    """A stable HTML id fragment."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text)
+
+
+def comparison_id(comparison: Comparison) -> str:
+    return f"cmp-{slug(comparison.baseline)}-vs-{slug(comparison.candidate)}"
+
+
+def report_run(
+    run_dir: str | Path,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    decisions: Iterable[Decision] = (),
+    tainted: Tainted = (),
+) -> tuple[Path, Path]:
+    """Report on a run directory: the first arm against every other arm unless `pairs` are
+    given, with every `gate-*.json` verdict already in the directory."""
+    results = load_results(run_dir)
+    tainted = tuple(tainted)
+    arms = arms_of(results)
+    if not arms:
+        raise ResultsError(f"{Path(run_dir) / RESULTS_FILE}: no results to report on")
+    chosen = list(pairs) if pairs is not None else [(arms[0], arm) for arm in arms[1:]]
+    comparisons = [compare(results, baseline, candidate, tainted=tainted) for baseline, candidate in chosen]
+    verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
+    return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted)
+
+
+def write_report(
+    run_dir: str | Path,
+    comparisons: Sequence[Comparison],
+    verdicts: Sequence[Verdict],
+    results: Sequence[ResultRecord],
+    decisions: Iterable[Decision] = (),
+    tainted: Tainted = (),
+) -> tuple[Path, Path]:
+    """Write report.md, report.html and plot.svg into the run directory; returns (md, html)."""
+    run = Path(run_dir)
+    tainted = tuple(tainted)
+    info = read_run_info(run)
+    svg = plot_svg(results)
+    by_id = {d.id: d for d in decisions}
+    (run / PLOT_SVG).write_text(svg, encoding="utf-8")
+    md_path, html_path = run / REPORT_MD, run / REPORT_HTML
+    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted), encoding="utf-8")
+    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted), encoding="utf-8")
+    return md_path, html_path
+
+
+# ── plot ────────────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class Point:
+    arm: str
+    scope: str
+    correct: int
+    n: int
+    low: float
+    high: float
+
+    @property
+    def rate(self) -> float:
+        return self.correct / self.n
+
+
+def plot_points(results: Sequence[ResultRecord]) -> list[Point]:
+    """Joint correctness per arm and positive stratum (and over all positives), Wilson 95% CI."""
+    groups: dict[tuple[str, str], list[bool]] = {}
+    for r in _plotted(results):
+        groups.setdefault((r.arm, r.stratum), []).append(bool(r.score.joint_correct))
+        if is_held_out_positive(r):
+            groups.setdefault((r.arm, ALL_POSITIVE), []).append(bool(r.score.joint_correct))
+    points = []
+    for arm in arms_of(results):
+        for scope in plot_scopes(results):
+            values = groups.get((arm, scope))
+            if values:
+                low, high = wilson_interval(sum(values), len(values))
+                points.append(Point(arm, scope, sum(values), len(values), low, high))
+    return points
+
+
+def plot_scopes(results: Sequence[ResultRecord]) -> list[str]:
+    return scope_order({r.stratum for r in _plotted(results)})
+
+
+def _plotted(results: Sequence[ResultRecord]) -> list[ResultRecord]:
+    """Results judged by correctness (known-failure states are judged by repeats instead)."""
+    return [r for r in results if r.score.joint_correct is not None and r.stratum != KNOWN_FAILURE]
+
+
+def plot_svg(results: Sequence[ResultRecord]) -> str:
+    """Per-stratum joint correctness of every arm with 95% Wilson intervals, as standalone SVG."""
+    points = plot_points(results)
+    arms, scopes = arms_of(results), plot_scopes(results)
+    width, height = max(640, 170 * len(scopes) + 80), 380
+    left, right, top, bottom = 60, 20, 40, 90
+    plot_w, plot_h = width - left - right, height - top - bottom
+
+    def y(rate: float) -> float:
+        return top + plot_h * (1 - rate)
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        f'id="correctness-plot" role="img" font-family="sans-serif" font-size="12">',
+        "<title>Joint correctness per stratum and arm, 95% Wilson intervals</title>",
+        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+    ]
+    for tick in range(0, 101, 25):
+        ty = y(tick / 100)
+        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#dddddd"/>')
+        parts.append(f'<text x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end">{tick}%</text>')
+    parts.append(
+        f'<text x="16" y="{top + plot_h / 2:.1f}" transform="rotate(-90 16 {top + plot_h / 2:.1f})" '
+        'text-anchor="middle">joint correct</text>'
+    )
+    slot = plot_w / max(1, len(scopes))
+    offsets = {arm: (i - (len(arms) - 1) / 2) * min(18.0, slot / (len(arms) + 1)) for i, arm in enumerate(arms)}
+    colours = {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
+    for i, scope in enumerate(scopes):
+        cx = left + slot * (i + 0.5)
+        label = "all positives" if scope == ALL_POSITIVE else scope.replace("_", " ")
+        parts.append(f'<text x="{cx:.1f}" y="{top + plot_h + 18}" text-anchor="middle">{html.escape(label)}</text>')
+    for p in points:
+        cx = left + slot * (scopes.index(p.scope) + 0.5) + offsets[p.arm]
+        colour = colours[p.arm]
+        tip = (f"{p.arm}, {p.scope}: {p.correct}/{p.n} ({100 * p.rate:.1f}%), "
+               f"95% CI {100 * p.low:.1f}–{100 * p.high:.1f}%")
+        parts.append(
+            f'<g class="point" data-arm="{html.escape(p.arm)}" data-scope="{p.scope}" data-correct="{p.correct}" '
+            f'data-n="{p.n}" data-low="{p.low:.6f}" data-high="{p.high:.6f}"><title>{html.escape(tip)}</title>'
+            f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(p.low):.1f}" y2="{y(p.high):.1f}" '
+            f'stroke="{colour}" stroke-width="2"/>'
+            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y(p.low):.1f}" y2="{y(p.low):.1f}" stroke="{colour}"/>'
+            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y(p.high):.1f}" y2="{y(p.high):.1f}" stroke="{colour}"/>'
+            f'<circle cx="{cx:.1f}" cy="{y(p.rate):.1f}" r="4" fill="{colour}"/></g>'
+        )
+    legend_y = height - 30
+    for i, arm in enumerate(arms):
+        lx = left + i * 150
+        parts.append(f'<circle cx="{lx + 5}" cy="{legend_y - 4}" r="5" fill="{colours[arm]}"/>')
+        parts.append(f'<text x="{lx + 15}" y="{legend_y}">{html.escape(arm)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts) + "\n"
+
+
+# ── markdown ────────────────────────────────────────────────────────────────
+
+
+def render_markdown(
+    run: Path,
+    info: Mapping[str, Any],
+    comparisons: Sequence[Comparison],
+    verdicts: Sequence[Verdict],
+    results: Sequence[ResultRecord],
+    tainted: Tainted = (),
+) -> str:
+    lines = [f"# Replay report: {run.name}", "", "## Run", ""]
+    lines += [f"- **{key}**: {_md(value)}" for key, value in _summary(info, results)]
+    lines += ["", "## Paired comparisons", ""]
+    for c in comparisons:
+        lines += [f"### {c.candidate} against {c.baseline} ({c.decisions} paired decisions)", ""]
+        header = ["Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points"]
+        lines += ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+        rows = [(measure_label(r), r.tainted_results, correctness_cells(r)) for r in c.correctness]
+        rows += [(repeat_label(r), r.tainted_results, repeat_cells(r)) for r in c.repeats]
+        rows += [(f"by {c.by}: {measure_label(r)}", r.tainted_results, correctness_cells(r)) for r in c.breakdown]
+        for label, taint, cells in rows:
+            mark = f" {TAINT_MARK}" if taint else ""
+            lines.append("| " + " | ".join(_md(x) for x in (label + mark, *cells)) + " |")
+        lines += ["", format_overhead(c.overhead), "", _tests_note(c)]
+        if c.tainted_results:
+            disputed = ", ".join(c.tainted_rule_ids)
+            lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {disputed}.")
+        wins, losses = _discordant_ids(results, c)
+        lines += ["", f"Wins ({len(wins)}): {', '.join(wins) or 'none'}", ""]
+        lines += [f"Losses ({len(losses)}): {', '.join(losses) or 'none'}", ""]
+    lines += ["## Gate verdicts", ""]
+    if not verdicts:
+        lines += ["No gate was evaluated on this run.", ""]
+    for v in verdicts:
+        decision = "PASSED" if v.passed else "REJECTED"
+        lines += [f"### {v.policy} v{v.policy_version}: {v.candidate} against {v.baseline}: **{decision}**", ""]
+        lines += ["| Condition | Status | Evidence |", "|---|---|---|"]
+        for cond in v.conditions:
+            label = f"{_md(cond.id)}: {_md(cond.description)}" + (f" {TAINT_MARK}" if cond.tainted_rule_ids else "")
+            lines.append(f"| {label} | {STATUS_LABEL[cond.status]} | {_md(cond.reason)} |")
+        lines.append("")
+    lines += ["## Correctness per stratum", "", f"![Joint correctness per stratum and arm]({PLOT_SVG})", ""]
+    if any(is_tainted(r, tainted) for r in results):
+        lines += [f"{TAINT_MARK} Some results carried a disputed rule; the HTML drill-down marks them.", ""]
+    return "\n".join(lines)
+
+
+def _md(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _tests_note(c: Comparison) -> str:
+    return (f"{c.comparisons_made} paired tests (exact two-sided sign tests on discordant pairs, Newcombe "
+            "hybrid score 95% CIs), uncorrected for multiple comparisons.")
+
+
+def _summary(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = [(key, info[key]) for key in info]
+    arms = arms_of(results)
+    decisions = len({r.decision_id for r in results})
+    rows += [("arms", ", ".join(arms)), ("results", len(results)), ("decisions", decisions)]
+    return rows
+
+
+# ── drill-down ──────────────────────────────────────────────────────────────
+
+
+@dataclass(frozen=True)
+class DrillRow:
+    decision_id: str
+    stratum: str
+    outcome: str  # win | loss | same
+    baseline: ResultRecord
+    candidate: ResultRecord
+
+
+def drill_rows(results: Sequence[ResultRecord], comparison: Comparison) -> list[DrillRow]:
+    """Every decision of a comparison with whether the candidate won, lost or matched.
+
+    Positive decisions compare joint correctness; failed-action states compare exact repeats
+    (tool repeats where the arguments were withheld), where not repeating is the win.
+    """
+    base = {r.decision_id: r for r in results if r.arm == comparison.baseline}
+    cand = {r.decision_id: r for r in results if r.arm == comparison.candidate}
+    rows = []
+    for decision_id, b in base.items():
+        c = cand.get(decision_id)
+        if c is not None:
+            rows.append(DrillRow(decision_id, b.stratum, _outcome(b, c), b, c))
+    return rows
+
+
+def _outcome(b: ResultRecord, c: ResultRecord) -> str:
+    if b.score.joint_correct is not None:
+        good_b, good_c = bool(b.score.joint_correct), bool(c.score.joint_correct)
+    else:
+        level = "exact_repeat" if b.score.exact_repeat is not None else "tool_repeat"
+        good_b, good_c = not getattr(b.score, level), not getattr(c.score, level)
+    return "same" if good_b == good_c else ("win" if good_c else "loss")
+
+
+def _discordant_ids(results: Sequence[ResultRecord], comparison: Comparison) -> tuple[list[str], list[str]]:
+    rows = drill_rows(results, comparison)
+    return [r.decision_id for r in rows if r.outcome == "win"], [r.decision_id for r in rows if r.outcome == "loss"]
+
+
+# ── HTML ────────────────────────────────────────────────────────────────────
+
+CSS = """
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
+table{border-collapse:collapse;margin:0.5em 0 1.5em}
+th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
+thead th{background:#f3f3f3}
+td.num{text-align:right;font-variant-numeric:tabular-nums}
+tr.tainted{background:#fff4e0}
+.status-pass{color:#176b1c;font-weight:bold}
+.status-fail{color:#a31515;font-weight:bold}
+.status-not_run{color:#8a6d00;font-weight:bold}
+.verdict-passed{color:#176b1c}
+.verdict-rejected{color:#a31515}
+pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:12px;max-width:480px}
+tr[data-outcome=win] td.outcome{color:#176b1c}
+tr[data-outcome=loss] td.outcome{color:#a31515}
+.note{color:#555;font-size:90%}
+"""
+
+SCRIPT = """
+(function(){
+  function apply(){
+    var chosen=document.querySelector('input[name="drill-filter"]:checked').value;
+    document.querySelectorAll('table.drilldown').forEach(function(table){
+      var shown=0,total=0;
+      table.querySelectorAll('tbody tr').forEach(function(tr){
+        total++;
+        var visible=chosen==='all'||tr.getAttribute('data-outcome')===chosen;
+        tr.hidden=!visible; if(visible){shown++;}
+      });
+      var counter=document.getElementById(table.id+'-count');
+      if(counter){counter.textContent='showing '+shown+' of '+total;}
+    });
+  }
+  document.querySelectorAll('input[name="drill-filter"]').forEach(function(input){
+    input.addEventListener('change',apply);
+  });
+  var linked=/filter=([a-z_]+)/.exec(location.hash);
+  var start=linked&&document.querySelector('input[name="drill-filter"][value="'+linked[1]+'"]');
+  if(start){start.checked=true;}
+  apply();
+})();
+"""
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+def _cell(text: str, field: str, value: Any = None, css: str = "num", **data: Any) -> str:
+    attrs = f' data-field="{_e(field)}"'
+    if value is not None:
+        attrs += f' data-value="{_e(value)}"'
+    attrs += "".join(f' data-{_e(k.replace("_", "-"))}="{_e(v)}"' for k, v in data.items() if v is not None)
+    return f'<td class="{css}"{attrs}>{_e(text)}</td>'
+
+
+def render_html(
+    run: Path,
+    info: Mapping[str, Any],
+    comparisons: Sequence[Comparison],
+    verdicts: Sequence[Verdict],
+    results: Sequence[ResultRecord],
+    svg: str,
+    decisions: Mapping[str, Decision],
+    tainted: Tainted = (),
+) -> str:
+    body = [
+        f"<h1>Replay report: {_e(run.name)}</h1>",
+        '<section id="summary"><h2>Run</h2>',
+        _summary_table(info, results),
+        "</section>",
+        '<section id="comparisons"><h2>Paired comparisons</h2>',
+        *(_comparison_table(c) for c in comparisons),
+        "</section>",
+        '<section id="gates"><h2>Gate verdicts</h2>',
+        *(_verdict_table(v) for v in verdicts),
+        "" if verdicts else '<p class="note">No gate was evaluated on this run.</p>',
+        "</section>",
+        '<section id="plot"><h2>Correctness per stratum</h2>',
+        '<p class="note">Joint correctness per stratum and arm with 95% Wilson intervals; known-failure states are '
+        "judged by repeats and appear in the tables only.</p>",
+        svg,
+        "</section>",
+        _drilldown(comparisons, results, decisions, tainted),
+    ]
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>Replay report: {_e(run.name)}</title><style>{CSS}</style></head>\n<body>\n"
+        + "\n".join(body)
+        + f"\n<script>{SCRIPT}</script>\n</body></html>\n"
+    )
+
+
+def _summary_table(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> str:
+    rows = []
+    for key, value in _summary(info, results):
+        if isinstance(value, str | int | float):
+            cell = f"<pre>{_e(_clip(str(value), 2000))}</pre>"
+        else:  # nested values (the whole run config) fold away so the tables come first
+            text = json.dumps(value, indent=1, default=str)
+            cell = f"<details><summary>show</summary><pre>{_e(_clip(text, 20000))}</pre></details>"
+        rows.append(f'<tr data-key="{_e(key)}"><th>{_e(key)}</th><td>{cell}</td></tr>')
+    return f'<table id="run-summary"><tbody>{"".join(rows)}</tbody></table>'
+
+
+def _comparison_table(c: Comparison) -> str:
+    table_id = comparison_id(c)
+    columns = ("Measure", c.baseline, c.candidate, "Discordant pairs", "p", "95% CI (points)", "Points")
+    head = "".join(f"<th>{_e(h)}</th>" for h in columns)
+    rows = [_correctness_tr(r, "correctness") for r in c.correctness]
+    rows += [_repeat_tr(r) for r in c.repeats]
+    rows += [_correctness_tr(r, f"by-{c.by}") for r in c.breakdown]
+    notes = [format_overhead(c.overhead), _tests_note(c)]
+    if c.tainted_results:
+        notes.append(f"{TAINT_MARK} tainted: rests on {c.tainted_results} result(s) that carried disputed rule(s) "
+                     f"{', '.join(c.tainted_rule_ids)}; re-run before relying on it.")
+    return (
+        f"<h3>{_e(c.candidate)} against {_e(c.baseline)} ({c.decisions} paired decisions)</h3>"
+        f'<table class="comparison" id="{table_id}" {_arm_attrs(c)} data-decisions="{c.decisions}" '
+        f'data-comparisons-made="{c.comparisons_made}" '
+        f'data-tainted="{str(bool(c.tainted_results)).lower()}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+        + "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
+    )
+
+
+def _arm_attrs(c: Comparison) -> str:
+    return f'data-baseline="{_e(c.baseline)}" data-candidate="{_e(c.candidate)}"'
+
+
+def _taint_attrs(count: int) -> tuple[str, str, str]:
+    tainted = bool(count)
+    return (' class="tainted"' if tainted else "", str(tainted).lower(), f" {TAINT_MARK}" if tainted else "")
+
+
+def _correctness_tr(row: CorrectnessRow, kind: str) -> str:
+    s = row.stats
+    css, flag, mark = _taint_attrs(row.tainted_results)
+    label = measure_label(row) + mark
+    cells = correctness_cells(row)
+    return (
+        f'<tr{css} data-kind="{_e(kind)}" data-measure="{row.measure}" data-scope="{_e(row.scope)}" data-n="{s.n}" '
+        f'data-tainted="{flag}"><th>{_e(label)}</th>'
+        + _cell(str(s.baseline_correct), "baseline", s.baseline_correct)
+        + _cell(str(s.candidate_correct), "candidate", s.candidate_correct)
+        + _cell(f"+{s.wins} / −{s.losses}", "discordant", None, wins=s.wins, losses=s.losses)
+        + _cell(format_p(s.p_value), "p", repr(s.p_value))
+        + _cell(cells[3], "ci", None, low=_num(s.ci_low), high=_num(s.ci_high))
+        + _cell(cells[4], "points", _num(s.points))
+        + "</tr>"
+    )
+
+
+def _repeat_tr(row: RepeatRow) -> str:
+    s = row.stats
+    css, flag, mark = _taint_attrs(row.tainted_results)
+    cells = repeat_cells(row)
+    discordant = f"{plural(s.fixes, 'fix', 'fixes')} / {plural(s.regressions, 'regression')}"
+    return (
+        f'<tr{css} data-kind="repeat" data-level="{row.level}" data-scope="{_e(row.stratum)}" data-n="{s.n}" '
+        f'data-tainted="{flag}"><th>{_e(repeat_label(row) + mark)}</th>'
+        + _cell(cells[0], "baseline", s.baseline_repeats)
+        + _cell(cells[1], "candidate", s.candidate_repeats)
+        + _cell(discordant, "discordant", None, fixes=s.fixes, regressions=s.regressions)
+        + _cell(format_p(s.p_value), "p", repr(s.p_value))
+        + _cell(cells[3], "ci", None, low=_num(s.ci_low), high=_num(s.ci_high))
+        + _cell(cells[4], "points", _num(s.points), relative_reduction=_num(s.relative_reduction))
+        + "</tr>"
+    )
+
+
+def _num(value: float | None) -> str | None:
+    return None if value is None else repr(value)
+
+
+def _verdict_table(v: Verdict) -> str:
+    decision = "passed" if v.passed else "rejected"
+    rows = []
+    for c in v.conditions:
+        mark = f" {TAINT_MARK}" if c.tainted_rule_ids else ""
+        rows.append(
+            f'<tr data-condition="{_e(c.id)}" data-kind="{_e(c.kind)}" data-status="{c.status.value}" '
+            f'data-tainted="{str(bool(c.tainted_rule_ids)).lower()}"><th>{_e(c.id)}</th>'
+            f'<td class="status-{c.status.value}" data-field="status" data-value="{c.status.value}">'
+            f"{_e(STATUS_LABEL[c.status])}</td>"
+            f'<td data-field="description">{_e(c.description + mark)}</td>'
+            f'<td data-field="reason">{_e(c.reason)}</td></tr>'
+        )
+    return (
+        f'<h3>{_e(v.policy)} v{_e(v.policy_version)}: {_e(v.candidate)} against {_e(v.baseline)}: '
+        f'<span class="verdict-{decision}">{decision.upper()}</span></h3>'
+        f'<table class="verdict" id="gate-{slug(v.policy)}-{slug(v.candidate)}" data-policy="{_e(v.policy)}" '
+        f'data-candidate="{_e(v.candidate)}" data-baseline="{_e(v.baseline)}" data-passed="{str(v.passed).lower()}">'
+        "<thead><tr><th>Condition</th><th>Status</th><th>Description</th><th>Evidence</th></tr></thead>"
+        f"<tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+def _drilldown(
+    comparisons: Sequence[Comparison],
+    results: Sequence[ResultRecord],
+    decisions: Mapping[str, Decision],
+    tainted: Tainted,
+) -> str:
+    filters = "".join(
+        f'<label><input type="radio" name="drill-filter" value="{value}"{" checked" if value == "all" else ""}> '
+        f"{label}</label> "
+        for value, label in (("all", "all"), ("win", "wins"), ("loss", "losses"))
+    )
+    parts = ['<section id="drilldown"><h2>Per-decision drill-down</h2>', f'<form id="drill-filters">{filters}</form>']
+    if not decisions:
+        parts.append('<p class="note">Requests and target key sets are shown when the report is given the suite.</p>')
+    for c in comparisons:
+        table_id = f"drill-{slug(c.baseline)}-vs-{slug(c.candidate)}"
+        rows = [_drill_tr(row, decisions.get(row.decision_id), tainted) for row in drill_rows(results, c)]
+        parts.append(
+            f"<h3>{_e(c.candidate)} against {_e(c.baseline)}</h3>"
+            f'<p class="note" id="{table_id}-count"></p>'
+            f'<table class="drilldown" id="{table_id}" {_arm_attrs(c)}>'
+            "<thead><tr><th>Decision</th><th>Outcome</th><th>Request</th>"
+            f"<th>{_e(c.baseline)}</th><th>{_e(c.candidate)}</th><th>Key-set differences</th></tr></thead>"
+            f"<tbody>{''.join(rows)}</tbody></table>"
+        )
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _drill_tr(row: DrillRow, decision: Decision | None, tainted: Tainted) -> str:
+    taint = [r.arm for r in (row.baseline, row.candidate) if is_tainted(r, tainted)]
+    css = ' class="tainted"' if taint else ""
+    mark = f" {TAINT_MARK} disputed rule in {', '.join(taint)}" if taint else ""
+    b = row.baseline
+    where = f"{b.stratum} · {b.cluster} · {b.workspace}"
+    return (
+        f'<tr{css} data-decision="{_e(row.decision_id)}" data-outcome="{row.outcome}" data-stratum="{_e(row.stratum)}" '
+        f'data-tainted="{str(bool(taint)).lower()}">'
+        f"<th>{_e(row.decision_id)}<br><span class=\"note\">{_e(where)}{_e(mark)}</span></th>"
+        f'<td class="outcome" data-field="outcome">{row.outcome}</td>'
+        f'<td data-field="request">{_request_summary(b, decision)}</td>'
+        f'<td data-field="baseline-answer">{_answer(row.baseline)}</td>'
+        f'<td data-field="candidate-answer">{_answer(row.candidate)}</td>'
+        f'<td data-field="keys">{_key_diff(row, decision)}</td></tr>'
+    )
+
+
+def _request_summary(record: ResultRecord, decision: Decision | None) -> str:
+    target = f"target tool: {record.target_tool}" if record.score.joint_correct is not None else "failed-action state"
+    lines = [target]
+    if decision is not None:
+        request = decision.request
+        last_user = next((m for m in reversed(request.messages) if m.get("role") == "user"), None)
+        choice = json.dumps(request.tool_choice)
+        lines.append(f"{len(request.messages)} messages, {len(request.tools)} tools, tool_choice {choice}")
+        if last_user is not None:
+            lines.append("last user turn: " + _clip(_content_text(last_user.get("content")), 300))
+        if decision.failed_action is not None:
+            lines.append(f"failed action: {decision.failed_action.tool}")
+    return "<br>".join(_e(line) for line in lines)
+
+
+def _content_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return json.dumps(content, default=str)
+
+
+def _answer(record: ResultRecord) -> str:
+    parsed = record.parsed
+    call = parsed.first
+    head = f"{parsed.outcome.value}"
+    if call is not None:
+        head += f": {call.tool}({_clip(json.dumps(call.arguments, sort_keys=True), 300)})"
+    if len(parsed.calls) > 1:
+        head += f" (+{len(parsed.calls) - 1} more call(s))"
+    flags = f"<br><span class=\"note\">flags: {_e(', '.join(record.score.flags))}</span>" if record.score.flags else ""
+    raw = _clip(json.dumps(record.raw_output, indent=1, default=str), RAW_OUTPUT_LIMIT)
+    return f"{_e(head)}{flags}<details><summary>raw output</summary><pre>{_e(raw)}</pre></details>"
+
+
+def _key_diff(row: DrillRow, decision: Decision | None) -> str:
+    """Key sets of the two answers against each other, and against the target when known."""
+    calls = [(r.arm, r.parsed.first) for r in (row.baseline, row.candidate)]
+    keys = {arm: set(call.key_set) for arm, call in calls if call is not None}
+    lines = []
+    if len(keys) == 2:
+        (arm_b, keys_b), (arm_c, keys_c) = keys.items()
+        if keys_b != keys_c:
+            only_b, only_c = ", ".join(sorted(keys_b - keys_c)) or "—", ", ".join(sorted(keys_c - keys_b)) or "—"
+            lines.append(f"only {arm_b}: {only_b}; only {arm_c}: {only_c}")
+        else:
+            lines.append("same key set")
+    if decision is not None and decision.target is not None and decision.target.tool is not None:
+        target = set(decision.target.arg_keys)
+        for arm, answer in keys.items():
+            missing, extra = ", ".join(sorted(target - answer)) or "—", ", ".join(sorted(answer - target)) or "—"
+            if target != answer:
+                lines.append(f"{arm} vs target: missing {missing}; extra {extra}")
+    return "<br>".join(_e(line) for line in lines) or "—"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"

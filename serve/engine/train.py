@@ -1,0 +1,282 @@
+"""Seeded CPU LoRA training of the demo's candidate adapters (001's S1 experiment in miniature).
+
+Two arms, as in S1: `recovery` trains only on verified-recovery decisions (S1's Q-only arm was
+targeted at recovery), `mix` on the same number of examples drawn evenly from every stratum.
+Examples are rendered with the engine's own chat template (tools in the system turn, the call
+as a Hermes `<tool_call>` block), so the adapter learns the exact text the engine prompts with;
+the loss covers only the answer tokens. (Under `tool_choice: "required"` vLLM constrains the
+output to a JSON list `[{"name": ..., "parameters": ...}]` instead; the tool choice learned in
+the Hermes form carries over to it.)
+
+CPU budget: every prompt starts with its workspace's system turn (the tool list, ~85% of the
+tokens), identical across that workspace's examples. Its key/value states are computed once
+per epoch, without gradient, under the adapter as it stands, and each example runs only its
+own suffix over them. The forward pass is exact at the start of each epoch; what is given up
+is the gradient through the system turn and its drift within an epoch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from random import Random
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from core.records import TrainingExample
+from serve.engine.adapters import TARGET_MODULES
+
+DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "configs" / "chat_templates" / "hermes-tools.jinja"
+MARKER = "worker-tier-train.json"
+Selection = Literal["recovery", "mix"]
+SELECTIONS: dict[Selection, tuple[str, ...]] = {
+    "recovery": ("verified_recovery",),
+    "mix": ("verified_recovery", "clean_trajectory_action", "verified_action"),
+}
+# Sized for "a few minutes for both adapters" on 2 CPU cores: 12 steps of 2 examples each, about
+# 4 s a step and 75 s an adapter on idle cores (far more while an engine or tests share them).
+DEMO_EXAMPLES = 24
+DEMO_EPOCHS = 1
+DEMO_LR = 2e-3
+DEMO_BATCH = 2
+DEMO_MAX_LEN = 2048
+DEMO_SEED = 0
+
+
+class TrainDataError(ValueError):
+    """A training file or example that cannot be used; the message names file:line."""
+
+
+class TrainReport(BaseModel):
+    """What one training run did; stored beside the adapter so a cached one can be explained."""
+
+    model_config = ConfigDict(extra="forbid")
+    examples: int
+    skipped_too_long: int
+    answer_tokens: int
+    steps: int
+    epochs: int
+    batch_size: int
+    seed: int
+    rank: int
+    alpha: int
+    lr: float
+    max_len: int
+    threads: int
+    seconds: float
+    cpu_seconds: float  # with other work on the machine, wall time says little; this says more
+    epoch_losses: list[float]  # mean answer-token loss per epoch, before each example's own update
+    step_losses: list[float]
+
+    @property
+    def final_loss(self) -> float:
+        """Mean loss of the last three steps: one step's loss swings with its two examples."""
+        tail = self.step_losses[-3:]
+        return sum(tail) / len(tail)
+
+    def summary(self) -> str:
+        return (f"{self.examples} examples, {self.steps} steps, answer loss {self.step_losses[0]:.3f} (first step) "
+                f"-> {self.final_loss:.3f} (last steps), {self.seconds:.0f}s wall, {self.cpu_seconds:.0f}s CPU")
+
+
+@dataclass(frozen=True)
+class Encoded:
+    """One example as token ids: a shared `prefix` (system turn), then the rest of the prompt
+    and the answer in `suffix`; the last `answer_len` suffix tokens carry the loss."""
+
+    prefix: tuple[int, ...]
+    suffix: tuple[int, ...]
+    answer_len: int
+
+    @property
+    def length(self) -> int:
+        return len(self.prefix) + len(self.suffix)
+
+
+def load_training(path: Path) -> list[TrainingExample]:
+    """Read a `train.jsonl` of `TrainingExample` lines; a bad line is an error with file:line."""
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError as exc:
+        raise TrainDataError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    out = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            out.append(TrainingExample.model_validate_json(line))
+        except ValidationError as exc:
+            first = exc.errors()[0]
+            where = ".".join(str(p) for p in first["loc"]) or "line"
+            raise TrainDataError(f"{path}:{number}: {where}: {first['msg']}") from exc
+    if not out:
+        raise TrainDataError(f"{path}: no training examples")
+    return out
+
+
+def select_examples(examples: Sequence[TrainingExample], select: Selection, limit: int,
+                    seed: int) -> list[TrainingExample]:
+    """`limit` examples of the arm's strata, shuffled by `seed`, taken round-robin over strata
+    so `mix` is balanced and `recovery` holds recoveries only."""
+    if select not in SELECTIONS:
+        raise TrainDataError(f"unknown selection {select!r}; choose one of {', '.join(SELECTIONS)}")
+    rng = Random(seed)
+    pools = []
+    for stratum in SELECTIONS[select]:
+        pool = [e for e in examples if e.stratum == stratum and e.answer.tool is not None]
+        rng.shuffle(pool)
+        pools.append(pool)
+    out: list[TrainingExample] = []
+    for i in range(max((len(p) for p in pools), default=0)):
+        out.extend(p[i] for p in pools if i < len(p))
+    if not out:
+        raise TrainDataError(f"no training examples in the strata of {select!r}: {', '.join(SELECTIONS[select])}")
+    return out[:limit]
+
+
+def render_example(tokenizer: Any, template: str, example: TrainingExample) -> tuple[str, str]:
+    """(prompt, answer): the prompt as the engine renders it, and the assistant turn that follows,
+    rendered by the same template, up to and including its end-of-turn token."""
+    if example.answer.tool is None:
+        raise TrainDataError(f"{example.id}: a no-call answer has no text to train on")
+    messages = list(example.request.messages)
+    tools = example.request.tools or None
+    call = {"id": "call_0", "type": "function",
+            "function": {"name": example.answer.tool, "arguments": json.dumps(example.answer.arguments)}}
+    turn = {"role": "assistant", "content": None, "tool_calls": [call]}
+    prompt = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template,
+                                           add_generation_prompt=True, tokenize=False)
+    full = tokenizer.apply_chat_template([*messages, turn], tools=tools, chat_template=template, tokenize=False)
+    if not full.startswith(prompt):
+        raise TrainDataError(f"{example.id}: the template renders the answer turn differently from its prompt")
+    return prompt, full[len(prompt):].removesuffix("\n")
+
+
+def encode(tokenizer: Any, template: str, example: TrainingExample) -> Encoded:
+    """Token ids of prompt and answer, the prompt tokenised whole as the engine does."""
+    prompt, answer = render_example(tokenizer, template, example)
+    ids = tokenizer(prompt, add_special_tokens=False).input_ids
+    system = tokenizer.apply_chat_template(example.request.messages[:1], tools=example.request.tools or None,
+                                           chat_template=template, tokenize=False)
+    head = tokenizer(system, add_special_tokens=False).input_ids
+    cut = len(head) if ids[: len(head)] == head and len(head) < len(ids) else 0
+    answer_ids = tokenizer(answer, add_special_tokens=False).input_ids
+    return Encoded(prefix=tuple(ids[:cut]), suffix=tuple(ids[cut:] + answer_ids), answer_len=len(answer_ids))
+
+
+def examples_sha256(examples: Iterable[TrainingExample]) -> str:
+    digest = hashlib.sha256()
+    for example in examples:
+        digest.update(json.dumps(example.model_dump(mode="json"), sort_keys=True).encode())
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def prefix_states(model: Any, prefixes: Iterable[tuple[int, ...]],
+                   states: dict[tuple[int, ...], tuple]) -> dict[tuple[int, ...], tuple]:
+    """Fill `states` with the key/value states of each prefix it lacks; returns it."""
+    import torch
+
+    with torch.no_grad():
+        for prefix in prefixes:
+            if prefix and prefix not in states:
+                cache = model(torch.tensor([prefix]), use_cache=True).past_key_values
+                states[prefix] = tuple((layer.keys, layer.values) for layer in cache.layers)
+    return states
+
+
+def answer_loss(model: Any, item: Encoded, states: dict[tuple[int, ...], tuple]) -> Any:
+    """Mean cross-entropy over the answer tokens, the prompt's system turn read from `states`."""
+    import torch
+    from transformers import DynamicCache
+
+    ids = torch.tensor([item.suffix])
+    kwargs: dict[str, Any] = {}
+    if item.prefix:
+        kwargs["past_key_values"] = DynamicCache(ddp_cache_data=states[item.prefix])
+    logits = model(ids, logits_to_keep=item.answer_len + 1, use_cache=bool(item.prefix), **kwargs).logits
+    targets = ids[0, -item.answer_len:]
+    return torch.nn.functional.cross_entropy(logits[0, :-1].float(), targets)
+
+
+def progress(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir: Path, seed: int, rank: int = 16,
+                  alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR, max_len: int = DEMO_MAX_LEN,
+                  batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
+                  label: str = "adapter", base_states: dict[tuple[int, ...], tuple] | None = None) -> TrainReport:
+    """Train a LoRA adapter on `examples` and save it with PEFT to `out_dir`.
+
+    Deterministic in `seed` (LoRA initialisation and the per-epoch example order); examples
+    longer than `max_len` tokens are skipped and counted, never truncated: a cut prompt would
+    teach the model to answer without its tools. `base_states`, when given, is filled with the
+    base model's system-turn states and reused for the first epoch, so several adapters trained
+    on one workspace set compute them once (PEFT starts B at zero: a fresh adapter is the base).
+    """
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    started, cpu_started = time.monotonic(), time.process_time()
+    template = chat_template.read_text(encoding="utf-8")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    encoded = [encode(tokenizer, template, e) for e in examples]
+    kept = [item for item in encoded if item.length <= max_len]
+    if not kept:
+        raise TrainDataError(f"all {len(encoded)} examples are longer than max_len={max_len} tokens")
+    torch.manual_seed(seed)
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=TARGET_MODULES,
+                        task_type="CAUSAL_LM")
+    model = get_peft_model(base, config)
+    model.train()
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    per_epoch = math.ceil(len(kept) / batch_size)
+    total = per_epoch * epochs
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / total)))
+    order = Random(seed)
+    step_losses: list[float] = []
+    epoch_losses: list[float] = []
+    for epoch in range(epochs):
+        first = epoch == 0 and base_states is not None
+        states = prefix_states(model, (item.prefix for item in kept), base_states if first else {})
+        batch = list(kept)
+        order.shuffle(batch)
+        seen: list[float] = []
+        for start in range(0, len(batch), batch_size):
+            chunk = batch[start:start + batch_size]
+            losses = []
+            for item in chunk:
+                loss = answer_loss(model, item, states)
+                (loss / len(chunk)).backward()
+                losses.append(loss.item())
+            torch.nn.utils.clip_grad_norm_(params, 1.0)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            step_losses.append(sum(losses) / len(losses))
+            seen.extend(losses)
+            progress(f"{label}: epoch {epoch + 1}/{epochs} step {len(step_losses)}/{total} "
+                      f"loss {step_losses[-1]:.4f} ({time.monotonic() - started:.0f}s)")
+        epoch_losses.append(sum(seen) / len(seen))
+    out_dir.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out_dir, safe_serialization=True)
+    return TrainReport(
+        examples=len(kept), skipped_too_long=len(encoded) - len(kept),
+        answer_tokens=sum(item.answer_len for item in kept), steps=total, epochs=epochs, batch_size=batch_size,
+        seed=seed, rank=rank, alpha=alpha, lr=lr, max_len=max_len, threads=torch.get_num_threads(),
+        seconds=round(time.monotonic() - started, 1), cpu_seconds=round(time.process_time() - cpu_started, 1),
+        epoch_losses=epoch_losses, step_losses=step_losses,
+    )

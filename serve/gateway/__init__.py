@@ -1,0 +1,1 @@
+"""The OpenAI-compatible gateway: routing, adapter registry, admin API, shadow, upstreams, metrics."""

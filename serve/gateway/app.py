@@ -1,0 +1,144 @@
+"""The gateway's FastAPI app: OpenAI-compatible endpoints, health, metrics and the admin API.
+
+| Path | Does |
+|---|---|
+| `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` for sticky canaries and replica affinity. |
+| `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions. |
+| `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
+| `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
+| `/admin/...` | see serve/gateway/admin.py. |
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from serve.gateway import admin, proxy
+from serve.gateway.config import GatewayConfig
+from serve.gateway.errors import GatewayError, error_body
+from serve.gateway.service import Gateway
+
+
+class BodyLimit:
+    """413 for a body over the limit: at once from Content-Length, or as soon as a chunked body
+    passes it (before anything is parsed or forwarded)."""
+
+    def __init__(self, app: ASGIApp, limit: int, gateway: Gateway) -> None:
+        self.app = app
+        self.limit = limit
+        self.gateway = gateway
+
+    def _error(self) -> GatewayError:
+        return GatewayError(413, f"the request body is larger than {self.limit} bytes", "body_too_large")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        length = dict(scope["headers"]).get(b"content-length")
+        if length is not None and length.isdigit() and int(length) > self.limit:
+            self.gateway.metrics.observe("", "", "", 413, 0.0, "body_too_large")
+            await self._error().response()(scope, receive, send)
+            return
+        received = 0
+
+        async def limited() -> Message:
+            nonlocal received
+            message = await receive()
+            received += len(message.get("body", b""))
+            if received > self.limit:
+                raise self._error()
+            return message
+
+        await self.app(scope, limited, send)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    parts = []
+    for err in exc.errors():
+        loc = ".".join(str(p) for p in err["loc"] if p != "body")
+        parts.append(f"{loc or 'body'}: {err['msg']}")
+    return "; ".join(parts)
+
+
+def create_app(config: GatewayConfig) -> FastAPI:
+    gateway = Gateway(config)
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        await gateway.start()
+        try:
+            yield
+        finally:
+            await gateway.stop()
+
+    app = FastAPI(title="worker-tier gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.gateway = gateway
+    app.add_middleware(BodyLimit, limit=config.gateway.max_body_bytes, gateway=gateway)
+
+    @app.exception_handler(GatewayError)
+    async def gateway_error(_: Request, exc: GatewayError) -> Response:
+        return exc.response()
+
+    @app.exception_handler(HTTPException)
+    async def http_error(_: Request, exc: HTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        return JSONResponse(error_body(str(exc.detail), code, exc.status_code), exc.status_code, headers=exc.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(_: Request, exc: RequestValidationError) -> Response:
+        return JSONResponse(error_body(_validation_message(exc), "invalid_body", 422), 422)
+
+    @app.exception_handler(Exception)
+    async def internal_error(_: Request, exc: Exception) -> Response:
+        return JSONResponse(error_body(f"internal gateway error: {type(exc).__name__}", "internal_error", 500), 500)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request) -> Response:
+        return await proxy.handle(gateway, request, "chat")
+
+    @app.post("/v1/completions")
+    async def completions(request: Request) -> Response:
+        return await proxy.handle(gateway, request, "completions")
+
+    @app.get("/v1/models")
+    async def models() -> dict[str, object]:
+        state = gateway.registry.state
+        data: list[dict[str, object]] = []
+        for route in state.routes.values():
+            data.append({"id": route.name, "object": "model", "created": 0, "owned_by": "worker-tier",
+                         "kind": "route", "production": route.production, "previous": route.previous,
+                         "canary": route.canary and {"candidate": route.canary.candidate,
+                                                     "percent": route.canary.percent,
+                                                     "sticky_by": route.canary.sticky_by},
+                         "shadow": route.shadow and {"candidate": route.shadow.candidate,
+                                                     "sample_rate": route.shadow.sample_rate}})
+        data.append({"id": state.base, "object": "model", "created": 0, "owned_by": "worker-tier", "kind": "base"})
+        for adapter in state.loaded():
+            data.append({"id": adapter.name, "object": "model", "created": 0, "owned_by": "worker-tier",
+                         "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at})
+        return {"object": "list", "data": data}
+
+    @app.get("/health")
+    async def health() -> Response:
+        upstreams = {u.name: u.healthy for u in gateway.pool.upstreams}
+        if any(upstreams.values()):
+            return JSONResponse({"status": "ok", "upstreams": upstreams})
+        return JSONResponse({"status": "unavailable", "upstreams": upstreams}, 503,
+                            headers={"Retry-After": str(gateway.retry_after_s)})
+
+    @app.get("/metrics")
+    async def metrics() -> Response:
+        await gateway.scrape_engines()
+        return Response(gateway.metrics.render(), media_type=CONTENT_TYPE_LATEST)
+
+    app.include_router(admin.router)
+    return app

@@ -1,0 +1,140 @@
+"""The gateway's TOML config. Unknown keys are errors that name the key and its line.
+
+Paths may use `{cache}` (the worker-tier cache directory); relative paths are read from the
+config file's directory. The admin token comes from the environment variable named by
+`admin.token_env` when it is set, else from `admin.token`; with neither, the admin API
+refuses every call.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints, model_validator
+
+from core.records import Strict
+from core.guard import GuardRules
+from serve.engine.modelbuild import cache_dir
+from core.tomlfile import load_toml
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+
+class GatewaySection(Strict):
+    host: str = "127.0.0.1"
+    port: int = Field(9000, ge=1, le=65535)
+    state_db: Path
+    routes: list[Name] = Field(default_factory=lambda: ["worker"], min_length=1)
+    default_route: Name = "worker"
+    max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    request_timeout_s: float = Field(600.0, gt=0)
+    stream_idle_timeout_s: float = Field(120.0, gt=0)
+    connect_timeout_s: float = Field(5.0, gt=0)
+    retry_after_s: int = Field(5, ge=1)
+    request_log_keep: int = Field(100_000, ge=0)
+
+
+class BaseSection(Strict):
+    served_model_name: Name = "worker-base"
+    # The base model an adapter must have been trained on: compared with the last path
+    # component of `base_model_name_or_path` in its adapter_config.json.
+    model: str
+
+
+class AdaptersSection(Strict):
+    root: Path
+    max_rank: int = Field(16, gt=0)
+
+
+class UpstreamConfig(Strict):
+    name: Name
+    url: Annotated[str, StringConstraints(pattern=r"^https?://[^/\s]+$")]
+
+
+class HealthSection(Strict):
+    interval_s: float = Field(2.0, gt=0)
+    timeout_s: float = Field(2.0, gt=0)
+
+
+class ShadowSection(Strict):
+    queue_size: int = Field(32, ge=1)
+    concurrency: int = Field(1, ge=1)
+    timeout_s: float = Field(300.0, gt=0)
+
+
+class AdminSection(Strict):
+    token: str | None = None
+    token_env: str = "WORKER_GATEWAY_ADMIN_TOKEN"
+
+    def resolved_token(self) -> str | None:
+        return os.environ.get(self.token_env) or self.token or None
+
+
+class MetricsSection(Strict):
+    engine_scrape_timeout_s: float = Field(2.0, gt=0)
+    nvml: bool = True
+
+
+class CaptureSection(Strict):
+    """Capture of live decisions (001 S13) and the tool-outcome guard (S11); see serve/gateway/capture.py.
+
+    An unknown mode is refused when the config is read, and so is `full` without a workspace
+    allowlist: start-up fails closed rather than capture more than was meant."""
+
+    mode: Literal["off", "descriptor", "full"] = "off"
+    workspaces: list[str] = Field(default_factory=list)
+    sample_rate: float = Field(0.0, ge=0.0, le=1.0)
+    db: Path = Path("capture.sqlite")
+    queue_size: int = Field(1000, ge=1)
+    guard: GuardRules = Field(default_factory=GuardRules)
+
+    @model_validator(mode="after")
+    def _full_needs_an_allowlist(self) -> CaptureSection:
+        if self.mode == "full" and not self.workspaces:
+            raise ValueError("capture.mode = \"full\" stores whole requests and needs capture.workspaces, the "
+                             "allowlist of workspaces that agreed to it; refusing to start without one")
+        return self
+
+
+class GatewayConfig(Strict):
+    gateway: GatewaySection
+    base: BaseSection
+    adapters: AdaptersSection
+    upstreams: list[UpstreamConfig] = Field(min_length=1)
+    health: HealthSection = Field(default_factory=HealthSection)
+    shadow: ShadowSection = Field(default_factory=ShadowSection)
+    admin: AdminSection = Field(default_factory=AdminSection)
+    metrics: MetricsSection = Field(default_factory=MetricsSection)
+    capture: CaptureSection = Field(default_factory=CaptureSection)
+
+    @model_validator(mode="after")
+    def _names_are_consistent(self) -> GatewayConfig:
+        routes = self.gateway.routes
+        if len(set(routes)) != len(routes):
+            raise ValueError("gateway.routes: a route is listed twice")
+        if self.gateway.default_route not in routes:
+            raise ValueError(f"gateway.default_route: {self.gateway.default_route!r} is not in gateway.routes")
+        if self.base.served_model_name in routes:
+            raise ValueError("gateway.routes: a route cannot have the base model's served name")
+        names = [u.name for u in self.upstreams]
+        if len(set(names)) != len(names):
+            raise ValueError("upstreams: two upstreams have the same name")
+        return self
+
+
+def load_gateway_config(path: Path, port: int | None = None) -> GatewayConfig:
+    """Parse and validate; expand `{cache}` and resolve relative paths beside the file."""
+    config = load_toml(path, GatewayConfig, "gateway config")
+    gateway = config.gateway.model_copy(update={
+        "state_db": _resolve(path, config.gateway.state_db), **({"port": port} if port is not None else {})})
+    adapters = config.adapters.model_copy(update={"root": _resolve(path, config.adapters.root)})
+    capture = config.capture.model_copy(update={"db": _resolve(path, config.capture.db)})
+    return config.model_copy(update={"gateway": gateway, "adapters": adapters, "capture": capture})
+
+
+def _resolve(config_path: Path, value: Path) -> Path:
+    expanded = Path(str(value).replace("{cache}", str(cache_dir())))
+    return expanded if expanded.is_absolute() else (config_path.parent / expanded).resolve()

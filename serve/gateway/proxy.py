@@ -1,0 +1,365 @@
+"""Forwarding OpenAI requests to an engine replica: JSON answers and SSE streams.
+
+Failures become OpenAI-shaped errors with a stable code (also the `reason` of the error
+metrics):
+
+* no healthy replica, or every replica refuses the connection → 503 `engine_unavailable`
+  with `Retry-After` (the engine is down or restarting; the health loop brings it back);
+* no answer within `gateway.request_timeout_s` (or a stream silent for
+  `gateway.stream_idle_timeout_s`) → 504 `upstream_timeout`;
+* the engine answers 5xx → 502 `upstream_error`; a 200 that is not an OpenAI answer → 502
+  `bad_upstream_response`; the engine's 4xx (bad parameters) are passed on with its message;
+* an adapter the engine does not know although the registry loaded it → 503 and an
+  immediate re-apply of the registry to that engine.
+
+A failure after a stream has started cannot change the status any more: it ends the stream
+with an SSE `data: {"error": ...}` event, as vLLM does. When the client goes away
+mid-stream the upstream connection is closed, which makes vLLM abort the generation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, TypeVar
+
+import aiohttp
+from fastapi import Request, Response
+from fastapi.responses import StreamingResponse
+from starlette.background import BackgroundTask
+from starlette.types import Receive, Scope, Send
+
+from serve.gateway.capture import CaptureJob, now_iso
+from serve.gateway.errors import GatewayError, error_body, unavailable
+from serve.gateway.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
+from core.capture import request_sha256
+from serve.gateway.shadow import (
+    Answer, BadAnswer, Endpoint, ShadowJob, StreamAccumulator, answer_of, shadow_body, tool_names,
+)
+from serve.gateway.upstreams import Upstream
+
+if TYPE_CHECKING:
+    from serve.gateway.service import Gateway
+
+_BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
+_SEQUENCE = itertools.count(1)
+T = TypeVar("T")
+PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+JSON_HEADERS = {"Content-Type": "application/json"}
+
+
+@dataclass
+class Call:
+    """One request on its way through the gateway."""
+
+    request_id: str
+    endpoint: Endpoint
+    started: float
+    requested: str | None = None
+    resolution: Resolution | None = None
+    upstream: str | None = None
+    workspace: str | None = None
+    session: str | None = None
+
+    def headers(self) -> dict[str, str]:
+        headers = {"X-Request-Id": self.request_id}
+        if self.resolution is not None:
+            headers |= {"X-Worker-Route": self.resolution.route, "X-Worker-Adapter": self.resolution.target,
+                        "X-Worker-Kind": self.resolution.kind}
+        if self.upstream is not None:
+            headers["X-Worker-Upstream"] = self.upstream
+        return headers
+
+
+def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> None:
+    """Count the request and log its routing decision (the canary split per request)."""
+    res = call.resolution
+    route, adapter, kind = (res.route, res.target, res.kind) if res else ("", "", "")
+    elapsed = time.perf_counter() - call.started
+    gw.metrics.observe(route, adapter, kind, status, elapsed, reason)
+    gw.registry.record_request(
+        request_id=call.request_id, endpoint=call.endpoint, requested=call.requested, route=route or None,
+        adapter=adapter or None, kind=kind or None, sticky_key=res.cohort_key if res else None,
+        upstream=call.upstream, status=status, reason=reason, duration_s=elapsed)
+
+
+def parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except ValueError as exc:
+        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
+    if not isinstance(body, dict):
+        raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
+    return body
+
+
+async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
+    call = Call(request.headers.get("x-request-id") or f"{_BOOT}-{next(_SEQUENCE)}", endpoint, time.perf_counter())
+    try:
+        body = parse_body(await request.body())
+        model = body.get("model", gw.config.gateway.default_route)
+        if not isinstance(model, str):
+            raise GatewayError(400, "'model' must be a string: a route, an adapter version or the base model",
+                               "invalid_model")
+        call.requested = model
+        call.workspace, call.session = request.headers.get(WORKSPACE_HEADER), request.headers.get(SESSION_HEADER)
+        call.resolution = gw.resolve(model, call.workspace, call.session)
+        body["model"] = call.resolution.target
+        if body.get("stream") is True:
+            return await _stream(gw, call, body)
+        return await _json(gw, call, body, request)
+    except GatewayError as exc:
+        finish(gw, call, exc.status_code, exc.code)
+        response = exc.response()
+        response.headers.update(call.headers())
+        return response
+
+
+def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
+    settings = gw.config.gateway
+    if stream:
+        return aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s,
+                                     sock_read=settings.stream_idle_timeout_s)
+    return aiohttp.ClientTimeout(total=settings.request_timeout_s, connect=settings.connect_timeout_s)
+
+
+def _timeout_error(gw: Gateway, upstream: Upstream) -> GatewayError:
+    limit = gw.config.gateway.request_timeout_s
+    return GatewayError(504, f"upstream {upstream.name} did not answer within {limit:g} s", "upstream_timeout")
+
+
+async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
+    """POST to the first replica that accepts the connection (a refused one is marked down)."""
+    assert call.resolution is not None
+    payload = json.dumps(body).encode()
+    refused = []
+    for upstream in gw.pool.order(call.resolution.replica_key):
+        upstream.busy += 1
+        resp = None
+        try:
+            resp = await gw.pool.session.post(upstream.url + PATHS[call.endpoint], data=payload,
+                                              headers=JSON_HEADERS, timeout=_timeout(gw, stream))
+        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+            refused.append(f"{upstream.name}: {exc}")
+            gw.pool.mark(upstream, False, str(exc))
+            gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)
+            continue
+        except TimeoutError:
+            raise _timeout_error(gw, upstream) from None
+        except aiohttp.ClientError as exc:
+            raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from None
+        finally:
+            if resp is None:
+                upstream.busy -= 1
+        call.upstream = upstream.name
+        return upstream, resp
+    why = "; ".join(refused) or ", ".join(f"{u.name}: {u.last_error}" for u in gw.pool.upstreams)
+    raise unavailable(f"no engine is available (starting, restarting or down: {why}); "
+                      f"retry in {gw.retry_after_s} s", gw.retry_after_s)
+
+
+async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse) -> bytes:
+    complete = False
+    try:
+        raw = await resp.read()
+        complete = True
+    except TimeoutError:
+        raise _timeout_error(gw, upstream) from None
+    except aiohttp.ClientError as exc:
+        raise GatewayError(502, f"upstream {upstream.name} broke off its answer: {exc}",
+                           "upstream_disconnected") from None
+    finally:
+        upstream.busy -= 1
+        if complete:
+            resp.release()
+        else:
+            resp.close()  # dropping the connection makes vLLM abort the generation
+    return raw
+
+
+def _engine_message(raw: bytes) -> str:
+    try:
+        body = json.loads(raw)
+        return str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
+    except (ValueError, AttributeError, KeyError, TypeError):
+        return raw.decode(errors="replace").strip()[:500] or "(empty body)"
+
+
+def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, raw: bytes) -> GatewayError:
+    assert call.resolution is not None
+    message = _engine_message(raw)
+    if status >= 500:
+        return GatewayError(502, f"upstream {upstream.name} failed with HTTP {status}: {message}", "upstream_error")
+    if status == 404 and call.resolution.target != gw.registry.state.base:
+        gw.request_check(upstream)
+        return unavailable(f"upstream {upstream.name} does not serve {call.resolution.target!r} yet ({message}); "
+                           "the registry is being re-applied to it", gw.retry_after_s)
+    return GatewayError(status, message, f"upstream_{status}")
+
+
+def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answer]:
+    try:
+        payload = json.loads(raw)
+        return payload, answer_of(call.endpoint, payload)
+    except (ValueError, BadAnswer) as exc:
+        raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc}",
+                           "bad_upstream_response") from None
+
+
+async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request) -> Response:
+    assert call.resolution is not None
+    candidate = gw.shadow_for(call.resolution)
+    upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
+    if status != 200:
+        raise _upstream_failure(gw, call, upstream, status, raw)
+    _, answer = _parse_answer(call, upstream, raw)
+    finish(gw, call, 200)
+    if candidate is not None:
+        _submit_shadow(gw, call, body, candidate, answer)
+    return Response(raw, 200, media_type="application/json", headers=call.headers(),
+                    background=_capture_after(gw, call, body, answer))
+
+
+async def _exchange(gw: Gateway, call: Call, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
+    upstream, resp = await _open(gw, call, body, stream=False)
+    return upstream, resp.status, await _read(gw, upstream, resp)
+
+
+async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, unless the client disconnects first: then `work` is cancelled, which
+    closes the engine connection (vLLM aborts the generation), and the request ends as 499."""
+    task = asyncio.ensure_future(work)
+    watcher = asyncio.ensure_future(_disconnected(request))
+    try:
+        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            return task.result()
+    finally:
+        watcher.cancel()
+        task.cancel()  # no-op when it is done
+    await asyncio.gather(task, return_exceptions=True)
+    raise GatewayError(499, "the client closed the connection before the answer", "client_disconnected")
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        continue
+
+
+async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
+    assert call.resolution is not None
+    candidate = gw.shadow_for(call.resolution)
+    upstream, resp = await _open(gw, call, body, stream=True)
+    if resp.status != 200:
+        try:
+            raw = await _read(gw, upstream, resp)
+        except GatewayError:
+            raw = b""
+        raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    relay = Relay(gw, call, body, upstream, resp, candidate)
+    return RelayResponse(relay, media_type=resp.headers.get("Content-Type", "text/event-stream"),
+                         headers=call.headers())
+
+
+def _sse_error(message: str, code: str, status: int) -> bytes:
+    return b"data: " + json.dumps(error_body(message, code, status)).encode() + b"\n\n"
+
+
+class Relay:
+    """One upstream SSE stream relayed to one client; `close` always runs exactly once."""
+
+    def __init__(self, gw: Gateway, call: Call, body: dict[str, Any], upstream: Upstream,
+                 resp: aiohttp.ClientResponse, candidate: str | None) -> None:
+        self.gw, self.call, self.body, self.upstream, self.resp = gw, call, body, upstream, resp
+        self.candidate = candidate
+        self.captured = call.endpoint == "chat" and gw.capture.wants(body)
+        self.accumulator = StreamAccumulator(call.endpoint) if candidate is not None or self.captured else None
+        self.status, self.reason = 499, "client_disconnected"  # until the stream ends another way
+        self.closed = False
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        try:
+            async for chunk in self.resp.content.iter_any():
+                if self.accumulator is not None:
+                    self.accumulator.feed(chunk)
+                yield chunk
+            self.status, self.reason = 200, None
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            timed_out = isinstance(exc, TimeoutError)
+            self.status, self.reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
+            yield _sse_error(f"upstream {self.upstream.name}: the stream broke off ({type(exc).__name__}: {exc})",
+                             self.reason, self.status)
+
+    def close(self) -> None:
+        if self.closed:
+            return
+        self.closed = True
+        if self.status == 200:
+            self.resp.release()
+        else:
+            self.resp.close()  # dropping the connection makes vLLM abort the generation
+        self.upstream.busy -= 1
+        finish(self.gw, self.call, self.status, self.reason)
+        if self.status == 200 and self.accumulator is not None and self.candidate is not None:
+            _submit_shadow(self.gw, self.call, self.body, self.candidate, self.accumulator.answer())
+        if self.status == 200 and self.accumulator is not None and self.captured:
+            _submit_capture(self.gw, self.call, self.body, self.accumulator.answer())
+
+
+class RelayResponse(StreamingResponse):
+    """Streams a relay and closes it (and with it the engine request) however the stream ends,
+    also when the client left before or during the stream."""
+
+    def __init__(self, relay: Relay, media_type: str, headers: dict[str, str]) -> None:
+        super().__init__(relay.chunks(), media_type=media_type, headers=headers)
+        self.relay = relay
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.body_iterator.aclose()  # type: ignore[attr-defined]
+            self.relay.close()
+
+
+# --- capture: handed over after the response is sent; serve/gateway/capture.py does the rest off-path ---
+
+def _capture_after(gw: Gateway, call: Call, body: dict[str, Any], answer: Answer) -> BackgroundTask | None:
+    if call.endpoint != "chat" or not gw.capture.wants(body):
+        return None
+    return BackgroundTask(_submit_capture, gw, call, body, answer)
+
+
+def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answer) -> None:
+    res = call.resolution
+    assert res is not None
+    gw.capture.submit(CaptureJob(
+        request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
+        adapter=res.target, kind=res.kind, body=body, answer=answer,
+        duration_s=time.perf_counter() - call.started, captured_at=now_iso()))
+
+
+def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str, answer: Answer) -> None:
+    res = call.resolution
+    assert res is not None
+    gw.shadow.submit(ShadowJob(
+        request_id=call.request_id, route=res.route, production=res.target, candidate=candidate,
+        endpoint=call.endpoint, body=shadow_body(body, candidate), production_answer=answer,
+        replica_key=res.replica_key, tool_names=tool_names(body), request_sha256=request_sha256(body)))
+
+
+async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:
+    """The candidate's answer to a shadow job (GatewayError on any failure, like production)."""
+    call = Call(job.request_id, job.endpoint, time.perf_counter(), job.candidate,
+                Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key))
+    upstream, resp = await _open(gw, call, job.body, stream=False)
+    raw = await _read(gw, upstream, resp)
+    if resp.status != 200:
+        raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    payload, _ = _parse_answer(call, upstream, raw)
+    return payload

@@ -1,0 +1,389 @@
+"""The gateway's durable state in SQLite (WAL): adapter versions, routes, canaries, shadows,
+the admin log, the per-request routing log and stored shadow comparisons.
+
+Routing reads an immutable in-memory `State` snapshot; every admin change is one SQLite
+transaction that also bumps a revision and appends to `admin_log`, after which the snapshot
+is re-read. So a crash never leaves half a change, and a restarted gateway comes back with
+exactly the routes, canaries, shadows and loaded adapters it had (the app re-applies the
+loaded adapters to each engine).
+
+Adapter names are never reused (DESIGN §2): a registered name stays in the table for good,
+and its files are fingerprinted so a later load under the same name refuses changed weights.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+from core.sqlitedb import open_wal, transaction
+
+AdapterState = Literal["registered", "loaded", "unloaded"]
+StickyBy = Literal["workspace", "session"]
+BASE = ":base"  # how the base model is stored, so renaming the served base keeps the routes
+WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+_PRUNE_EVERY = 1000  # log rows written between two prunes
+_FLUSH_AT = 1000  # buffered log rows that force a flush before the periodic one
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS adapters (
+    name TEXT PRIMARY KEY, path TEXT NOT NULL, rank INTEGER NOT NULL, base_model TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL CHECK (state IN ('registered', 'loaded', 'unloaded')),
+    registered_at TEXT NOT NULL, changed_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS routes (
+    name TEXT PRIMARY KEY, production TEXT NOT NULL, previous TEXT, changed_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS canaries (
+    route TEXT PRIMARY KEY, candidate TEXT NOT NULL, percent REAL NOT NULL, sticky_by TEXT NOT NULL,
+    started_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS shadows (
+    route TEXT PRIMARY KEY, candidate TEXT NOT NULL, sample_rate REAL NOT NULL, started_at TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS admin_log (
+    revision INTEGER PRIMARY KEY, at TEXT NOT NULL, action TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS requests (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, request_id TEXT NOT NULL, at TEXT NOT NULL, endpoint TEXT NOT NULL,
+    requested TEXT, route TEXT, adapter TEXT, kind TEXT, sticky_key TEXT, upstream TEXT,
+    status INTEGER NOT NULL, reason TEXT, duration_s REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS shadow_results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT, request_id TEXT NOT NULL, at TEXT NOT NULL, route TEXT NOT NULL,
+    endpoint TEXT NOT NULL, production TEXT NOT NULL, candidate TEXT NOT NULL, request_sha256 TEXT NOT NULL,
+    production_answer TEXT, shadow_answer TEXT, production_outcome TEXT NOT NULL, shadow_outcome TEXT NOT NULL,
+    production_tool TEXT, shadow_tool TEXT, agreement TEXT NOT NULL, error TEXT, shadow_latency_s REAL);
+"""
+
+
+class AdapterError(ValueError):
+    """Adapter files that cannot be registered: outside the root, wrong base model, rank too high."""
+
+
+class NameTaken(ValueError):
+    """An adapter name that was registered before (names are never reused)."""
+
+
+@dataclass(frozen=True)
+class AdapterFiles:
+    path: Path
+    rank: int
+    base_model: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class Adapter:
+    name: str
+    path: str
+    rank: int
+    base_model: str
+    fingerprint: str
+    state: AdapterState
+    registered_at: str
+    changed_at: str
+
+
+@dataclass(frozen=True)
+class Canary:
+    candidate: str
+    percent: float
+    sticky_by: StickyBy
+    started_at: str
+
+
+@dataclass(frozen=True)
+class Shadow:
+    candidate: str
+    sample_rate: float
+    started_at: str
+
+
+@dataclass(frozen=True)
+class Route:
+    name: str
+    production: str  # an adapter name or the base model's served name
+    previous: str | None  # the rollback target; None when there is none
+    canary: Canary | None
+    shadow: Shadow | None
+    changed_at: str
+
+
+@dataclass(frozen=True)
+class State:
+    revision: int
+    base: str
+    routes: Mapping[str, Route]
+    adapters: Mapping[str, Adapter]
+
+    def loaded(self) -> list[Adapter]:
+        return [a for a in self.adapters.values() if a.state == "loaded"]
+
+    def references(self, name: str) -> list[str]:
+        """What keeps an adapter in use (so it may not be unloaded)."""
+        uses = []
+        for route in self.routes.values():
+            if route.production == name:
+                uses.append(f"production of route {route.name!r}")
+            if route.previous == name:
+                uses.append(f"rollback target of route {route.name!r}")
+            if route.canary and route.canary.candidate == name:
+                uses.append(f"canary of route {route.name!r}")
+            if route.shadow and route.shadow.candidate == name:
+                uses.append(f"shadow of route {route.name!r}")
+        return uses
+
+    def public(self) -> dict[str, Any]:
+        return {"revision": self.revision, "base": self.base,
+                "routes": {name: asdict(route) for name, route in self.routes.items()},
+                "adapters": [asdict(a) for a in self.adapters.values()]}
+
+
+def now() -> str:
+    return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def fingerprint(directory: Path) -> str:
+    """sha256 over the adapter's config and weights, to catch files changed under a registered name."""
+    digest = hashlib.sha256()
+    for name in ("adapter_config.json", *WEIGHT_FILES):
+        file = directory / name
+        if file.is_file():
+            digest.update(name.encode() + b"\0")
+            with file.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
+def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> AdapterFiles:
+    """Check a PEFT LoRA directory before it is registered; relative paths are read under `root`."""
+    root = root.resolve()
+    given = Path(path)
+    resolved = (given if given.is_absolute() else root / given).resolve()
+    if not resolved.is_relative_to(root):
+        raise AdapterError(f"path {path!r} is outside the adapter root {root}")
+    config_file = resolved / "adapter_config.json"
+    try:
+        config = json.loads(config_file.read_text())
+    except FileNotFoundError:
+        raise AdapterError(f"{config_file} does not exist") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise AdapterError(f"{config_file}: {exc}") from None
+    if not isinstance(config, dict):
+        raise AdapterError(f"{config_file}: not a JSON object")
+    if config.get("peft_type") != "LORA":
+        raise AdapterError(f"{config_file}: peft_type is {config.get('peft_type')!r}, not 'LORA'")
+    ranks = [config.get("r"), *dict(config.get("rank_pattern") or {}).values()]
+    if not all(isinstance(r, int) and r > 0 for r in ranks):
+        raise AdapterError(f"{config_file}: rank 'r' must be a positive integer")
+    rank = max(ranks)
+    if rank > max_rank:
+        raise AdapterError(f"{config_file}: rank {rank} is above the engine's limit {max_rank}")
+    trained_on = str(config.get("base_model_name_or_path") or "")
+    if Path(trained_on).name != base_model:
+        raise AdapterError(f"{config_file}: trained on {trained_on!r}, but the base model is {base_model!r}")
+    if not any((resolved / name).is_file() for name in WEIGHT_FILES):
+        raise AdapterError(f"{resolved}: no {' or '.join(WEIGHT_FILES)}")
+    return AdapterFiles(resolved, rank, trained_on, fingerprint(resolved))
+
+
+class Registry:
+    """Durable gateway state. Single-writer: the app serialises admin changes with one lock."""
+
+    def __init__(self, path: Path, routes: Sequence[str], base: str, keep_rows: int = 100_000):
+        self._db = open_wal(path, SCHEMA)
+        self._db.row_factory = sqlite3.Row
+        self._db.execute("PRAGMA synchronous=NORMAL")
+        self._base = base
+        self._route_names = tuple(routes)
+        self._keep = keep_rows
+        self._pending: list[tuple[str, dict[str, Any]]] = []
+        self._written = 0
+        with self._tx():
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('revision', '0')")
+            for name in routes:
+                self._db.execute("INSERT OR IGNORE INTO routes VALUES (?, ?, NULL, ?)", (name, BASE, now()))
+        self.state = self._read()
+
+    def close(self) -> None:
+        self.flush()
+        self._db.close()
+
+    def _tx(self) -> AbstractContextManager[None]:
+        return transaction(self._db)
+
+    @contextmanager
+    def _change(self, action: str, detail: Mapping[str, Any]) -> Iterator[None]:
+        """One admin change: its writes, a new revision and its log line, all or nothing."""
+        with self._tx():
+            yield
+            revision = self.state.revision + 1
+            self._db.execute("UPDATE meta SET value = ? WHERE key = 'revision'", (str(revision),))
+            self._db.execute("INSERT INTO admin_log VALUES (?, ?, ?, ?)",
+                             (revision, now(), action, json.dumps(detail, sort_keys=True)))
+        self.state = self._read()
+
+    def _enc(self, version: str | None) -> str | None:
+        return BASE if version == self._base else version
+
+    def _dec(self, stored: str | None) -> str | None:
+        return self._base if stored == BASE else stored
+
+    def _read(self) -> State:
+        db = self._db
+        revision = int(db.execute("SELECT value FROM meta WHERE key = 'revision'").fetchone()[0])
+        adapters = {r["name"]: Adapter(**dict(r)) for r in db.execute("SELECT * FROM adapters ORDER BY registered_at")}
+        canaries = {r["route"]: Canary(r["candidate"], r["percent"], r["sticky_by"], r["started_at"])
+                    for r in db.execute("SELECT * FROM canaries")}
+        shadows = {r["route"]: Shadow(r["candidate"], r["sample_rate"], r["started_at"])
+                   for r in db.execute("SELECT * FROM shadows")}
+        rows = {r["name"]: r for r in db.execute("SELECT * FROM routes")}
+        routes = {name: Route(name, self._dec(rows[name]["production"]), self._dec(rows[name]["previous"]),
+                              canaries.get(name), shadows.get(name), rows[name]["changed_at"])
+                  for name in self._route_names}
+        return State(revision, self._base, routes, adapters)
+
+    # --- admin changes -------------------------------------------------------------------
+
+    def register(self, name: str, files: AdapterFiles) -> Adapter:
+        at = now()
+        try:
+            with self._change("register", {"name": name, "path": str(files.path), "fingerprint": files.fingerprint}):
+                self._db.execute("INSERT INTO adapters VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)",
+                                 (name, str(files.path), files.rank, files.base_model, files.fingerprint, at, at))
+        except sqlite3.IntegrityError:
+            raise NameTaken(f"adapter name {name!r} was registered before; names are never reused") from None
+        return self.state.adapters[name]
+
+    def set_adapter_state(self, name: str, state: AdapterState) -> Adapter:
+        with self._change(f"adapter_{state}", {"name": name}):
+            self._db.execute("UPDATE adapters SET state = ?, changed_at = ? WHERE name = ?", (state, now(), name))
+        return self.state.adapters[name]
+
+    def set_production(self, route: str, version: str) -> Route:
+        """Make `version` production; the old production becomes the rollback target. A canary or
+        shadow of the new production version has nothing left to test and ends."""
+        current = self.state.routes[route]
+        if version == current.production:
+            return current
+        with self._change("set_production", {"route": route, "version": version, "previous": current.production}):
+            self._write_route(route, version, current.production)
+            self._db.execute("DELETE FROM canaries WHERE route = ? AND candidate = ?", (route, version))
+            self._db.execute("DELETE FROM shadows WHERE route = ? AND candidate = ?", (route, version))
+        return self.state.routes[route]
+
+    def rollback(self, route: str) -> Route:
+        """Swap production and the rollback target (a second rollback undoes the first)."""
+        current = self.state.routes[route]
+        assert current.previous is not None
+        with self._change("rollback", {"route": route, "from": current.production, "to": current.previous}):
+            self._write_route(route, current.previous, current.production)
+        return self.state.routes[route]
+
+    def _write_route(self, route: str, production: str, previous: str | None) -> None:
+        self._db.execute("UPDATE routes SET production = ?, previous = ?, changed_at = ? WHERE name = ?",
+                         (self._enc(production), self._enc(previous), now(), route))
+
+    def set_canary(self, route: str, candidate: str, percent: float, sticky_by: StickyBy) -> Route:
+        with self._change("canary_start", {"route": route, "candidate": candidate, "percent": percent,
+                                           "sticky_by": sticky_by}):
+            self._db.execute("INSERT OR REPLACE INTO canaries VALUES (?, ?, ?, ?, ?)",
+                             (route, candidate, percent, sticky_by, now()))
+        return self.state.routes[route]
+
+    def stop_canary(self, route: str) -> Route:
+        with self._change("canary_stop", {"route": route}):
+            self._db.execute("DELETE FROM canaries WHERE route = ?", (route,))
+        return self.state.routes[route]
+
+    def set_shadow(self, route: str, candidate: str, sample_rate: float) -> Route:
+        with self._change("shadow_start", {"route": route, "candidate": candidate, "sample_rate": sample_rate}):
+            self._db.execute("INSERT OR REPLACE INTO shadows VALUES (?, ?, ?, ?)",
+                             (route, candidate, sample_rate, now()))
+        return self.state.routes[route]
+
+    def stop_shadow(self, route: str) -> Route:
+        with self._change("shadow_stop", {"route": route}):
+            self._db.execute("DELETE FROM shadows WHERE route = ?", (route,))
+        return self.state.routes[route]
+
+    def admin_log(self, limit: int = 100) -> list[dict[str, Any]]:
+        rows = self._db.execute("SELECT * FROM admin_log ORDER BY revision DESC LIMIT ?", (limit,))
+        return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
+
+    # --- request and shadow logs -----------------------------------------------------------
+    # Log rows are buffered and written in one transaction per flush (the app flushes every
+    # second and on shutdown; every read flushes first): one commit per request would cost
+    # more than the rest of the gateway's work for that request. Routing state is never buffered.
+
+    def record_request(self, **row: Any) -> None:
+        """One routed request (the canary split per request)."""
+        self._buffer("requests", {"at": now(), **row})
+
+    def record_shadow(self, **row: Any) -> None:
+        self._buffer("shadow_results", {"at": now(), **row})
+
+    def _buffer(self, table: str, row: dict[str, Any]) -> None:
+        self._pending.append((table, row))
+        if len(self._pending) >= _FLUSH_AT:
+            self.flush()
+
+    def flush(self) -> None:
+        """Write buffered log rows; rows beyond `keep_rows` per table are pruned now and then."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        with self._tx():
+            for table, row in pending:
+                marks = ", ".join("?" for _ in row)
+                self._db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
+        self._written += len(pending)
+        if self._keep and self._written >= _PRUNE_EVERY:
+            self._written = 0
+            with self._tx():
+                for name in ("requests", "shadow_results"):
+                    self._db.execute(f"DELETE FROM {name} WHERE id <= (SELECT MAX(id) FROM {name}) - ?", (self._keep,))
+
+    def requests(self, limit: int = 100) -> list[dict[str, Any]]:
+        self.flush()
+        return [dict(r) for r in self._db.execute("SELECT * FROM requests ORDER BY id DESC LIMIT ?", (limit,))]
+
+    def requests_since(self, route: str, since: str) -> list[dict[str, Any]]:
+        """The route's logged requests at or after `since` (an ISO time in `now()`'s format)."""
+        self.flush()
+        return [dict(r) for r in self._db.execute("SELECT * FROM requests WHERE route = ? AND at >= ? ORDER BY id",
+                                                  (route, since))]
+
+    def shadow_results_since(self, route: str, since: str) -> list[dict[str, Any]]:
+        """The route's stored shadow comparisons at or after `since` (without the answers' text)."""
+        self.flush()
+        columns = ("id, request_id, at, route, endpoint, production, candidate, request_sha256, production_outcome, "
+                   "shadow_outcome, production_tool, shadow_tool, agreement, error, shadow_latency_s")
+        rows = self._db.execute(f"SELECT {columns} FROM shadow_results WHERE route = ? AND at >= ? ORDER BY id",
+                                (route, since))
+        return [dict(r) for r in rows]
+
+    def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        self.flush()
+        query = "SELECT * FROM shadow_results" + (" WHERE route = ?" if route else "") + " ORDER BY id DESC LIMIT ?"
+        args = (route, limit) if route else (limit,)
+        rows = [dict(r) for r in self._db.execute(query, args)]
+        for row in rows:
+            for key in ("production_answer", "shadow_answer"):
+                row[key] = json.loads(row[key]) if row[key] is not None else None
+        return rows
+
+    def shadow_summary(self) -> dict[str, dict[str, int]]:
+        """Stored comparisons per `route/candidate`, counted by agreement level."""
+        self.flush()
+        summary: dict[str, dict[str, int]] = {}
+        rows = self._db.execute("SELECT route, candidate, agreement, COUNT(*) AS n FROM shadow_results "
+                                "GROUP BY route, candidate, agreement")
+        for r in rows:
+            summary.setdefault(f"{r['route']}/{r['candidate']}", {})[r["agreement"]] = r["n"]
+        return summary

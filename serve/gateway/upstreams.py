@@ -1,0 +1,155 @@
+"""The vLLM replicas behind the gateway: one aiohttp pool, health probes, adapter load/unload.
+
+A replica is healthy when `/health` and `/v1/models` answer. A refused connection during a
+request marks it unhealthy at once, so the next request skips it without waiting for the
+next probe; the probe loop (run by the app) brings it back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import aiohttp
+
+from serve.gateway.config import UpstreamConfig
+from serve.gateway.registry import now
+from serve.gateway.router import replica_order
+
+log = logging.getLogger(__name__)
+
+
+class UpstreamCallError(RuntimeError):
+    """An engine refused or failed an admin call (load/unload); the message has the engine's reason."""
+
+    def __init__(self, upstream: str, message: str, status: int | None = None):
+        super().__init__(f"upstream {upstream}: {message}")
+        self.status = status
+
+
+@dataclass
+class Upstream:
+    name: str
+    url: str
+    healthy: bool = False
+    busy: int = 0  # requests in flight through this gateway
+    last_error: str | None = None
+    checked_at: str | None = None
+    models: dict[str, str | None] = field(default_factory=dict)  # served id -> root (adapter path)
+
+    def public(self) -> dict[str, object]:
+        return {"name": self.name, "url": self.url, "healthy": self.healthy, "busy": self.busy,
+                "last_error": self.last_error, "checked_at": self.checked_at, "models": sorted(self.models)}
+
+
+def _error_message(status: int, text: str) -> str:
+    try:
+        body = json.loads(text)
+        message = body.get("error", {}).get("message") or body.get("message") or text
+    except (json.JSONDecodeError, AttributeError):
+        message = text
+    return f"HTTP {status}: {str(message).strip()[:500]}"
+
+
+class UpstreamPool:
+    def __init__(self, configs: Sequence[UpstreamConfig], connect_timeout_s: float, probe_timeout_s: float):
+        self.upstreams = [Upstream(c.name, c.url.rstrip("/")) for c in configs]
+        self.connect_timeout_s = connect_timeout_s
+        self.probe_timeout_s = probe_timeout_s
+        self._turn = itertools.count()
+        self._session: aiohttp.ClientSession | None = None
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        assert self._session is not None, "the pool is not open"
+        return self._session
+
+    async def open(self) -> None:
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024), auto_decompress=False)
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+
+    def healthy(self) -> list[Upstream]:
+        return [u for u in self.upstreams if u.healthy]
+
+    def order(self, key: str | None) -> list[Upstream]:
+        """Healthy replicas in the order to try them for this workspace/session key."""
+        healthy = {u.name: u for u in self.healthy()}
+        busy = {u.name: u.busy for u in healthy.values()}
+        return [healthy[n] for n in replica_order(list(healthy), key, busy, next(self._turn))]
+
+    def mark(self, upstream: Upstream, healthy: bool, error: str | None = None) -> None:
+        if upstream.healthy and not healthy:
+            log.warning("upstream %s is unhealthy: %s", upstream.name, error)
+        elif healthy and not upstream.healthy:
+            log.info("upstream %s is healthy", upstream.name)
+        upstream.healthy = healthy
+        upstream.last_error = error
+
+    def _timeout(self, total: float) -> aiohttp.ClientTimeout:
+        return aiohttp.ClientTimeout(total=total, connect=min(self.connect_timeout_s, total))
+
+    async def probe(self, upstream: Upstream) -> str | None:
+        """Refresh `upstream.models`; returns None when healthy, else what was wrong."""
+        upstream.checked_at = now()
+        try:
+            async with self.session.get(f"{upstream.url}/health", timeout=self._timeout(self.probe_timeout_s)) as resp:
+                if resp.status != 200:
+                    return f"/health answered HTTP {resp.status}"
+            async with self.session.get(f"{upstream.url}/v1/models",
+                                        timeout=self._timeout(self.probe_timeout_s)) as resp:
+                if resp.status != 200:
+                    return f"/v1/models answered HTTP {resp.status}"
+                body = await resp.json(content_type=None)
+            upstream.models = {m["id"]: m.get("root") for m in body["data"]}
+        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError) as exc:
+            return f"{type(exc).__name__}: {exc}".rstrip(": ")
+        return None
+
+    async def load_adapter(self, upstream: Upstream, name: str, path: str, timeout_s: float) -> bool:
+        """Load `name` from `path`; False when the engine already serves that name from that path.
+
+        The same name from another path is refused: loading it would serve other weights under
+        a name the engine (and its prefix cache) already knows.
+        """
+        error = await self.probe(upstream)
+        if error is not None:
+            raise UpstreamCallError(upstream.name, error)
+        if name in upstream.models:
+            if upstream.models[name] == path:
+                return False
+            raise UpstreamCallError(upstream.name, f"already serves {name!r} from {upstream.models[name]!r}", 409)
+        await self._post(upstream, "/v1/load_lora_adapter", {"lora_name": name, "lora_path": path}, timeout_s)
+        upstream.models[name] = path
+        return True
+
+    async def unload_adapter(self, upstream: Upstream, name: str, timeout_s: float) -> None:
+        try:
+            await self._post(upstream, "/v1/unload_lora_adapter", {"lora_name": name}, timeout_s)
+        except UpstreamCallError as exc:
+            if exc.status != 404:  # already gone is what we wanted
+                raise
+        upstream.models.pop(name, None)
+
+    async def _post(self, upstream: Upstream, path: str, body: dict[str, str], timeout_s: float) -> None:
+        try:
+            async with self.session.post(f"{upstream.url}{path}", json=body, timeout=self._timeout(timeout_s)) as resp:
+                text = await resp.text()
+                if resp.status != 200:
+                    raise UpstreamCallError(upstream.name, _error_message(resp.status, text), resp.status)
+        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+            raise UpstreamCallError(upstream.name, f"{type(exc).__name__}: {exc}".rstrip(": ")) from exc
+
+    async def metrics_text(self, upstream: Upstream, timeout_s: float) -> str | None:
+        """The engine's own Prometheus text, or None when it cannot be read now."""
+        try:
+            async with self.session.get(f"{upstream.url}/metrics", timeout=self._timeout(timeout_s)) as resp:
+                return await resp.text() if resp.status == 200 else None
+        except (aiohttp.ClientError, asyncio.TimeoutError):
+            return None

@@ -1,0 +1,58 @@
+"""The demo's trained adapters are built once and rebuilt only for the arm whose data changed."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import demo.adapters as adapters_mod
+from core.records import Answer, TrainingExample
+from demo.adapters import build_demo_adapters
+from serve.engine.train import MARKER, TrainReport
+from tests.serve.engine.test_train import example
+
+
+def test_build_demo_trains_once_and_again_only_when_the_data_changes(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[tuple[str, int]] = []
+
+    def fake_train(model_dir: Path, examples: list[TrainingExample], out_dir: Path, **kw: Any) -> TrainReport:
+        calls.append((kw["label"], len(examples)))
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "adapter_config.json").write_text("{}")
+        return TrainReport(examples=len(examples), skipped_too_long=0, answer_tokens=1, steps=1, epochs=1,
+                           batch_size=1, seed=kw["seed"], rank=16, alpha=32, lr=1e-3, max_len=8, threads=1,
+                           seconds=0.0, cpu_seconds=0.0, epoch_losses=[1.0], step_losses=[1.0])
+
+    monkeypatch.setattr(adapters_mod, "train_adapter", fake_train)
+    monkeypatch.setattr(adapters_mod, "DEMO_EXAMPLES", 12)
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    demo = tmp_path / "demo"
+    demo.mkdir()
+    strata = ["verified_recovery", "clean_trajectory_action", "verified_action"] * 8
+    pool = [example(i, s) for i, s in enumerate(strata)]
+    (demo / "train.jsonl").write_text("".join(e.model_dump_json() + "\n" for e in pool))
+    cache = tmp_path / "cache"
+    (cache / "adapters/.demo-mix-s0-killed").mkdir(parents=True)
+
+    built = build_demo_adapters(demo, cache, model_dir=model)
+    assert built == {"recovery": cache / "adapters/demo-recovery-s0", "mix": cache / "adapters/demo-mix-s0"}
+    assert [label for label, _ in calls] == ["demo-recovery-s0", "demo-mix-s0"]
+    marker = json.loads((built["recovery"] / MARKER).read_text())
+    assert marker["strata"] == {"verified_recovery": 8}
+    assert set(json.loads((built["mix"] / MARKER).read_text())["strata"].values()) == {4}
+
+    assert build_demo_adapters(demo, cache, model_dir=model) == built
+    assert len(calls) == 2, "a second build with the same data trains nothing"
+
+    changed = [e.model_copy(update={"answer": Answer(tool="finalize_invoice", arguments={"invoice_id": "X"})})
+               if e.stratum == "clean_trajectory_action" else e for e in pool]
+    (demo / "train.jsonl").write_text("".join(e.model_dump_json() + "\n" for e in changed))
+    build_demo_adapters(demo, cache, model_dir=model)
+    assert [label for label, _ in calls[2:]] == ["demo-mix-s0"], "only the arm whose examples changed"
+    assert not list((cache / "adapters").glob(".*")), "no staging directory left behind"

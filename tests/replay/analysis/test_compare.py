@@ -1,0 +1,215 @@
+"""Paired comparison of two arms: 001's E13 numbers end to end, run-dir reading, errors, taint."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record
+
+from replay.analysis.compare import (
+    ALL_POSITIVE,
+    Comparison,
+    ResultsError,
+    compare,
+    compare_run,
+    format_comparison,
+    load_results,
+)
+from replay.memory.ledger import RuleRef
+from core.records import ResultRecord
+
+
+def write_run(run_dir: Path, records: list[ResultRecord]) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    return run_dir
+
+
+@pytest.fixture(scope="module")
+def q_only() -> Comparison:
+    return compare(e13_results(), BASE, Q_ONLY)
+
+
+@pytest.mark.parametrize(
+    ("scope", "n", "base", "cand", "wins", "losses"),
+    [
+        ("verified_recovery", 73, 31, 38, 7, 0),
+        ("clean_trajectory_action", 73, 49, 45, 3, 7),
+        ("verified_action", 118, 58, 58, 4, 4),
+        (ALL_POSITIVE, 264, 138, 141, 14, 11),
+        ("training_sanity", 60, 34, 38, 5, 1),
+    ],
+)
+def test_e13_q_only_joint_correctness_per_stratum(q_only: Comparison, scope, n, base, cand, wins, losses) -> None:
+    s = q_only.row("joint", scope).stats
+    assert (s.n, s.baseline_correct, s.candidate_correct, s.wins, s.losses) == (n, base, cand, wins, losses)
+    assert s.points == pytest.approx(100 * (cand - base) / n)
+
+
+def test_e13_q_only_p_values_are_the_papers(q_only: Comparison) -> None:
+    assert q_only.row("joint", "verified_recovery").stats.p_value == 0.015625
+    assert q_only.row("joint", "clean_trajectory_action").stats.p_value == 0.34375
+    assert q_only.row("joint", ALL_POSITIVE).stats.p_value == pytest.approx(0.69, abs=0.005)
+    assert q_only.row("joint", ALL_POSITIVE).stats.points == pytest.approx(1.14, abs=0.005)  # E6: +1.14 points
+
+
+def test_e13_q_only_all_positives_leave_out_training_sanity_and_known_failure(q_only: Comparison) -> None:
+    held_out = ("verified_recovery", "clean_trajectory_action", "verified_action")
+    strata_n = sum(q_only.row("joint", s).stats.n for s in held_out)
+    assert q_only.row("joint", ALL_POSITIVE).stats.n == strata_n == 264
+    assert q_only.decisions == 484
+
+
+@pytest.mark.parametrize(("scope", "correct"), [("verified_recovery", 61), ("clean_trajectory_action", 54),
+                                                ("verified_action", 89), (ALL_POSITIVE, 204)])
+def test_e13_q_only_tool_choice_is_unchanged(q_only: Comparison, scope: str, correct: int) -> None:
+    s = q_only.row("tool", scope).stats
+    assert (s.baseline_correct, s.candidate_correct, s.wins, s.losses, s.p_value) == (correct, correct, 0, 0, 1.0)
+
+
+def test_e13_known_failure_exact_repeats(q_only: Comparison) -> None:
+    s = q_only.repeat("exact").stats
+    assert (s.n, s.baseline_repeats, s.candidate_repeats, s.fixes, s.regressions) == (160, 32, 24, 9, 1)
+    assert s.p_value == 0.021484375
+    assert s.relative_reduction == pytest.approx(0.25)
+    assert (q_only.repeat("tool").stats.baseline_repeats, q_only.repeat("tool").stats.candidate_repeats) == (122, 114)
+
+
+def test_e13_mixed_arm_matches_the_paper() -> None:
+    mixed = compare(e13_results(ARMS), BASE, MIXED)
+    recovery, clean = mixed.row("joint", "verified_recovery").stats, mixed.row("joint", "clean_trajectory_action").stats
+    everything = mixed.row("joint", ALL_POSITIVE).stats
+    assert (recovery.candidate_correct, recovery.wins, recovery.losses) == (36, 7, 2)
+    assert recovery.p_value == pytest.approx(0.18, abs=0.005)
+    assert (clean.candidate_correct, clean.wins, clean.losses) == (46, 5, 8)
+    assert clean.p_value == pytest.approx(0.58, abs=0.005)
+    assert (everything.baseline_correct, everything.candidate_correct) == (138, 139)
+    assert (everything.wins, everything.losses) == (17, 16)
+
+
+def test_number_of_comparisons_counts_every_row(q_only: Comparison) -> None:
+    # joint and tool on four strata and all positives, plus three repeat levels
+    assert q_only.comparisons_made == 2 * 5 + 3 == len(q_only.correctness) + len(q_only.repeats)
+
+
+def test_text_table_in_the_style_of_table_1(q_only: Comparison) -> None:
+    text = format_comparison(q_only)
+    recovery = next(line for line in text.splitlines() if line.startswith("verified_recovery, joint (73)"))
+    assert recovery.split()[3:5] == ["31", "38"] and "+7 / −0, p = 0.0156" in recovery and "+9.59" in recovery
+    repeats = next(line for line in text.splitlines() if line.startswith("known_failure, exact repeats (160)"))
+    assert "32 (20%)" in repeats and "24 (15%)" in repeats and "9 fixes / 1 regression, p = 0.0215" in repeats
+    assert "all positives, joint (264)" in text and "+14 / −11, p = 0.6900" in text
+    assert "13 paired tests" in text and "uncorrected" in text
+
+
+def test_json_round_trip(q_only: Comparison) -> None:
+    data = json.loads(q_only.model_dump_json())
+    assert data["correctness"][0]["stats"]["p_value"] == 0.015625
+    assert Comparison.model_validate(data) == q_only
+
+
+def test_breakdowns_partition_the_held_out_positives() -> None:
+    records = e13_results()
+    for by in ("workspace", "cluster", "tool"):
+        comparison = compare(records, BASE, Q_ONLY, by=by)
+        joint = [r for r in comparison.breakdown if r.measure == "joint"]
+        assert sum(r.stats.n for r in joint) == 264
+        assert sum(r.stats.wins for r in joint) == 14 and sum(r.stats.losses for r in joint) == 11
+        assert comparison.comparisons_made == 13 + len(comparison.breakdown)
+    by_tool = compare(records, BASE, Q_ONLY, by="tool")
+    assert {r.scope for r in by_tool.breakdown} == {"search_invoices", "send_email", "create_ticket", "update_record"}
+
+
+def test_unknown_breakdown_is_an_error() -> None:
+    with pytest.raises(ResultsError, match="unknown breakdown 'model'"):
+        compare(e13_results(), BASE, Q_ONLY, by="model")  # type: ignore[arg-type]
+
+
+def test_arms_with_different_decisions_name_the_missing_ids() -> None:
+    dropped = {"verified_action-007", "known_failure-100"}
+    records = [r for r in e13_results() if not (r.arm == Q_ONLY and r.decision_id in dropped)]
+    with pytest.raises(ResultsError) as err:
+        compare(records, BASE, Q_ONLY)
+    assert "missing from 'q-only': known_failure-100, verified_action-007" in str(err.value)
+
+
+def test_an_unknown_arm_lists_the_arms_present() -> None:
+    with pytest.raises(ResultsError, match=r"no results for arm 'nope' \(arms in these results: base, q-only\)"):
+        compare(e13_results(), BASE, "nope")
+
+
+def test_tainted_rule_marks_only_the_rows_whose_results_carried_it() -> None:
+    records = e13_results(rules={"verified_recovery-040": ["lc:anchor"], "clean_trajectory_action-001": ["lc:fine"]})
+    comparison = compare(records, BASE, Q_ONLY, tainted={"lc:anchor"})
+    assert comparison.row("joint", "verified_recovery").tainted_results == 2  # both arms carried it
+    assert comparison.row("joint", ALL_POSITIVE).tainted_results == 2
+    assert comparison.row("joint", "clean_trajectory_action").tainted_results == 0
+    assert comparison.tainted_rule_ids == ["lc:anchor"]
+    text = format_comparison(comparison)
+    assert "verified_recovery, joint (73) †" in text and "disputed rule(s) lc:anchor" in text
+    assert "clean_trajectory_action, joint (73) †" not in text
+
+
+def test_tainted_rule_ref_applies_only_in_its_workspace() -> None:
+    records = e13_results(rules={"verified_recovery-040": ["lc:anchor"]})
+    workspace = next(r.workspace for r in records if r.decision_id == "verified_recovery-040")
+    assert compare(records, BASE, Q_ONLY, tainted={RuleRef(workspace, "lc:anchor")}).tainted_results == 2
+    assert compare(records, BASE, Q_ONLY, tainted={RuleRef("ws-elsewhere", "lc:anchor")}).tainted_results == 0
+
+
+def test_overhead_from_usage_and_latency() -> None:
+    records = [
+        positive_record(arm, "verified_action", f"d-{i}", i, True, True, tokens=tokens, latency_s=latency)
+        for i in range(4)
+        for arm, tokens, latency in ((BASE, 100, 1.0), (Q_ONLY, 112, 1.25))
+    ]
+    cost = compare(records, BASE, Q_ONLY).overhead
+    assert cost.token_ratio == pytest.approx(1.12)
+    assert cost.latency_ratio == pytest.approx(1.25)
+    assert cost.p50_latency_ratio == pytest.approx(1.25)
+
+
+def test_suite_defined_strata_count_among_the_positives() -> None:
+    records = e13_results() + [
+        positive_record(arm, "policy_lookup", f"policy-{i}", i, joint, True)
+        for i in range(3)
+        for arm, joint in ((BASE, False), (Q_ONLY, True))
+    ]
+    comparison = compare(records, BASE, Q_ONLY)
+    assert comparison.row("joint", "policy_lookup").stats.wins == 3
+    assert comparison.row("joint", ALL_POSITIVE).stats.n == 267
+
+
+def test_compare_run_reads_results_jsonl(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", e13_results())
+    assert compare_run(run, BASE, Q_ONLY) == compare(e13_results(), BASE, Q_ONLY)
+    assert len(load_results(run)) == 2 * 484
+
+
+def test_load_results_reports_a_bad_line_with_file_and_line(tmp_path: Path) -> None:
+    records = e13_results()[:3]
+    run = write_run(tmp_path / "run", records)
+    results = run / "results.jsonl"
+    lines = results.read_text().splitlines()
+    results.write_text("\n".join([lines[0], "", lines[1], "{not json"]) + "\n")
+    with pytest.raises(ResultsError, match=r"results\.jsonl:4: "):
+        load_results(run)
+    broken = json.loads(lines[1])
+    del broken["parsed"]
+    results.write_text("\n".join([lines[0], json.dumps(broken)]) + "\n")
+    with pytest.raises(ResultsError, match=r"results\.jsonl:2: parsed: Field required"):
+        load_results(run)
+
+
+def test_load_results_refuses_a_duplicate_arm_and_decision(tmp_path: Path) -> None:
+    record = e13_results()[0]
+    run = write_run(tmp_path / "run", [record, record])
+    with pytest.raises(ResultsError, match=r"results\.jsonl:2: second result .* \(first at line 1\)"):
+        load_results(run)
+
+
+def test_load_results_names_a_missing_run(tmp_path: Path) -> None:
+    with pytest.raises(ResultsError, match="not found"):
+        load_results(tmp_path / "nowhere")

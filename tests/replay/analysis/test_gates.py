@@ -1,0 +1,455 @@
+"""Pre-registered gates: 001's S1 verdict, policy validation, every condition kind, verdict files."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from tests.support.e13 import BASE, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, known_failure_record, positive_record
+
+from replay.analysis.compare import compare
+from replay.analysis.gates import (
+    CONDITION_KINDS,
+    GateError,
+    Status,
+    Verdict,
+    evaluate,
+    evaluate_gate,
+    format_verdict,
+    load_policy,
+    read_verdict,
+    write_verdict,
+)
+from core.keyset import key_set
+from core.records import ResultRecord
+
+ROOT = Path(__file__).resolve().parents[3]
+SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
+PRODUCTION = ROOT / "configs" / "gates" / "production-candidate.toml"
+CANDIDATE = "strong"
+# (baseline, candidate) outcomes of one evidence item
+BOTH, WIN, LOSS, NEITHER = (True, True), (False, True), (True, False), (False, False)
+
+
+def write_run(run_dir: Path, records: list[ResultRecord]) -> Path:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    return run_dir
+
+
+def write_json(path: Path, data: object) -> Path:
+    path.write_text(json.dumps(data), encoding="utf-8")
+    return path
+
+
+def outcomes(measure: str, pairs: list[tuple[bool, bool]], candidate: str | None = None) -> dict:
+    items = [{"id": f"t{i}", "baseline": b, "candidate": c} for i, (b, c) in enumerate(pairs)]
+    return {"measure": measure, "items": items} | ({"candidate": candidate} if candidate else {})
+
+
+def outcomes_file(path: Path, measure: str, pairs: list[tuple[bool, bool]], candidate: str | None = None) -> Path:
+    return write_json(path, outcomes(measure, pairs, candidate))
+
+
+def canary(errors: int, requests: int = 200, adapter: str | None = CANDIDATE) -> dict:
+    return {"adapter": adapter, "control": {"requests": 1000, "errors": 5, "anomalies": 9},
+            "canary": {"requests": requests, "errors": errors, "anomalies": 1}}
+
+
+def registry(loaded: list[str]) -> dict:
+    return {"production": CANDIDATE, "rollback_target": "recovery-v1", "loaded": loaded}
+
+
+def condition(kind: str, **params: object) -> str:
+    """One `[[conditions]]` table with id "c"."""
+    lines = ["[[conditions]]", 'id = "c"', f'kind = "{kind}"', 'description = "d"']
+    lines += [f"{name} = {json.dumps(value)}" for name, value in params.items()]
+    return "\n".join(lines) + "\n"
+
+
+def policy_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "policy.toml"
+    path.write_text('name = "test"\nversion = "1"\n' + body, encoding="utf-8")
+    return path
+
+
+# ── the seed's verdict ──────────────────────────────────────────────────────
+
+
+def test_serious_candidate_gate_on_s1_says_what_001_says() -> None:
+    """001 §6: S1 passed the second and third conditions, failed the first and fifth, and was
+    not run against the rest; so it was rejected."""
+    verdict = evaluate(load_policy(SERIOUS), compare(e13_results(), BASE, Q_ONLY))
+    statuses = {c.id: c.status for c in verdict.conditions}
+    assert statuses == {
+        "paired-gain": Status.FAIL,
+        "repeat-reduction": Status.PASS,
+        "targeted-ci": Status.PASS,
+        "critical-failures": Status.NOT_RUN,
+        "clean-non-inferiority": Status.FAIL,
+        "unsupported-completion": Status.NOT_RUN,
+        "isolated-replay-completion": Status.NOT_RUN,
+        "overhead": Status.NOT_RUN,
+        "confirmation-run": Status.NOT_RUN,
+    }
+    assert verdict.passed is False
+    evidence = {c.id: c.evidence for c in verdict.conditions}
+    gain = evidence["paired-gain"]
+    assert gain["points"] == pytest.approx(1.14, abs=0.005)  # E6: +1.14, below +5
+    assert (gain["wins"], gain["losses"], gain["n"]) == (14, 11, 264)
+    assert evidence["repeat-reduction"]["relative_reduction"] == pytest.approx(0.25)  # Table 1: pass (25%)
+    assert evidence["repeat-reduction"]["p_value"] == 0.021484375
+    assert evidence["targeted-ci"]["scope"] == "verified_recovery" and evidence["targeted-ci"]["ci_low"] > 0
+    assert evidence["targeted-ci"]["p_value"] == 0.015625
+    assert evidence["clean-non-inferiority"]["points"] == pytest.approx(-5.5, abs=0.05)  # "about −5.5"
+
+
+def test_format_verdict_names_every_condition_and_the_decision() -> None:
+    verdict = evaluate(load_policy(SERIOUS), compare(e13_results(), BASE, Q_ONLY))
+    text = format_verdict(verdict)
+    assert "REJECTED (2 pass, 2 fail, 5 not run)" in text
+    for result in verdict.conditions:
+        assert result.id in text
+    assert "no evidence 'confirmation' given" in text
+    assert "+14/−11, p = 0.6900" in text
+
+
+# ── policies ────────────────────────────────────────────────────────────────
+
+
+def test_shipped_policies_have_the_conditions_of_001() -> None:
+    serious, production = load_policy(SERIOUS), load_policy(PRODUCTION)
+    assert len(serious.conditions) == 9 and len(production.conditions) == 6
+    assert [c.kind for c in production.conditions] == [
+        "quantisation_survives", "fresh_chronological", "isolated_live_replay",
+        "shadow_improves", "canary_no_regression", "rollback_ready",
+    ]
+    targeted = next(c for c in serious.conditions if c.kind == "targeted_ci")
+    assert targeted.stratum == "verified_recovery"
+
+
+def test_every_kind_of_the_registry_is_used_by_a_shipped_policy() -> None:
+    used = {c.kind for path in (SERIOUS, PRODUCTION) for c in load_policy(path).conditions}
+    assert used == set(CONDITION_KINDS)
+
+
+def test_unknown_kind_is_rejected_with_the_known_kinds(tmp_path: Path) -> None:
+    path = policy_file(tmp_path, condition("vibes"))
+    with pytest.raises(GateError) as err:
+        load_policy(path)
+    message = str(err.value)
+    assert "condition 'c': unknown kind 'vibes'" in message and "paired_gain" in message and str(path) in message
+
+
+def test_unknown_parameter_is_rejected(tmp_path: Path) -> None:
+    with pytest.raises(GateError) as err:
+        load_policy(policy_file(tmp_path, condition("paired_gain", min_point=5)))
+    assert "condition 'c' (kind paired_gain): unknown parameter 'min_point'" in str(err.value)
+    assert "missing parameter 'min_points'" in str(err.value)
+
+
+def test_unknown_stratum_is_rejected_unless_the_policy_declares_it(tmp_path: Path) -> None:
+    body = condition("targeted_ci", stratum="policy_lookup")
+    with pytest.raises(GateError, match="condition 'c': unknown stratum 'policy_lookup' in stratum"):
+        load_policy(policy_file(tmp_path, body))
+    declared = load_policy(policy_file(tmp_path, 'extra_strata = ["policy_lookup"]\n' + body))
+    assert declared.conditions[0].stratum == "policy_lookup"
+
+
+def test_all_positive_is_a_scope_but_not_a_stratum(tmp_path: Path) -> None:
+    body = condition("repeat_reduction", stratum="all_positive", min_relative_reduction=0.2)
+    with pytest.raises(GateError, match="unknown stratum 'all_positive'"):
+        load_policy(policy_file(tmp_path, body))
+
+
+def test_policy_problems_are_reported_clearly(tmp_path: Path) -> None:
+    with pytest.raises(GateError, match="condition ids must be unique: c"):
+        load_policy(policy_file(tmp_path, condition("rollback_ready") * 2))
+    with pytest.raises(GateError, match="unknown policy field 'threshold'"):
+        load_policy(policy_file(tmp_path, "threshold = 3\n" + condition("rollback_ready")))
+    with pytest.raises(GateError, match="invalid TOML"):
+        load_policy(policy_file(tmp_path, "[[conditions]\n"))
+    with pytest.raises(GateError, match="missing kind"):
+        load_policy(policy_file(tmp_path, '[[conditions]]\nid = "a"\ndescription = "d"\n'))
+    with pytest.raises(GateError, match="cannot read policy"):
+        load_policy(tmp_path / "absent.toml")
+
+
+# ── a candidate that passes ─────────────────────────────────────────────────
+
+
+def strong_records(arm: str = CANDIDATE, gain: int = 10, tokens: int = 110, latency: float = 1.1) -> list[ResultRecord]:
+    """20 each: recovery 5 → 5 + gain, clean 15 → 15, verified_action 10 → 14; known-failure repeats 10 → 2."""
+    records = []
+    for name, arm_tokens, arm_latency in ((BASE, 100, 1.0), (arm, tokens, latency)):
+        is_base = name == BASE
+        cost = {"tokens": arm_tokens, "latency_s": arm_latency}
+        for stratum, base_correct, cand_correct in (
+            ("verified_recovery", 5, 5 + gain), ("clean_trajectory_action", 15, 15), ("verified_action", 10, 14),
+        ):
+            correct = base_correct if is_base else cand_correct
+            records += [
+                positive_record(name, stratum, f"{stratum}-{i}", i, i < correct, True, **cost) for i in range(20)
+            ]
+        repeats = 10 if is_base else 2
+        records += [
+            known_failure_record(name, f"kf-{i}", i, dict.fromkeys(("tool", "shape", "exact"), i < repeats), **cost)
+            for i in range(20)
+        ]
+    return records
+
+
+@pytest.fixture
+def serious_evidence(tmp_path: Path) -> dict[str, Path]:
+    same = [BOTH] * 8 + [NEITHER] * 2
+    return {
+        "critical_failures": outcomes_file(tmp_path / "critical.json", "critical_failure", [NEITHER] * 9 + [BOTH]),
+        "unsupported_completion": outcomes_file(tmp_path / "u.json", "unsupported_completion", [LOSS] + same[1:]),
+        "isolated_replay": outcomes_file(tmp_path / "isolated.json", "task_completed", same, candidate=CANDIDATE),
+        "confirmation": write_run(tmp_path / "confirmation", strong_records(gain=8)),
+    }
+
+
+def test_a_strong_candidate_with_all_evidence_passes(tmp_path: Path, serious_evidence: dict[str, Path]) -> None:
+    run = write_run(tmp_path / "run", strong_records())
+    verdict = evaluate_gate(SERIOUS, run, BASE, CANDIDATE, serious_evidence)
+    assert {c.status for c in verdict.conditions} == {Status.PASS}, format_verdict(verdict)
+    assert len(verdict.conditions) == 9 and verdict.passed
+    assert "PASSED (9 pass, 0 fail, 0 not run)" in format_verdict(verdict)
+    assert verdict.policy_sha256 and verdict.run_dir == str(run)
+
+
+def test_one_not_run_condition_blocks_the_gate(tmp_path: Path, serious_evidence: dict[str, Path]) -> None:
+    run = write_run(tmp_path / "run", strong_records())
+    del serious_evidence["critical_failures"]
+    verdict = evaluate_gate(SERIOUS, run, BASE, CANDIDATE, serious_evidence)
+    assert verdict.status("critical-failures") is Status.NOT_RUN and not verdict.passed
+
+
+def evaluate_one(
+    body: str, tmp_path: Path, records: list[ResultRecord], evidence: dict[str, Path] | None = None
+) -> tuple[Status, str]:
+    verdict = evaluate(load_policy(policy_file(tmp_path, body)), compare(records, BASE, CANDIDATE), evidence)
+    (result,) = verdict.conditions
+    return result.status, result.reason
+
+
+def test_new_critical_failure_fails(tmp_path: Path) -> None:
+    items = outcomes("critical_failure", [NEITHER, WIN])
+    items["items"][1]["category"] = "privacy"
+    evidence = {"critical_failures": write_json(tmp_path / "c.json", items)}
+    status, reason = evaluate_one(condition("no_new_critical_failures"), tmp_path, strong_records(), evidence)
+    assert status is Status.FAIL and "1 new critical failure(s) in 2 checks: t1" in reason
+
+
+def test_unsupported_completion_increase_fails(tmp_path: Path) -> None:
+    evidence = {"unsupported_completion": outcomes_file(tmp_path / "u.json", "unsupported_completion", [WIN, NEITHER])}
+    status, reason = evaluate_one(condition("no_unsupported_completion_increase"), tmp_path, strong_records(), evidence)
+    assert status is Status.FAIL and "0 → 1 of 2" in reason
+
+
+def test_isolated_replay_regression_fails(tmp_path: Path) -> None:
+    evidence = {"isolated_replay": outcomes_file(tmp_path / "i.json", "task_completed", [LOSS, BOTH])}
+    status, reason = evaluate_one(condition("isolated_replay_completion"), tmp_path, strong_records(), evidence)
+    assert status is Status.FAIL and "2 → 1 of 2" in reason
+
+
+@pytest.mark.parametrize(
+    ("content", "reason"),
+    [
+        (None, "does not exist"),
+        ("{not json", "Invalid JSON"),
+        (outcomes("task_completed", [BOTH]), "measures 'task_completed', this condition needs 'critical_failure'"),
+        (outcomes("critical_failure", [BOTH], candidate="other"), "is for candidate 'other'"),
+        ({"measure": "critical_failure", "items": []}, "has no items"),
+        (
+            {"measure": "critical_failure", "items": [{"id": "a", "baseline": True}]},
+            "items.0.candidate: Field required",
+        ),
+    ],
+)
+def test_unusable_evidence_is_not_run_with_the_reason(tmp_path: Path, content: object, reason: str) -> None:
+    path = tmp_path / "evidence.json"
+    if content is not None:
+        path.write_text(content if isinstance(content, str) else json.dumps(content))
+    evidence = {"critical_failures": path}
+    status, text = evaluate_one(condition("no_new_critical_failures"), tmp_path, strong_records(), evidence)
+    assert status is Status.NOT_RUN and reason in text
+
+
+OVERHEAD = condition("overhead", max_token_overhead=0.15, max_latency_overhead=0.15)
+
+
+def test_overhead_within_limits_passes_and_beyond_fails(tmp_path: Path) -> None:
+    assert evaluate_one(OVERHEAD, tmp_path, strong_records(tokens=115, latency=1.15))[0] is Status.PASS
+    status, reason = evaluate_one(OVERHEAD, tmp_path, strong_records(tokens=130))
+    assert status is Status.FAIL and "tokens over the limit" in reason and "no compensation" in reason
+
+
+def test_overhead_beyond_limits_passes_with_compensating_quality(tmp_path: Path) -> None:
+    body = OVERHEAD + "compensating_min_points = 5.0\n"
+    assert evaluate_one(body, tmp_path, strong_records(tokens=130))[0] is Status.PASS  # +23.3 points
+    assert evaluate_one(body, tmp_path, strong_records(gain=-2, tokens=130))[0] is Status.FAIL  # +3.3 points
+
+
+def test_overhead_without_measurements_is_not_run(tmp_path: Path) -> None:
+    records = [r.model_copy(update={"arm": CANDIDATE}) if r.arm == Q_ONLY else r for r in e13_results()]
+    status, reason = evaluate_one(OVERHEAD, tmp_path, records)
+    assert status is Status.NOT_RUN and "no completion-token or latency measurements" in reason
+
+
+def test_confirmation_run_that_does_not_reproduce_fails(tmp_path: Path) -> None:
+    body = condition("confirmation_run", min_points=5.0)
+    weak = {"confirmation": write_run(tmp_path / "weak", strong_records(gain=-2))}
+    status, reason = evaluate_one(body, tmp_path, strong_records(), weak)
+    assert status is Status.FAIL and "all_positive joint: 30 → 32 of 60" in reason
+    renamed = {"confirmation": write_run(tmp_path / "other", strong_records(arm="x"))}
+    status, reason = evaluate_one(body, tmp_path, strong_records(), renamed)
+    assert status is Status.NOT_RUN and "no results for arm 'strong'" in reason
+
+
+def test_unused_evidence_is_reported(tmp_path: Path) -> None:
+    verdict = evaluate(load_policy(SERIOUS), compare(e13_results(), BASE, Q_ONLY), {"confirmaton": tmp_path})
+    assert verdict.unused_evidence == ["confirmaton"]
+    assert "used by no condition: confirmaton" in format_verdict(verdict)
+
+
+def test_tainted_results_mark_the_conditions_that_rest_on_them() -> None:
+    records = e13_results(rules={"verified_recovery-035": ["lc:disputed"]})
+    comparison = compare(records, BASE, Q_ONLY, tainted={"lc:disputed"})
+    verdict = evaluate(load_policy(SERIOUS), comparison, tainted={"lc:disputed"})
+    assert {c.id for c in verdict.conditions if c.tainted_rule_ids} == {"paired-gain", "targeted-ci"}
+    assert verdict.tainted_rule_ids == ["lc:disputed"]
+    assert "† rests on results that carried disputed rule(s) lc:disputed" in format_verdict(verdict)
+
+
+# ── production conditions ───────────────────────────────────────────────────
+
+
+def write_suite(path: Path, records: list[ResultRecord], captured_at: str) -> Path:
+    path.mkdir(parents=True)
+    (path / "suite.toml").write_text('name = "fresh"\nversion = "1"\ncreated = 2026-10-01T00:00:00Z\n')
+    tools = [{"type": "function", "function": {"name": t, "parameters": {"type": "object"}}} for t in TOOLS]
+    lines = []
+    for record in (r for r in records if r.arm == BASE):
+        decision = {
+            "id": record.decision_id, "stratum": record.stratum, "cluster": record.cluster,
+            "workspace": record.workspace, "session": f"s-{record.decision_id}", "captured_at": captured_at,
+            "request": {"messages": [{"role": "user", "content": f"task {record.decision_id}"}], "tools": tools},
+        }
+        if record.target_tool is not None:
+            decision["target"] = {"tool": record.target_tool, "arg_keys": sorted(key_set(TARGET_ARGUMENTS))}
+        else:
+            decision["failed_action"] = {"tool": "refund_invoice", "arg_keys": ["amount", "invoice_id"]}
+        lines.append(json.dumps(decision))
+    (path / "decisions.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def production_evidence(tmp_path: Path) -> dict[str, Path]:
+    fresh_records = strong_records(gain=6)
+    shadow = [BOTH] * 80 + [WIN] * 15 + [LOSS] * 5
+    return {
+        "quantised": write_run(tmp_path / "quantised", strong_records(gain=9)),
+        "fresh": write_run(tmp_path / "fresh", fresh_records),
+        "fresh_suite": write_suite(tmp_path / "fresh-suite", fresh_records, "2026-10-02T09:00:00Z"),
+        "isolated_live_replay": outcomes_file(tmp_path / "live.json", "live_replay_passed", [BOTH] * 19 + [WIN]),
+        "shadow": outcomes_file(tmp_path / "shadow.json", "correct", shadow),
+        "canary": write_json(tmp_path / "canary.json", canary(errors=1)),
+        "registry": write_json(tmp_path / "registry.json", registry(["recovery-v1", CANDIDATE])),
+    }
+
+
+def production_verdict(tmp_path: Path, evidence: dict[str, Path] | None = None) -> Verdict:
+    return evaluate_gate(PRODUCTION, write_run(tmp_path / "run", strong_records()), BASE, CANDIDATE, evidence)
+
+
+def test_production_gate_passes_with_all_evidence(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
+    verdict = production_verdict(tmp_path, production_evidence)
+    assert verdict.passed, format_verdict(verdict)
+
+
+def test_production_gate_without_evidence_is_not_run(tmp_path: Path) -> None:
+    verdict = production_verdict(tmp_path)
+    assert {c.status for c in verdict.conditions} == {Status.NOT_RUN} and not verdict.passed
+
+
+def production_status(tmp_path: Path, evidence: dict[str, Path], condition_id: str) -> tuple[Status, str]:
+    result = next(c for c in production_verdict(tmp_path, evidence).conditions if c.id == condition_id)
+    return result.status, result.reason
+
+
+def test_quantisation_that_loses_the_gain_fails(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
+    production_evidence["quantised"] = write_run(tmp_path / "q2", strong_records(gain=6))  # +16.7 vs +23.3 points
+    status, reason = production_status(tmp_path, production_evidence, "quantisation-survives")
+    assert status is Status.FAIL and "drop from high precision +6.67 points" in reason
+
+
+def test_fresh_decisions_captured_before_the_cutoff_fail(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
+    stale = write_suite(tmp_path / "stale-suite", strong_records(gain=6), "2026-09-01T00:00:00Z")
+    production_evidence["fresh_suite"] = stale
+    status, reason = production_status(tmp_path, production_evidence, "fresh-chronological")
+    assert status is Status.FAIL and "captured on or before 2026-09-20" in reason
+
+
+def test_fresh_run_without_its_suite_is_not_run(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
+    del production_evidence["fresh_suite"]
+    status, reason = production_status(tmp_path, production_evidence, "fresh-chronological")
+    assert status is Status.NOT_RUN and "no evidence 'fresh_suite' given" in reason
+
+
+def test_canary_regression_fails_and_a_small_canary_is_not_run(
+    tmp_path: Path, production_evidence: dict[str, Path]
+) -> None:
+    production_evidence["canary"] = write_json(tmp_path / "c.json", canary(errors=4, adapter=None))
+    status, reason = production_status(tmp_path, production_evidence, "canary-no-regression")
+    assert status is Status.FAIL and "errors 0.50% → 2.00%" in reason
+    production_evidence["canary"] = write_json(tmp_path / "c.json", canary(errors=0, requests=20))
+    assert production_status(tmp_path, production_evidence, "canary-no-regression")[0] is Status.NOT_RUN
+
+
+def test_canary_anomalies_are_rated_over_the_tool_results_observed(
+    tmp_path: Path, production_evidence: dict[str, Path]
+) -> None:
+    evidence = canary(errors=0)
+    evidence["control"] |= {"anomalies": 9, "outcomes": 300}  # 3.00% of observed results
+    evidence["canary"] |= {"anomalies": 2, "outcomes": 50}  # 4.00%: per request it would be 1.00%
+    production_evidence["canary"] = write_json(tmp_path / "c.json", evidence)
+    status, reason = production_status(tmp_path, production_evidence, "canary-no-regression")
+    assert status is Status.FAIL and "anomalies 3.00% → 4.00%" in reason
+    evidence["canary"] |= {"anomalies": 0, "outcomes": 0}
+    production_evidence["canary"] = write_json(tmp_path / "c.json", evidence)
+    status, reason = production_status(tmp_path, production_evidence, "canary-no-regression")
+    assert status is Status.NOT_RUN and "no tool results observed" in reason
+
+
+def test_rollback_target_not_loaded_fails(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
+    production_evidence["registry"] = write_json(tmp_path / "r.json", registry([CANDIDATE]))
+    status, reason = production_status(tmp_path, production_evidence, "rollback-ready")
+    assert status is Status.FAIL and "'recovery-v1' is NOT loaded" in reason
+
+
+def test_shadow_and_live_replay_regressions_fail(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
+    production_evidence["shadow"] = outcomes_file(tmp_path / "s.json", "correct", [BOTH] * 90 + [LOSS] * 10)
+    live = [LOSS] + [BOTH] * 19
+    production_evidence["isolated_live_replay"] = outcomes_file(tmp_path / "l.json", "live_replay_passed", live)
+    verdict = production_verdict(tmp_path, production_evidence)
+    assert verdict.status("shadow-improves") is Status.FAIL
+    assert verdict.status("isolated-live-replay") is Status.FAIL
+
+
+# ── verdict files ───────────────────────────────────────────────────────────
+
+
+def test_verdict_is_written_into_the_run_dir_and_reads_back(tmp_path: Path) -> None:
+    run = write_run(tmp_path / "run", e13_results())
+    verdict = evaluate_gate(SERIOUS, run, BASE, Q_ONLY)
+    path = write_verdict(run, verdict)
+    assert path == run / "gate-serious-candidate-q-only.json"
+    again = read_verdict(path)
+    assert again == verdict
+    assert json.loads(path.read_text())["conditions"][1]["status"] == "pass"
+    assert again.evaluated_at <= datetime.now(UTC)

@@ -1,0 +1,291 @@
+"""The run report: numbers and structure of report.html (stdlib html.parser), report.md, plot.svg."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import tempfile
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, positive_record
+
+from replay.analysis.compare import ResultsError, compare
+from replay.analysis.gates import evaluate_gate, write_verdict
+from core.keyset import key_set
+from core.records import Decision, ResultRecord
+from replay.analysis.report import report_run, write_report
+from replay.analysis.stats import wilson_interval
+
+ROOT = Path(__file__).resolve().parents[3]
+SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
+VOID = {"meta", "br", "input", "link", "img", "hr"}
+
+
+@dataclass
+class Node:
+    tag: str
+    attrs: dict[str, str]
+    children: list[Node] = field(default_factory=list)
+    text: list[str] = field(default_factory=list)
+
+    def all_text(self) -> str:
+        return "".join(self.text) + "".join(c.all_text() for c in self.children)
+
+    def iter(self):
+        yield self
+        for child in self.children:
+            yield from child.iter()
+
+    def find_all(self, tag: str, **attrs: str) -> list[Node]:
+        wanted = {k.replace("_", "-"): v for k, v in attrs.items()}
+        return [n for n in self.iter() if n.tag == tag and all(n.attrs.get(k) == v for k, v in wanted.items())]
+
+    def by_id(self, element_id: str) -> Node:
+        (node,) = [n for n in self.iter() if n.attrs.get("id") == element_id]
+        return node
+
+
+class TreeBuilder(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.root = Node("#document", {})
+        self.stack = [self.root]
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        node = Node(tag, {k: v or "" for k, v in attrs})
+        self.stack[-1].children.append(node)
+        if tag not in VOID:
+            self.stack.append(node)
+
+    def handle_startendtag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        self.stack[-1].children.append(Node(tag, {k: v or "" for k, v in attrs}))
+
+    def handle_endtag(self, tag: str) -> None:
+        for depth in range(len(self.stack) - 1, 0, -1):
+            if self.stack[depth].tag == tag:
+                del self.stack[depth:]
+                return
+
+    def handle_data(self, data: str) -> None:
+        self.stack[-1].text.append(data)
+
+
+def parse(path: Path) -> Node:
+    builder = TreeBuilder()
+    builder.feed(path.read_text(encoding="utf-8"))
+    builder.close()
+    return builder.root
+
+
+def cell(row: Node, name: str) -> Node:
+    (node,) = [td for td in row.children if td.tag == "td" and td.attrs.get("data-field") == name]
+    return node
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[ResultRecord]]:
+    run = tmp_path_factory.mktemp("run")
+    records = e13_results(ARMS, rules={"verified_recovery-033": ["lc:disputed"]})
+    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    info = {"suite": {"name": "ev1", "version": "1"}, "endpoint": "http://127.0.0.1:8000/v1"}
+    (run / "run.json").write_text(json.dumps(info))
+    tainted = {"lc:disputed"}
+    comparisons = [compare(records, BASE, Q_ONLY, tainted=tainted), compare(records, BASE, MIXED, tainted=tainted)]
+    verdict = evaluate_gate(SERIOUS, run, BASE, Q_ONLY, tainted=tainted)
+    md, html_path = write_report(run, comparisons, [verdict], records, tainted=tainted)
+    assert (md, html_path) == (run / "report.md", run / "report.html")
+    return run, records
+
+
+def test_comparison_table_carries_the_e13_numbers(report) -> None:
+    run, _ = report
+    table = parse(run / "report.html").by_id("cmp-base-vs-q-only")
+    assert [table.attrs[f"data-{k}"] for k in ("baseline", "candidate", "decisions")] == ["base", "q-only", "484"]
+    assert table.attrs["data-comparisons-made"] == "13"
+    rows = {(r.attrs["data-kind"], r.attrs.get("data-measure", r.attrs.get("data-level")), r.attrs["data-scope"]): r
+            for r in table.find_all("tr") if "data-kind" in r.attrs}
+    recovery = rows[("correctness", "joint", "verified_recovery")]
+    assert [cell(recovery, f).attrs["data-value"] for f in ("baseline", "candidate")] == ["31", "38"]
+    assert [cell(recovery, "discordant").attrs[f"data-{k}"] for k in ("wins", "losses")] == ["7", "0"]
+    assert float(cell(recovery, "p").attrs["data-value"]) == 0.015625
+    assert float(cell(recovery, "ci").attrs["data-low"]) > 0
+    everything = rows[("correctness", "joint", "all_positive")]
+    assert float(cell(everything, "points").attrs["data-value"]) == pytest.approx(100 * 3 / 264)
+    assert cell(everything, "discordant").all_text() == "+14 / −11"
+    exact = rows[("repeat", "exact", "known_failure")]
+    assert [cell(exact, f).attrs["data-value"] for f in ("baseline", "candidate")] == ["32", "24"]
+    assert [cell(exact, "discordant").attrs[f"data-{k}"] for k in ("fixes", "regressions")] == ["9", "1"]
+    assert float(cell(exact, "points").attrs["data-relative-reduction"]) == pytest.approx(0.25)
+    clean = rows[("correctness", "joint", "clean_trajectory_action")]
+    assert cell(clean, "points").all_text() == "−5.48"
+
+
+def test_tainted_rows_are_marked(report) -> None:
+    run, _ = report
+    table = parse(run / "report.html").by_id("cmp-base-vs-q-only")
+    tainted = {r.attrs["data-scope"] for r in table.find_all("tr", data_tainted="true")}
+    assert tainted == {"verified_recovery", "all_positive"}
+    marked = table.find_all("tr", data_scope="verified_recovery", data_measure="joint")[0]
+    assert "†" in marked.all_text() and marked.attrs["class"] == "tainted"
+    drill = parse(run / "report.html").by_id("drill-base-vs-q-only")
+    assert [r.attrs["data-decision"] for r in drill.find_all("tr", data_tainted="true")] == ["verified_recovery-033"]
+
+
+def test_gate_verdict_table(report) -> None:
+    run, _ = report
+    table = parse(run / "report.html").by_id("gate-serious-candidate-q-only")
+    assert table.attrs["data-passed"] == "false"
+    rows = [r for r in table.find_all("tr") if "data-condition" in r.attrs]
+    statuses = {r.attrs["data-condition"]: r.attrs["data-status"] for r in rows}
+    assert statuses == {
+        "paired-gain": "fail", "repeat-reduction": "pass", "targeted-ci": "pass", "critical-failures": "not_run",
+        "clean-non-inferiority": "fail", "unsupported-completion": "not_run", "isolated-replay-completion": "not_run",
+        "overhead": "not_run", "confirmation-run": "not_run",
+    }
+
+
+def test_inline_plot_has_a_point_per_arm_and_stratum_with_wilson_intervals(report) -> None:
+    run, _ = report
+    svg = parse(run / "report.html").by_id("correctness-plot")
+    points = {(g.attrs["data-arm"], g.attrs["data-scope"]): g for g in svg.find_all("g", **{"class": "point"})}
+    scopes = ["verified_recovery", "clean_trajectory_action", "verified_action", "all_positive", "training_sanity"]
+    assert set(points) == {(arm, scope) for arm in ARMS for scope in scopes}
+    recovery = points[(Q_ONLY, "verified_recovery")]
+    assert (recovery.attrs["data-correct"], recovery.attrs["data-n"]) == ("38", "73")
+    low, high = wilson_interval(38, 73)
+    assert float(recovery.attrs["data-low"]) == pytest.approx(low, abs=1e-6)
+    assert float(recovery.attrs["data-high"]) == pytest.approx(high, abs=1e-6)
+    everything = points[(BASE, "all_positive")]
+    assert (everything.attrs["data-correct"], everything.attrs["data-n"]) == ("138", "264")
+
+
+def test_standalone_plot_svg_is_valid_xml(report) -> None:
+    run, _ = report
+    root = ET.parse(run / "plot.svg").getroot()
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
+    assert len(root.findall(".//{http://www.w3.org/2000/svg}circle")) >= 15
+
+
+def test_drilldown_lists_every_decision_with_its_outcome(report) -> None:
+    run, _ = report
+    drill = parse(run / "report.html").by_id("drill-base-vs-q-only")
+    assert sum(len(drill.find_all("tr", data_outcome=o)) for o in ("win", "loss", "same")) == 484
+    # joint wins 7 + 3 + 4 + 5 (training sanity) and 9 repeat fixes; losses 0 + 7 + 4 + 1 and 1 regression
+    assert len(drill.find_all("tr", data_outcome="win")) == 28
+    assert len(drill.find_all("tr", data_outcome="loss")) == 13
+    loss = drill.find_all("tr", data_decision="clean_trajectory_action-042")[0]
+    assert loss.attrs["data-outcome"] == "loss"
+    assert "only base: filter, filter.date, filter.date.from" in cell(loss, "keys").all_text()
+    assert "ok: " in cell(loss, "baseline-answer").all_text()
+    filters = [i.attrs["value"] for i in parse(run / "report.html").find_all("input", name="drill-filter")]
+    assert filters == ["all", "win", "loss"]
+
+
+def test_html_is_self_contained(report) -> None:
+    run, _ = report
+    doc = parse(run / "report.html")
+    assert not doc.find_all("link") and not doc.find_all("img")
+    for node in doc.iter():
+        for name in ("src", "href"):
+            assert name not in node.attrs, f"{node.tag} has {name}"
+    scripts = doc.find_all("script")
+    assert scripts and all("src" not in s.attrs for s in scripts)
+    assert doc.find_all("style")
+    assert "http://www.w3.org/2000/svg" in (run / "report.html").read_text()  # the only URL: the SVG namespace
+
+
+def test_run_summary_from_run_json(report) -> None:
+    run, _ = report
+    summary = parse(run / "report.html").by_id("run-summary")
+    keys = {r.attrs["data-key"]: r.all_text() for r in summary.find_all("tr")}
+    assert "ev1" in keys["suite"] and keys["endpoint"] == "endpointhttp://127.0.0.1:8000/v1"
+    assert "base, q-only, mixed" in keys["arms"]
+
+
+def test_markdown_report(report) -> None:
+    run, _ = report
+    text = (run / "report.md").read_text()
+    assert "| verified_recovery, joint (73) † | 31 | 38 | +7 / −0, p = 0.0156 |" in text
+    assert "| known_failure, exact repeats (160) | 32 (20%) | 24 (15%) | 9 fixes / 1 regression, p = 0.0215 |" in text
+    assert "**REJECTED**" in text and "| repeat-reduction: " in text
+    assert "![Joint correctness per stratum and arm](plot.svg)" in text
+    assert "13 paired tests" in text
+
+
+def test_report_run_compares_the_first_arm_with_the_others_and_reads_verdicts(tmp_path: Path) -> None:
+    records = e13_results(ARMS)
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_verdict(tmp_path, evaluate_gate(SERIOUS, tmp_path, BASE, MIXED))
+    _, html_path = report_run(tmp_path)
+    doc = parse(html_path)
+    tables = doc.find_all("table", **{"class": "comparison"})
+    assert {t.attrs["id"] for t in tables} == {"cmp-base-vs-q-only", "cmp-base-vs-mixed"}
+    assert doc.by_id("gate-serious-candidate-mixed").attrs["data-passed"] == "false"
+
+
+def test_report_run_on_an_empty_run_is_an_error(tmp_path: Path) -> None:
+    (tmp_path / "results.jsonl").write_text("")
+    with pytest.raises(ResultsError, match="no results to report on"):
+        report_run(tmp_path)
+
+
+def test_names_are_escaped_and_the_suite_adds_requests_and_target_keys(tmp_path: Path) -> None:
+    arm = '<script>alert("x")</script>'
+    records = [positive_record(a, "verified_action", f"d-{i}", i, joint, True) for i in range(2)
+               for a, joint in ((BASE, True), (arm, i == 0))]
+    decisions = [
+        Decision.model_validate({
+            "id": f"d-{i}", "stratum": "verified_action", "cluster": "c", "workspace": "ws-a", "session": "s",
+            "captured_at": "2026-08-02T10:11:12Z",
+            "request": {"messages": [{"role": "user", "content": f"find invoices <{i}>"}], "tools": []},
+            "target": {"tool": TOOLS[i], "arg_keys": sorted(key_set(TARGET_ARGUMENTS))},
+        })
+        for i in range(2)
+    ]
+    _, html_path = write_report(tmp_path, [compare(records, BASE, arm)], [], records, decisions=decisions)
+    text = html_path.read_text()
+    assert "<script>alert" not in text and "&lt;script&gt;alert" in text
+    doc = parse(html_path)
+    (row,) = doc.find_all("tr", data_decision="d-1")
+    assert "last user turn: find invoices <1>" in cell(row, "request").all_text()
+    assert "vs target: missing filter, filter.date, filter.date.from" in cell(row, "keys").all_text()
+
+
+def chromium(*args: str) -> subprocess.CompletedProcess:
+    """Debian's headless Chromium, offline: no sandbox (root), no background network."""
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.fail("Debian's chromium is not installed: scripts/setup.sh --test-tools installs it")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+             "--disable-background-networking", "--disable-component-update", "--disable-sync",
+             "--virtual-time-budget=5000"]
+    with tempfile.TemporaryDirectory() as profile:
+        return subprocess.run([binary, *flags, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=120)
+
+
+def test_report_renders_in_a_browser_with_its_numbers_and_filters(report, tmp_path: Path) -> None:
+    run, _ = report
+    page = (run / "report.html").as_uri()
+    shot = tmp_path / "report.png"
+    rendered = chromium("--window-size=1400,1800", f"--screenshot={shot}", page)
+    assert rendered.returncode == 0, rendered.stderr
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+
+    dom = TreeBuilder()
+    dom.feed(chromium("--dump-dom", page + "#filter=win").stdout)
+    table = dom.root.by_id("cmp-base-vs-q-only")
+    recovery = next(r for r in table.find_all("tr") if r.attrs.get("data-scope") == "verified_recovery"
+                    and r.attrs.get("data-measure") == "joint")
+    assert [cell(recovery, f).all_text() for f in ("baseline", "candidate", "discordant")] == ["31", "38", "+7 / −0"]
+    drill = dom.root.by_id("drill-base-vs-q-only")
+    rows = [r for r in drill.find_all("tr") if "data-outcome" in r.attrs]
+    wins = [r for r in rows if r.attrs["data-outcome"] == "win"]
+    assert wins and all("hidden" not in r.attrs for r in wins)
+    assert all("hidden" in r.attrs for r in rows if r.attrs["data-outcome"] != "win")
+    assert dom.root.by_id("drill-base-vs-q-only-count").all_text() == f"showing {len(wins)} of {len(rows)}"

@@ -1,0 +1,84 @@
+"""Engine configs: validation before anything starts, and the exact vLLM command for both shipped configs."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serve.cli import main
+from serve.engine.launcher import ConfigError, load_engine_config, server_args, server_command
+
+CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "engine"
+
+
+def vllm_parser():
+    """vLLM's own argument parser, so the command is checked against the engine we actually run."""
+    from vllm.entrypoints.launchers.cli_args import make_arg_parser
+    from vllm.utils.argparse_utils import FlexibleArgumentParser
+
+    return make_arg_parser(FlexibleArgumentParser())
+
+
+def test_cpu_config_builds_the_documented_server_command():
+    config = load_engine_config(CONFIGS / "cpu-smollm2.toml")
+    cmd = server_command(config)
+    assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
+    args = vllm_parser().parse_args(cmd[3:])
+    assert args.served_model_name == ["worker-base"]
+    assert args.dtype == "float32" and args.max_model_len == 4096
+    assert args.enable_lora and args.max_lora_rank == 16
+    assert args.enable_prefix_caching is True
+    assert args.enable_auto_tool_choice and args.tool_call_parser == "hermes"
+    assert Path(args.chat_template).is_file()
+    assert config.env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+    assert config.env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+
+
+def test_production_config_is_qwen_nvfp4_on_two_gpus():
+    config = load_engine_config(CONFIGS / "qwen3.8-27b-nvfp4-2x5090.toml")
+    args = vllm_parser().parse_args(server_args(config.vllm))
+    assert args.tensor_parallel_size == 2
+    assert args.max_model_len == 262144
+    assert args.enable_prefix_caching and args.enable_lora and args.max_lora_rank == 16 and args.max_loras >= 2
+    assert args.reasoning_parser == "qwen3" and args.tool_call_parser == "hermes" and args.enable_auto_tool_choice
+    assert config.env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
+
+
+def test_false_negatable_flag_is_written_as_no_flag(tmp_path):
+    path = tmp_path / "e.toml"
+    path.write_text('[vllm]\nmodel = "m"\nserved_model_name = "b"\nenable_prefix_caching = false\n')
+    args = server_args(load_engine_config(path).vllm)
+    assert "--no-enable-prefix-caching" in args
+    assert vllm_parser().parse_args(args).enable_prefix_caching is False
+
+
+@pytest.mark.parametrize(("body", "named"), [
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\nmax_model_lenn = 5\n', "vllm.max_model_lenn"),
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\nport = 0\n', "vllm.port"),
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\ndtype = "int3"\n', "vllm.dtype"),
+    ('[vllm]\nmodel = "m"\n', "vllm.served_model_name"),
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\n[launch]\nhealth_timeout = 3\n', "launch.health_timeout"),
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\nchat_template = "missing.jinja"\n', "vllm.chat_template"),
+    ('[vllm\nmodel = "m"\n', "e.toml"),
+])
+def test_bad_configs_are_rejected_naming_the_key(tmp_path, body, named):
+    path = tmp_path / "e.toml"
+    path.write_text(body)
+    with pytest.raises(ConfigError, match=named.replace(".", r"\.")):
+        load_engine_config(path)
+
+
+def test_cli_dry_run_prints_env_and_command(capsys):
+    assert main(["engine", "--config", str(CONFIGS / "cpu-smollm2.toml"), "--port", "8123", "--dry-run"]) == 0
+    out = capsys.readouterr().out.strip()
+    assert out.startswith("VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_NUM_OF_RESERVED_CPU=0 ")
+    assert "-m vllm.entrypoints.openai.api_server" in out and "--port 8123" in out
+
+
+def test_cli_bad_config_is_a_clear_error_not_a_traceback(tmp_path, capsys):
+    path = tmp_path / "bad.toml"
+    path.write_text('[vllm]\nmodel = "m"\nserved_model_name = "b"\nunknown_flag = 1\n')
+    assert main(["engine", "--config", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "vllm.unknown_flag" in err and "Traceback" not in err

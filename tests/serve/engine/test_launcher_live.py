@@ -1,0 +1,97 @@
+"""The real CPU engine started from cpu-smollm2.toml: models, tool calls, runtime LoRA, prefix cache."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tests.support.live import http_json
+from core.records import ParseOutcome
+from core.toolcalls import parse_response
+
+pytestmark = pytest.mark.engine
+
+STRICT_OBJECT = {"type": "object", "additionalProperties": False}
+# Bounded strings: greedy decoding of the 135M model can loop inside a string value.
+DATE = {"type": "string", "maxLength": 10}
+TEXT = {"type": "string", "maxLength": 80}
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "search_invoices", "description": "Search a customer's invoices.", "strict": True,
+        "parameters": {**STRICT_OBJECT, "required": ["customer_id"], "properties": {
+            "customer_id": {"type": "string", "maxLength": 24},
+            "filter": {**STRICT_OBJECT, "properties": {
+                "status": {"type": "string", "enum": ["open", "paid"]},
+                "date": {**STRICT_OBJECT, "properties": {"from": DATE, "to": DATE}},
+            }},
+        }}}},
+    {"type": "function", "function": {
+        "name": "send_email", "description": "Send an email.", "strict": True,
+        "parameters": {**STRICT_OBJECT, "required": ["to", "subject"], "properties": {
+            "to": TEXT, "subject": TEXT, "body": TEXT}}}},
+]
+MESSAGES = [
+    {"role": "system", "content": "You are a worker agent for Acme's finance team."},
+    {"role": "user", "content": "Find the open invoices for customer C-1042 from August."},
+]
+
+
+def chat(engine, model: str, max_tokens: int = 160) -> dict:
+    status, body = http_json("POST", f"{engine.base_url}/v1/chat/completions", {
+        "model": model, "messages": MESSAGES, "tools": TOOLS, "tool_choice": "required",
+        "temperature": 0, "seed": 0, "max_tokens": max_tokens})
+    assert status == 200, body
+    return body
+
+
+def metric(text: str, name: str) -> float:
+    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+]+)$", text, re.M))
+
+
+def test_models_lists_the_base_model(engine):
+    status, body = http_json("GET", f"{engine.base_url}/v1/models")
+    assert status == 200
+    assert "worker-base" in [m["id"] for m in body["data"]]
+
+
+def test_required_tool_choice_returns_a_call_that_parses(engine):
+    message = chat(engine, "worker-base")["choices"][0]["message"]
+    parsed = parse_response(message, tool_names={"search_invoices", "send_email"})
+    assert parsed.outcome is ParseOutcome.OK, parsed
+    assert parsed.source == "structured"
+    assert parsed.first.tool in {"search_invoices", "send_email"}
+
+
+def completion_logprobs(engine, model: str) -> list[float]:
+    status, body = http_json("POST", f"{engine.base_url}/v1/completions", {
+        "model": model, "prompt": "Invoices for customer C-1042 are", "max_tokens": 6, "temperature": 0, "logprobs": 1})
+    assert status == 200, body
+    return body["choices"][0]["logprobs"]["token_logprobs"]
+
+
+def test_seeded_adapter_loads_at_run_time_and_answers_differently(engine, seeded_adapters):
+    status, body = http_json("POST", f"{engine.base_url}/v1/load_lora_adapter",
+                             {"lora_name": "seed1-v1", "lora_path": str(seeded_adapters[1])})
+    assert status == 200, body
+    status, models = http_json("GET", f"{engine.base_url}/v1/models")
+    listed = {m["id"]: m for m in models["data"]}
+    assert listed["seed1-v1"]["parent"] == "worker-base"
+    adapted = chat(engine, "seed1-v1")
+    assert adapted["model"] == "seed1-v1"
+    parsed = parse_response(adapted["choices"][0]["message"], tool_names={"search_invoices", "send_email"})
+    assert parsed.outcome is ParseOutcome.OK, parsed
+    # Same fixed prompt, greedy: the adapter's weights change the model's token probabilities.
+    base, lora = completion_logprobs(engine, "worker-base"), completion_logprobs(engine, "seed1-v1")
+    assert max(abs(a - b) for a, b in zip(base, lora)) > 1e-3, (base, lora)
+
+
+def test_prefix_cache_counters_increase_after_a_repeated_prompt(engine):
+    _, before_text = http_json("GET", f"{engine.base_url}/metrics")
+    chat(engine, "worker-base", max_tokens=4)
+    chat(engine, "worker-base", max_tokens=4)
+    _, after_text = http_json("GET", f"{engine.base_url}/metrics")
+    queries = metric(after_text, "vllm:prefix_cache_queries_total") - metric(before_text, "vllm:prefix_cache_queries_total")
+    hits = metric(after_text, "vllm:prefix_cache_hits_total") - metric(before_text, "vllm:prefix_cache_hits_total")
+    assert queries > 0
+    assert hits > 0

@@ -1,0 +1,85 @@
+"""Gateway config: the shipped file loads, bad keys are named with their line, paths resolve."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from serve.cli import main
+from serve.gateway.config import load_gateway_config
+from serve.engine.launcher import ConfigError
+
+SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "gateway.toml"
+MINIMAL = """[gateway]
+state_db = "state/gw.sqlite"
+[base]
+model = "SmolLM2-135M-Instruct"
+[adapters]
+root = "adapters"
+[[upstreams]]
+name = "engine-0"
+url = "http://127.0.0.1:8000"
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "gateway.toml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_config_fronts_the_cpu_engine(monkeypatch, tmp_path):
+    monkeypatch.setenv("WORKER_TIER_CACHE", str(tmp_path))
+    config = load_gateway_config(SHIPPED)
+    assert config.base.served_model_name == "worker-base"
+    assert config.gateway.routes == ["worker"] and config.gateway.default_route == "worker"
+    assert [u.url for u in config.upstreams] == ["http://127.0.0.1:8000"]
+    assert config.adapters.max_rank == 16
+    assert config.gateway.state_db == tmp_path / "gateway" / "state.sqlite"
+    assert config.adapters.root == tmp_path / "adapters"
+
+
+def test_relative_paths_are_read_beside_the_config_and_port_can_be_overridden(tmp_path):
+    config = load_gateway_config(write(tmp_path, MINIMAL), port=9123)
+    assert config.gateway.state_db == tmp_path / "state" / "gw.sqlite"
+    assert config.adapters.root == tmp_path / "adapters"
+    assert config.gateway.port == 9123
+
+
+@pytest.mark.parametrize(("text", "named", "line"), [
+    (MINIMAL.replace("[base]\n", "[base]\nmodle = 1\n"), "base.modle", 4),
+    (MINIMAL + "[shadow]\nqueue_size = 0\n", "shadow.queue_size", 11),
+    (MINIMAL.replace('url = "http://127.0.0.1:8000"', 'url = "127.0.0.1:8000"'), "upstreams.0.url", 9),
+    (MINIMAL + "[gatway]\nport = 1\n", "gatway", 10),
+])
+def test_bad_keys_and_values_are_named_with_their_line(tmp_path, text, named, line):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as err:
+        load_gateway_config(path)
+    assert f"{path}:{line}: {named}:" in str(err.value)
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ('default_route = "other"\n', "default_route"),
+    ('routes = ["worker", "worker"]\n', "listed twice"),
+    ('routes = ["worker", "worker-base"]\n', "base model"),
+])
+def test_inconsistent_names_are_rejected(tmp_path, extra, message):
+    with pytest.raises(ConfigError, match=message):
+        load_gateway_config(write(tmp_path, MINIMAL.replace("[gateway]\n", "[gateway]\n" + extra)))
+
+
+def test_admin_token_prefers_the_environment(tmp_path, monkeypatch):
+    config = load_gateway_config(write(tmp_path, MINIMAL + '[admin]\ntoken = "from-file"\ntoken_env = "GW_T"\n'))
+    monkeypatch.delenv("GW_T", raising=False)
+    assert config.admin.resolved_token() == "from-file"
+    monkeypatch.setenv("GW_T", "from-env")
+    assert config.admin.resolved_token() == "from-env"
+
+
+def test_cli_reports_a_bad_gateway_config_without_a_traceback(tmp_path, capsys):
+    path = write(tmp_path, MINIMAL + "[metrics]\nnvm = false\n")
+    assert main(["gateway", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "metrics.nvm" in err and "Traceback" not in err

@@ -1,0 +1,226 @@
+"""Faults the real engine cannot produce on demand, through the real gateway over HTTP:
+HTTP 500, malformed bodies, broken and endless streams, an engine that goes away and comes
+back empty, a hanging or failing shadow candidate. Bad client input is checked here too."""
+
+from __future__ import annotations
+
+import json
+
+import httpx
+import pytest
+
+from tests.support.fault_upstream import FaultUpstream
+from tests.support.gateway_harness import RunningGateway, start_gateway, fake_adapter, wait_for
+
+TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+
+
+def add_adapter(gw: RunningGateway, root, name: str) -> None:
+    fake_adapter(root, name)
+    gw.ok("POST", "/adapters", {"name": name, "path": name})
+    gw.ok("POST", f"/adapters/{name}/load")
+
+
+def error_of(response: httpx.Response) -> dict:
+    body = response.json()
+    assert set(body["error"]) >= {"message", "type", "code"}, body
+    return body["error"]
+
+
+def sample(gw: RunningGateway, name: str, labels: dict) -> float | None:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    for family in text_string_to_metric_families(gw.metrics()):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return None
+
+
+def test_upstream_500_and_malformed_bodies_become_502_in_openai_shape(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        for name, mode in (("boom-v1", "fail"), ("garbled-v1", "malformed"), ("empty-v1", "no_choices")):
+            add_adapter(gw, root, name)
+            fault.behaviour[name] = mode
+        boom = gw.chat("boom-v1")
+        assert boom.status_code == 502 and "engine exploded" in error_of(boom)["message"]
+        assert error_of(boom)["code"] == "upstream_error"
+        for name in ("garbled-v1", "empty-v1"):
+            response = gw.chat(name)
+            assert response.status_code == 502
+            assert error_of(response)["code"] == "bad_upstream_response"
+        assert sample(gw, "worker_gateway_errors_total", {"adapter": "garbled-v1", "kind": "pinned",
+                                                          "reason": "bad_upstream_response"}) == 1
+
+
+def test_a_stream_that_breaks_off_ends_with_an_error_event(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "brittle-v1")
+        fault.behaviour["brittle-v1"] = "break_stream"
+        response = gw.chat("brittle-v1", stream=True)
+        assert response.status_code == 200
+        events = [line[6:] for line in response.text.splitlines() if line.startswith("data: ")]
+        assert json.loads(events[0])["choices"][0]["delta"]["content"] == "Hel"
+        assert json.loads(events[-1])["error"]["code"] == "stream_interrupted"
+        assert sample(gw, "worker_gateway_requests_total", {"adapter": "brittle-v1", "status": "502"}) == 1
+
+
+def test_client_leaving_mid_stream_closes_the_upstream_stream(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "chatty-v1")
+        fault.behaviour["chatty-v1"] = "endless_stream"
+        body = {"model": "chatty-v1", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+        with httpx.Client(base_url=gw.url, timeout=30) as client, \
+                client.stream("POST", "/v1/chat/completions", json=body) as response:
+            assert response.status_code == 200
+            next(response.iter_bytes())
+        wait_for(lambda: fault.stream_disconnects == 1, "the upstream to see the client go")
+        wait_for(lambda: sample(gw, "worker_gateway_requests_total", {"adapter": "chatty-v1", "status": "499"}),
+                 "the disconnect to be counted")
+        assert gw.ok("GET", "/state")["upstreams"][0]["busy"] == 0
+
+
+def test_client_giving_up_on_an_unstreamed_answer_cancels_the_upstream_request(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "stuck-v1")
+        fault.behaviour["stuck-v1"] = "hang"
+        with pytest.raises(httpx.ReadTimeout):
+            httpx.post(f"{gw.url}/v1/chat/completions", timeout=httpx.Timeout(30, read=0.5),
+                       json={"model": "stuck-v1", "messages": [{"role": "user", "content": "hi"}]})
+        wait_for(lambda: fault.abandoned == 1, "the upstream request to be cancelled")
+        assert fault.in_flight == 0
+        requests = wait_for(lambda: gw.ok("GET", "/requests")["requests"], "the request to be logged")
+        assert (requests[0]["status"], requests[0]["reason"]) == (499, "client_disconnected")
+
+
+@pytest.mark.parametrize(("content", "code"), [
+    (b'{"model": "worker", "messages": [', "invalid_json"),
+    (b'["not", "an", "object"]', "invalid_json"),
+    (b'{"model": 7, "messages": []}', "invalid_model"),
+])
+def test_bad_request_bodies_get_400(tmp_path, root, fault, content, code):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.client.post("/v1/chat/completions", content=content,
+                                  headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and error_of(response)["code"] == code
+        assert fault.requests == []
+
+
+def test_oversized_bodies_get_413_with_or_without_content_length(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault], gateway="max_body_bytes = 2048") as gw:
+        big = json.dumps({"model": "worker", "messages": [{"role": "user", "content": "x" * 4096}]}).encode()
+        assert gw.client.post("/v1/chat/completions", content=big).status_code == 413
+        chunked = gw.client.post("/v1/chat/completions", content=iter([big[:1500], big[1500:]]))
+        assert "content-length" not in chunked.request.headers
+        assert chunked.status_code == 413 and error_of(chunked)["code"] == "body_too_large"
+        admin = gw.admin("POST", "/adapters", {"name": "x" * 10, "path": "p" * 4096})
+        assert admin.status_code == 413
+        assert fault.requests == []
+        assert gw.chat().status_code == 200  # a small body still passes
+
+
+def test_unknown_or_unloaded_models_get_404(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        missing = gw.chat("no-such-model")
+        assert missing.status_code == 404 and error_of(missing)["code"] == "model_not_found"
+        fake_adapter(root, "idle-v1")
+        gw.ok("POST", "/adapters", {"name": "idle-v1", "path": "idle-v1"})
+        idle = gw.chat("idle-v1")
+        assert idle.status_code == 404 and error_of(idle)["code"] == "model_not_loaded"
+        assert sample(gw, "worker_gateway_requests_total", {"route": "", "kind": "", "status": "404"}) == 2
+
+
+def test_engine_down_gives_503_with_retry_after_and_recovers_with_its_adapters(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "prod-v1")
+        gw.ok("POST", "/routes/worker/production", {"version": "prod-v1"})
+        fault.stop()
+        down = gw.chat()
+        assert down.status_code == 503 and down.headers["retry-after"] == "2"
+        assert error_of(down)["code"] == "engine_unavailable"
+        health = gw.client.get("/health")
+        assert health.status_code == 503 and health.headers["retry-after"] == "2"
+        assert sample(gw, "worker_gateway_upstream_healthy", {"upstream": "engine-0"}) == 0
+        fault.start()  # a fresh engine: no adapters loaded
+        wait_for(lambda: gw.client.get("/health").status_code == 200, "the gateway to see the engine again")
+        assert fault.adapters == {"prod-v1": str((root / "prod-v1").resolve())}  # re-applied without an admin call
+        answer = gw.chat()
+        assert answer.status_code == 200 and answer.headers["x-worker-adapter"] == "prod-v1"
+
+
+def test_an_adapter_lost_by_the_engine_is_503_then_re_applied(tmp_path, root, fault):
+    # Probes only at start-up: the engine's 404 itself must trigger the re-apply.
+    with start_gateway(tmp_path, root, [fault], health_interval_s=3600) as gw:
+        add_adapter(gw, root, "prod-v1")
+        gw.ok("POST", "/routes/worker/production", {"version": "prod-v1"})
+        assert gw.chat().status_code == 200
+        del fault.adapters["prod-v1"]
+        lost = gw.chat()
+        assert lost.status_code == 503 and "re-applied" in error_of(lost)["message"]
+        wait_for(lambda: "prod-v1" in fault.adapters, "the adapter to be loaded again")
+        assert gw.chat().status_code == 200
+
+
+def test_slow_shadow_never_delays_production_and_overflow_is_dropped(tmp_path, root, fault):
+    extra = "[shadow]\nqueue_size = 1\nconcurrency = 1\ntimeout_s = 120\n"
+    with start_gateway(tmp_path, root, [fault], extra=extra) as gw:
+        add_adapter(gw, root, "prod-v1")
+        add_adapter(gw, root, "sleepy-v1")
+        gw.ok("POST", "/routes/worker/production", {"version": "prod-v1"})
+        gw.ok("POST", "/routes/worker/shadow", {"candidate": "sleepy-v1", "sample_rate": 1.0})
+        fault.behaviour["sleepy-v1"] = "hang"
+        first = gw.chat(tools=TOOLS)
+        assert first.status_code == 200 and first.headers["x-worker-adapter"] == "prod-v1"
+        wait_for(lambda: fault.in_flight == 1, "the shadow request to reach the candidate")
+        # Production answers while the shadow is still waiting on the candidate.
+        assert gw.chat(tools=TOOLS).status_code == 200  # its shadow waits in the queue (size 1)
+        assert gw.chat(tools=TOOLS, stream=True).status_code == 200  # its shadow finds the queue full
+        assert fault.in_flight == 1 and gw.ok("GET", "/shadow")["results"] == []
+        assert sample(gw, "worker_gateway_shadow_dropped_total", {"route": "worker", "reason": "queue_full"}) == 1
+        fault.release()
+        results = wait_for(lambda: len(gw.ok("GET", "/shadow")["results"]) == 2 and gw.ok("GET", "/shadow"),
+                           "both queued shadows to finish")["results"]
+        assert {r["agreement"] for r in results} == {"exact"}
+        assert all(r["production_tool"] == r["shadow_tool"] == "lookup" for r in results)
+        assert sample(gw, "worker_gateway_shadow_comparisons_total",
+                      {"route": "worker", "candidate": "sleepy-v1", "agreement": "exact"}) == 2
+
+
+def test_failing_shadow_is_recorded_and_production_is_unaffected(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "broken-v1")
+        gw.ok("POST", "/routes/worker/shadow", {"candidate": "broken-v1", "sample_rate": 1.0})
+        fault.behaviour["broken-v1"] = "fail"
+        answer = gw.chat(tools=TOOLS, stream=True)
+        assert answer.status_code == 200 and answer.headers["x-worker-kind"] == "production"
+        result = wait_for(lambda: gw.ok("GET", "/shadow")["results"], "the shadow comparison")[0]
+        assert (result["production_outcome"], result["shadow_outcome"], result["agreement"]) == (
+            "ok", "transport_error", "unparsed")
+        assert result["production_answer"]["tool_calls"][0]["function"]["name"] == "lookup"  # rebuilt from SSE
+        assert "engine exploded" in result["error"]
+        assert sample(gw, "worker_gateway_errors_total", {"adapter": "broken-v1", "kind": "shadow",
+                                                          "reason": "upstream_error"}) == 1
+
+
+def test_shadow_sample_rate_zero_sends_nothing(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "quiet-v1")
+        gw.ok("POST", "/routes/worker/shadow", {"candidate": "quiet-v1", "sample_rate": 0.0})
+        for _ in range(5):
+            assert gw.chat().status_code == 200
+        assert [r["model"] for r in fault.requests] == ["worker-base"] * 5
+
+
+def test_workspaces_stick_to_a_replica_and_move_only_when_it_is_down(tmp_path, root):
+    with FaultUpstream() as one, FaultUpstream() as two, start_gateway(tmp_path, root, [one, two]) as gw:
+        placement = {}
+        for i in range(12):
+            response = gw.chat(headers={"X-Workspace-Id": f"ws-{i}"})
+            placement[f"ws-{i}"] = response.headers["x-worker-upstream"]
+            again = gw.chat(headers={"X-Workspace-Id": f"ws-{i}"})
+            assert again.headers["x-worker-upstream"] == placement[f"ws-{i}"]
+        assert set(placement.values()) == {"engine-0", "engine-1"}
+        two.stop()
+        for workspace in placement:
+            response = gw.chat(headers={"X-Workspace-Id": workspace})
+            assert response.status_code == 200 and response.headers["x-worker-upstream"] == "engine-0"

@@ -1,0 +1,113 @@
+"""The SQLite registry: adapter checks, never-reused names, route transitions, durability."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tests.support.gateway_harness import BASE_MODEL, fake_adapter
+from serve.gateway.registry import AdapterError, NameTaken, Registry, inspect_adapter
+
+
+def open_registry(tmp_path) -> Registry:
+    return Registry(tmp_path / "state.sqlite", ["worker"], "worker-base")
+
+
+def files(root, name, **kwargs):
+    fake_adapter(root, name, **kwargs)
+    return inspect_adapter(name, root, BASE_MODEL, 16)
+
+
+def test_inspect_accepts_a_lora_for_the_base_model_inside_the_root(root):
+    checked = files(root, "a-v1", rank=16)
+    assert checked.path == (root / "a-v1").resolve() and checked.rank == 16
+    assert inspect_adapter(str(root / "a-v1"), root, BASE_MODEL, 16) == checked  # absolute path, same result
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda root: fake_adapter(root, "big", rank=32), "rank 32 is above the engine's limit 16"),
+    (lambda root: fake_adapter(root, "other", base="HuggingFaceTB/SmolLM2-360M"), "trained on"),
+    (lambda root: (root / "empty").mkdir(), "does not exist"),
+])
+def test_inspect_refuses_adapters_that_do_not_fit_the_engine(root, make, message):
+    make(root)
+    name = next(p.name for p in root.iterdir())
+    with pytest.raises(AdapterError, match=message):
+        inspect_adapter(name, root, BASE_MODEL, 16)
+
+
+def test_inspect_refuses_paths_outside_the_root_also_through_symlinks(root, tmp_path):
+    outside = fake_adapter(tmp_path / "elsewhere", "x")
+    (root / "link").symlink_to(outside)
+    for path in (str(outside), "../elsewhere/x", "link"):
+        with pytest.raises(AdapterError, match="outside the adapter root"):
+            inspect_adapter(path, root, BASE_MODEL, 16)
+
+
+def test_inspect_needs_weights_and_a_lora_config(root):
+    directory = fake_adapter(root, "noweights")
+    (directory / "adapter_model.safetensors").unlink()
+    with pytest.raises(AdapterError, match="no adapter_model"):
+        inspect_adapter("noweights", root, BASE_MODEL, 16)
+    directory = fake_adapter(root, "ia3")
+    config = json.loads((directory / "adapter_config.json").read_text())
+    (directory / "adapter_config.json").write_text(json.dumps({**config, "peft_type": "IA3"}))
+    with pytest.raises(AdapterError, match="not 'LORA'"):
+        inspect_adapter("ia3", root, BASE_MODEL, 16)
+
+
+def test_names_are_never_reused_even_after_unload(tmp_path, root):
+    registry = open_registry(tmp_path)
+    registry.register("a-v1", files(root, "a-v1"))
+    registry.set_adapter_state("a-v1", "unloaded")
+    with pytest.raises(NameTaken):
+        registry.register("a-v1", files(root, "a-v1-copy"))
+
+
+def test_production_rollback_and_promotion_of_a_canary(tmp_path, root):
+    registry = open_registry(tmp_path)
+    for name in ("a-v1", "b-v1"):
+        registry.register(name, files(root, name))
+        registry.set_adapter_state(name, "loaded")
+    route = registry.set_production("worker", "a-v1")
+    assert (route.production, route.previous) == ("a-v1", "worker-base")
+    registry.set_canary("worker", "b-v1", 30.0, "workspace")
+    registry.set_shadow("worker", "b-v1", 0.5)
+    route = registry.set_production("worker", "b-v1")
+    assert (route.production, route.previous, route.canary, route.shadow) == ("b-v1", "a-v1", None, None)
+    route = registry.rollback("worker")
+    assert (route.production, route.previous) == ("a-v1", "b-v1")
+    assert registry.state.references("b-v1") == ["rollback target of route 'worker'"]
+    assert registry.set_production("worker", "a-v1") == route  # no-op: the rollback target is kept
+
+
+def test_state_survives_reopening_with_its_revision_and_log(tmp_path, root):
+    registry = open_registry(tmp_path)
+    registry.register("a-v1", files(root, "a-v1"))
+    registry.set_adapter_state("a-v1", "loaded")
+    registry.set_production("worker", "a-v1")
+    registry.set_canary("worker", "worker-base", 25.0, "session")
+    registry.record_request(request_id="r1", endpoint="chat", requested="worker", route="worker",
+                            adapter="a-v1", kind="production", sticky_key="s-1", upstream="engine-0",
+                            status=200, reason=None, duration_s=0.1)
+    before = registry.state
+    registry.close()
+    again = open_registry(tmp_path)
+    assert again.state == before
+    assert again.state.revision == 4
+    assert [entry["action"] for entry in again.admin_log()] == [
+        "canary_start", "set_production", "adapter_loaded", "register"]
+    assert again.requests()[0]["sticky_key"] == "s-1"
+    assert sqlite3.connect(tmp_path / "state.sqlite").execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_a_failed_change_leaves_no_trace(tmp_path, root):
+    registry = open_registry(tmp_path)
+    registry.register("a-v1", files(root, "a-v1"))
+    before = registry.state
+    with pytest.raises(NameTaken):
+        registry.register("a-v1", files(root, "again"))
+    assert registry.state == before
+    assert len(registry.admin_log()) == 1

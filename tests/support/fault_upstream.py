@@ -1,0 +1,233 @@
+"""A named fault injector: a tiny OpenAI/vLLM-like upstream for the faults the real engine cannot
+produce on demand (answer HTTP 500, send a malformed body, hang until released, break a
+stream off, refuse an adapter load, go down and come back empty).
+
+Used ONLY for those faults; everything else in the gateway tests runs against the real engine.
+The behaviour is chosen per served model name with `behaviour[model] = mode`:
+
+* `ok` (default): a well-formed answer; with `tools` it calls the first tool with `{"id": "1"}`;
+* `fail`: HTTP 500 with an OpenAI-shaped error;
+* `malformed`: HTTP 200 with a body that is not JSON;
+* `no_choices`: HTTP 200 with JSON that has no `choices`;
+* `hang`: no answer until `release()` (then `ok`); `in_flight` counts the waiting requests and
+  `abandoned` those whose client went away first (like vLLM, a handler is cancelled then);
+* `break_stream`: a stream that sends one chunk and then drops the connection;
+* `endless_stream`: a stream that sends a chunk every 20 ms until the client goes away
+  (`stream_disconnects` counts how many streams saw their client go).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from typing import Any
+
+from aiohttp import web
+
+from tests.support.live import free_port
+
+BASE = "worker-base"
+
+
+class FaultUpstream:
+    def __init__(self, port: int | None = None) -> None:
+        self.port = port or free_port()
+        self.behaviour: dict[str, str] = {}
+        self.adapters: dict[str, str] = {}  # name -> path, as vLLM lists them
+        self.fail_loads: set[str] = set()
+        self.load_delay_s = 0.0
+        self.requests: list[dict[str, Any]] = []
+        self.loads: list[str] = []
+        self.in_flight = 0
+        self.abandoned = 0
+        self.stream_disconnects = 0
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._release: asyncio.Event | None = None
+        self._runner: web.AppRunner | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    # --- lifecycle (a thread with its own event loop) --------------------------------------
+
+    def start(self) -> FaultUpstream:
+        ready = threading.Event()
+
+        def run() -> None:
+            loop = asyncio.new_event_loop()
+            self._loop = loop
+            self._release = asyncio.Event()
+            app = web.Application()
+            app.router.add_get("/health", self._health)
+            app.router.add_get("/v1/models", self._models)
+            app.router.add_get("/metrics", self._metrics)
+            app.router.add_post("/v1/load_lora_adapter", self._load)
+            app.router.add_post("/v1/unload_lora_adapter", self._unload)
+            app.router.add_post("/v1/chat/completions", self._complete)
+            app.router.add_post("/v1/completions", self._complete)
+            self._runner = web.AppRunner(app, shutdown_timeout=0.5, handler_cancellation=True)
+            loop.run_until_complete(self._runner.setup())
+            loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True).start())
+            ready.set()
+            loop.run_forever()
+            loop.run_until_complete(self._runner.cleanup())
+            loop.close()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        if not ready.wait(10):
+            raise RuntimeError("fault upstream did not start")
+        return self
+
+    def stop(self) -> None:
+        """Go down like a crashed engine; a later start() comes back with no adapters loaded."""
+        if self._loop is not None and self._thread is not None:
+            self.release()
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(10)
+            self._loop = self._thread = None
+            self.adapters.clear()
+
+    def release(self) -> None:
+        """Let every `hang` request answer."""
+        if self._loop is not None and self._release is not None:
+            self._loop.call_soon_threadsafe(self._release.set)
+
+    def __enter__(self) -> FaultUpstream:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # --- handlers --------------------------------------------------------------------------
+
+    async def _health(self, _: web.Request) -> web.Response:
+        return web.Response(text="")
+
+    async def _models(self, _: web.Request) -> web.Response:
+        data = [{"id": BASE, "object": "model", "root": "/models/base", "parent": None}]
+        data += [{"id": name, "object": "model", "root": path, "parent": BASE} for name, path in self.adapters.items()]
+        return web.json_response({"object": "list", "data": data})
+
+    async def _metrics(self, _: web.Request) -> web.Response:
+        return web.Response(text=(
+            'vllm:prefix_cache_queries_total{engine="0",model_name="worker-base"} 100.0\n'
+            'vllm:prefix_cache_hits_total{engine="0",model_name="worker-base"} 40.0\n'
+            'vllm:request_success_total{engine="0",finished_reason="stop",model_name="worker-base"} 3.0\n'
+            'vllm:request_success_total{engine="0",finished_reason="error",model_name="worker-base"} 1.0\n'))
+
+    async def _load(self, request: web.Request) -> web.Response:
+        body = await request.json()
+        await asyncio.sleep(self.load_delay_s)
+        name = body["lora_name"]
+        if name in self.fail_loads:
+            return web.json_response({"error": {"message": f"cannot load {name}", "type": "InternalServerError",
+                                                "code": 500}}, status=500)
+        if name in self.adapters:
+            return web.json_response({"error": {"message": f"'{name}' has already been loaded", "code": 400}},
+                                     status=400)
+        self.adapters[name] = body["lora_path"]
+        self.loads.append(name)
+        return web.Response(text=f"Success: LoRA adapter '{name}' added successfully.")
+
+    async def _unload(self, request: web.Request) -> web.Response:
+        name = (await request.json())["lora_name"]
+        if self.adapters.pop(name, None) is None:
+            return web.json_response({"error": {"message": f"'{name}' cannot be found", "code": 404}}, status=404)
+        return web.Response(text="Success")
+
+    async def _complete(self, request: web.Request) -> web.StreamResponse:
+        body = await request.json()
+        model = body.get("model")
+        self.requests.append(body)
+        if model != BASE and model not in self.adapters:
+            return web.json_response({"error": {"message": f"The model `{model}` does not exist.", "code": 404}},
+                                     status=404)
+        mode = self.behaviour.get(model, "ok")
+        chat = request.path.endswith("/chat/completions")
+        if mode == "fail":
+            return web.json_response({"error": {"message": "engine exploded", "type": "InternalServerError",
+                                                "code": 500}}, status=500)
+        if mode == "malformed":
+            return web.Response(text='{"choices": [', content_type="application/json")
+        if mode == "no_choices":
+            return web.json_response({"id": "x", "object": "chat.completion"})
+        if mode == "hang":
+            self.in_flight += 1
+            try:
+                assert self._release is not None
+                await self._release.wait()
+            except asyncio.CancelledError:
+                self.abandoned += 1
+                raise
+            finally:
+                self.in_flight -= 1
+        if body.get("stream"):
+            return await self._stream(request, body, chat, mode)
+        return web.json_response(_answer(body, chat))
+
+    async def _stream(self, request: web.Request, body: dict[str, Any], chat: bool, mode: str) -> web.StreamResponse:
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        if mode == "break_stream":
+            await response.write(_sse({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}))
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        if mode == "endless_stream":
+            try:
+                while True:
+                    await response.write(_sse({"choices": [{"index": 0, "delta": {"content": "x"}}]}))
+                    await asyncio.sleep(0.02)
+            except (ConnectionResetError, asyncio.CancelledError):
+                self.stream_disconnects += 1
+                raise
+        for event in _stream_events(body, chat):
+            await response.write(_sse(event))
+        await response.write(b"data: [DONE]\n\n")
+        await response.write_eof()
+        return response
+
+
+def _sse(event: dict[str, Any]) -> bytes:
+    return b"data: " + json.dumps(event).encode() + b"\n\n"
+
+
+def _call(body: dict[str, Any]) -> dict[str, Any] | None:
+    tools = body.get("tools") or []
+    if not tools:
+        return None
+    return {"id": "call-1", "type": "function",
+            "function": {"name": tools[0]["function"]["name"], "arguments": json.dumps({"id": "1"})}}
+
+
+def _answer(body: dict[str, Any], chat: bool) -> dict[str, Any]:
+    created = int(time.time())
+    if not chat:
+        return {"id": "cmpl-1", "object": "text_completion", "created": created, "model": body["model"],
+                "choices": [{"index": 0, "text": "Hello", "finish_reason": "stop"}]}
+    call = _call(body)
+    message = {"role": "assistant", "content": None if call else "Hello", "tool_calls": [call] if call else []}
+    return {"id": "chatcmpl-1", "object": "chat.completion", "created": created, "model": body["model"],
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if call else "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
+
+
+def _stream_events(body: dict[str, Any], chat: bool) -> list[dict[str, Any]]:
+    if not chat:
+        return [{"choices": [{"index": 0, "text": part}]} for part in ("Hel", "lo")]
+    call = _call(body)
+    if call is None:
+        return [{"choices": [{"index": 0, "delta": {"role": "assistant", "content": part}}]} for part in ("Hel", "lo")]
+    arguments = call["function"]["arguments"]
+    return [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+            {"index": 0, "id": call["id"], "type": "function",
+             "function": {"name": call["function"]["name"], "arguments": ""}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": arguments[:4]}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": arguments[4:]}}]}}]},
+    ]

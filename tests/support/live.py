@@ -1,0 +1,26 @@
+"""Small helpers for tests that talk to real servers on loopback."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+
+from core.process import free_port
+
+__all__ = ["free_port", "http_json"]
+
+
+def http_json(method: str, url: str, body: dict | None = None, timeout: float = 300.0) -> tuple[int, dict | str]:
+    """Plain HTTP for tests: (status, parsed JSON or text), HTTP errors included."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as resp:
+            status, raw = resp.status, resp.read().decode()
+    except urllib.error.HTTPError as err:
+        status, raw = err.code, err.read().decode()
+    try:
+        return status, json.loads(raw)
+    except json.JSONDecodeError:
+        return status, raw
