@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+from core.errors import WorkerTierError
 
 # A path step: a (unescaped) key, or LIST for "an element of the list".
 LIST = None
@@ -32,7 +33,7 @@ PathStep = str | None
 _SPECIAL = ("\\", ".", "[")
 
 
-class ArgumentsError(ValueError):
+class ArgumentsError(WorkerTierError, ValueError):
     """Arguments that cannot be scored: not valid JSON, or not a JSON object.
 
     The tool-call parser turns this into a `malformed_call` outcome with the message.

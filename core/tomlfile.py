@@ -12,11 +12,12 @@ from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
+from core.errors import WorkerTierError
 
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class ConfigError(ValueError):
+class ConfigError(WorkerTierError, ValueError):
     """A config that cannot be used; the message names the file and the offending key."""
 
 

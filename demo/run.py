@@ -31,6 +31,7 @@ from demo.suite import write_demo
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
 from replay.memory.files import load_memory, workspace_dirs
+from core.errors import WorkerTierError
 from core.records import KNOWN_FAILURE, ResultRecord
 from replay.analysis.report import write_report
 from replay.runner import run
@@ -164,11 +165,11 @@ def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -
         if version not in state:
             status, body = admin(gateway_url, token, "POST", "/admin/adapters", {"name": version, "path": str(adapters[name])})
             if status != 201:
-                raise RuntimeError(f"registering {version} failed: HTTP {status} {body}")
+                raise WorkerTierError(f"registering {version} failed: HTTP {status} {body}")
         if state.get(version) != "loaded":
             status, body = admin(gateway_url, token, "POST", f"/admin/adapters/{version}/load")
             if status != 200:
-                raise RuntimeError(f"loading {version} failed: HTTP {status} {body}")
+                raise WorkerTierError(f"loading {version} failed: HTTP {status} {body}")
     return versions
 
 
@@ -195,7 +196,11 @@ def _started(service: ServiceProcess, what: str) -> Iterator[ServiceProcess]:
     say(f"starting the {what} (log: {service.log_path})")
     service.start()
     try:
-        say(f"{what} healthy after {service.wait_healthy():.0f} s at {service.base_url}")
+        try:
+            took = service.wait_healthy()
+        except (RuntimeError, TimeoutError) as exc:
+            raise WorkerTierError(f"the {what} did not start: {exc}") from exc
+        say(f"{what} healthy after {took:.0f} s at {service.base_url}")
         yield service
     finally:
         service.stop()

@@ -12,9 +12,10 @@ from pydantic import Field, field_validator, model_validator
 from replay.memory.inject import ConditionError, parse_condition
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
+from replay.errors import ReplayError
 
 
-class RunConfigError(ConfigError):
+class RunConfigError(ReplayError, ConfigError):
     """A run config that cannot be used; the message names the file, the line and the key."""
 
 

@@ -32,13 +32,14 @@ from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from replay.suite import Suite
 from core.toolcalls import parse_response, transport_error
+from replay.errors import ReplayError
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
-class RunError(RuntimeError):
+class RunError(ReplayError, RuntimeError):
     """A run that must not start (or continue) as asked; the message says why."""
 
 

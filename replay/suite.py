@@ -35,6 +35,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
 from replay.suite_checks import check_across, check_decision
+from replay.errors import ReplayError
 
 SUITE_TOML = "suite.toml"
 DECISIONS_JSONL = "decisions.jsonl"
@@ -69,7 +70,7 @@ class SuiteProblem:
         return f"{where}: {self.reason}"
 
 
-class SuiteError(Exception):
+class SuiteError(ReplayError):
     """A suite that cannot be used as it is; `problems` lists every reason."""
 
     def __init__(self, summary: str, problems: list[SuiteProblem]) -> None:

@@ -40,13 +40,14 @@ from core.capture import CapturedDecision, parse_instant, read_decisions
 from serve.gateway.config import GatewayConfig
 from core.guard import ANOMALIES, FAILURES
 from serve.gateway.registry import Registry, State
+from serve.errors import ServeError
 
 SAME_ACTION = frozenset({CallAgreement.EXACT.value, CallAgreement.SAME_SHAPE.value})
 READABLE = frozenset(a.value for a in CallAgreement) - {CallAgreement.UNPARSED.value}
 SERVER_ERROR = 500
 
 
-class EvidenceError(ValueError):
+class EvidenceError(ServeError, ValueError):
     """The export cannot say anything: an unknown route, no candidate, no window."""
 
 

@@ -29,6 +29,7 @@ from replay.analysis.stats import (
     repeat_comparison,
 )
 from replay.suite import NO_CALL
+from replay.errors import ReplayError
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
@@ -42,7 +43,7 @@ By = Literal["workspace", "cluster", "tool"]
 Tainted = Iterable[str | RuleRef]
 
 
-class ResultsError(ValueError):
+class ResultsError(ReplayError, ValueError):
     """Results that cannot be compared as they are (with file:line where a file is involved)."""
 
 

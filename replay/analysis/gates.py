@@ -48,6 +48,7 @@ from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutco
 from core.records import BUILTIN_STRATA, KNOWN_FAILURE, Strict
 from replay.analysis.stats import RepeatComparison, paired_comparison, repeat_comparison
 from replay.suite import SuiteError, load_suite
+from replay.errors import ReplayError
 
 
 class Status(StrEnum):
@@ -56,7 +57,7 @@ class Status(StrEnum):
     NOT_RUN = "not_run"
 
 
-class GateError(ValueError):
+class GateError(ReplayError, ValueError):
     """A policy that cannot be used (with the file and the condition it names)."""
 
 

@@ -29,6 +29,7 @@ from datetime import date
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
+from replay.errors import ReplayError
 
 LC_FILE = "rules/learned-corrections.md"
 LOG_FILE = "memory/reference/corrections-log.md"
@@ -71,7 +72,7 @@ _OUTSIDE_PATTERNS = (
 )
 
 
-class MemoryLoadError(ValueError):
+class MemoryLoadError(ReplayError, ValueError):
     """The workspace memory directory cannot be read at all."""
 
 

