@@ -148,7 +148,7 @@ def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedD
     decisions = []
     known = {f.name for f in fields(CapturedDecision)}
     for row in rows:
-        values = {k: row[k] for k in row.keys() if k in known}
+        values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
         for column in _JSON_COLUMNS:
             values[column] = None if values[column] is None else json.loads(values[column])
         if cut is None or parse_instant(values["captured_at"]) >= cut:

@@ -24,6 +24,7 @@ import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+
 from core.errors import WorkerTierError
 
 # A path step: a (unescaped) key, or LIST for "an element of the list".

@@ -16,13 +16,14 @@ def free_port() -> int:
     """A free loopback port (for services started by the demo, the benchmarks and the tests)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
     try:
         with urllib.request.urlopen(f"{base_url}/health", timeout=timeout) as resp:
-            return resp.status == 200
+            return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 
@@ -49,7 +50,8 @@ class ServiceProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 where = f"; see {self.log_path}" if self.log_path else ""
-                raise RuntimeError(f"{self.name} exited with status {self.proc.returncode} before it was healthy{where}")
+                raise RuntimeError(
+                    f"{self.name} exited with status {self.proc.returncode} before it was healthy{where}")
             if is_healthy(self.base_url):
                 return time.monotonic() - started
             time.sleep(1.0)

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
+
 from core.errors import WorkerTierError
 
 Model = TypeVar("Model", bound=BaseModel)

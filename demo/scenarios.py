@@ -67,7 +67,8 @@ class _Convo:
         call_id = f"call_{self.rng.getrandbits(48):012x}"
         function = {"name": tool, "arguments": json.dumps(arguments)}
         self.messages.append(
-            {"role": "assistant", "content": None, "tool_calls": [{"id": call_id, "type": "function", "function": function}]}
+            {"role": "assistant", "content": None,
+             "tool_calls": [{"id": call_id, "type": "function", "function": function}]}
         )
         self.messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)})
         return self
@@ -114,7 +115,8 @@ def _inv_customer_filter(rng: Random) -> Rejection:
     text = ask.format(s=status, n=name, c=cid) + (f", issued since {since}." if since else ".")
     rejected = ("search_invoices", {"query": f"{status} invoices", "customer": cid})
     convo = _Convo(rng, text).called(
-        *rejected, _error("invalid_argument", "search_invoices does not accept 'customer'; it only does free-text search")
+        *rejected,
+        _error("invalid_argument", "search_invoices does not accept 'customer'; it only does free-text search")
     )
     flt: dict[str, Any] = {"customer_id": cid, "status": status}
     if since:
@@ -134,10 +136,12 @@ def _inv_draft_send(rng: Random) -> Rejection:
 
 def _inv_create_finalize(rng: Random) -> Step:
     cid, name, _, _ = _pick(rng, _CUSTOMERS)
-    hours, rate, cur, svc = rng.randint(2, 40), rng.choice((60, 85, 120, 150)), _pick(rng, _CURRENCIES), _pick(rng, _SERVICES)
+    hours, rate = rng.randint(2, 40), rng.choice((60, 85, 120, 150))
+    cur, svc = _pick(rng, _CURRENCIES), _pick(rng, _SERVICES)
     inv = _invoice(rng)
     args = {"customer_id": cid, "currency": cur, "lines": [{"description": svc, "quantity": hours, "unit_price": rate}]}
-    convo = _Convo(rng, f"Bill {name} ({cid}) for {hours} hours of {svc} at {rate} {cur} an hour and get it ready to send.")
+    convo = _Convo(rng, f"Bill {name} ({cid}) for {hours} hours of {svc} at {rate} {cur} an hour "
+                        "and get it ready to send.")
     convo.called("create_invoice", args, {"invoice_id": inv, "status": "draft", "total": hours * rate})
     return Step("invoicing/create-finalize", convo.done(), ("finalize_invoice", {"invoice_id": inv}))
 
@@ -173,7 +177,8 @@ def _inv_create(rng: Random) -> Step:
         for line in lines:
             line["tax_code"] = "VAT20"
     parts = "; ".join(f"{ln['quantity']} x {ln['description']} at {ln['unit_price']}" for ln in lines)
-    text = f"Create an invoice in {cur} for {name} ({cid}): {parts}." + (" Apply tax code VAT20 to every line." if vat else "")
+    text = f"Create an invoice in {cur} for {name} ({cid}): {parts}."
+    text += " Apply tax code VAT20 to every line." if vat else ""
     args: dict[str, Any] = {"customer_id": cid, "currency": cur, "lines": lines}
     if rng.random() < 0.5:
         args["due_date"] = _day(rng)
@@ -220,7 +225,8 @@ _PEOPLE = (
     ("c_305", "Hannah Walsh", "hwalsh@walshlegal.ie"),
     ("c_306", "Victor Petrov", "victor@petrovdesign.com"),
 )
-_COLLEAGUES = (("Nina Park", "nina@brightdesk.io"), ("Ravi Shah", "ravi@brightdesk.io"), ("Ella Moore", "ella@brightdesk.io"))
+_COLLEAGUES = (("Nina Park", "nina@brightdesk.io"), ("Ravi Shah", "ravi@brightdesk.io"),
+               ("Ella Moore", "ella@brightdesk.io"))
 
 
 def _ticket(rng: Random) -> str:
@@ -273,7 +279,8 @@ def _sup_check_escalate(rng: Random) -> Step:
 def _sup_search_reply(rng: Random) -> Step:
     _, name, _ = _pick(rng, _PEOPLE)
     ticket, file_id = _ticket(rng), f"fil_{rng.randint(100, 999)}"
-    convo = _Convo(rng, f"Find {name}'s ticket about the export failing and send them the workaround guide ({file_id}).")
+    convo = _Convo(rng, f"Find {name}'s ticket about the export failing and send them the workaround guide "
+                        f"({file_id}).")
     convo.called("search_tickets", {"query": f"{name} export failing"},
                  {"tickets": [{"ticket_id": ticket, "subject": "Export fails with timeout", "customer": name}]})
     args = {"ticket_id": ticket, "body": "Here is the workaround guide for the export issue.",
@@ -402,7 +409,8 @@ def _sales_slots_event(rng: Random) -> Step:
 def _sales_create_contact(rng: Random) -> Step:
     first = _pick(rng, ("Ines", "Paul", "Mei", "Tariq", "Olga", "Ben"))
     last = _pick(rng, ("Alvarez", "Schmidt", "Chen", "Nasser", "Ivanova", "Carter"))
-    company, domain = _pick(rng, (("Northwind", "northwind.com"), ("Fabrikam", "fabrikam.io"), ("Contoso", "contoso.net")))
+    company, domain = _pick(rng, (("Northwind", "northwind.com"), ("Fabrikam", "fabrikam.io"),
+                                  ("Contoso", "contoso.net")))
     email = f"{first.lower()}.{last.lower()}@{domain}"
     text = f"New lead: {first} {last}, {email}, works at {company} ({domain})."
     args: dict[str, Any] = {"name": f"{first} {last}", "email": email, "company": {"name": company, "domain": domain}}
@@ -487,7 +495,8 @@ def _files_list_read(rng: Random) -> Step:
     newest, older = f"fil_{rng.randint(600, 699)}", f"fil_{rng.randint(700, 799)}"
     convo = _Convo(rng, f"Open the newest document in {name} ({fld}).")
     convo.called("list_files", {"folder_id": fld, "filter": {"type": "document"}},
-                 {"files": [{"file_id": newest, "modified": "2026-06-22"}, {"file_id": older, "modified": "2026-05-11"}]})
+                 {"files": [{"file_id": newest, "modified": "2026-06-22"},
+                            {"file_id": older, "modified": "2026-05-11"}]})
     return Step("files/list-read", convo.done(), ("read_file", {"file_id": newest}))
 
 
@@ -521,8 +530,8 @@ def _files_list_filtered(rng: Random) -> Step:
 def _files_new_folder(rng: Random) -> Step:
     parent, parent_name = _pick(rng, _FOLDERS)
     name = _pick(rng, ("Invoices", "Drafts", "Q4", "Signed", "Templates"))
-    return Step("files/new-folder", _Convo(rng, f"Create a folder called {name} inside {parent_name} ({parent}).").done(),
-                ("create_folder", {"name": name, "parent_id": parent}))
+    convo = _Convo(rng, f"Create a folder called {name} inside {parent_name} ({parent}).")
+    return Step("files/new-folder", convo.done(), ("create_folder", {"name": name, "parent_id": parent}))
 
 
 def _files_summarise_folder(rng: Random) -> Step:

@@ -28,12 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
-from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
-from replay.suite_checks import request_hash
 from core.capture import CapturedDecision, read_decisions
 from core.guard import FAILURES
+from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
+from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
+from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
+from replay.suite_checks import request_hash
 
 _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
                                                                              (RULES_OPEN, RULES_CLOSE))),

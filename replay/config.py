@@ -9,10 +9,10 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
-from replay.memory.inject import ConditionError, parse_condition
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
 from replay.errors import ReplayError
+from replay.memory.inject import ConditionError, parse_condition
 
 
 class RunConfigError(ReplayError, ConfigError):

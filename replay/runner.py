@@ -25,14 +25,14 @@ from typing import Any
 
 import aiohttp
 
-from replay.config import Arm, RunConfig
-from replay.memory.inject import ConditionError, inject, parse_condition
-from replay.memory.files import WorkspaceMemory, load_memory
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
-from replay.suite import Suite
 from core.toolcalls import parse_response, transport_error
+from replay.config import Arm, RunConfig
 from replay.errors import ReplayError
+from replay.memory.files import WorkspaceMemory, load_memory
+from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.suite import Suite
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
@@ -66,7 +66,7 @@ class Outcome:
 
 
 def config_fingerprint(config: RunConfig) -> dict[str, Any]:
-    return json.loads(config.model_dump_json())
+    return config.model_dump(mode="json")
 
 
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
@@ -149,9 +149,11 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
     for arm in config.arms:
         condition = parse_condition(arm.memory)
         for decision in suite.decisions:
-            if (arm.name, decision.id) in done or (arm.workspaces is not None and decision.workspace not in arm.workspaces):
+            if (arm.name, decision.id) in done or (
+                    arm.workspaces is not None and decision.workspace not in arm.workspaces):
                 continue
-            workspace = decision.memory.workspace if decision.memory and decision.memory.workspace else decision.workspace
+            memory = decision.memory
+            workspace = memory.workspace if memory and memory.workspace else decision.workspace
             if workspace not in memories:
                 memories[workspace] = _load_workspace(config, workspace)
             try:
@@ -208,7 +210,8 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
         target_tool=target.tool if target else None, model=item.arm.model, memory=item.arm.memory,
         raw_output={"message": message, "error": outcome.error, "finish_reason": choice.get("finish_reason")},
         parsed=parsed, score=score_decision(item.decision, parsed),
-        usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0),
+        usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
+                    completion_tokens=usage.get("completion_tokens") or 0),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
         attempts=outcome.attempts, finished_at=datetime.now(UTC),
     )
@@ -263,7 +266,7 @@ async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
                     error = f"HTTP {resp.status}: {text[:300]}"
                     if resp.status not in RETRYABLE_STATUS:
                         return Outcome(None, error, attempt, time.monotonic() - started)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             error = f"{type(exc).__name__}: {exc}"
         if attempt <= config.runner.retries:
             await asyncio.sleep(config.runner.backoff_s * 2 ** (attempt - 1))
@@ -309,7 +312,8 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
     timeout = aiohttp.ClientTimeout(total=config.endpoint.timeout_s)
     connector = aiohttp.TCPConnector(limit=config.runner.concurrency)
     with results_path.open("a", encoding="utf-8") as out:
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector, headers=_auth_headers(config)) as session:
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                         headers=_auth_headers(config)) as session:
 
             async def worker() -> None:
                 while not queue.empty():

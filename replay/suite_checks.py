@@ -138,9 +138,9 @@ def _check_failed_action(decision: Decision) -> list[str]:
     if failed.arguments is None and failed.arg_keys is None:
         return ["failed_action needs arguments or arg_keys"]
     problems = _check_key_list("failed_action.arg_keys", failed.arg_keys or [])
-    if failed.arguments is not None and failed.arg_keys is not None:
-        if key_set(failed.arguments) != set(failed.arg_keys):
-            problems.append("failed_action.arg_keys is not the key set of failed_action.arguments")
+    if (failed.arguments is not None and failed.arg_keys is not None
+            and key_set(failed.arguments) != set(failed.arg_keys)):
+        problems.append("failed_action.arg_keys is not the key set of failed_action.arguments")
     return problems
 
 

@@ -73,8 +73,8 @@ def _gateway(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from serve.gateway.config import load_gateway_config
     from serve.evidence import export
+    from serve.gateway.config import load_gateway_config
 
     config = load_gateway_config(args.config)
     result = export(config, args.route or config.gateway.default_route, args.out, args.candidate, args.since, args.arm)

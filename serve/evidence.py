@@ -34,13 +34,13 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
-from core.scoring import CallAgreement
 from core.capture import CapturedDecision, parse_instant, read_decisions
-from serve.gateway.config import GatewayConfig
+from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
 from core.guard import ANOMALIES, FAILURES
-from serve.gateway.registry import Registry, State
+from core.scoring import CallAgreement
 from serve.errors import ServeError
+from serve.gateway.config import GatewayConfig
+from serve.gateway.registry import Registry, State
 
 SAME_ACTION = frozenset({CallAgreement.EXACT.value, CallAgreement.SAME_SHAPE.value})
 READABLE = frozenset(a.value for a in CallAgreement) - {CallAgreement.UNPARSED.value}

@@ -14,11 +14,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from replay.memory.ledger import RuleRef
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, POSITIVE_STRATA, ResultRecord
 from replay.analysis.stats import (
     Overhead,
@@ -28,17 +27,17 @@ from replay.analysis.stats import (
     paired_comparison,
     repeat_comparison,
 )
-from replay.suite import NO_CALL
 from replay.errors import ReplayError
+from replay.memory.ledger import RuleRef
+from replay.suite import NO_CALL
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
 ALL_POSITIVE = "all_positive"
 BY_FIELDS = ("workspace", "cluster", "tool")
-REPEAT_LEVELS = ("tool", "shape", "exact")
-
 Measure = Literal["joint", "tool"]
 RepeatLevel = Literal["tool", "shape", "exact"]
+REPEAT_LEVELS: tuple[RepeatLevel, ...] = ("tool", "shape", "exact")
 By = Literal["workspace", "cluster", "tool"]
 Tainted = Iterable[str | RuleRef]
 
@@ -133,7 +132,7 @@ def _parse_line(path: Path, number: int, line: str) -> ResultRecord:
         raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from None
 
 
-def read_run_info(run_dir: str | Path) -> dict:
+def read_run_info(run_dir: str | Path) -> dict[str, Any]:
     """`run.json` as a dict, or {} when the run has none; a broken file is an error."""
     path = Path(run_dir) / RUN_FILE
     if not path.is_file():
@@ -318,7 +317,8 @@ def _group(pairs: Iterable[_Pair], key: Callable[[_Pair], str]) -> dict[str, lis
 def _group_key(record: ResultRecord, by: By) -> str:
     if by == "tool":
         return record.target_tool or NO_CALL
-    return getattr(record, by)
+    value: str = getattr(record, by)
+    return value
 
 
 def _correctness_row(measure: Measure, scope: str, pairs: list[_Pair]) -> CorrectnessRow:

@@ -24,10 +24,12 @@ from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any, ClassVar, Literal, TypeVar, Union, get_args
+from typing import Annotated, Any, ClassVar, Literal, TypeVar, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from core.evidence import CanaryEvidence, PairedOutcomes, RegistryEvidence
+from core.records import BUILTIN_STRATA, KNOWN_FAILURE, Strict
 from replay.analysis.compare import (
     ALL_POSITIVE,
     Comparison,
@@ -44,11 +46,9 @@ from replay.analysis.compare import (
     load_results,
     plural,
 )
-from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
-from core.records import BUILTIN_STRATA, KNOWN_FAILURE, Strict
 from replay.analysis.stats import RepeatComparison, paired_comparison, repeat_comparison
-from replay.suite import SuiteError, load_suite
 from replay.errors import ReplayError
+from replay.suite import SuiteError, load_suite
 
 
 class Status(StrEnum):
@@ -556,8 +556,10 @@ class CanaryNoRegression(_Condition):
         small = min(canary.control.requests, canary.canary.requests)
         if small < self.min_requests:
             return _not_run(f"canary cohorts have {small} requests, the policy needs ≥ {self.min_requests} each")
-        rates = {name: (canary.control.rate(name), canary.canary.rate(name)) for name in ("errors", "anomalies")}
-        unobserved = [name for name, pair in rates.items() if None in pair]
+        kinds: tuple[Literal["errors", "anomalies"], ...] = ("errors", "anomalies")
+        observed = {name: (canary.control.rate(name), canary.canary.rate(name)) for name in kinds}
+        rates = {name: (ctrl, cand) for name, (ctrl, cand) in observed.items() if ctrl is not None and cand is not None}
+        unobserved = [name for name in kinds if name not in rates]
         if unobserved:
             return _not_run(f"no tool results observed in a cohort, so no {' or '.join(unobserved)} rate "
                             "(is capture on for the canary's workspaces?)")
@@ -592,24 +594,25 @@ class RollbackReady(_Condition):
 
 
 # The fixed registry of condition kinds (001 §6: S16 serious-candidate, S17 production-candidate).
-_KINDS = (
-    PairedGain,
-    RepeatReduction,
-    TargetedCi,
-    NoNewCriticalFailures,
-    NonInferiority,
-    NoUnsupportedCompletionIncrease,
-    IsolatedReplayCompletion,
-    OverheadLimit,
-    ConfirmationRun,
-    QuantisationSurvives,
-    FreshChronological,
-    IsolatedLiveReplay,
-    ShadowImproves,
-    CanaryNoRegression,
-    RollbackReady,
+AnyCondition = (
+    PairedGain
+    | RepeatReduction
+    | TargetedCi
+    | NoNewCriticalFailures
+    | NonInferiority
+    | NoUnsupportedCompletionIncrease
+    | IsolatedReplayCompletion
+    | OverheadLimit
+    | ConfirmationRun
+    | QuantisationSurvives
+    | FreshChronological
+    | IsolatedLiveReplay
+    | ShadowImproves
+    | CanaryNoRegression
+    | RollbackReady
 )
-Condition = Annotated[Union[_KINDS], Field(discriminator="kind")]
+_KINDS: tuple[type[_Condition], ...] = get_args(AnyCondition)
+Condition = Annotated[AnyCondition, Field(discriminator="kind")]
 CONDITION_KINDS: tuple[str, ...] = tuple(get_args(cls.model_fields["kind"].annotation)[0] for cls in _KINDS)
 
 
@@ -764,14 +767,14 @@ def evaluate(
     )
 
 
-def _evaluate_one(condition: _Condition, ctx: GateContext) -> ConditionResult:
+def _evaluate_one(condition: AnyCondition, ctx: GateContext) -> ConditionResult:
     try:
         outcome = condition.evaluate(ctx)
     except _MissingEvidence as exc:
         outcome = _not_run(str(exc))
     return ConditionResult(
         id=condition.id,
-        kind=getattr(condition, "kind"),
+        kind=condition.kind,
         description=condition.description,
         status=outcome.status,
         reason=outcome.reason,

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.records import KNOWN_FAILURE, Decision, ResultRecord
 from replay.analysis.compare import (
     ALL_POSITIVE,
     RESULTS_FILE,
@@ -41,7 +42,6 @@ from replay.analysis.compare import (
     scope_order,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict, read_verdict
-from core.records import KNOWN_FAILURE, Decision, ResultRecord
 from replay.analysis.stats import wilson_interval
 
 REPORT_MD = "report.md"

@@ -29,6 +29,7 @@ from datetime import date
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
+
 from replay.errors import ReplayError
 
 LC_FILE = "rules/learned-corrections.md"
@@ -66,9 +67,13 @@ _SILENCE_RE = re.compile(
 # Signs that a rule's text was copied from outside material (004: an observation, never a rule).
 _OUTSIDE_PATTERNS = (
     (re.compile(r"https?://", re.I), "contains a URL"),
-    (re.compile(r"<\s*/?\s*(tool_call|tool_response|function|system|standing_rules|memory)\b", re.I), "contains prompt markup"),
-    (re.compile(r"ignore (all |any )?(the )?(previous|prior|above) (instructions|rules)", re.I), "tells the reader to ignore instructions"),
-    (re.compile(r"\b(vendor|supplier|website|web ?page|tool (result|output)|search results?)\b.{0,40}\b(says|said|states|claims)\b", re.I), "reports what an outside source said"),
+    (re.compile(r"<\s*/?\s*(tool_call|tool_response|function|system|standing_rules|memory)\b", re.I),
+     "contains prompt markup"),
+    (re.compile(r"ignore (all |any )?(the )?(previous|prior|above) (instructions|rules)", re.I),
+     "tells the reader to ignore instructions"),
+    (re.compile(r"\b(vendor|supplier|website|web ?page|tool (result|output)|search results?)\b.{0,40}"
+                r"\b(says|said|states|claims)\b", re.I),
+     "reports what an outside source said"),
 )
 
 
@@ -246,7 +251,8 @@ def _read(path: Path, problems: list[MemoryProblem]) -> str | None:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        problems.append(MemoryProblem("violation", path, None, f"is not valid UTF-8 (byte {exc.start}); undecodable bytes replaced"))
+        problems.append(MemoryProblem("violation", path, None,
+                                      f"is not valid UTF-8 (byte {exc.start}); undecodable bytes replaced"))
         return data.decode("utf-8-sig", errors="replace")
 
 
@@ -307,7 +313,8 @@ def _rule_from_block(block: list[tuple[int, str]], section: Section, path: Path,
     rule_id: str | None = None
     evidence: str | None = None
     texts = [body for _, body in block]
-    found = next(((i, c) for i, body in enumerate(texts) for c in _COMMENT_RE.finditer(body) if "lc:" in c["inner"]), None)
+    found = next(((i, c) for i, body in enumerate(texts) for c in _COMMENT_RE.finditer(body) if "lc:" in c["inner"]),
+                 None)
     if found is not None:
         index, comment = found
         tokens = comment["inner"].split()
@@ -335,7 +342,8 @@ def _rule_from_block(block: list[tuple[int, str]], section: Section, path: Path,
 
 def _settle(rule: Rule, retired_ids: set[str]) -> Rule:
     retired = rule.section is Section.RETIRED or (rule.id is not None and rule.id in retired_ids)
-    authorised = rule.id is not None and rule.evidence == AUTHORISED_EVIDENCE and rule.section in BINDING and not retired
+    authorised = (rule.id is not None and rule.evidence == AUTHORISED_EVIDENCE and rule.section in BINDING
+                  and not retired)
     return replace(rule, retired=retired, authorised=authorised)
 
 
@@ -371,7 +379,8 @@ def _parse_log(text: str | None, path: Path, problems: list[MemoryProblem]) -> t
         elif in_retired and line.startswith("- "):
             retirement = _retirement(line, path, number)
             if retirement is None:
-                problems.append(MemoryProblem("warning", path, number, "retired line not in the form '- lc:<id>: <reason>, YYYY-MM-DD'"))
+                problems.append(MemoryProblem("warning", path, number,
+                                              "retired line not in the form '- lc:<id>: <reason>, YYYY-MM-DD'"))
             else:
                 retirements.append(retirement)
     flush()
@@ -445,7 +454,8 @@ def _check_essentials(root: Path) -> list[MemoryProblem]:
     for name in ESSENTIAL_FILES:
         path = root / name
         if not path.is_file():
-            problems.append(MemoryProblem("violation", path, None, f"{Path(name).name} is missing (it is injected every turn)"))
+            problems.append(MemoryProblem("violation", path, None,
+                                          f"{Path(name).name} is missing (it is injected every turn)"))
             continue
         text = _text(path)
         if text is None:
@@ -455,7 +465,8 @@ def _check_essentials(root: Path) -> list[MemoryProblem]:
             problems.append(MemoryProblem("violation", path, None, f"has {count} non-empty lines (cap {cap})"))
         for number, line in _lines(text):
             if _SILENCE_RE.search(line):
-                problems.append(MemoryProblem("violation", path, number, "approval-by-silence language (silence is not approval)"))
+                problems.append(MemoryProblem("violation", path, number,
+                                              "approval-by-silence language (silence is not approval)"))
     return problems
 
 
@@ -494,11 +505,14 @@ def _check_rules(memory: WorkspaceMemory) -> list[MemoryProblem]:
         elif rule.id in retired_ids:
             viol(rule.line, f"{rule.id} is retired but still in force")
         if rule.legacy and rule.id is not None:
-            problems.append(MemoryProblem("warning", path, rule.line, f"{rule.id or 'rule'} is legacy (no evidence:); audit, do not auto-upgrade"))
+            problems.append(MemoryProblem("warning", path, rule.line,
+                                          f"{rule.id or 'rule'} is legacy (no evidence:); audit, do not auto-upgrade"))
         elif rule.evidence != AUTHORISED_EVIDENCE:
             viol(rule.line, f"{rule.id or 'rule'} has non-explicit evidence '{rule.evidence}'")
         for _, reason in (p for p in _OUTSIDE_PATTERNS if p[0].search(rule.text)):
-            problems.append(MemoryProblem("warning", path, rule.line, f"{rule.id or 'rule'} looks like outside material ({reason}): an observation is never a rule"))
+            problems.append(MemoryProblem("warning", path, rule.line, f"{rule.id or 'rule'} looks like outside "
+                                                                      f"material ({reason}): an observation is never "
+                                                                      "a rule"))
 
     by_id: dict[str, list[int]] = defaultdict(list)
     for rule in memory.rules:
@@ -519,14 +533,17 @@ def _check_log(memory: WorkspaceMemory) -> list[MemoryProblem]:
     binding = [r for r in memory.rules if r.section in BINDING]
     if not path.is_file():
         if binding:
-            return [MemoryProblem("violation", path, None, "corrections log is missing while learned-corrections has rules")]
+            return [MemoryProblem("violation", path, None,
+                                  "corrections log is missing while learned-corrections has rules")]
         return []
     problems = []
     logged = {e.id for e in memory.log}
     for entry in memory.log:
         if entry.evidence == AUTHORISED_EVIDENCE and not entry.source_quote:
-            problems.append(MemoryProblem("violation", path, entry.line, f"{entry.id} claims user-explicit evidence without a source quote"))
+            problems.append(MemoryProblem("violation", path, entry.line,
+                                          f"{entry.id} claims user-explicit evidence without a source quote"))
     for rule in binding:
         if rule.authorised and rule.id not in logged:
-            problems.append(MemoryProblem("warning", rule.file, rule.line, f"{rule.id} has no provenance record in {LOG_FILE}"))
+            problems.append(MemoryProblem("warning", rule.file or path, rule.line,
+                                          f"{rule.id} has no provenance record in {LOG_FILE}"))
     return problems

@@ -15,10 +15,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from core.records import Strict
-from serve.engine.modelbuild import cache_dir
 from core.process import ServiceProcess
+from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
+from serve.engine.modelbuild import cache_dir
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.

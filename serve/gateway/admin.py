@@ -44,13 +44,14 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from serve.gateway.config import NAME_PATTERN
 from serve.gateway.errors import GatewayError, unavailable
-from serve.gateway.service import FilesChanged, Gateway
 from serve.gateway.registry import Adapter, AdapterError, NameTaken, Route, inspect_adapter
+from serve.gateway.service import FilesChanged, Gateway
 from serve.gateway.upstreams import Upstream, UpstreamCallError
 
 
 def _gateway(request: Request) -> Gateway:
-    return request.app.state.gateway
+    gateway: Gateway = request.app.state.gateway
+    return gateway
 
 
 async def require_token(request: Request) -> None:
@@ -242,7 +243,7 @@ def _check_candidate(gw: Gateway, route: Route, candidate: str, running: str | N
 async def start_canary(route: str, body: CanaryBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
-        _check_candidate(gw, current, body.candidate, current.canary and current.canary.candidate, "canary")
+        _check_candidate(gw, current, body.candidate, current.canary.candidate if current.canary else None, "canary")
         return _route_out(gw, gw.registry.set_canary(route, body.candidate, body.percent, body.sticky_by))
 
 
@@ -257,7 +258,7 @@ async def stop_canary(route: str, gw: GatewayDep) -> dict[str, Any]:
 async def start_shadow(route: str, body: ShadowBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
-        _check_candidate(gw, current, body.candidate, current.shadow and current.shadow.candidate, "shadow")
+        _check_candidate(gw, current, body.candidate, current.shadow.candidate if current.shadow else None, "shadow")
         return _route_out(gw, gw.registry.set_shadow(route, body.candidate, body.sample_rate))
 
 

@@ -93,7 +93,8 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
     """The stored record of a decision: text only in `full` mode."""
     from serve.gateway.shadow import parse_answer, tool_names
 
-    messages = job.body.get("messages") if isinstance(job.body.get("messages"), list) else []
+    given = job.body.get("messages")
+    messages: list[Any] = given if isinstance(given, list) else []
     offered = tool_names(job.body)
     parsed = parse_answer(job.answer, offered)
     call = chosen_call(parsed)

@@ -14,10 +14,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from core.records import Strict
 from core.guard import GuardRules
-from serve.engine.modelbuild import cache_dir
+from core.records import Strict
 from core.tomlfile import load_toml
+from serve.engine.modelbuild import cache_dir
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]

@@ -34,12 +34,19 @@ from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
+from core.capture import request_sha256
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.errors import GatewayError, error_body, unavailable
 from serve.gateway.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
-from core.capture import request_sha256
 from serve.gateway.shadow import (
-    Answer, BadAnswer, Endpoint, ShadowJob, StreamAccumulator, answer_of, shadow_body, tool_names,
+    Answer,
+    BadAnswer,
+    Endpoint,
+    ShadowJob,
+    StreamAccumulator,
+    answer_of,
+    shadow_body,
+    tool_names,
 )
 from serve.gateway.upstreams import Upstream
 
@@ -279,7 +286,8 @@ class Relay:
         self.candidate = candidate
         self.captured = call.endpoint == "chat" and gw.capture.wants(body)
         self.accumulator = StreamAccumulator(call.endpoint) if candidate is not None or self.captured else None
-        self.status, self.reason = 499, "client_disconnected"  # until the stream ends another way
+        self.status = 499  # until the stream ends another way
+        self.reason: str | None = "client_disconnected"
         self.closed = False
 
     async def chunks(self) -> AsyncIterator[bytes]:

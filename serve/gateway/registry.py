@@ -21,7 +21,7 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from core.sqlitedb import open_wal, transaction
 from serve.errors import ServeError
@@ -231,6 +231,12 @@ class Registry:
 
     def _enc(self, version: str | None) -> str | None:
         return BASE if version == self._base else version
+
+    @overload
+    def _dec(self, stored: str) -> str: ...
+
+    @overload
+    def _dec(self, stored: None) -> None: ...
 
     def _dec(self, stored: str | None) -> str | None:
         return self._base if stored == BASE else stored

@@ -18,8 +18,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from serve.gateway.registry import State
 from serve.errors import ServeError
+from serve.gateway.registry import State
 
 Kind = Literal["production", "canary", "shadow", "pinned"]
 WORKSPACE_HEADER = "x-workspace-id"

@@ -17,6 +17,7 @@ import random
 from collections.abc import Mapping
 from pathlib import Path
 
+from serve.errors import ServeError
 from serve.gateway.capture import Capture
 from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
@@ -26,7 +27,6 @@ from serve.gateway.registry import Adapter, Registry, fingerprint
 from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
 from serve.gateway.shadow import ShadowRunner
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool
-from serve.errors import ServeError
 
 log = logging.getLogger(__name__)
 LOG_FLUSH_S = 1.0  # request/shadow log rows reach SQLite within this

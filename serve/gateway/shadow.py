@@ -10,7 +10,6 @@ with their own timeout, so a failing or slow candidate costs production nothing.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time

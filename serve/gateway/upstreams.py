@@ -7,7 +7,6 @@ next probe; the probe loop (run by the app) brings it back.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import logging
@@ -16,10 +15,10 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from serve.errors import ServeError
 from serve.gateway.config import UpstreamConfig
 from serve.gateway.registry import now
 from serve.gateway.router import replica_order
-from serve.errors import ServeError
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +108,7 @@ class UpstreamPool:
                     return f"/v1/models answered HTTP {resp.status}"
                 body = await resp.json(content_type=None)
             upstream.models = {m["id"]: m.get("root") for m in body["data"]}
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
             return f"{type(exc).__name__}: {exc}".rstrip(": ")
         return None
 
@@ -144,7 +143,7 @@ class UpstreamPool:
                 text = await resp.text()
                 if resp.status != 200:
                     raise UpstreamCallError(upstream.name, _error_message(resp.status, text), resp.status)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise UpstreamCallError(upstream.name, f"{type(exc).__name__}: {exc}".rstrip(": ")) from exc
 
     async def metrics_text(self, upstream: Upstream, timeout_s: float) -> str | None:
@@ -152,5 +151,5 @@ class UpstreamPool:
         try:
             async with self.session.get(f"{upstream.url}/metrics", timeout=self._timeout(timeout_s)) as resp:
                 return await resp.text() if resp.status == 200 else None
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             return None

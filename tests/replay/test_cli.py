@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.cli import assert_one_error_line, run_cli
-from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
 
 from replay.cli import main
+from tests.support.cli import assert_one_error_line, run_cli
+from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -73,8 +73,8 @@ def test_suite_validate_reports_file_and_line(tmp_path, capsys):
 
 
 def test_dispute_then_trace_round_trip(run_dir, tmp_path, capsys):
-    from replay.memory.ledger import Ledger
     from core.records import ResultRecord
+    from replay.memory.ledger import Ledger
 
     ledger = tmp_path / "ledger.sqlite"
     record = e13_results(ARMS)[0]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from tests.support.cli import assert_one_error_line, run_cli
 
 

@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from tests.support.gateway_harness import fake_adapter, write_config
-from core.evidence import CanaryEvidence, PairedOutcomes, RegistryEvidence
 from core.capture import CapturedDecision, CaptureStore
-from serve.gateway.capture import now_iso
+from core.evidence import CanaryEvidence, PairedOutcomes, RegistryEvidence
 from serve.cli import main
-from serve.gateway.config import load_gateway_config
 from serve.evidence import EvidenceError, canary_cohorts, export, registry_evidence, shadow_outcomes
+from serve.gateway.capture import now_iso
+from serve.gateway.config import load_gateway_config
 from serve.gateway.registry import Registry, inspect_adapter
+from tests.support.gateway_harness import fake_adapter, write_config
 
 CANDIDATE = "cand-1"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from serve.cli import main
-from serve.gateway.config import load_gateway_config
 from serve.engine.launcher import ConfigError
+from serve.gateway.config import load_gateway_config
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "gateway.toml"
 MINIMAL = """[gateway]

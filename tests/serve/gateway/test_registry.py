@@ -7,8 +7,8 @@ import sqlite3
 
 import pytest
 
-from tests.support.gateway_harness import BASE_MODEL, fake_adapter
 from serve.gateway.registry import AdapterError, NameTaken, Registry, inspect_adapter
+from tests.support.gateway_harness import BASE_MODEL, fake_adapter
 
 
 def open_registry(tmp_path) -> Registry:
