@@ -37,6 +37,7 @@ from starlette.types import Receive, Scope, Send
 from core.capture import request_sha256
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.errors import GatewayError, error_body, unavailable
+from serve.gateway.registry import RequestRow
 from serve.gateway.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
 from serve.gateway.shadow import (
     Answer,
@@ -89,10 +90,10 @@ def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> N
     route, adapter, kind = (res.route, res.target, res.kind) if res else ("", "", "")
     elapsed = time.perf_counter() - call.started
     gw.metrics.observe(route, adapter, kind, status, elapsed, reason)
-    gw.registry.record_request(
+    gw.registry.record_request(RequestRow(
         request_id=call.request_id, endpoint=call.endpoint, requested=call.requested, route=route or None,
         adapter=adapter or None, kind=kind or None, sticky_key=res.cohort_key if res else None,
-        upstream=call.upstream, status=status, reason=reason, duration_s=elapsed)
+        upstream=call.upstream, status=status, reason=reason, duration_s=elapsed))
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:

@@ -70,6 +70,52 @@ class NameTaken(ServeError, ValueError):
 
 
 @dataclass(frozen=True)
+class RequestRow:
+    """One routed request as the `requests` table stores it (the canary split per request)."""
+
+    request_id: str
+    endpoint: str
+    requested: str | None
+    """The request's `model` as sent."""
+    route: str | None
+    adapter: str | None
+    """The adapter version (or the base model's served name) that answered."""
+    kind: str | None
+    """How the router chose it: production, canary or pinned."""
+    sticky_key: str | None
+    """The workspace or session that kept a canary cohort sticky."""
+    upstream: str | None
+    status: int
+    reason: str | None
+    """Why a request failed (the `reason` label of the error metrics); None on success."""
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class ShadowRow:
+    """One shadow comparison as the `shadow_results` table stores it."""
+
+    request_id: str
+    route: str
+    endpoint: str
+    production: str
+    candidate: str
+    request_sha256: str
+    production_answer: str | None
+    """The production answer as JSON text."""
+    shadow_answer: str | None
+    """The candidate's answer as JSON text."""
+    production_outcome: str
+    shadow_outcome: str
+    production_tool: str | None
+    shadow_tool: str | None
+    agreement: str
+    """How the two first calls compare (`core.scoring.CallAgreement`)."""
+    error: str | None
+    shadow_latency_s: float | None
+
+
+@dataclass(frozen=True)
 class AdapterFiles:
     path: Path
     rank: int
@@ -328,15 +374,16 @@ class Registry:
     # second and on shutdown; every read flushes first): one commit per request would cost
     # more than the rest of the gateway's work for that request. Routing state is never buffered.
 
-    def record_request(self, **row: Any) -> None:
-        """One routed request (the canary split per request)."""
-        self._buffer("requests", {"at": now(), **row})
+    def record_request(self, row: RequestRow) -> None:
+        """Log one routed request (the canary split per request)."""
+        self._buffer("requests", row)
 
-    def record_shadow(self, **row: Any) -> None:
-        self._buffer("shadow_results", {"at": now(), **row})
+    def record_shadow(self, row: ShadowRow) -> None:
+        """Log one shadow comparison."""
+        self._buffer("shadow_results", row)
 
-    def _buffer(self, table: str, row: dict[str, Any]) -> None:
-        self._pending.append((table, row))
+    def _buffer(self, table: str, row: RequestRow | ShadowRow) -> None:
+        self._pending.append((table, {"at": now(), **vars(row)}))
         if len(self._pending) >= _FLUSH_AT:
             self.flush()
 

@@ -22,7 +22,7 @@ from core.scoring import CallAgreement, chosen_call, compare_calls
 from core.toolcalls import parse_response, parse_text, transport_error
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics
-from serve.gateway.registry import Registry
+from serve.gateway.registry import Registry, ShadowRow
 
 Endpoint = Literal["chat", "completions"]
 Answer = dict[str, Any] | str  # a chat message, or a completion's text
@@ -201,12 +201,12 @@ class ShadowRunner:
         self._metrics.observe(job.route, job.candidate, "shadow", status, elapsed, reason)
         self._metrics.shadow_comparisons.labels(job.route, job.candidate, agreement.value).inc()
         production_call, shadow_call = chosen_call(production), chosen_call(shadow)
-        self._registry.record_shadow(
+        self._registry.record_shadow(ShadowRow(
             request_id=job.request_id, route=job.route, endpoint=job.endpoint, production=job.production,
             candidate=job.candidate, request_sha256=job.request_sha256,
             production_answer=json.dumps(job.production_answer), shadow_answer=json.dumps(answer),
             production_outcome=production.outcome.value, shadow_outcome=shadow.outcome.value,
             production_tool=production_call.tool if production_call else None,
             shadow_tool=shadow_call.tool if shadow_call else None,
-            agreement=agreement.value, error=shadow.error, shadow_latency_s=elapsed)
+            agreement=agreement.value, error=shadow.error, shadow_latency_s=elapsed))
         return agreement
