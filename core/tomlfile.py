@@ -31,7 +31,7 @@ def load_toml(path: Path, model: type[Model], what: str) -> Model:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(path, text, exc, what)) from None
+        raise ConfigError(_describe(path, text, exc, what)) from exc
 
 
 def _describe(path: Path, text: str, exc: ValidationError, what: str) -> str:

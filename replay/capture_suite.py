@@ -160,7 +160,7 @@ def _check_target_dir(out: Path) -> None:
         try:
             frozen = "frozen" in tomllib.loads(manifest.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise SuiteError(f"refusing to write into {out}: {manifest} is unreadable ({exc})", []) from None
+            raise SuiteError(f"refusing to write into {out}: {manifest} is unreadable ({exc})", []) from exc
         if frozen:
             raise SuiteError(f"refusing to write into {out}: it is a frozen suite version, and a frozen suite is "
                              "immutable; build into a new directory with the next version", [

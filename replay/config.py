@@ -70,7 +70,7 @@ class Arm(Strict):
         try:
             parse_condition(value)
         except ConditionError as exc:
-            raise ValueError(str(exc)) from None
+            raise ValueError(str(exc)) from exc
         return value
 
 
@@ -120,7 +120,7 @@ def load_run_config(path: Path) -> RunConfig:
     try:
         config = load_toml(path, RunConfig, "run config")
     except ConfigError as exc:
-        raise RunConfigError(str(exc)) from None
+        raise RunConfigError(str(exc)) from exc
     if config.memory.root is not None and not config.memory.root.is_absolute():
         config.memory.root = (path.parent / config.memory.root).resolve()
     return config

@@ -138,7 +138,7 @@ def read_completed(results_path: Path) -> set[tuple[str, str]]:
             row = json.loads(line)
             done.add((row["arm"], row["decision_id"]))
         except (json.JSONDecodeError, KeyError) as exc:
-            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from None
+            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from exc
     return done
 
 
@@ -159,7 +159,7 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
             try:
                 injected = inject(decision.request.messages, condition, memories[workspace])
             except ConditionError as exc:
-                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}") from None
+                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}") from exc
             items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids))
     return order_items(items, config.runner.order, seed=config.decoding.seed or 0)
 
@@ -290,7 +290,7 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
                     raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
                 models = [m["id"] for m in (await resp.json()).get("data", [])]
         except aiohttp.ClientError as exc:
-            raise RunError(f"cannot reach the endpoint {base}: {exc}") from None
+            raise RunError(f"cannot reach the endpoint {base}: {exc}") from exc
         version = None
         try:
             async with session.get(base.removesuffix("/v1") + "/version") as resp:

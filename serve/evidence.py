@@ -158,8 +158,8 @@ def _stamp(value: str) -> str:
     """An ISO time in the registry's own format, so stored times compare as text."""
     try:
         parsed = parse_instant(value)
-    except ValueError:
-        raise EvidenceError(f"--since {value!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from None
+    except ValueError as exc:
+        raise EvidenceError(f"--since {value!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from exc
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

@@ -129,7 +129,7 @@ def _parse_line(path: Path, number: int, line: str) -> ResultRecord:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "line"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from None
+        raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from exc
 
 
 def read_run_info(run_dir: str | Path) -> dict[str, Any]:
@@ -140,7 +140,7 @@ def read_run_info(run_dir: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+        raise ResultsError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
     if not isinstance(data, dict):
         raise ResultsError(f"{path}: expected a JSON object")
     return data

@@ -118,9 +118,9 @@ def _read_json(ctx: GateContext, key: str, model: type[E], what: str) -> E:
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise _MissingEvidence(f"evidence {key!r}: {path}: {where}: {first['msg']}") from None
+        raise _MissingEvidence(f"evidence {key!r}: {path}: {where}: {first['msg']}") from exc
     except OSError as exc:
-        raise _MissingEvidence(f"evidence {key!r}: {path}: {exc.strerror}") from None
+        raise _MissingEvidence(f"evidence {key!r}: {path}: {exc.strerror}") from exc
 
 
 def _paired_outcomes(ctx: GateContext, key: str, measure: str) -> PairedOutcomes:
@@ -139,14 +139,14 @@ def _other_run(ctx: GateContext, key: str, what: str) -> tuple[Path, Comparison]
     try:
         return path, compare_run(path, ctx.baseline, ctx.candidate, tainted=ctx.tainted)
     except ResultsError as exc:
-        raise _MissingEvidence(f"evidence {key!r}: {exc}") from None
+        raise _MissingEvidence(f"evidence {key!r}: {exc}") from exc
 
 
 def _row_of(comparison: Comparison, measure: Measure, scope: str) -> CorrectnessRow:
     try:
         return comparison.row(measure, scope)
-    except KeyError:
-        raise _MissingEvidence(f"no {measure}-scored decisions in {scope!r} in these results") from None
+    except KeyError as exc:
+        raise _MissingEvidence(f"no {measure}-scored decisions in {scope!r} in these results") from exc
 
 
 def _row_evidence(row: CorrectnessRow, **extra: Any) -> dict[str, Any]:
@@ -462,7 +462,7 @@ class FreshChronological(_OtherRunGain):
             fresh = compare(records, ctx.baseline, ctx.candidate, tainted=ctx.tainted)
             suite = load_suite(suite_path)
         except (ResultsError, SuiteError) as exc:
-            raise _MissingEvidence(f"fresh evidence: {exc}") from None
+            raise _MissingEvidence(f"fresh evidence: {exc}") from exc
         cutoff = self.captured_after if self.captured_after.tzinfo else self.captured_after.replace(tzinfo=UTC)
         captured = {d.id: d.captured_at for d in suite.decisions}
         ids = {r.decision_id for r in records if r.arm == ctx.baseline}
@@ -655,16 +655,16 @@ def _read_policy(path: Path) -> tuple[GatePolicy, str]:
     try:
         raw = path.read_bytes()
     except OSError as exc:
-        raise GateError(f"{path}: cannot read policy: {exc.strerror}") from None
+        raise GateError(f"{path}: cannot read policy: {exc.strerror}") from exc
     try:
         data = tomllib.loads(raw.decode("utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise GateError(f"{path}: invalid TOML: {exc}") from None
+        raise GateError(f"{path}: invalid TOML: {exc}") from exc
     try:
         return GatePolicy.model_validate(data), hashlib.sha256(raw).hexdigest()
     except ValidationError as exc:
         problems = "\n".join(f"  {_policy_problem(error, data)}" for error in exc.errors())
-        raise GateError(f"{path}: invalid gate policy:\n{problems}") from None
+        raise GateError(f"{path}: invalid gate policy:\n{problems}") from exc
 
 
 def _policy_problem(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
@@ -817,7 +817,7 @@ def read_verdict(path: str | Path) -> Verdict:
     try:
         return Verdict.model_validate_json(Path(path).read_bytes())
     except (OSError, ValidationError) as exc:
-        raise GateError(f"{path}: not a gate verdict: {exc}") from None
+        raise GateError(f"{path}: not a gate verdict: {exc}") from exc
 
 
 STATUS_LABEL = {Status.PASS: "pass", Status.FAIL: "FAIL", Status.NOT_RUN: "not run"}

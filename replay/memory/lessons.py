@@ -341,8 +341,8 @@ def _by_workspace(verdicts: Iterable[RuleVerdict]) -> dict[str, list[RuleVerdict
 def _memory_dir(memory_dirs: Mapping[str, Path], workspace: str) -> Path:
     try:
         return Path(memory_dirs[workspace])
-    except KeyError:
-        raise LessonError(f"no memory directory known for workspace {workspace!r}") from None
+    except KeyError as exc:
+        raise LessonError(f"no memory directory known for workspace {workspace!r}") from exc
 
 
 # ── soft eviction: proposed edits of the workspace files ─────────────────────

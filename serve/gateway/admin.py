@@ -148,11 +148,11 @@ async def register(body: RegisterBody, gw: GatewayDep) -> dict[str, Any]:
             files = await asyncio.to_thread(inspect_adapter, body.path, settings.adapters.root,
                                             settings.base.model, settings.adapters.max_rank)
         except AdapterError as exc:
-            raise GatewayError(422, str(exc), "invalid_adapter") from None
+            raise GatewayError(422, str(exc), "invalid_adapter") from exc
         try:
             return _adapter_out(gw, gw.registry.register(body.name, files))
         except NameTaken as exc:
-            raise _conflict(str(exc), "name_taken") from None
+            raise _conflict(str(exc), "name_taken") from exc
 
 
 @router.get("/adapters")
@@ -173,7 +173,7 @@ async def load(name: str, gw: GatewayDep) -> dict[str, Any]:
         try:
             await gw.verify_files(adapter)
         except FilesChanged as exc:
-            raise _conflict(str(exc), "files_changed") from None
+            raise _conflict(str(exc), "files_changed") from exc
         loaded: list[Upstream] = []
         try:
             for upstream in healthy:
@@ -183,7 +183,7 @@ async def load(name: str, gw: GatewayDep) -> dict[str, Any]:
             await _undo_loads(gw, loaded, name)
             status = 409 if exc.status == 409 else 502
             raise GatewayError(status, f"loading {name!r} failed, nothing changed: {exc}", "engine_load_failed") \
-                from None
+                from exc
         return _adapter_out(gw, gw.registry.set_adapter_state(name, "loaded"))
 
 
@@ -210,7 +210,7 @@ async def unload(name: str, gw: GatewayDep) -> dict[str, Any]:
             except UpstreamCallError as exc:
                 # Registry unchanged: the next health tick loads it again where it was unloaded.
                 raise GatewayError(502, f"unloading {name!r} failed, it stays loaded: {exc}",
-                                   "engine_unload_failed") from None
+                                   "engine_unload_failed") from exc
         return _adapter_out(gw, gw.registry.set_adapter_state(name, "unloaded"))
 
 

@@ -100,7 +100,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
     try:
         body = json.loads(raw)
     except ValueError as exc:
-        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
+        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
     return body
@@ -157,10 +157,10 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
             gw.pool.mark(upstream, False, str(exc))
             gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)
             continue
-        except TimeoutError:
-            raise _timeout_error(gw, upstream) from None
+        except TimeoutError as exc:
+            raise _timeout_error(gw, upstream) from exc
         except aiohttp.ClientError as exc:
-            raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from None
+            raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from exc
         finally:
             if resp is None:
                 upstream.busy -= 1
@@ -176,11 +176,11 @@ async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse) -
     try:
         raw = await resp.read()
         complete = True
-    except TimeoutError:
-        raise _timeout_error(gw, upstream) from None
+    except TimeoutError as exc:
+        raise _timeout_error(gw, upstream) from exc
     except aiohttp.ClientError as exc:
         raise GatewayError(502, f"upstream {upstream.name} broke off its answer: {exc}",
-                           "upstream_disconnected") from None
+                           "upstream_disconnected") from exc
     finally:
         upstream.busy -= 1
         if complete:
@@ -216,7 +216,7 @@ def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answ
         return payload, answer_of(call.endpoint, payload)
     except (ValueError, BadAnswer) as exc:
         raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc}",
-                           "bad_upstream_response") from None
+                           "bad_upstream_response") from exc
 
 
 async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request) -> Response:

@@ -217,10 +217,10 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
     config_file = resolved / "adapter_config.json"
     try:
         config = json.loads(config_file.read_text())
-    except FileNotFoundError:
-        raise AdapterError(f"{config_file} does not exist") from None
+    except FileNotFoundError as exc:
+        raise AdapterError(f"{config_file} does not exist") from exc
     except (OSError, json.JSONDecodeError) as exc:
-        raise AdapterError(f"{config_file}: {exc}") from None
+        raise AdapterError(f"{config_file}: {exc}") from exc
     if not isinstance(config, dict):
         raise AdapterError(f"{config_file}: not a JSON object")
     if config.get("peft_type") != "LORA":
@@ -309,8 +309,8 @@ class Registry:
             with self._change("register", {"name": name, "path": str(files.path), "fingerprint": files.fingerprint}):
                 self._db.execute("INSERT INTO adapters VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)",
                                  (name, str(files.path), files.rank, files.base_model, files.fingerprint, at, at))
-        except sqlite3.IntegrityError:
-            raise NameTaken(f"adapter name {name!r} was registered before; names are never reused") from None
+        except sqlite3.IntegrityError as exc:
+            raise NameTaken(f"adapter name {name!r} was registered before; names are never reused") from exc
         return self.state.adapters[name]
 
     def set_adapter_state(self, name: str, state: AdapterState) -> Adapter:

@@ -84,7 +84,7 @@ class Gateway:
         try:
             return resolve(self.registry.state, model, workspace, session)
         except (ModelNotFound, ModelNotLoaded) as exc:
-            raise GatewayError(404, str(exc), exc.code) from None
+            raise GatewayError(404, str(exc), exc.code) from exc
 
     def shadow_for(self, resolution: Resolution) -> str | None:
         """The shadow candidate when this production request is sampled for a shadow trial."""
