@@ -2,7 +2,7 @@
 
 `worker-serve evidence` reads the registry (routes, loaded adapters, the per-request log, the
 shadow comparisons) and the capture store (decisions with the guard's outcome labels) and
-writes the three files the production-candidate gate reads, in its formats (replay/analysis/gates.py):
+writes the three files the production-candidate gate reads, in its formats (core/evidence.py):
 
 * `shadow.json` — paired outcomes, measure "correct", one item per shadowed request whose
   production call got a verdict from the next turn (the same verdicts the suite builder uses,
