@@ -127,6 +127,7 @@ class CaptureStore:
                     self._db.execute("UPDATE decisions SET outcome = ? WHERE seq = ?", (result.kind, row[0]))
 
     def insert(self, decision: CapturedDecision) -> None:
+        """Store one captured decision (its JSON fields as text)."""
         row = {k: v for k, v in asdict(decision).items() if k != "seq"}
         for column in _JSON_COLUMNS:
             row[column] = None if row[column] is None else json.dumps(row[column])

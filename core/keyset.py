@@ -174,6 +174,7 @@ def canonical_json(value: Any) -> str:
 
 
 def canonical_equal(a: Any, b: Any) -> bool:
+    """Equal as JSON values (key order and number spelling aside)."""
     return canonical_json(a) == canonical_json(b)
 
 

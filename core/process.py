@@ -21,6 +21,7 @@ def free_port() -> int:
 
 
 def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
+    """Whether `GET /health` answers 200 within `timeout`."""
     try:
         with urllib.request.urlopen(f"{base_url}/health", timeout=timeout) as resp:
             return bool(resp.status == 200)
@@ -38,6 +39,7 @@ class ServiceProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start the process in its own session (so `stop` ends its children too), logging to `log_path`."""
         log = self.log_path.open("ab") if self.log_path else None
         self.proc = subprocess.Popen(self.command, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT if log else None, start_new_session=True)
@@ -59,6 +61,7 @@ class ServiceProcess:
         raise TimeoutError(f"{self.name} was not healthy after {self.health_timeout_s:.0f} s")
 
     def stop(self, grace_s: float = 30.0) -> int | None:
+        """SIGTERM the process group, SIGKILL after `grace_s`; returns the exit status (None if never started)."""
         if self.proc is None or self.proc.poll() is not None:
             return None if self.proc is None else self.proc.returncode
         os.killpg(self.proc.pid, signal.SIGTERM)

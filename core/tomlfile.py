@@ -23,6 +23,7 @@ class ConfigError(WorkerTierError, ValueError):
 
 
 def load_toml(path: Path, model: type[Model], what: str) -> Model:
+    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
     try:
         text = path.read_text()
         raw = tomllib.loads(text)

@@ -97,6 +97,8 @@ def strip_memory(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def to_decision(captured: CapturedDecision, stratum: str) -> Decision:
+    """A suite decision from a full-mode capture, memory blocks stripped, its target or failed action set by the
+    stratum."""
     assert captured.request is not None and captured.chosen_tool is not None
     request = ChatRequest.model_validate({**captured.request,
                                           "messages": strip_memory(captured.request["messages"])})

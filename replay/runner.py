@@ -66,10 +66,12 @@ class Outcome:
 
 
 def config_fingerprint(config: RunConfig) -> dict[str, Any]:
+    """The config as JSON values: what a resumed run must match."""
     return config.model_dump(mode="json")
 
 
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
+    """The `run.json` of a run: config and its hash, suite identity, endpoint, models and engine version."""
     fingerprint = config_fingerprint(config)
     return {
         "config": fingerprint,
@@ -171,6 +173,7 @@ def _load_workspace(config: RunConfig, workspace: str) -> WorkspaceMemory | None
 
 
 def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkItem]:
+    """The work in the configured order (`Runner.order`)."""
     if order == "prefix":
         return sorted(items, key=lambda item: item.prefix_key)
     if order == "shuffled":
@@ -181,6 +184,7 @@ def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkIt
 
 
 def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
+    """The chat request sent for one arm × decision: the frozen request, the arm's model, memory and decoding."""
     decoding = config.decoding_for(item.arm)
     request = item.decision.request.model_dump(exclude={"messages"})
     body = {**request, "model": item.arm.model, "messages": item.messages,
@@ -194,6 +198,7 @@ def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
 
 
 def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
+    """Parse and score one answer (or its transport error) into the result line."""
     tool_names = {t.get("function", {}).get("name") for t in item.decision.request.tools}
     body = outcome.body or {}
     choice = (body.get("choices") or [{}])[0]

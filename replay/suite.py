@@ -97,6 +97,7 @@ class Suite:
 
 
 def decisions_sha256(suite_dir: Path | str) -> str:
+    """The sha256 of `decisions.jsonl`, as the frozen manifest records it."""
     return hashlib.sha256((Path(suite_dir) / DECISIONS_JSONL).read_bytes()).hexdigest()
 
 

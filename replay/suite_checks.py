@@ -39,6 +39,7 @@ def request_hash(request: ChatRequest) -> str:
 
 
 def offered_tools(request: ChatRequest) -> list[str]:
+    """The function names the request offers, in order."""
     names = []
     for tool in request.tools:
         function = tool.get("function") if isinstance(tool, dict) else None

@@ -233,6 +233,7 @@ def check_memory(root: str | Path) -> list[MemoryProblem]:
 
 
 def has_violations(problems: Iterable[MemoryProblem]) -> bool:
+    """Whether any problem is a violation (warnings alone pass the check)."""
     return any(p.severity == "violation" for p in problems)
 
 

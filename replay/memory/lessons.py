@@ -162,6 +162,7 @@ def trials_from_results(records: Iterable[ResultRecord]) -> list[Trial]:
 
 
 def outcomes_from_trials(trials: Iterable[Trial]) -> list[Outcome]:
+    """Trials as the lift analysis' outcomes (one per model, memory and decision)."""
     return [Outcome(f"{t.model}|{t.memory}|{t.decision_id}", t.workspace, float(t.correct), t.rule_ids) for t in trials]
 
 

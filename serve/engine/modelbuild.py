@@ -40,10 +40,12 @@ class BuildResult:
 
 
 def cache_dir() -> Path:
+    """`$WORKER_TIER_CACHE`, else ~/.cache/worker-tier: the embedded model, adapters and gateway state."""
     return Path(os.environ.get("WORKER_TIER_CACHE", Path.home() / ".cache" / "worker-tier"))
 
 
 def default_model_dir(root: Path | None = None) -> Path:
+    """Where `worker-serve model build` puts the embedded model."""
     return (root or cache_dir()) / "models" / MODEL_NAME
 
 

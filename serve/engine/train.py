@@ -176,6 +176,7 @@ def encode(tokenizer: Any, template: str, example: TrainingExample) -> Encoded:
 
 
 def examples_sha256(examples: Iterable[TrainingExample]) -> str:
+    """A hash of the examples in order, for the adapter's cache marker."""
     digest = hashlib.sha256()
     for example in examples:
         digest.update(json.dumps(example.model_dump(mode="json"), sort_keys=True).encode())

@@ -97,6 +97,7 @@ def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> N
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, else a 400 in OpenAI's shape."""
     try:
         body = json.loads(raw)
     except ValueError as exc:
@@ -107,6 +108,7 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
+    """One OpenAI request end to end: resolve, forward (relaying streams), shadow, capture, count and log."""
     call = Call(request.headers.get("x-request-id") or f"{_BOOT}-{next(_SEQUENCE)}", endpoint, time.perf_counter())
     try:
         body = parse_body(await request.body())

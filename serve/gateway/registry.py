@@ -304,6 +304,7 @@ class Registry:
     # --- admin changes -------------------------------------------------------------------
 
     def register(self, name: str, files: AdapterFiles) -> Adapter:
+        """Record a new adapter version (state `registered`); a name used before raises `NameTaken`."""
         at = now()
         try:
             with self._change("register", {"name": name, "path": str(files.path), "fingerprint": files.fingerprint}):
@@ -314,6 +315,7 @@ class Registry:
         return self.state.adapters[name]
 
     def set_adapter_state(self, name: str, state: AdapterState) -> Adapter:
+        """Record that the engines loaded or unloaded the version (one admin-log entry)."""
         with self._change(f"adapter_{state}", {"name": name}):
             self._db.execute("UPDATE adapters SET state = ?, changed_at = ? WHERE name = ?", (state, now(), name))
         return self.state.adapters[name]
@@ -343,6 +345,7 @@ class Registry:
                          (self._enc(production), self._enc(previous), now(), route))
 
     def set_canary(self, route: str, candidate: str, percent: float, sticky_by: StickyBy) -> Route:
+        """Start (or re-percent) the route's canary: `percent` of sticky keys go to `candidate`."""
         with self._change("canary_start", {"route": route, "candidate": candidate, "percent": percent,
                                            "sticky_by": sticky_by}):
             self._db.execute("INSERT OR REPLACE INTO canaries VALUES (?, ?, ?, ?, ?)",
@@ -350,22 +353,26 @@ class Registry:
         return self.state.routes[route]
 
     def stop_canary(self, route: str) -> Route:
+        """End the route's canary; every request goes to production again."""
         with self._change("canary_stop", {"route": route}):
             self._db.execute("DELETE FROM canaries WHERE route = ?", (route,))
         return self.state.routes[route]
 
     def set_shadow(self, route: str, candidate: str, sample_rate: float) -> Route:
+        """Start the route's shadow: a `sample_rate` share of production requests is copied to `candidate`."""
         with self._change("shadow_start", {"route": route, "candidate": candidate, "sample_rate": sample_rate}):
             self._db.execute("INSERT OR REPLACE INTO shadows VALUES (?, ?, ?, ?)",
                              (route, candidate, sample_rate, now()))
         return self.state.routes[route]
 
     def stop_shadow(self, route: str) -> Route:
+        """End the route's shadow: no further production requests are copied."""
         with self._change("shadow_stop", {"route": route}):
             self._db.execute("DELETE FROM shadows WHERE route = ?", (route,))
         return self.state.routes[route]
 
     def admin_log(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest admin changes, newest first, each with its revision and detail."""
         rows = self._db.execute("SELECT * FROM admin_log ORDER BY revision DESC LIMIT ?", (limit,))
         return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
 
@@ -404,6 +411,7 @@ class Registry:
                     self._db.execute(f"DELETE FROM {name} WHERE id <= (SELECT MAX(id) FROM {name}) - ?", (self._keep,))
 
     def requests(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest routed requests, newest first."""
         self.flush()
         return [dict(r) for r in self._db.execute("SELECT * FROM requests ORDER BY id DESC LIMIT ?", (limit,))]
 
@@ -423,6 +431,7 @@ class Registry:
         return [dict(r) for r in rows]
 
     def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest shadow comparisons (of one route, or all), newest first, answers included."""
         self.flush()
         query = "SELECT * FROM shadow_results" + (" WHERE route = ?" if route else "") + " ORDER BY id DESC LIMIT ?"
         args = (route, limit) if route else (limit,)

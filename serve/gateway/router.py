@@ -55,6 +55,8 @@ def canary_bucket(route: str, candidate: str, key: str) -> float:
 
 
 def resolve(state: State, model: str, workspace: str | None, session: str | None) -> Resolution:
+    """Where a request naming `model` goes: a route's production or canary version (sticky by workspace or session),
+    the base model, or a loaded adapter version pinned by name."""
     replica_key = workspace or session
     route = state.routes.get(model)
     if route is not None:

@@ -55,6 +55,7 @@ def tool_names(body: Mapping[str, Any]) -> frozenset[str] | None:
 
 
 def parse_answer(answer: Answer, names: Collection[str] | None) -> ParsedResponse:
+    """Read an answer with the shared parser: a chat message, or a completion's text."""
     return parse_response(answer, names) if isinstance(answer, dict) else parse_text(answer, names)
 
 
@@ -68,6 +69,7 @@ class StreamAccumulator:
         self._calls: dict[int, dict[str, Any]] = {}
 
     def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the stream (SSE lines may be split across chunks)."""
         self._buffer += chunk
         *lines, self._buffer = self._buffer.split(b"\n")
         for line in lines:
@@ -102,6 +104,7 @@ class StreamAccumulator:
                 slot["function"]["arguments"] += function.get("arguments") or ""
 
     def answer(self) -> Answer:
+        """The answer the stream amounted to: a chat message (content and tool calls) or a completion's text."""
         text = "".join(self._content)
         if self.endpoint == "completions":
             return text
@@ -126,6 +129,7 @@ class ShadowJob:
 
 
 def shadow_body(body: Mapping[str, Any], candidate: str) -> dict[str, Any]:
+    """The production request re-addressed to the candidate, never streamed."""
     shadow = {k: v for k, v in body.items() if k != "stream_options"}
     shadow["model"] = candidate
     shadow["stream"] = False
@@ -166,6 +170,7 @@ class ShadowRunner:
         return True
 
     def drop(self, route: str, reason: str) -> None:
+        """Count a shadow request that was not sent (queue full, shutting down)."""
         self._metrics.shadow_dropped.labels(route, reason).inc()
 
     async def _work(self) -> None:
@@ -181,6 +186,7 @@ class ShadowRunner:
                 self.queue.task_done()
 
     async def run(self, job: ShadowJob) -> CallAgreement:
+        """Send one shadow request, compare its answer with production's, and record and count the result."""
         started = time.perf_counter()
         answer: Answer | None = None
         status, reason = 200, None

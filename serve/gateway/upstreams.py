@@ -76,6 +76,7 @@ class UpstreamPool:
             await self._session.close()
 
     def healthy(self) -> list[Upstream]:
+        """The replicas whose last probe succeeded."""
         return [u for u in self.upstreams if u.healthy]
 
     def order(self, key: str | None) -> list[Upstream]:
@@ -85,6 +86,7 @@ class UpstreamPool:
         return [healthy[n] for n in replica_order(list(healthy), key, busy, next(self._turn))]
 
     def mark(self, upstream: Upstream, healthy: bool, error: str | None = None) -> None:
+        """Record a probe's or a request's verdict on a replica, logging only the changes."""
         if upstream.healthy and not healthy:
             log.warning("upstream %s is unhealthy: %s", upstream.name, error)
         elif healthy and not upstream.healthy:
@@ -130,6 +132,7 @@ class UpstreamPool:
         return True
 
     async def unload_adapter(self, upstream: Upstream, name: str, timeout_s: float) -> None:
+        """Unload an adapter from one engine; one the engine does not have counts as unloaded."""
         try:
             await self._post(upstream, "/v1/unload_lora_adapter", {"lora_name": name}, timeout_s)
         except UpstreamCallError as exc:
