@@ -14,7 +14,8 @@ from replay.analysis.compare import compare_run, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
 from replay.config import load_run_config
-from replay.memory.files import check_memory, has_violations, workspace_dirs
+from replay.memory.checks import check_memory, has_violations
+from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
 from replay.runner import run
 from replay.suite import format_stats, freeze_suite, load_suite, suite_stats, validate_suite
