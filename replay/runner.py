@@ -67,7 +67,8 @@ class Outcome:
 
 def config_fingerprint(config: RunConfig) -> dict[str, Any]:
     """The config as JSON values: what a resumed run must match."""
-    return config.model_dump(mode="json")
+    fingerprint: dict[str, Any] = json.loads(config.model_dump_json())
+    return fingerprint
 
 
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
