@@ -9,8 +9,11 @@ setup:
 demo: setup
 	$(VENV)/bin/worker-demo run
 
+# Lint and types first (seconds), then the tests; mypy is strict for the four packages (pyproject.toml).
 test:
 	./scripts/setup.sh --test-tools
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -q -ra tests
 
 bench: setup

@@ -127,6 +127,7 @@ class CaptureStore:
                     self._db.execute("UPDATE decisions SET outcome = ? WHERE seq = ?", (result.kind, row[0]))
 
     def insert(self, decision: CapturedDecision) -> None:
+        """Store one captured decision (its JSON fields as text)."""
         row = {k: v for k, v in asdict(decision).items() if k != "seq"}
         for column in _JSON_COLUMNS:
             row[column] = None if row[column] is None else json.dumps(row[column])
@@ -148,7 +149,7 @@ def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedD
     decisions = []
     known = {f.name for f in fields(CapturedDecision)}
     for row in rows:
-        values = {k: row[k] for k in row.keys() if k in known}
+        values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
         for column in _JSON_COLUMNS:
             values[column] = None if values[column] is None else json.loads(values[column])
         if cut is None or parse_instant(values["captured_at"]) >= cut:

@@ -1,6 +1,6 @@
 """Evidence files the gates read (JSON): what the gateway's evidence export writes and what a
 sandbox run or another harness may supply. The formats are the contract; the conditions that
-judge them are in `replay/analysis/gates.py`.
+judge them are in `replay/analysis/gates/conditions.py`.
 """
 
 from __future__ import annotations

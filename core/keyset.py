@@ -25,6 +25,8 @@ import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
+from core.errors import WorkerTierError
+
 # A path step: a (unescaped) key, or LIST for "an element of the list".
 LIST = None
 PathStep = str | None
@@ -32,7 +34,7 @@ PathStep = str | None
 _SPECIAL = ("\\", ".", "[")
 
 
-class ArgumentsError(ValueError):
+class ArgumentsError(WorkerTierError, ValueError):
     """Arguments that cannot be scored: not valid JSON, or not a JSON object.
 
     The tool-call parser turns this into a `malformed_call` outcome with the message.
@@ -172,6 +174,7 @@ def canonical_json(value: Any) -> str:
 
 
 def canonical_equal(a: Any, b: Any) -> bool:
+    """Equal as JSON values (key order and number spelling aside)."""
     return canonical_json(a) == canonical_json(b)
 
 

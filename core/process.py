@@ -16,13 +16,15 @@ def free_port() -> int:
     """A free loopback port (for services started by the demo, the benchmarks and the tests)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        port: int = sock.getsockname()[1]
+        return port
 
 
 def is_healthy(base_url: str, timeout: float = 2.0) -> bool:
+    """Whether `GET /health` answers 200 within `timeout`."""
     try:
         with urllib.request.urlopen(f"{base_url}/health", timeout=timeout) as resp:
-            return resp.status == 200
+            return bool(resp.status == 200)
     except (urllib.error.URLError, OSError):
         return False
 
@@ -37,6 +39,7 @@ class ServiceProcess:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        """Start the process in its own session (so `stop` ends its children too), logging to `log_path`."""
         log = self.log_path.open("ab") if self.log_path else None
         self.proc = subprocess.Popen(self.command, env=self.env, stdout=log,
                                      stderr=subprocess.STDOUT if log else None, start_new_session=True)
@@ -49,7 +52,8 @@ class ServiceProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 where = f"; see {self.log_path}" if self.log_path else ""
-                raise RuntimeError(f"{self.name} exited with status {self.proc.returncode} before it was healthy{where}")
+                raise RuntimeError(
+                    f"{self.name} exited with status {self.proc.returncode} before it was healthy{where}")
             if is_healthy(self.base_url):
                 return time.monotonic() - started
             time.sleep(1.0)
@@ -57,6 +61,7 @@ class ServiceProcess:
         raise TimeoutError(f"{self.name} was not healthy after {self.health_timeout_s:.0f} s")
 
     def stop(self, grace_s: float = 30.0) -> int | None:
+        """SIGTERM the process group, SIGKILL after `grace_s`; returns the exit status (None if never started)."""
         if self.proc is None or self.proc.poll() is not None:
             return None if self.proc is None else self.proc.returncode
         os.killpg(self.proc.pid, signal.SIGTERM)

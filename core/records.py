@@ -15,7 +15,10 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    """Base of every file format and API body: unknown keys are errors, and a field's docstring
+    (the string literal under it) becomes its description in the JSON schema."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
 
 POSITIVE_STRATA = ("training_sanity", "verified_recovery", "clean_trajectory_action", "verified_action")
@@ -39,6 +42,7 @@ class Target(Strict):
 
     tool: str | None
     arg_keys: list[str] = Field(default_factory=list)
+    """The key set of the recorded arguments (path-qualified keys, core/keyset.py); values are not kept."""
 
 
 class FailedAction(Strict):
@@ -46,23 +50,37 @@ class FailedAction(Strict):
 
     tool: str
     arguments: dict[str, Any] | None = None
+    """The failed call's arguments; None in a content-free suite, which keeps only `arg_keys`."""
     arg_keys: list[str] | None = None
+    """The failed call's key set, when its arguments are withheld (or as a check on them)."""
 
 
 class MemoryRef(Strict):
+    """Whose memory a replay arm injects for this decision."""
+
     workspace: str | None = None
+    """The workspace's memory directory under the run's `memory.root` (None: the decision's own workspace)."""
 
 
 class Decision(Strict):
+    """One point in a tool loop where the worker chose its next action: a line of `decisions.jsonl`."""
+
     id: str
+    """Unique in the suite."""
     stratum: str
+    """training_sanity, verified_recovery, clean_trajectory_action, verified_action, known_failure, or one
+    of the suite's extra strata; strata are disjoint."""
     cluster: str
+    """The situation the decision comes from; decisions of one cluster are not independent."""
     workspace: str
     session: str
     captured_at: datetime
     request: ChatRequest
+    """The frozen request up to the decision: never the target action, never a memory block."""
     target: Target | None = None
+    """The recorded next move (positive strata); usually None for known_failure."""
     failed_action: FailedAction | None = None
+    """The historically failed action (known_failure only)."""
     memory: MemoryRef | None = None
 
 
@@ -91,9 +109,12 @@ class ParseOutcome(StrEnum):
 
 
 class ToolCall(Strict):
+    """One call read from an answer."""
+
     tool: str
     arguments: dict[str, Any]
     key_set: list[str]
+    """The arguments' key set (core/keyset.py), sorted."""
 
 
 class ParsedResponse(Strict):
@@ -102,7 +123,9 @@ class ParsedResponse(Strict):
     outcome: ParseOutcome
     calls: list[ToolCall] = Field(default_factory=list)
     source: Literal["structured", "hermes", "qwen3_coder"] | None = None
+    """Where the calls were found: the OpenAI `tool_calls` field, or one of the text formats in the content."""
     error: str | None = None
+    """Why the answer could not be read (malformed arguments, unknown tool, transport failure)."""
 
     @property
     def first(self) -> ToolCall | None:
@@ -113,14 +136,22 @@ class DecisionScore(Strict):
     """Correctness of one answer. Fields that do not apply to the stratum are None."""
 
     joint_correct: bool | None = None
+    """The target's tool with exactly its key set (or no call where the target is no call)."""
     tool_correct: bool | None = None
+    """The target's tool, whatever the arguments."""
     tool_repeat: bool | None = None
+    """known_failure: the historically failed tool was called again."""
     shape_repeat: bool | None = None
+    """known_failure: the failed tool again with the failed action's key set."""
     exact_repeat: bool | None = None
+    """known_failure: the failed call again with canonically equal arguments; None when they were withheld."""
     flags: list[str] = Field(default_factory=list)
+    """Outcomes worth a look whatever the score (a malformed or unknown call, several calls)."""
 
 
 class Usage(Strict):
+    """Token counts the endpoint reported."""
+
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -134,13 +165,20 @@ class ResultRecord(Strict):
     cluster: str
     workspace: str
     target_tool: str | None = None
+    """The decision's target tool (None: no call, or no target), kept for per-tool breakdowns."""
     model: str
+    """The `model` the arm sent."""
     memory: str
+    """The arm's memory condition."""
     raw_output: dict[str, Any] = Field(default_factory=dict)
+    """The answer's message, the transport error and the finish reason, as received."""
     parsed: ParsedResponse
     score: DecisionScore
     usage: Usage = Field(default_factory=Usage)
     latency_s: float = 0.0
+    """Of the last attempt."""
     injected_rule_ids: list[str] = Field(default_factory=list)
+    """The `lc:` rules the memory block carried (the ledger traces them)."""
     attempts: int = 1
+    """Requests sent, retries included."""
     finished_at: datetime

@@ -13,14 +13,17 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
+from core.errors import WorkerTierError
+
 Model = TypeVar("Model", bound=BaseModel)
 
 
-class ConfigError(ValueError):
+class ConfigError(WorkerTierError, ValueError):
     """A config that cannot be used; the message names the file and the offending key."""
 
 
 def load_toml(path: Path, model: type[Model], what: str) -> Model:
+    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
     try:
         text = path.read_text()
         raw = tomllib.loads(text)
@@ -29,7 +32,7 @@ def load_toml(path: Path, model: type[Model], what: str) -> Model:
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(path, text, exc, what)) from None
+        raise ConfigError(_describe(path, text, exc, what)) from exc
 
 
 def _describe(path: Path, text: str, exc: ValidationError, what: str) -> str:

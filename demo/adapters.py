@@ -11,6 +11,7 @@ import json
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TypedDict
 
 from demo.suite import TRAIN_JSONL, write_demo
 from serve.engine.modelbuild import default_model_dir
@@ -24,6 +25,7 @@ from serve.engine.train import (
     DEMO_SEED,
     MARKER,
     SELECTIONS,
+    PrefixStates,
     TrainDataError,
     examples_sha256,
     load_training,
@@ -45,12 +47,25 @@ def cached_demo_dir(cache_dir: Path, seed: int = DEMO_SEED) -> Path:
     return demo_dir
 
 
+
+class _Settings(TypedDict):
+    """`train_adapter`'s hyper-parameters, hashed into each adapter's marker."""
+
+    seed: int
+    rank: int
+    alpha: int
+    epochs: int
+    lr: float
+    batch_size: int
+    max_len: int
+
 def _marker_key(marker: Path) -> str | None:
     """The key a finished build recorded; None for a missing or unreadable marker (rebuild)."""
     try:
-        return json.loads(marker.read_text(encoding="utf-8")).get("key")
+        key = json.loads(marker.read_text(encoding="utf-8")).get("key")
     except (OSError, ValueError, AttributeError):
         return None
+    return key if isinstance(key, str) else None
 
 
 def demo_adapter_dir(cache_dir: Path, name: str, seed: int = DEMO_SEED) -> Path:
@@ -71,10 +86,10 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
     examples = load_training(demo_dir / TRAIN_JSONL)
     template = DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     out: dict[str, Path] = {}
-    base_states: dict[tuple[int, ...], tuple] = {}
+    base_states: PrefixStates = {}
     for name in SELECTIONS:
         chosen = select_examples(examples, name, DEMO_EXAMPLES, seed)
-        settings = {"seed": seed, "rank": 16, "alpha": 32, "epochs": DEMO_EPOCHS, "lr": DEMO_LR,
+        settings: _Settings = {"seed": seed, "rank": 16, "alpha": 32, "epochs": DEMO_EPOCHS, "lr": DEMO_LR,
                     "batch_size": DEMO_BATCH, "max_len": DEMO_MAX_LEN}
         key = hashlib.sha256(json.dumps({"examples": examples_sha256(chosen), "settings": settings,
                                          "template": template}, sort_keys=True).encode()).hexdigest()

@@ -23,21 +23,22 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from replay.analysis.compare import compare, format_comparison, load_results
-from replay.config import RunConfig
+from core.errors import WorkerTierError
+from core.process import ServiceProcess, free_port
+from core.records import KNOWN_FAILURE, Decision, ResultRecord
 from demo.adapters import build_demo_adapters
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.suite import write_demo
+from replay.analysis.compare import compare, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
-from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
-from replay.memory.files import load_memory, workspace_dirs
-from core.records import KNOWN_FAILURE, ResultRecord
 from replay.analysis.report import write_report
+from replay.config import RunConfig
+from replay.memory.files import load_memory, workspace_dirs
+from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
 from replay.runner import run
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess, load_engine_config
 from serve.engine.modelbuild import MODEL_NAME, cache_dir
-from core.process import ServiceProcess, free_port
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
@@ -76,7 +77,8 @@ def held_out_slice(suite: Suite, path: Path, per_stratum: int | None,
     """A frozen suite of the held-out decisions (at most `per_stratum` of each stratum, only of
     `workspaces` when given)."""
     if not (path / "suite.toml").exists():
-        picked, seen = [], {}
+        picked: list[Decision] = []
+        seen: dict[str, int] = {}
         for decision in suite.decisions:
             count = seen.get(decision.stratum, 0)
             wanted = workspaces is None or decision.workspace in workspaces
@@ -111,6 +113,7 @@ def ablation_arms(suite: Suite, memory_root: Path) -> list[dict[str, Any]]:
         if workspace not in workspaces:
             continue
         for rule in load_memory(path).authorised_rules():
+            assert rule.id is not None  # an authorised rule has an id by definition
             arms.append({"name": f"minus-{rule.id.removeprefix('lc:')}", "model": "worker",
                          "memory": f"workspace-minus:{rule.id}", "workspaces": [workspace]})
     return arms
@@ -162,13 +165,14 @@ def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -
     state = {a["name"]: a["state"] for a in known.get("adapters", [])}
     for name, version in versions.items():
         if version not in state:
-            status, body = admin(gateway_url, token, "POST", "/admin/adapters", {"name": version, "path": str(adapters[name])})
+            status, body = admin(gateway_url, token, "POST", "/admin/adapters",
+                                 {"name": version, "path": str(adapters[name])})
             if status != 201:
-                raise RuntimeError(f"registering {version} failed: HTTP {status} {body}")
+                raise WorkerTierError(f"registering {version} failed: HTTP {status} {body}")
         if state.get(version) != "loaded":
             status, body = admin(gateway_url, token, "POST", f"/admin/adapters/{version}/load")
             if status != 200:
-                raise RuntimeError(f"loading {version} failed: HTTP {status} {body}")
+                raise WorkerTierError(f"loading {version} failed: HTTP {status} {body}")
     return versions
 
 
@@ -195,7 +199,11 @@ def _started(service: ServiceProcess, what: str) -> Iterator[ServiceProcess]:
     say(f"starting the {what} (log: {service.log_path})")
     service.start()
     try:
-        say(f"{what} healthy after {service.wait_healthy():.0f} s at {service.base_url}")
+        try:
+            took = service.wait_healthy()
+        except (RuntimeError, TimeoutError) as exc:
+            raise WorkerTierError(f"the {what} did not start: {exc}") from exc
+        say(f"{what} healthy after {took:.0f} s at {service.base_url}")
         yield service
     finally:
         service.stop()
@@ -231,7 +239,8 @@ def lesson_summary(verdicts: Sequence[RuleVerdict]) -> str:
     caught = sorted(causal & set(HARMFUL_RULE_IDS))
     innocent = sorted(causal & set(GENUINE_RULE_IDS))
     correlational = sorted(rule for method, rule in evicted if method == "leave-one-out")
-    return (f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} of {', '.join(sorted(HARMFUL_RULE_IDS))}; "
+    return (f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} "
+            f"of {', '.join(sorted(HARMFUL_RULE_IDS))}; "
             f"genuine rules evicted: {', '.join(innocent) or 'none'}\n"
             f"  leave-one-out: evicted {', '.join(correlational) or 'none'} "
             f"(rule:<hash> is the one-rule arm: {ONE_RULE_TEXT!r})")
@@ -252,8 +261,8 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path) -> Path:
     plan = plan_lessons(results, workspace_dirs(memory_root), datetime.now(UTC).date())
     print("Lesson gate (causal where an ablation arm exists: workspace vs workspace-minus:<id>; "
           "else leave-one-out):")
-    for verdict in plan.verdicts:
-        print("  " + verdict.summary())
+    for lesson in plan.verdicts:
+        print("  " + lesson.summary())
     print(lesson_summary(plan.verdicts))
     for workspace, diff in plan.diffs.items():
         (run_dir / f"lessons-{workspace}.diff").write_text(diff)

@@ -24,10 +24,10 @@ from pathlib import Path
 from random import Random
 from typing import TypeVar
 
-from demo.memory import memory_files
-from demo.scenarios import KITS, Call, Kit, Messages, Rejection, Step, wrap_up
 from core.keyset import sorted_key_set
 from core.records import Answer, ChatRequest, Decision, FailedAction, MemoryRef, Target, TrainingExample
+from demo.memory import memory_files
+from demo.scenarios import KITS, Call, Kit, Messages, Rejection, Step, wrap_up
 from replay.suite import DECISIONS_JSONL, SUITE_TOML, freeze_suite
 from replay.suite_checks import request_hash
 
@@ -72,6 +72,7 @@ class _Builder:
         self.count += 1
         start = datetime(2026, month, 1, tzinfo=UTC)
         captured = start + timedelta(seconds=self.rng.randrange(28 * 24 * 3600))
+        recorded: Target | None
         if target is not None:
             recorded = Target(tool=target[0], arg_keys=sorted_key_set(target[1]))
         else:
@@ -120,9 +121,9 @@ def write_demo(out_dir: Path | str, seed: int = 0) -> tuple[Path, Path]:
 
 def _held_out(b: _Builder, kit: Kit) -> list[Decision]:
     out = []
-    for make in kit.rejections:
+    for make_rejection in kit.rejections:
         for _ in range(RECOVERIES_PER_SITUATION):
-            rej, request = b.draw(make, kit, lambda r: r.messages)
+            rej, request = b.draw(make_rejection, kit, lambda r: r.messages)
             out.append(b.decision("demo", "verified_recovery", kit, rej.cluster, request, 7, target=rej.recovery))
     for make in kit.flows:
         step, request = b.draw(make, kit, lambda s: s.messages)

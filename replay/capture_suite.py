@@ -28,12 +28,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
-from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
-from replay.suite_checks import request_hash
 from core.capture import CapturedDecision, read_decisions
 from core.guard import FAILURES
+from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
+from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
+from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
+from replay.suite_checks import request_hash
 
 _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
                                                                              (RULES_OPEN, RULES_CLOSE))),
@@ -97,6 +97,8 @@ def strip_memory(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def to_decision(captured: CapturedDecision, stratum: str) -> Decision:
+    """A suite decision from a full-mode capture, memory blocks stripped, its target or failed action set by the
+    stratum."""
     assert captured.request is not None and captured.chosen_tool is not None
     request = ChatRequest.model_validate({**captured.request,
                                           "messages": strip_memory(captured.request["messages"])})
@@ -160,7 +162,7 @@ def _check_target_dir(out: Path) -> None:
         try:
             frozen = "frozen" in tomllib.loads(manifest.read_text(encoding="utf-8"))
         except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise SuiteError(f"refusing to write into {out}: {manifest} is unreadable ({exc})", []) from None
+            raise SuiteError(f"refusing to write into {out}: {manifest} is unreadable ({exc})", []) from exc
         if frozen:
             raise SuiteError(f"refusing to write into {out}: it is a frozen suite version, and a frozen suite is "
                              "immutable; build into a new directory with the next version", [

@@ -9,17 +9,16 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from replay.analysis.compare import ResultsError, compare_run, format_comparison, load_results
-from replay.config import RunConfigError, load_run_config
-from replay.analysis.gates import GateError, evaluate_gate, format_verdict, write_verdict
-from replay.memory.inject import ConditionError
-from replay.memory.ledger import Ledger
-from replay.memory.files import MemoryLoadError, check_memory, has_violations, workspace_dirs
+from core.errors import WorkerTierError
+from replay.analysis.compare import compare_run, format_comparison, load_results
+from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
-from replay.runner import RunError, run
-from replay.suite import SuiteError, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
-
-USER_ERRORS = (SuiteError, RunConfigError, RunError, ResultsError, GateError, ConditionError, MemoryLoadError)
+from replay.config import load_run_config
+from replay.memory.checks import check_memory, has_violations
+from replay.memory.files import workspace_dirs
+from replay.memory.ledger import Ledger
+from replay.runner import run
+from replay.suite import format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
 
 def default_ledger() -> Path:
@@ -85,8 +84,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _gate(args: argparse.Namespace) -> int:
-    evidence = dict(item.split("=", 1) for item in args.evidence)
-    verdict = evaluate_gate(args.policy, args.run_dir, args.baseline, args.candidate, evidence=evidence,
+    verdict = evaluate_gate(args.policy, args.run_dir, args.baseline, args.candidate, evidence=dict(args.evidence),
                             tainted=_tainted(args))
     path = write_verdict(args.run_dir, verdict)
     print(format_verdict(verdict))
@@ -136,6 +134,14 @@ def _dispute(args: argparse.Namespace) -> int:
     with Ledger(args.ledger) as ledger:
         print(ledger.dispute(args.rule_id, args.reason, workspace=args.workspace).format())
     return 0
+
+
+def _evidence_item(text: str) -> tuple[str, str]:
+    """One `--evidence KEY=PATH`; a malformed one is a usage error, not a traceback."""
+    key, sep, path = text.partition("=")
+    if not sep or not key or not path:
+        raise argparse.ArgumentTypeError(f"expected KEY=PATH, got {text!r}")
+    return key, path
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -188,7 +194,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--policy", type=Path, required=True)
     p.add_argument("--baseline", required=True)
     p.add_argument("--candidate", required=True)
-    p.add_argument("--evidence", action="append", default=[], metavar="KEY=PATH",
+    p.add_argument("--evidence", action="append", default=[], metavar="KEY=PATH", type=_evidence_item,
                    help="evidence a condition reads from elsewhere (see the policy's comments)")
     ledger_option(p)
     p.set_defaults(func=_gate)
@@ -223,10 +229,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except USER_ERRORS as exc:
+        result: int = args.func(args)
+    except WorkerTierError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return result
 
 
 if __name__ == "__main__":

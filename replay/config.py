@@ -9,21 +9,27 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
-from replay.memory.inject import ConditionError, parse_condition
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
+from replay.errors import ReplayError
+from replay.memory.inject import ConditionError, parse_condition
 
 
-class RunConfigError(ConfigError):
+class RunConfigError(ReplayError, ConfigError):
     """A run config that cannot be used; the message names the file, the line and the key."""
 
 
 class Endpoint(Strict):
+    """`[endpoint]`: the OpenAI-compatible server replayed against (the gateway, or vLLM itself)."""
+
     base_url: str
-    # Replay talks to loopback only, unless a host is named here on purpose (sandbox rule).
+    """Up to `/v1`, e.g. `http://127.0.0.1:9000/v1`; loopback only unless its host is in `allow_hosts`."""
     allow_hosts: list[str] = Field(default_factory=list)
+    """Non-loopback hosts allowed on purpose: replay talks to loopback only otherwise (the sandbox rule)."""
     api_key_env: str | None = None
+    """Environment variable holding a bearer token, sent when it is set."""
     timeout_s: float = Field(300.0, gt=0)
+    """Per request; a slower answer is a transport error (retried, then recorded)."""
 
     @model_validator(mode="after")
     def _loopback_unless_allowed(self) -> Endpoint:
@@ -39,13 +45,18 @@ class Endpoint(Strict):
 
 
 class Decoding(Strict):
+    """`[decoding]`: sampling settings of every arm (greedy and seeded by default, so reruns agree)."""
+
     temperature: float = Field(0.0, ge=0)
     seed: int | None = 0
+    """Sent with every request; also seeds the `shuffled` order."""
     max_tokens: int = Field(512, gt=0)
     top_p: float = Field(1.0, gt=0, le=1)
 
 
 class DecodingOverride(Strict):
+    """An arm's `decoding` table: the fields it sets replace the run's `[decoding]` for that arm."""
+
     temperature: float | None = Field(None, ge=0)
     seed: int | None = None
     max_tokens: int | None = Field(None, gt=0)
@@ -56,12 +67,15 @@ class Arm(Strict):
     """Served model (route, base or adapter version) × memory condition × decoding."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:+-]*$")
+    """The arm's name in results, comparisons and gates (unique in the run)."""
     model: str
+    """The request's `model`: a gateway route, the base model's served name or an adapter version."""
     memory: str = "withheld"
+    """The memory condition (withheld, workspace, workspace-minus:<id>, rules:<id,id>, rule:<text>)."""
     decoding: DecodingOverride = Field(default_factory=DecodingOverride)
-    # Only decisions of these workspaces (None: all). An ablation `workspace-minus:<id>` arm
-    # names the rule's own workspace: the rule exists nowhere else.
     workspaces: list[str] | None = None
+    """Only decisions of these workspaces (None: all). An ablation `workspace-minus:<id>` arm names the
+    rule's own workspace: the rule exists nowhere else."""
 
     @field_validator("memory")
     @classmethod
@@ -69,24 +83,35 @@ class Arm(Strict):
         try:
             parse_condition(value)
         except ConditionError as exc:
-            raise ValueError(str(exc)) from None
+            raise ValueError(str(exc)) from exc
         return value
 
 
 class Runner(Strict):
+    """`[runner]`: how the requests are sent."""
+
     concurrency: int = Field(8, ge=1, le=256)
+    """Requests in flight at once (keeps the engine's batch full)."""
     retries: int = Field(3, ge=0, le=20)
+    """Transport errors are retried this often, then recorded as `transport_error`."""
     backoff_s: float = Field(0.5, ge=0)
-    # "prefix": requests sharing a prompt prefix (same model, same system prompt and tools) run
-    # together, so the engine's per-adapter prefix cache stays warm. "shuffled" exists to measure that.
+    """First retry delay; it doubles with each retry."""
     order: Literal["prefix", "shuffled", "suite"] = "prefix"
+    """`prefix`: requests sharing a prompt prefix (same model, system prompt and tools) run together, so the
+    engine's per-adapter prefix cache stays warm. `shuffled` exists to measure that; `suite`: arm by arm, in the
+    suite's order."""
 
 
 class MemorySource(Strict):
-    root: Path | None = None  # one sub-directory per workspace; relative to the config file
+    """`[memory]`: where the workspace memory the arms inject is read from."""
+
+    root: Path | None = None
+    """One sub-directory per workspace; relative to the config file."""
 
 
 class RunConfig(Strict):
+    """The whole run config (configs/runs/example.toml is the annotated example)."""
+
     endpoint: Endpoint
     decoding: Decoding = Field(default_factory=Decoding)
     runner: Runner = Field(default_factory=Runner)
@@ -102,11 +127,13 @@ class RunConfig(Strict):
         return self
 
     def decoding_for(self, arm: Arm) -> Decoding:
+        """The run's decoding with the arm's overrides applied."""
         overrides = arm.decoding.model_dump(exclude_none=True)
         return self.decoding.model_copy(update=overrides)
 
 
 def is_loopback(host: str) -> bool:
+    """Whether `host` is localhost or a loopback address (IPv6 in brackets too)."""
     if host == "localhost":
         return True
     try:
@@ -116,10 +143,11 @@ def is_loopback(host: str) -> bool:
 
 
 def load_run_config(path: Path) -> RunConfig:
+    """Parse and validate a run config; `memory.root` is resolved beside the file."""
     try:
         config = load_toml(path, RunConfig, "run config")
     except ConfigError as exc:
-        raise RunConfigError(str(exc)) from None
+        raise RunConfigError(str(exc)) from exc
     if config.memory.root is not None and not config.memory.root.is_absolute():
         config.memory.root = (path.parent / config.memory.root).resolve()
     return config

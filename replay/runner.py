@@ -25,20 +25,21 @@ from typing import Any
 
 import aiohttp
 
-from replay.config import Arm, RunConfig
-from replay.memory.inject import ConditionError, inject, parse_condition
-from replay.memory.files import WorkspaceMemory, load_memory
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
-from replay.suite import Suite
 from core.toolcalls import parse_response, transport_error
+from replay.config import Arm, RunConfig
+from replay.errors import ReplayError
+from replay.memory.files import WorkspaceMemory, load_memory
+from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.suite import Suite
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
-class RunError(RuntimeError):
+class RunError(ReplayError, RuntimeError):
     """A run that must not start (or continue) as asked; the message says why."""
 
 
@@ -65,10 +66,13 @@ class Outcome:
 
 
 def config_fingerprint(config: RunConfig) -> dict[str, Any]:
-    return json.loads(config.model_dump_json())
+    """The config as JSON values: what a resumed run must match."""
+    fingerprint: dict[str, Any] = json.loads(config.model_dump_json())
+    return fingerprint
 
 
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
+    """The `run.json` of a run: config and its hash, suite identity, endpoint, models and engine version."""
     fingerprint = config_fingerprint(config)
     return {
         "config": fingerprint,
@@ -137,7 +141,7 @@ def read_completed(results_path: Path) -> set[tuple[str, str]]:
             row = json.loads(line)
             done.add((row["arm"], row["decision_id"]))
         except (json.JSONDecodeError, KeyError) as exc:
-            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from None
+            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from exc
     return done
 
 
@@ -148,15 +152,17 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
     for arm in config.arms:
         condition = parse_condition(arm.memory)
         for decision in suite.decisions:
-            if (arm.name, decision.id) in done or (arm.workspaces is not None and decision.workspace not in arm.workspaces):
+            if (arm.name, decision.id) in done or (
+                    arm.workspaces is not None and decision.workspace not in arm.workspaces):
                 continue
-            workspace = decision.memory.workspace if decision.memory and decision.memory.workspace else decision.workspace
+            memory = decision.memory
+            workspace = memory.workspace if memory and memory.workspace else decision.workspace
             if workspace not in memories:
                 memories[workspace] = _load_workspace(config, workspace)
             try:
                 injected = inject(decision.request.messages, condition, memories[workspace])
             except ConditionError as exc:
-                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}") from None
+                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}") from exc
             items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids))
     return order_items(items, config.runner.order, seed=config.decoding.seed or 0)
 
@@ -168,6 +174,7 @@ def _load_workspace(config: RunConfig, workspace: str) -> WorkspaceMemory | None
 
 
 def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkItem]:
+    """The work in the configured order (`Runner.order`)."""
     if order == "prefix":
         return sorted(items, key=lambda item: item.prefix_key)
     if order == "shuffled":
@@ -178,6 +185,7 @@ def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkIt
 
 
 def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
+    """The chat request sent for one arm × decision: the frozen request, the arm's model, memory and decoding."""
     decoding = config.decoding_for(item.arm)
     request = item.decision.request.model_dump(exclude={"messages"})
     body = {**request, "model": item.arm.model, "messages": item.messages,
@@ -191,6 +199,7 @@ def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
 
 
 def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
+    """Parse and score one answer (or its transport error) into the result line."""
     tool_names = {t.get("function", {}).get("name") for t in item.decision.request.tools}
     body = outcome.body or {}
     choice = (body.get("choices") or [{}])[0]
@@ -207,7 +216,8 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
         target_tool=target.tool if target else None, model=item.arm.model, memory=item.arm.memory,
         raw_output={"message": message, "error": outcome.error, "finish_reason": choice.get("finish_reason")},
         parsed=parsed, score=score_decision(item.decision, parsed),
-        usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0, completion_tokens=usage.get("completion_tokens") or 0),
+        usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
+                    completion_tokens=usage.get("completion_tokens") or 0),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
         attempts=outcome.attempts, finished_at=datetime.now(UTC),
     )
@@ -262,7 +272,7 @@ async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
                     error = f"HTTP {resp.status}: {text[:300]}"
                     if resp.status not in RETRYABLE_STATUS:
                         return Outcome(None, error, attempt, time.monotonic() - started)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             error = f"{type(exc).__name__}: {exc}"
         if attempt <= config.runner.retries:
             await asyncio.sleep(config.runner.backoff_s * 2 ** (attempt - 1))
@@ -286,7 +296,7 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
                     raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
                 models = [m["id"] for m in (await resp.json()).get("data", [])]
         except aiohttp.ClientError as exc:
-            raise RunError(f"cannot reach the endpoint {base}: {exc}") from None
+            raise RunError(f"cannot reach the endpoint {base}: {exc}") from exc
         version = None
         try:
             async with session.get(base.removesuffix("/v1") + "/version") as resp:
@@ -308,7 +318,8 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
     timeout = aiohttp.ClientTimeout(total=config.endpoint.timeout_s)
     connector = aiohttp.TCPConnector(limit=config.runner.concurrency)
     with results_path.open("a", encoding="utf-8") as out:
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector, headers=_auth_headers(config)) as session:
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
+                                         headers=_auth_headers(config)) as session:
 
             async def worker() -> None:
                 while not queue.empty():

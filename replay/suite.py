@@ -30,10 +30,12 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 from pydantic import ConfigDict, Field, ValidationError
 
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
+from replay.errors import ReplayError
 from replay.suite_checks import check_across, check_decision
 
 SUITE_TOML = "suite.toml"
@@ -69,7 +71,7 @@ class SuiteProblem:
         return f"{where}: {self.reason}"
 
 
-class SuiteError(Exception):
+class SuiteError(ReplayError):
     """A suite that cannot be used as it is; `problems` lists every reason."""
 
     def __init__(self, summary: str, problems: list[SuiteProblem]) -> None:
@@ -95,6 +97,7 @@ class Suite:
 
 
 def decisions_sha256(suite_dir: Path | str) -> str:
+    """The sha256 of `decisions.jsonl`, as the frozen manifest records it."""
     return hashlib.sha256((Path(suite_dir) / DECISIONS_JSONL).read_bytes()).hexdigest()
 
 
@@ -157,7 +160,7 @@ def freeze_suite(suite_dir: Path | str, at: datetime | None = None) -> FrozenMan
     return frozen.frozen
 
 
-def suite_stats(suite: Suite) -> dict:
+def suite_stats(suite: Suite) -> dict[str, Any]:
     """Counts per stratum, cluster, workspace and target tool (JSON-ready)."""
     decisions = suite.decisions
     targets = Counter((d.target.tool or NO_CALL) for d in decisions if d.target is not None)
@@ -177,7 +180,7 @@ def suite_stats(suite: Suite) -> dict:
     }
 
 
-def format_stats(stats: dict) -> str:
+def format_stats(stats: dict[str, Any]) -> str:
     """`suite_stats` as plain-text tables."""
     frozen = f"frozen, sha256 {stats['sha256'][:12]}…" if stats["frozen"] else "NOT frozen"
     lines = [

@@ -39,6 +39,7 @@ def request_hash(request: ChatRequest) -> str:
 
 
 def offered_tools(request: ChatRequest) -> list[str]:
+    """The function names the request offers, in order."""
     names = []
     for tool in request.tools:
         function = tool.get("function") if isinstance(tool, dict) else None
@@ -138,9 +139,9 @@ def _check_failed_action(decision: Decision) -> list[str]:
     if failed.arguments is None and failed.arg_keys is None:
         return ["failed_action needs arguments or arg_keys"]
     problems = _check_key_list("failed_action.arg_keys", failed.arg_keys or [])
-    if failed.arguments is not None and failed.arg_keys is not None:
-        if key_set(failed.arguments) != set(failed.arg_keys):
-            problems.append("failed_action.arg_keys is not the key set of failed_action.arguments")
+    if (failed.arguments is not None and failed.arg_keys is not None
+            and key_set(failed.arguments) != set(failed.arg_keys)):
+        problems.append("failed_action.arg_keys is not the key set of failed_action.arguments")
     return problems
 
 

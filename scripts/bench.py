@@ -23,12 +23,12 @@ import time
 import urllib.request
 from pathlib import Path
 
-from replay.config import RunConfig
+from core.process import free_port
 from demo.suite import write_demo
+from replay.config import RunConfig
 from replay.runner import run
 from replay.suite import freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess, load_engine_config
-from core.process import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -112,7 +112,8 @@ def engine_settings_benchmark(decisions: int) -> list[tuple[str, str]]:
                 speeds[label] = measure(engine, marked_slice(suite, work / name, name, decisions), work, 8, "prefix")
     rows = [(label, f"{r['decisions_per_s']:.3f} decisions/s, {r['seconds']:.0f} s") for label, r in speeds.items()]
     slow, fast = speeds.values()
-    rows.append(("ratio: shipped / defaults (decisions/s)", f"{fast['decisions_per_s'] / slow['decisions_per_s']:.2f}x"))
+    ratio = fast["decisions_per_s"] / slow["decisions_per_s"]
+    rows.append(("ratio: shipped / defaults (decisions/s)", f"{ratio:.2f}x"))
     return rows
 
 
@@ -124,7 +125,7 @@ def main() -> int:
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
     rows = replay_benchmarks(args.decisions)
-    print("\n## replay (real CPU engine, demo suite slice of %d decisions, base model)" % args.decisions)
+    print(f"\n## replay (real CPU engine, demo suite slice of {args.decisions} decisions, base model)")
     for name, value in rows:
         print(f"  {name:<48} {value}")
     if not args.skip_engine_settings:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from core.errors import WorkerTierError
 from serve.engine import launcher as engine_mod
 from serve.engine.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
 from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
@@ -37,16 +38,12 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
 
 
 def _adapter_train(args: argparse.Namespace) -> int:
-    from serve.engine.train import TrainDataError, load_training, select_examples, train_adapter
+    from serve.engine.train import load_training, select_examples, train_adapter
 
     model_dir = _built_model(args.model)
-    try:
-        examples = select_examples(load_training(args.data), args.select, args.examples, args.seed)
-        report = train_adapter(model_dir, examples, args.out, seed=args.seed, rank=args.rank, alpha=2 * args.rank,
-                               epochs=args.epochs, lr=args.lr, label=args.out.name)
-    except TrainDataError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    examples = select_examples(load_training(args.data), args.select, args.examples, args.seed)
+    report = train_adapter(model_dir, examples, args.out, seed=args.seed, rank=args.rank, alpha=2 * args.rank,
+                           epochs=args.epochs, lr=args.lr, label=args.out.name)
     print(f"adapter written: {args.out} ({report.summary()})")
     return 0
 
@@ -76,16 +73,11 @@ def _gateway(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
+    from serve.evidence import export
     from serve.gateway.config import load_gateway_config
-    from serve.evidence import EvidenceError, export
 
     config = load_gateway_config(args.config)
-    try:
-        result = export(config, args.route or config.gateway.default_route, args.out, args.candidate, args.since,
-                        args.arm)
-    except EvidenceError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    result = export(config, args.route or config.gateway.default_route, args.out, args.candidate, args.since, args.arm)
     print(result.summary())
     files = " ".join(f"--evidence {key}={path}" for key, path in result.files().items())
     print(f"gate: worker-replay gate RUN_DIR --policy configs/gates/production-candidate.toml "
@@ -151,10 +143,11 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        return args.func(args)
-    except (engine_mod.ConfigError, ModelBuildError) as exc:
+        result: int = args.func(args)
+    except WorkerTierError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    return result
 
 
 if __name__ == "__main__":

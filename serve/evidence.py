@@ -2,7 +2,7 @@
 
 `worker-serve evidence` reads the registry (routes, loaded adapters, the per-request log, the
 shadow comparisons) and the capture store (decisions with the guard's outcome labels) and
-writes the three files the production-candidate gate reads, in its formats (replay/analysis/gates.py):
+writes the three files the production-candidate gate reads, in its formats (core/evidence.py):
 
 * `shadow.json` — paired outcomes, measure "correct", one item per shadowed request whose
   production call got a verdict from the next turn (the same verdicts the suite builder uses,
@@ -34,11 +34,12 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
-from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
-from core.scoring import CallAgreement
 from core.capture import CapturedDecision, parse_instant, read_decisions
-from serve.gateway.config import GatewayConfig
+from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
 from core.guard import ANOMALIES, FAILURES
+from core.scoring import CallAgreement
+from serve.errors import ServeError
+from serve.gateway.config import GatewayConfig
 from serve.gateway.registry import Registry, State
 
 SAME_ACTION = frozenset({CallAgreement.EXACT.value, CallAgreement.SAME_SHAPE.value})
@@ -46,7 +47,7 @@ READABLE = frozenset(a.value for a in CallAgreement) - {CallAgreement.UNPARSED.v
 SERVER_ERROR = 500
 
 
-class EvidenceError(ValueError):
+class EvidenceError(ServeError, ValueError):
     """The export cannot say anything: an unknown route, no candidate, no window."""
 
 
@@ -157,8 +158,8 @@ def _stamp(value: str) -> str:
     """An ISO time in the registry's own format, so stored times compare as text."""
     try:
         parsed = parse_instant(value)
-    except ValueError:
-        raise EvidenceError(f"--since {value!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from None
+    except ValueError as exc:
+        raise EvidenceError(f"--since {value!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from exc
     return parsed.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 

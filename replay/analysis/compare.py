@@ -14,11 +14,10 @@ import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from replay.memory.ledger import RuleRef
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, POSITIVE_STRATA, ResultRecord
 from replay.analysis.stats import (
     Overhead,
@@ -28,21 +27,22 @@ from replay.analysis.stats import (
     paired_comparison,
     repeat_comparison,
 )
+from replay.errors import ReplayError
+from replay.memory.ledger import RuleRef
 from replay.suite import NO_CALL
 
 RESULTS_FILE = "results.jsonl"
 RUN_FILE = "run.json"
 ALL_POSITIVE = "all_positive"
 BY_FIELDS = ("workspace", "cluster", "tool")
-REPEAT_LEVELS = ("tool", "shape", "exact")
-
 Measure = Literal["joint", "tool"]
 RepeatLevel = Literal["tool", "shape", "exact"]
+REPEAT_LEVELS: tuple[RepeatLevel, ...] = ("tool", "shape", "exact")
 By = Literal["workspace", "cluster", "tool"]
 Tainted = Iterable[str | RuleRef]
 
 
-class ResultsError(ValueError):
+class ResultsError(ReplayError, ValueError):
     """Results that cannot be compared as they are (with file:line where a file is involved)."""
 
 
@@ -129,10 +129,10 @@ def _parse_line(path: Path, number: int, line: str) -> ResultRecord:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"]) or "line"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from None
+        raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from exc
 
 
-def read_run_info(run_dir: str | Path) -> dict:
+def read_run_info(run_dir: str | Path) -> dict[str, Any]:
     """`run.json` as a dict, or {} when the run has none; a broken file is an error."""
     path = Path(run_dir) / RUN_FILE
     if not path.is_file():
@@ -140,7 +140,7 @@ def read_run_info(run_dir: str | Path) -> dict:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from None
+        raise ResultsError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
     if not isinstance(data, dict):
         raise ResultsError(f"{path}: expected a JSON object")
     return data
@@ -317,7 +317,8 @@ def _group(pairs: Iterable[_Pair], key: Callable[[_Pair], str]) -> dict[str, lis
 def _group_key(record: ResultRecord, by: By) -> str:
     if by == "tool":
         return record.target_tool or NO_CALL
-    return getattr(record, by)
+    value: str = getattr(record, by)
+    return value
 
 
 def _correctness_row(measure: Measure, scope: str, pairs: list[_Pair]) -> CorrectnessRow:

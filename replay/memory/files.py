@@ -14,7 +14,7 @@ One workspace directory holds:
   every turn.
 
 Reading never fails on a messy file: what cannot be understood is reported by
-`check_memory` (with file:line) and left out of the parsed rules, so a replay arm never
+`checks.check_memory` (with file:line) and left out of the parsed rules, so a replay arm never
 injects text whose authority it could not establish (004). Only a missing directory is an
 error, because injecting "nothing" for a mistyped path would silently look like `withheld`.
 """
@@ -22,22 +22,19 @@ error, because injecting "nothing" for a mistyped path would silently look like 
 from __future__ import annotations
 
 import re
-from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import date
 from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
+from replay.errors import ReplayError
+
 LC_FILE = "rules/learned-corrections.md"
 LOG_FILE = "memory/reference/corrections-log.md"
 # Injection order of the essentials (the memory-system skill lists them in this order).
 ESSENTIAL_FILES = ("memory/profile.md", "memory/index.md", "memory/weekly-summary.md")
-ESSENTIAL_LINE_CAPS = {"memory/profile.md": 80, "memory/index.md": 50, "memory/weekly-summary.md": 80}
-RULE_CAP = 60
-RULE_TEXT_CAP = 160
-LC_BYTES_CAP = 12000
 AUTHORISED_EVIDENCE = "user-explicit"
 
 _SLUG = r"[A-Za-z0-9][A-Za-z0-9._-]*"
@@ -55,23 +52,7 @@ _LOG_ENTRY_RE = re.compile(r"^lc:(?P<slug>[^\s:]+?)(?::?\s+(?:(?:—|–|-)\s+)?
 _RETIRED_LINE_RE = re.compile(rf"^-\s+lc:(?P<slug>{_SLUG})(?::\s*|\s+(?:—|–|-)\s+)(?P<reason>.*?)\s*$")
 _SUPERSEDED_RE = re.compile(rf"superseded by lc:(?P<slug>{_SLUG})")
 _TRAILING_DATE_RE = re.compile(r",\s*(?P<date>\d{4}-\d{2}-\d{2})\s*$")
-_SCAFFOLDING_RE = re.compile(r"^\*\*(Source|Promoted|Occurrences)")
-# The public check script's approval-by-silence phrases: silence is not approval (skill, evidence contract).
-_SILENCE_RE = re.compile(
-    r"continued (using|the workflow).*without complaint|accepted without objection"
-    r"|approved.*no objections?|no objections?.*approved",
-    re.I,
-)
-# Signs that a rule's text was copied from outside material (004: an observation, never a rule).
-_OUTSIDE_PATTERNS = (
-    (re.compile(r"https?://", re.I), "contains a URL"),
-    (re.compile(r"<\s*/?\s*(tool_call|tool_response|function|system|standing_rules|memory)\b", re.I), "contains prompt markup"),
-    (re.compile(r"ignore (all |any )?(the )?(previous|prior|above) (instructions|rules)", re.I), "tells the reader to ignore instructions"),
-    (re.compile(r"\b(vendor|supplier|website|web ?page|tool (result|output)|search results?)\b.{0,40}\b(says|said|states|claims)\b", re.I), "reports what an outside source said"),
-)
-
-
-class MemoryLoadError(ValueError):
+class MemoryLoadError(ReplayError, ValueError):
     """The workspace memory directory cannot be read at all."""
 
 
@@ -208,28 +189,6 @@ def workspace_dirs(memory_root: str | Path) -> dict[str, Path]:
     return {p.name: p for p in sorted(memory_root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
 
 
-def check_memory(root: str | Path) -> list[MemoryProblem]:
-    """Mechanical validation of the memory contract, like the public `check-memory.sh`.
-
-    Covers what replay reads (rules, corrections log, essentials); the tree-file frontmatter
-    and workspace-root tidiness checks of the script are out of scope here.
-    """
-    root = Path(root)
-    try:
-        memory = load_memory(root)
-    except MemoryLoadError as exc:
-        return [MemoryProblem("violation", root, None, str(exc).removeprefix(f"{root}: "))]
-    problems = list(memory.problems)
-    problems += _check_essentials(root)
-    problems += _check_rules(memory)
-    problems += _check_log(memory)
-    return sorted(problems, key=lambda p: (str(p.file), p.line or 0))
-
-
-def has_violations(problems: Iterable[MemoryProblem]) -> bool:
-    return any(p.severity == "violation" for p in problems)
-
-
 # ── reading ──────────────────────────────────────────────────────────────────
 
 
@@ -245,11 +204,13 @@ def _read(path: Path, problems: list[MemoryProblem]) -> str | None:
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
-        problems.append(MemoryProblem("violation", path, None, f"is not valid UTF-8 (byte {exc.start}); undecodable bytes replaced"))
+        problems.append(MemoryProblem("violation", path, None,
+                                      f"is not valid UTF-8 (byte {exc.start}); undecodable bytes replaced"))
         return data.decode("utf-8-sig", errors="replace")
 
 
-def _lines(text: str | None) -> Iterator[tuple[int, str]]:
+def numbered_lines(text: str | None) -> Iterator[tuple[int, str]]:
+    """(1-based line number, line without trailing space) of a text; nothing for None."""
     for number, line in enumerate((text or "").splitlines(), start=1):
         yield number, line.rstrip()
 
@@ -283,7 +244,7 @@ def _parse_corrections(text: str | None, path: Path, problems: list[MemoryProble
             rules.append(_rule_from_block(block, section, path, problems))
         block.clear()
 
-    for number, line in _lines(text):
+    for number, line in numbered_lines(text):
         heading = section_of(line)
         if heading is not False:
             flush()
@@ -306,7 +267,8 @@ def _rule_from_block(block: list[tuple[int, str]], section: Section, path: Path,
     rule_id: str | None = None
     evidence: str | None = None
     texts = [body for _, body in block]
-    found = next(((i, c) for i, body in enumerate(texts) for c in _COMMENT_RE.finditer(body) if "lc:" in c["inner"]), None)
+    found = next(((i, c) for i, body in enumerate(texts) for c in _COMMENT_RE.finditer(body) if "lc:" in c["inner"]),
+                 None)
     if found is not None:
         index, comment = found
         tokens = comment["inner"].split()
@@ -334,7 +296,8 @@ def _rule_from_block(block: list[tuple[int, str]], section: Section, path: Path,
 
 def _settle(rule: Rule, retired_ids: set[str]) -> Rule:
     retired = rule.section is Section.RETIRED or (rule.id is not None and rule.id in retired_ids)
-    authorised = rule.id is not None and rule.evidence == AUTHORISED_EVIDENCE and rule.section in BINDING and not retired
+    authorised = (rule.id is not None and rule.evidence == AUTHORISED_EVIDENCE and rule.section in BINDING
+                  and not retired)
     return replace(rule, retired=retired, authorised=authorised)
 
 
@@ -349,7 +312,7 @@ def _parse_log(text: str | None, path: Path, problems: list[MemoryProblem]) -> t
         if current is not None:
             entries.append(_log_entry(current_id, current, path, current_line))
 
-    for number, line in _lines(text):
+    for number, line in numbered_lines(text):
         heading = section_of(line)
         if heading is not False:
             flush()
@@ -370,7 +333,8 @@ def _parse_log(text: str | None, path: Path, problems: list[MemoryProblem]) -> t
         elif in_retired and line.startswith("- "):
             retirement = _retirement(line, path, number)
             if retirement is None:
-                problems.append(MemoryProblem("warning", path, number, "retired line not in the form '- lc:<id>: <reason>, YYYY-MM-DD'"))
+                problems.append(MemoryProblem("warning", path, number,
+                                              "retired line not in the form '- lc:<id>: <reason>, YYYY-MM-DD'"))
             else:
                 retirements.append(retirement)
     flush()
@@ -422,110 +386,3 @@ def _retirement(line: str, path: Path, number: int) -> Retirement | None:
         file=path,
         line=number,
     )
-
-
-# ── checks ───────────────────────────────────────────────────────────────────
-
-
-def _text(path: Path) -> str | None:
-    """Text for a check, None if unreadable (`load_memory` already reported why)."""
-    try:
-        return path.read_bytes().decode("utf-8-sig", errors="replace")
-    except OSError:
-        return None
-
-
-def _non_empty_lines(text: str) -> int:
-    return sum(1 for line in text.splitlines() if line.strip())
-
-
-def _check_essentials(root: Path) -> list[MemoryProblem]:
-    problems = []
-    for name in ESSENTIAL_FILES:
-        path = root / name
-        if not path.is_file():
-            problems.append(MemoryProblem("violation", path, None, f"{Path(name).name} is missing (it is injected every turn)"))
-            continue
-        text = _text(path)
-        if text is None:
-            continue
-        count, cap = _non_empty_lines(text), ESSENTIAL_LINE_CAPS[name]
-        if count > cap:
-            problems.append(MemoryProblem("violation", path, None, f"has {count} non-empty lines (cap {cap})"))
-        for number, line in _lines(text):
-            if _SILENCE_RE.search(line):
-                problems.append(MemoryProblem("violation", path, number, "approval-by-silence language (silence is not approval)"))
-    return problems
-
-
-def _check_rules(memory: WorkspaceMemory) -> list[MemoryProblem]:
-    path = memory.root / LC_FILE
-    text = _text(path) if path.is_file() else None
-    if text is None:
-        return []
-    problems: list[MemoryProblem] = []
-
-    def viol(line: int | None, message: str) -> None:
-        problems.append(MemoryProblem("violation", path, line, message))
-
-    headings = [section_of(line) for _, line in _lines(text)]
-    for wanted in BINDING:
-        if wanted not in headings:
-            viol(None, f"missing '## {wanted.value.title()}' section")
-    size = len(text.encode())
-    if size > LC_BYTES_CAP:
-        viol(None, f"is {size} bytes (target ≤ {LC_BYTES_CAP}: compress or consolidate)")
-    for number, line in _lines(text):
-        if _SCAFFOLDING_RE.match(line):
-            viol(number, "provenance block belongs in memory/reference/corrections-log.md")
-        if _SILENCE_RE.search(line):
-            viol(number, "approval-by-silence language (silence is not approval)")
-
-    binding = [r for r in memory.rules if r.section in BINDING]
-    if len(binding) > RULE_CAP:
-        viol(None, f"has {len(binding)} rules in force, Rules and Pending together (cap {RULE_CAP}: consolidate)")
-    retired_ids = memory.retired_ids()
-    for rule in binding:
-        if len(rule.text) > RULE_TEXT_CAP:
-            viol(rule.line, f"rule text is {len(rule.text)} characters (cap {RULE_TEXT_CAP})")
-        if rule.id is None:
-            viol(rule.line, "rule is missing an <!-- lc:slug --> id")
-        elif rule.id in retired_ids:
-            viol(rule.line, f"{rule.id} is retired but still in force")
-        if rule.legacy and rule.id is not None:
-            problems.append(MemoryProblem("warning", path, rule.line, f"{rule.id or 'rule'} is legacy (no evidence:); audit, do not auto-upgrade"))
-        elif rule.evidence != AUTHORISED_EVIDENCE:
-            viol(rule.line, f"{rule.id or 'rule'} has non-explicit evidence '{rule.evidence}'")
-        for _, reason in (p for p in _OUTSIDE_PATTERNS if p[0].search(rule.text)):
-            problems.append(MemoryProblem("warning", path, rule.line, f"{rule.id or 'rule'} looks like outside material ({reason}): an observation is never a rule"))
-
-    by_id: dict[str, list[int]] = defaultdict(list)
-    for rule in memory.rules:
-        if rule.id is not None:
-            by_id[rule.id].append(rule.line)
-    for rule_id, lines in by_id.items():
-        for later in lines[1:]:
-            viol(later, f"duplicate id {rule_id} (first at line {lines[0]})")
-    texts = Counter(r.text for r in binding if r.text)
-    for rule in binding:
-        if texts[rule.text] > 1:
-            viol(rule.line, "verbatim duplicate rule text")
-    return problems
-
-
-def _check_log(memory: WorkspaceMemory) -> list[MemoryProblem]:
-    path = memory.root / LOG_FILE
-    binding = [r for r in memory.rules if r.section in BINDING]
-    if not path.is_file():
-        if binding:
-            return [MemoryProblem("violation", path, None, "corrections log is missing while learned-corrections has rules")]
-        return []
-    problems = []
-    logged = {e.id for e in memory.log}
-    for entry in memory.log:
-        if entry.evidence == AUTHORISED_EVIDENCE and not entry.source_quote:
-            problems.append(MemoryProblem("violation", path, entry.line, f"{entry.id} claims user-explicit evidence without a source quote"))
-    for rule in binding:
-        if rule.authorised and rule.id not in logged:
-            problems.append(MemoryProblem("warning", rule.file, rule.line, f"{rule.id} has no provenance record in {LOG_FILE}"))
-    return problems

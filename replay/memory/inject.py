@@ -42,6 +42,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from replay.errors import ReplayError
 from replay.memory.files import AUTHORISED_EVIDENCE, Essential, Rule, Section, WorkspaceMemory
 
 RULES_OPEN, RULES_CLOSE = "<standing_rules>", "</standing_rules>"
@@ -52,7 +53,7 @@ _TAG_RE = re.compile(r"<(?=\s*/?\s*(?:standing_rules|memory)\b)", re.I)
 _COMMENT_OPEN_RE = re.compile(r"<(?=!--)")
 
 
-class ConditionError(ValueError):
+class ConditionError(ReplayError, ValueError):
     """A memory condition that cannot be parsed or applied to this decision."""
 
 
@@ -132,7 +133,8 @@ def parse_condition(value: str) -> MemoryCondition:
             raise ConditionError(f"memory condition {value!r}: rule:<text> needs the rule's text")
         return OneRule(rule_text)
     raise ConditionError(
-        f"unknown memory condition {value!r}: expected withheld, workspace, workspace-minus:<id>, rules:<id,id> or rule:<text>"
+        f"unknown memory condition {value!r}: expected withheld, workspace, workspace-minus:<id>, rules:<id,id> "
+        "or rule:<text>"
     )
 
 
@@ -173,7 +175,8 @@ def select_rules(condition: MemoryCondition, memory: WorkspaceMemory | None) -> 
                 _known(memory, rule_id, condition)
                 for rule in memory.find(rule_id):
                     if rule.retired or not (rule.authorised or rule.legacy):
-                        raise ConditionError(f"memory condition {condition}: {rule_id} cannot be injected ({_why_not(rule)})")
+                        raise ConditionError(
+                            f"memory condition {condition}: {rule_id} cannot be injected ({_why_not(rule)})")
                     chosen.append(rule)
             return tuple(sorted(chosen, key=lambda r: r.line)), False
     raise ConditionError(f"unsupported memory condition {condition!r}")

@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from core.records import ResultRecord
+from replay.errors import ReplayError
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS results (
@@ -65,7 +66,7 @@ ANY_WORKSPACE = ""
 _DISPUTED = "EXISTS (SELECT 1 FROM disputes d WHERE d.rule_id = {ref}.rule_id AND d.workspace IN ('', {ref}.workspace))"
 
 
-class LedgerError(ValueError):
+class LedgerError(ReplayError, ValueError):
     """A ledger input that cannot be recorded (with file:line where a file is involved)."""
 
 
@@ -132,7 +133,7 @@ class Trace:
     @property
     def needs_rerun(self) -> int:
         """How many items are marked for a re-run."""
-        items = (*self.results, *self.comparisons, *self.verdicts)
+        items: tuple[ResultUse | ComparisonUse | VerdictUse, ...] = (*self.results, *self.comparisons, *self.verdicts)
         return sum(1 for item in items if item.needs_rerun)
 
     def format(self) -> str:
@@ -235,7 +236,7 @@ class Ledger:
                     (run_id, baseline, candidate),
                 ).fetchall()
                 rules = [RuleRef(r["workspace"], r["rule_id"]) for r in rows]
-            comparison_id = db.execute(
+            comparison_id: int = db.execute(
                 "INSERT INTO comparisons (run_id, baseline, candidate, summary, recorded_at) VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, baseline, candidate) DO UPDATE SET summary = excluded.summary, "
                 "recorded_at = excluded.recorded_at RETURNING id",
@@ -262,10 +263,12 @@ class Ledger:
             for comparison_id in comparison_ids:
                 if db.execute("SELECT 1 FROM comparisons WHERE id = ?", (comparison_id,)).fetchone() is None:
                     raise LedgerError(f"verdict {kind}:{subject} rests on unknown comparison {comparison_id}")
-                rows = db.execute("SELECT workspace, rule_id FROM comparison_rules WHERE comparison_id = ?", (comparison_id,))
+                rows = db.execute("SELECT workspace, rule_id FROM comparison_rules WHERE comparison_id = ?",
+                                  (comparison_id,))
                 refs |= {RuleRef(r["workspace"], r["rule_id"]) for r in rows}
-            verdict_id = db.execute(
-                "INSERT INTO verdicts (run_id, kind, subject, verdict, evidence, recorded_at) VALUES (?, ?, ?, ?, ?, ?) "
+            verdict_id: int = db.execute(
+                "INSERT INTO verdicts (run_id, kind, subject, verdict, evidence, recorded_at) "
+                "VALUES (?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (run_id, kind, subject) DO UPDATE SET verdict = excluded.verdict, "
                 "evidence = excluded.evidence, recorded_at = excluded.recorded_at RETURNING id",
                 (run_id, kind, subject, verdict, _json(evidence), _now()),
@@ -309,11 +312,13 @@ class Ledger:
                 for r in results
             ),
             comparisons=tuple(
-                ComparisonUse(c["id"], c["run_id"], c["baseline"], c["candidate"], json.loads(c["summary"]), bool(c["tainted"]))
+                ComparisonUse(c["id"], c["run_id"], c["baseline"], c["candidate"], json.loads(c["summary"]),
+                              bool(c["tainted"]))
                 for c in comparisons
             ),
             verdicts=tuple(
-                VerdictUse(v["id"], v["run_id"], v["kind"], v["subject"], v["verdict"], json.loads(v["evidence"]), bool(v["tainted"]))
+                VerdictUse(v["id"], v["run_id"], v["kind"], v["subject"], v["verdict"], json.loads(v["evidence"]),
+                           bool(v["tainted"]))
                 for v in verdicts
             ),
         )
@@ -345,7 +350,8 @@ class Ledger:
     def tainted_in(self, run_id: str, arms: Iterable[str] | None = None) -> frozenset[RuleRef]:
         """The disputed rules that a run's results (of these arms, or all) carried: for compare/report."""
         arm_list = list(arms) if arms is not None else None
-        sql = f"SELECT DISTINCT u.workspace, u.rule_id FROM result_rules u WHERE u.run_id = ? AND {_DISPUTED.format(ref='u')}"
+        sql = ("SELECT DISTINCT u.workspace, u.rule_id FROM result_rules u "
+               f"WHERE u.run_id = ? AND {_DISPUTED.format(ref='u')}")
         args: list[Any] = [run_id]
         if arm_list is not None:
             sql += f" AND u.arm IN ({', '.join('?' * len(arm_list))})"
@@ -356,7 +362,8 @@ class Ledger:
         rows = self._db.execute("SELECT * FROM disputes WHERE rule_id = ? ORDER BY disputed_at", (rule_id,))
         for row in rows:
             if workspace is None or row["workspace"] in (ANY_WORKSPACE, workspace):
-                yield Dispute(row["rule_id"], row["workspace"] or None, row["reason"], datetime.fromisoformat(row["disputed_at"]))
+                yield Dispute(row["rule_id"], row["workspace"] or None, row["reason"],
+                              datetime.fromisoformat(row["disputed_at"]))
 
 
 def _rerun_mark(needs_rerun: bool) -> str:

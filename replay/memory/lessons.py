@@ -32,18 +32,19 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Literal
 
-from replay.memory.inject import ConditionError, MemoryCondition, Workspace, WorkspaceMinus, parse_condition
-from replay.memory.ledger import Ledger, RuleRef
-from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
 from core.records import ResultRecord
 from replay.analysis.stats import PairedComparison, paired_comparison
+from replay.errors import ReplayError
+from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
+from replay.memory.inject import ConditionError, MemoryCondition, Workspace, WorkspaceMinus, parse_condition
+from replay.memory.ledger import Ledger, RuleRef
 
 HARMFUL = "eval-gate:harmful"
 HELPFUL = "eval-gate:helpful"
 INCONCLUSIVE = "eval-gate:inconclusive"
 
 
-class LessonError(ValueError):
+class LessonError(ReplayError, ValueError):
     """Lesson-gate input or memory files that cannot be judged or edited."""
 
 
@@ -143,7 +144,8 @@ class RuleVerdict:
 
     def summary(self) -> str:
         forced = " (forced at max trials)" if self.forced else ""
-        return f"{self.workspace} {self.rule_id}: {self.verdict.value}{forced}, {self.reason}; {self.evidence.summary()}"
+        return (f"{self.workspace} {self.rule_id}: {self.verdict.value}{forced}, {self.reason}; "
+                f"{self.evidence.summary()}")
 
 
 # ── inputs ───────────────────────────────────────────────────────────────────
@@ -152,13 +154,15 @@ class RuleVerdict:
 def trials_from_results(records: Iterable[ResultRecord]) -> list[Trial]:
     """Trials from result records; decisions without joint correctness (known_failure) are skipped."""
     return [
-        Trial(r.model, r.memory, r.decision_id, r.workspace, bool(r.score.joint_correct), frozenset(r.injected_rule_ids))
+        Trial(r.model, r.memory, r.decision_id, r.workspace, bool(r.score.joint_correct),
+              frozenset(r.injected_rule_ids))
         for r in records
         if r.score.joint_correct is not None
     ]
 
 
 def outcomes_from_trials(trials: Iterable[Trial]) -> list[Outcome]:
+    """Trials as the lift analysis' outcomes (one per model, memory and decision)."""
     return [Outcome(f"{t.model}|{t.memory}|{t.decision_id}", t.workspace, float(t.correct), t.rule_ids) for t in trials]
 
 
@@ -189,7 +193,8 @@ def causal_verdicts(trials: Iterable[Trial], policy: AblationPolicy = AblationPo
             pairs[key].append((trial.correct, with_rule.correct))
             used[key] |= with_rule.rule_ids | trial.rule_ids
     return [
-        replace(_ablation_verdict(model, ws, rule_id, found, policy), depends_on=frozenset((ws, r) for r in used[(model, ws, rule_id)]))
+        replace(_ablation_verdict(model, ws, rule_id, found, policy),
+                depends_on=frozenset((ws, r) for r in used[(model, ws, rule_id)]))
         for (model, ws, rule_id), found in sorted(pairs.items())
     ]
 
@@ -242,7 +247,8 @@ def lift_verdicts(outcomes: Iterable[Outcome], policy: LiftPolicy = LiftPolicy()
     return verdicts
 
 
-def _lift_verdict(workspace: str, rule_id: str, carried: list[float], absent: list[float], policy: LiftPolicy) -> RuleVerdict:
+def _lift_verdict(workspace: str, rule_id: str, carried: list[float], absent: list[float],
+                  policy: LiftPolicy) -> RuleVerdict:
     lift = fmean(carried) - fmean(absent) if absent else None
     evidence = LiftEvidence(len(carried), len(absent), fmean(carried), fmean(absent) if absent else None, lift)
     verdict, reason = Verdict.HOLD, f"fewer than {policy.min_trials} trials"
@@ -283,9 +289,11 @@ def record_verdicts(ledger: Ledger, run_id: str, verdicts: Iterable[RuleVerdict]
     ids = []
     for v in verdicts:
         model = f"@{v.evidence.model}" if isinstance(v.evidence, AblationEvidence) else ""
-        evidence = {"method": v.method, "reason": v.reason, "forced": v.forced, "summary": v.summary(), **asdict(v.evidence)}
+        evidence = {"method": v.method, "reason": v.reason, "forced": v.forced, "summary": v.summary(),
+                    **asdict(v.evidence)}
         rules = {RuleRef(ws, rule_id) for ws, rule_id in v.depends_on} | {RuleRef(v.workspace, v.rule_id)}
-        ids.append(ledger.record_verdict(run_id, "lesson", f"{v.workspace}/{v.rule_id}{model}", v.verdict.value, evidence, rules))
+        ids.append(ledger.record_verdict(run_id, "lesson", f"{v.workspace}/{v.rule_id}{model}", v.verdict.value,
+                                         evidence, rules))
     return ids
 
 
@@ -334,8 +342,8 @@ def _by_workspace(verdicts: Iterable[RuleVerdict]) -> dict[str, list[RuleVerdict
 def _memory_dir(memory_dirs: Mapping[str, Path], workspace: str) -> Path:
     try:
         return Path(memory_dirs[workspace])
-    except KeyError:
-        raise LessonError(f"no memory directory known for workspace {workspace!r}") from None
+    except KeyError as exc:
+        raise LessonError(f"no memory directory known for workspace {workspace!r}") from exc
 
 
 # ── soft eviction: proposed edits of the workspace files ─────────────────────
@@ -384,12 +392,13 @@ def _planned_edits(verdicts: Iterable[RuleVerdict], root: Path, today: date) -> 
             raise LessonError(f"{rule_id} is not a rule in force in {root / LC_FILE}; are these verdicts for {root}?")
         moving += in_force
         if rule_id not in {t.id for t in memory.retirements}:
-            log_lines.append(f"- {rule_id}: retired ({verdict.reason}; {verdict.evidence.summary()}), {today.isoformat()}")
+            log_lines.append(
+                f"- {rule_id}: retired ({verdict.reason}; {verdict.evidence.summary()}), {today.isoformat()}")
     if not moving:
         return {}
     lc_path, log_path = root / LC_FILE, root / LOG_FILE
     lc_old = _read_for_edit(lc_path)
-    edits = {lc_path: (lc_old, _move_to_retired(lc_old, moving))}
+    edits: dict[Path, tuple[str | None, str]] = {lc_path: (lc_old, _move_to_retired(lc_old, moving))}
     if log_lines:
         log_old = _read_for_edit(log_path) if log_path.exists() else None
         edits[log_path] = (log_old, _add_to_retired(log_old or "", [], log_lines))
@@ -416,7 +425,8 @@ def _add_to_retired(text: str, raw_lines: list[str], new_lines: list[str]) -> st
     if start is None:
         spacer = [newline] if lines and lines[-1].strip() else []
         return "".join([*lines, *spacer, f"## Retired{newline}", *added])
-    end = next((i for i in range(start + 1, len(lines)) if section_of(_bare(lines[i]).rstrip()) is not False), len(lines))
+    end = next((i for i in range(start + 1, len(lines)) if section_of(_bare(lines[i]).rstrip()) is not False),
+               len(lines))
     while end > start + 1 and not lines[end - 1].strip():
         end -= 1
     return "".join([*lines[:end], *added, *lines[end:]])

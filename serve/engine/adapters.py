@@ -29,5 +29,5 @@ def make_random_adapter(model_dir: Path, out_dir: Path, seed: int, rank: int = 1
                 param.copy_(torch.randn(param.shape, generator=generator) / param.shape[1] ** 0.5)
             elif "lora_B" in name:
                 param.copy_(torch.randn(param.shape, generator=generator) * scale)
-    model.save_pretrained(out_dir, safe_serialization=True)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
     return out_dir

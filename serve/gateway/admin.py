@@ -44,13 +44,14 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 
 from serve.gateway.config import NAME_PATTERN
 from serve.gateway.errors import GatewayError, unavailable
-from serve.gateway.service import FilesChanged, Gateway
 from serve.gateway.registry import Adapter, AdapterError, NameTaken, Route, inspect_adapter
+from serve.gateway.service import FilesChanged, Gateway
 from serve.gateway.upstreams import Upstream, UpstreamCallError
 
 
 def _gateway(request: Request) -> Gateway:
-    return request.app.state.gateway
+    gateway: Gateway = request.app.state.gateway
+    return gateway
 
 
 async def require_token(request: Request) -> None:
@@ -147,11 +148,11 @@ async def register(body: RegisterBody, gw: GatewayDep) -> dict[str, Any]:
             files = await asyncio.to_thread(inspect_adapter, body.path, settings.adapters.root,
                                             settings.base.model, settings.adapters.max_rank)
         except AdapterError as exc:
-            raise GatewayError(422, str(exc), "invalid_adapter") from None
+            raise GatewayError(422, str(exc), "invalid_adapter") from exc
         try:
             return _adapter_out(gw, gw.registry.register(body.name, files))
         except NameTaken as exc:
-            raise _conflict(str(exc), "name_taken") from None
+            raise _conflict(str(exc), "name_taken") from exc
 
 
 @router.get("/adapters")
@@ -172,7 +173,7 @@ async def load(name: str, gw: GatewayDep) -> dict[str, Any]:
         try:
             await gw.verify_files(adapter)
         except FilesChanged as exc:
-            raise _conflict(str(exc), "files_changed") from None
+            raise _conflict(str(exc), "files_changed") from exc
         loaded: list[Upstream] = []
         try:
             for upstream in healthy:
@@ -182,7 +183,7 @@ async def load(name: str, gw: GatewayDep) -> dict[str, Any]:
             await _undo_loads(gw, loaded, name)
             status = 409 if exc.status == 409 else 502
             raise GatewayError(status, f"loading {name!r} failed, nothing changed: {exc}", "engine_load_failed") \
-                from None
+                from exc
         return _adapter_out(gw, gw.registry.set_adapter_state(name, "loaded"))
 
 
@@ -209,7 +210,7 @@ async def unload(name: str, gw: GatewayDep) -> dict[str, Any]:
             except UpstreamCallError as exc:
                 # Registry unchanged: the next health tick loads it again where it was unloaded.
                 raise GatewayError(502, f"unloading {name!r} failed, it stays loaded: {exc}",
-                                   "engine_unload_failed") from None
+                                   "engine_unload_failed") from exc
         return _adapter_out(gw, gw.registry.set_adapter_state(name, "unloaded"))
 
 
@@ -242,7 +243,7 @@ def _check_candidate(gw: Gateway, route: Route, candidate: str, running: str | N
 async def start_canary(route: str, body: CanaryBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
-        _check_candidate(gw, current, body.candidate, current.canary and current.canary.candidate, "canary")
+        _check_candidate(gw, current, body.candidate, current.canary.candidate if current.canary else None, "canary")
         return _route_out(gw, gw.registry.set_canary(route, body.candidate, body.percent, body.sticky_by))
 
 
@@ -257,7 +258,7 @@ async def stop_canary(route: str, gw: GatewayDep) -> dict[str, Any]:
 async def start_shadow(route: str, body: ShadowBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
-        _check_candidate(gw, current, body.candidate, current.shadow and current.shadow.candidate, "shadow")
+        _check_candidate(gw, current, body.candidate, current.shadow.candidate if current.shadow else None, "shadow")
         return _route_out(gw, gw.registry.set_shadow(route, body.candidate, body.sample_rate))
 
 

@@ -70,6 +70,7 @@ def _validation_message(exc: RequestValidationError) -> str:
 
 
 def create_app(config: GatewayConfig) -> FastAPI:
+    """The FastAPI app of one gateway; its lifespan starts and stops the gateway's background work."""
     gateway = Gateway(config)
 
     @asynccontextmanager

@@ -93,7 +93,8 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
     """The stored record of a decision: text only in `full` mode."""
     from serve.gateway.shadow import parse_answer, tool_names
 
-    messages = job.body.get("messages") if isinstance(job.body.get("messages"), list) else []
+    given = job.body.get("messages")
+    messages: list[Any] = given if isinstance(given, list) else []
     offered = tool_names(job.body)
     parsed = parse_answer(job.answer, offered)
     call = chosen_call(parsed)
@@ -136,6 +137,7 @@ class Capture:
             and messages[-1].get("role") == "tool"
 
     def submit(self, job: CaptureJob) -> None:
+        """Queue a finished request for capture; never blocks (a full queue is counted and dropped)."""
         try:
             self.queue.put_nowait(job)
         except asyncio.QueueFull:
@@ -163,10 +165,13 @@ class Capture:
                 self.queue.task_done()
 
     def captures(self, job: CaptureJob) -> bool:
+        """Whether this request is stored: a store is open, its workspace is allowed and its session sampled."""
         allowed = not self.settings.workspaces or (job.workspace or "") in self.settings.workspaces
         return self.store is not None and allowed and sampled(job.session or job.request_id, self.settings.sample_rate)
 
     def process(self, job: CaptureJob) -> None:
+        """Count the guard's anomalies in the request's tool results; if captured, label the session's earlier
+        decisions with those outcomes and store this one."""
         messages = job.body.get("messages")
         results = tool_results(messages, self.settings) if isinstance(messages, list) else []
         workspace = job.workspace or ""

@@ -14,68 +14,107 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from core.records import Strict
 from core.guard import GuardRules
-from serve.engine.modelbuild import cache_dir
+from core.records import Strict
 from core.tomlfile import load_toml
+from serve.engine.modelbuild import cache_dir
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 class GatewaySection(Strict):
+    """`[gateway]`: where it listens, its state, its routes and its limits."""
+
     host: str = "127.0.0.1"
     port: int = Field(9000, ge=1, le=65535)
     state_db: Path
+    """SQLite file of the routes, adapters, canaries, shadows and the request and shadow logs."""
     routes: list[Name] = Field(default_factory=lambda: ["worker"], min_length=1)
+    """Route names a request's `model` may name; each has a production version and a rollback target."""
     default_route: Name = "worker"
+    """The route of a request that names no `model`."""
     max_body_bytes: int = Field(16 * 1024 * 1024, gt=0)
+    """Larger request bodies get 413."""
     request_timeout_s: float = Field(600.0, gt=0)
+    """A non-streamed answer slower than this gets 504."""
     stream_idle_timeout_s: float = Field(120.0, gt=0)
+    """A stream silent for this long is ended with an error event."""
     connect_timeout_s: float = Field(5.0, gt=0)
+    """Time to open a connection to an engine; one that refuses or times out is marked down and the next
+    replica is tried."""
     retry_after_s: int = Field(5, ge=1)
+    """`Retry-After` of a 503 while no engine is up."""
     request_log_keep: int = Field(100_000, ge=0)
+    """Rows kept in each of the request and shadow logs (0 keeps every row)."""
 
 
 class BaseSection(Strict):
+    """`[base]`: the base model every engine serves."""
+
     served_model_name: Name = "worker-base"
-    # The base model an adapter must have been trained on: compared with the last path
-    # component of `base_model_name_or_path` in its adapter_config.json.
+    """The engines' `--served-model-name`; a request may name it to bypass every adapter."""
     model: str
+    """The base model an adapter must have been trained on: compared with the last path component of
+    `base_model_name_or_path` in its adapter_config.json."""
 
 
 class AdaptersSection(Strict):
+    """`[adapters]`: where adapter files may come from and how large they may be."""
+
     root: Path
+    """Adapter paths must lie inside this directory (also through symlinks); relative ones are read here."""
     max_rank: int = Field(16, gt=0)
+    """The engines' `--max-lora-rank`: a larger adapter is refused at registration."""
 
 
 class UpstreamConfig(Strict):
+    """One `[[upstreams]]` entry: a replica of the same base model."""
+
     name: Name
+    """The replica's name in metrics, logs and the `X-Worker-Upstream` header."""
     url: Annotated[str, StringConstraints(pattern=r"^https?://[^/\s]+$")]
+    """The engine's base URL, scheme and host only (e.g. `http://127.0.0.1:8000`)."""
 
 
 class HealthSection(Strict):
+    """`[health]`: how often each engine's `/health` is probed."""
+
     interval_s: float = Field(2.0, gt=0)
     timeout_s: float = Field(2.0, gt=0)
 
 
 class ShadowSection(Strict):
+    """`[shadow]`: the background workers that copy requests to a shadow candidate."""
+
     queue_size: int = Field(32, ge=1)
+    """When full, shadow requests are dropped and counted."""
     concurrency: int = Field(1, ge=1)
+    """Shadow requests in flight at once."""
     timeout_s: float = Field(300.0, gt=0)
+    """A shadow answer slower than this is recorded as a transport error."""
 
 
 class AdminSection(Strict):
+    """`[admin]`: the admin API's bearer token."""
+
     token: str | None = None
+    """The token itself; prefer `token_env` so it stays out of the file."""
     token_env: str = "WORKER_GATEWAY_ADMIN_TOKEN"
+    """The environment variable holding the token; it wins over `token` when set."""
 
     def resolved_token(self) -> str | None:
+        """The token in force, or None: then the admin API refuses every call."""
         return os.environ.get(self.token_env) or self.token or None
 
 
 class MetricsSection(Strict):
+    """`[metrics]`: what `/metrics` adds to the gateway's own series."""
+
     engine_scrape_timeout_s: float = Field(2.0, gt=0)
+    """Time allowed to read each engine's `/metrics`; an engine that does not answer in time has no series."""
     nvml: bool = True
+    """GPU series via NVML; absent (never zero) without a GPU."""
 
 
 class CaptureSection(Strict):
@@ -85,11 +124,17 @@ class CaptureSection(Strict):
     allowlist: start-up fails closed rather than capture more than was meant."""
 
     mode: Literal["off", "descriptor", "full"] = "off"
+    """`descriptor` stores no message text; `full` also stores the request (only for `workspaces`)."""
     workspaces: list[str] = Field(default_factory=list)
+    """Allowlist of workspaces captured (empty: every workspace); required for `full`."""
     sample_rate: float = Field(0.0, ge=0.0, le=1.0)
+    """Share of sessions captured, chosen by a hash of `X-Session-Id` (a session is all in or all out)."""
     db: Path = Path("capture.sqlite")
+    """The capture store (SQLite WAL; survives restarts)."""
     queue_size: int = Field(1000, ge=1)
+    """When full, capture jobs are dropped and counted."""
     guard: GuardRules = Field(default_factory=GuardRules)
+    """The tool-outcome guard's rules (`[capture.guard]`); it runs in every capture mode."""
 
     @model_validator(mode="after")
     def _full_needs_an_allowlist(self) -> CaptureSection:
@@ -100,6 +145,8 @@ class CaptureSection(Strict):
 
 
 class GatewayConfig(Strict):
+    """The whole gateway config file (configs/gateway.toml is the annotated example)."""
+
     gateway: GatewaySection
     base: BaseSection
     adapters: AdaptersSection

@@ -8,9 +8,9 @@ boards) is left out for that GPU alone.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Iterator
-from types import ModuleType
 from typing import Any
 
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -18,7 +18,8 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 log = logging.getLogger(__name__)
 
 
-def _load_nvml() -> ModuleType | None:
+def _load_nvml() -> Any:
+    """The `pynvml` module, or None without it (it ships no type information, hence `Any`)."""
     try:
         import pynvml
     except ImportError:
@@ -28,7 +29,7 @@ def _load_nvml() -> ModuleType | None:
 
 class GpuCollector:
     def __init__(self, enabled: bool = True, nvml: Any | None = None) -> None:
-        self._nvml = nvml if nvml is not None else (_load_nvml() if enabled else None)
+        self._nvml: Any = nvml if nvml is not None else (_load_nvml() if enabled else None)
         self.up = False
         if self._nvml is not None:
             try:
@@ -40,10 +41,8 @@ class GpuCollector:
     def close(self) -> None:
         if self.up:
             self.up = False
-            try:
+            with contextlib.suppress(self._nvml.NVMLError):
                 self._nvml.nvmlShutdown()
-            except self._nvml.NVMLError:
-                pass
 
     def collect(self) -> Iterator[Metric]:
         families = {
@@ -74,16 +73,20 @@ class GpuCollector:
                 handle = nvml.nvmlDeviceGetHandleByIndex(index)
             except nvml.NVMLError:
                 continue
-            readings: dict[str, Callable[[], float]] = {
-                "utilization": lambda: nvml.nvmlDeviceGetUtilizationRates(handle).gpu / 100.0,
-                "used": lambda: float(nvml.nvmlDeviceGetMemoryInfo(handle).used),
-                "total": lambda: float(nvml.nvmlDeviceGetMemoryInfo(handle).total),
-                "power": lambda: nvml.nvmlDeviceGetPowerUsage(handle) / 1000.0,
-                "temperature": lambda: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
-            }
-            for key, read in readings.items():
+            for key, read in _readings(nvml, handle).items():
                 try:
                     families[key].add_metric(gpu, read())
                 except nvml.NVMLError:
                     continue
         return True
+
+
+def _readings(nvml: Any, handle: Any) -> dict[str, Callable[[], float]]:
+    """One reader per series for one GPU; each may raise `NVMLError` on its own."""
+    return {
+        "utilization": lambda: float(nvml.nvmlDeviceGetUtilizationRates(handle).gpu) / 100.0,
+        "used": lambda: float(nvml.nvmlDeviceGetMemoryInfo(handle).used),
+        "total": lambda: float(nvml.nvmlDeviceGetMemoryInfo(handle).total),
+        "power": lambda: float(nvml.nvmlDeviceGetPowerUsage(handle)) / 1000.0,
+        "temperature": lambda: float(nvml.nvmlDeviceGetTemperature(handle, nvml.NVML_TEMPERATURE_GPU)),
+    }

@@ -34,12 +34,20 @@ from fastapi.responses import StreamingResponse
 from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
+from core.capture import request_sha256
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.errors import GatewayError, error_body, unavailable
+from serve.gateway.registry import RequestRow
 from serve.gateway.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
-from core.capture import request_sha256
 from serve.gateway.shadow import (
-    Answer, BadAnswer, Endpoint, ShadowJob, StreamAccumulator, answer_of, shadow_body, tool_names,
+    Answer,
+    BadAnswer,
+    Endpoint,
+    ShadowJob,
+    StreamAccumulator,
+    answer_of,
+    shadow_body,
+    tool_names,
 )
 from serve.gateway.upstreams import Upstream
 
@@ -82,23 +90,25 @@ def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> N
     route, adapter, kind = (res.route, res.target, res.kind) if res else ("", "", "")
     elapsed = time.perf_counter() - call.started
     gw.metrics.observe(route, adapter, kind, status, elapsed, reason)
-    gw.registry.record_request(
+    gw.registry.record_request(RequestRow(
         request_id=call.request_id, endpoint=call.endpoint, requested=call.requested, route=route or None,
         adapter=adapter or None, kind=kind or None, sticky_key=res.cohort_key if res else None,
-        upstream=call.upstream, status=status, reason=reason, duration_s=elapsed)
+        upstream=call.upstream, status=status, reason=reason, duration_s=elapsed))
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
+    """The request body as a JSON object, else a 400 in OpenAI's shape."""
     try:
         body = json.loads(raw)
     except ValueError as exc:
-        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
+        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
     return body
 
 
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
+    """One OpenAI request end to end: resolve, forward (relaying streams), shadow, capture, count and log."""
     call = Call(request.headers.get("x-request-id") or f"{_BOOT}-{next(_SEQUENCE)}", endpoint, time.perf_counter())
     try:
         body = parse_body(await request.body())
@@ -149,10 +159,10 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
             gw.pool.mark(upstream, False, str(exc))
             gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)
             continue
-        except TimeoutError:
-            raise _timeout_error(gw, upstream) from None
+        except TimeoutError as exc:
+            raise _timeout_error(gw, upstream) from exc
         except aiohttp.ClientError as exc:
-            raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from None
+            raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from exc
         finally:
             if resp is None:
                 upstream.busy -= 1
@@ -168,11 +178,11 @@ async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse) -
     try:
         raw = await resp.read()
         complete = True
-    except TimeoutError:
-        raise _timeout_error(gw, upstream) from None
+    except TimeoutError as exc:
+        raise _timeout_error(gw, upstream) from exc
     except aiohttp.ClientError as exc:
         raise GatewayError(502, f"upstream {upstream.name} broke off its answer: {exc}",
-                           "upstream_disconnected") from None
+                           "upstream_disconnected") from exc
     finally:
         upstream.busy -= 1
         if complete:
@@ -208,7 +218,7 @@ def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answ
         return payload, answer_of(call.endpoint, payload)
     except (ValueError, BadAnswer) as exc:
         raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc}",
-                           "bad_upstream_response") from None
+                           "bad_upstream_response") from exc
 
 
 async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request) -> Response:
@@ -279,7 +289,8 @@ class Relay:
         self.candidate = candidate
         self.captured = call.endpoint == "chat" and gw.capture.wants(body)
         self.accumulator = StreamAccumulator(call.endpoint) if candidate is not None or self.captured else None
-        self.status, self.reason = 499, "client_disconnected"  # until the stream ends another way
+        self.status = 499  # until the stream ends another way
+        self.reason: str | None = "client_disconnected"
         self.closed = False
 
     async def chunks(self) -> AsyncIterator[bytes]:

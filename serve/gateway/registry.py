@@ -21,9 +21,10 @@ from contextlib import AbstractContextManager, contextmanager
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from core.sqlitedb import open_wal, transaction
+from serve.errors import ServeError
 
 AdapterState = Literal["registered", "loaded", "unloaded"]
 StickyBy = Literal["workspace", "session"]
@@ -60,12 +61,58 @@ CREATE TABLE IF NOT EXISTS shadow_results (
 """
 
 
-class AdapterError(ValueError):
+class AdapterError(ServeError, ValueError):
     """Adapter files that cannot be registered: outside the root, wrong base model, rank too high."""
 
 
-class NameTaken(ValueError):
+class NameTaken(ServeError, ValueError):
     """An adapter name that was registered before (names are never reused)."""
+
+
+@dataclass(frozen=True)
+class RequestRow:
+    """One routed request as the `requests` table stores it (the canary split per request)."""
+
+    request_id: str
+    endpoint: str
+    requested: str | None
+    """The request's `model` as sent."""
+    route: str | None
+    adapter: str | None
+    """The adapter version (or the base model's served name) that answered."""
+    kind: str | None
+    """How the router chose it: production, canary or pinned."""
+    sticky_key: str | None
+    """The workspace or session that kept a canary cohort sticky."""
+    upstream: str | None
+    status: int
+    reason: str | None
+    """Why a request failed (the `reason` label of the error metrics); None on success."""
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class ShadowRow:
+    """One shadow comparison as the `shadow_results` table stores it."""
+
+    request_id: str
+    route: str
+    endpoint: str
+    production: str
+    candidate: str
+    request_sha256: str
+    production_answer: str | None
+    """The production answer as JSON text."""
+    shadow_answer: str | None
+    """The candidate's answer as JSON text."""
+    production_outcome: str
+    shadow_outcome: str
+    production_tool: str | None
+    shadow_tool: str | None
+    agreement: str
+    """How the two first calls compare (`core.scoring.CallAgreement`)."""
+    error: str | None
+    shadow_latency_s: float | None
 
 
 @dataclass(frozen=True)
@@ -170,10 +217,10 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
     config_file = resolved / "adapter_config.json"
     try:
         config = json.loads(config_file.read_text())
-    except FileNotFoundError:
-        raise AdapterError(f"{config_file} does not exist") from None
+    except FileNotFoundError as exc:
+        raise AdapterError(f"{config_file} does not exist") from exc
     except (OSError, json.JSONDecodeError) as exc:
-        raise AdapterError(f"{config_file}: {exc}") from None
+        raise AdapterError(f"{config_file}: {exc}") from exc
     if not isinstance(config, dict):
         raise AdapterError(f"{config_file}: not a JSON object")
     if config.get("peft_type") != "LORA":
@@ -231,6 +278,12 @@ class Registry:
     def _enc(self, version: str | None) -> str | None:
         return BASE if version == self._base else version
 
+    @overload
+    def _dec(self, stored: str) -> str: ...
+
+    @overload
+    def _dec(self, stored: None) -> None: ...
+
     def _dec(self, stored: str | None) -> str | None:
         return self._base if stored == BASE else stored
 
@@ -251,16 +304,18 @@ class Registry:
     # --- admin changes -------------------------------------------------------------------
 
     def register(self, name: str, files: AdapterFiles) -> Adapter:
+        """Record a new adapter version (state `registered`); a name used before raises `NameTaken`."""
         at = now()
         try:
             with self._change("register", {"name": name, "path": str(files.path), "fingerprint": files.fingerprint}):
                 self._db.execute("INSERT INTO adapters VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)",
                                  (name, str(files.path), files.rank, files.base_model, files.fingerprint, at, at))
-        except sqlite3.IntegrityError:
-            raise NameTaken(f"adapter name {name!r} was registered before; names are never reused") from None
+        except sqlite3.IntegrityError as exc:
+            raise NameTaken(f"adapter name {name!r} was registered before; names are never reused") from exc
         return self.state.adapters[name]
 
     def set_adapter_state(self, name: str, state: AdapterState) -> Adapter:
+        """Record that the engines loaded or unloaded the version (one admin-log entry)."""
         with self._change(f"adapter_{state}", {"name": name}):
             self._db.execute("UPDATE adapters SET state = ?, changed_at = ? WHERE name = ?", (state, now(), name))
         return self.state.adapters[name]
@@ -290,6 +345,7 @@ class Registry:
                          (self._enc(production), self._enc(previous), now(), route))
 
     def set_canary(self, route: str, candidate: str, percent: float, sticky_by: StickyBy) -> Route:
+        """Start (or re-percent) the route's canary: `percent` of sticky keys go to `candidate`."""
         with self._change("canary_start", {"route": route, "candidate": candidate, "percent": percent,
                                            "sticky_by": sticky_by}):
             self._db.execute("INSERT OR REPLACE INTO canaries VALUES (?, ?, ?, ?, ?)",
@@ -297,22 +353,26 @@ class Registry:
         return self.state.routes[route]
 
     def stop_canary(self, route: str) -> Route:
+        """End the route's canary; every request goes to production again."""
         with self._change("canary_stop", {"route": route}):
             self._db.execute("DELETE FROM canaries WHERE route = ?", (route,))
         return self.state.routes[route]
 
     def set_shadow(self, route: str, candidate: str, sample_rate: float) -> Route:
+        """Start the route's shadow: a `sample_rate` share of production requests is copied to `candidate`."""
         with self._change("shadow_start", {"route": route, "candidate": candidate, "sample_rate": sample_rate}):
             self._db.execute("INSERT OR REPLACE INTO shadows VALUES (?, ?, ?, ?)",
                              (route, candidate, sample_rate, now()))
         return self.state.routes[route]
 
     def stop_shadow(self, route: str) -> Route:
+        """End the route's shadow: no further production requests are copied."""
         with self._change("shadow_stop", {"route": route}):
             self._db.execute("DELETE FROM shadows WHERE route = ?", (route,))
         return self.state.routes[route]
 
     def admin_log(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest admin changes, newest first, each with its revision and detail."""
         rows = self._db.execute("SELECT * FROM admin_log ORDER BY revision DESC LIMIT ?", (limit,))
         return [{**dict(r), "detail": json.loads(r["detail"])} for r in rows]
 
@@ -321,15 +381,16 @@ class Registry:
     # second and on shutdown; every read flushes first): one commit per request would cost
     # more than the rest of the gateway's work for that request. Routing state is never buffered.
 
-    def record_request(self, **row: Any) -> None:
-        """One routed request (the canary split per request)."""
-        self._buffer("requests", {"at": now(), **row})
+    def record_request(self, row: RequestRow) -> None:
+        """Log one routed request (the canary split per request)."""
+        self._buffer("requests", row)
 
-    def record_shadow(self, **row: Any) -> None:
-        self._buffer("shadow_results", {"at": now(), **row})
+    def record_shadow(self, row: ShadowRow) -> None:
+        """Log one shadow comparison."""
+        self._buffer("shadow_results", row)
 
-    def _buffer(self, table: str, row: dict[str, Any]) -> None:
-        self._pending.append((table, row))
+    def _buffer(self, table: str, row: RequestRow | ShadowRow) -> None:
+        self._pending.append((table, {"at": now(), **vars(row)}))
         if len(self._pending) >= _FLUSH_AT:
             self.flush()
 
@@ -350,6 +411,7 @@ class Registry:
                     self._db.execute(f"DELETE FROM {name} WHERE id <= (SELECT MAX(id) FROM {name}) - ?", (self._keep,))
 
     def requests(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest routed requests, newest first."""
         self.flush()
         return [dict(r) for r in self._db.execute("SELECT * FROM requests ORDER BY id DESC LIMIT ?", (limit,))]
 
@@ -369,6 +431,7 @@ class Registry:
         return [dict(r) for r in rows]
 
     def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        """The latest shadow comparisons (of one route, or all), newest first, answers included."""
         self.flush()
         query = "SELECT * FROM shadow_results" + (" WHERE route = ?" if route else "") + " ORDER BY id DESC LIMIT ?"
         args = (route, limit) if route else (limit,)

@@ -18,6 +18,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
+from serve.errors import ServeError
 from serve.gateway.registry import State
 
 Kind = Literal["production", "canary", "shadow", "pinned"]
@@ -25,13 +26,13 @@ WORKSPACE_HEADER = "x-workspace-id"
 SESSION_HEADER = "x-session-id"
 
 
-class ModelNotFound(LookupError):
+class ModelNotFound(ServeError, LookupError):
     """A `model` that is no route, not the base model and no registered adapter version."""
 
     code = "model_not_found"
 
 
-class ModelNotLoaded(LookupError):
+class ModelNotLoaded(ServeError, LookupError):
     """A registered adapter version that is not loaded on the engines."""
 
     code = "model_not_loaded"
@@ -54,6 +55,8 @@ def canary_bucket(route: str, candidate: str, key: str) -> float:
 
 
 def resolve(state: State, model: str, workspace: str | None, session: str | None) -> Resolution:
+    """Where a request naming `model` goes: a route's production or canary version (sticky by workspace or session),
+    the base model, or a loaded adapter version pinned by name."""
     replica_key = workspace or session
     route = state.routes.get(model)
     if route is not None:

@@ -17,6 +17,7 @@ import random
 from collections.abc import Mapping
 from pathlib import Path
 
+from serve.errors import ServeError
 from serve.gateway.capture import Capture
 from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
@@ -31,7 +32,7 @@ log = logging.getLogger(__name__)
 LOG_FLUSH_S = 1.0  # request/shadow log rows reach SQLite within this
 
 
-class FilesChanged(RuntimeError):
+class FilesChanged(ServeError, RuntimeError):
     """An adapter's files no longer match the fingerprint taken when it was registered."""
 
 
@@ -80,10 +81,11 @@ class Gateway:
     # --- routing -------------------------------------------------------------------------
 
     def resolve(self, model: str, workspace: str | None, session: str | None) -> Resolution:
+        """`router.resolve` on the current state; an unknown or unloaded model is a 404 in OpenAI's shape."""
         try:
             return resolve(self.registry.state, model, workspace, session)
         except (ModelNotFound, ModelNotLoaded) as exc:
-            raise GatewayError(404, str(exc), exc.code) from None
+            raise GatewayError(404, str(exc), exc.code) from exc
 
     def shadow_for(self, resolution: Resolution) -> str | None:
         """The shadow candidate when this production request is sampled for a shadow trial."""
@@ -95,6 +97,7 @@ class Gateway:
         return shadow.candidate
 
     def sync_gauges(self) -> None:
+        """Set the canary-percent gauges from the registry (after every routing change)."""
         routes = self.registry.state.routes.values()
         self.metrics.set_canaries({(r.name, r.canary.candidate): r.canary.percent for r in routes if r.canary})
 
@@ -114,6 +117,7 @@ class Gateway:
                 log.exception("health check failed")
 
     async def check_upstreams(self) -> None:
+        """Probe every engine at once (the health loop's tick)."""
         await asyncio.gather(*(self.check(u) for u in self.pool.upstreams))
 
     def request_check(self, upstream: Upstream) -> None:
@@ -124,6 +128,7 @@ class Gateway:
             task.add_done_callback(lambda _: self._checks.pop(upstream.name, None))
 
     async def check(self, upstream: Upstream) -> None:
+        """Probe one engine; when it is up but lacks loaded adapters (it restarted), load them again first."""
         error = await self.pool.probe(upstream)
         if error is None:
             problems = await self._reapply(upstream) if self._drift(upstream) else []

@@ -10,7 +10,6 @@ with their own timeout, so a failing or slow candidate costs production nothing.
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import logging
 import time
@@ -23,7 +22,7 @@ from core.scoring import CallAgreement, chosen_call, compare_calls
 from core.toolcalls import parse_response, parse_text, transport_error
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics
-from serve.gateway.registry import Registry
+from serve.gateway.registry import Registry, ShadowRow
 
 Endpoint = Literal["chat", "completions"]
 Answer = dict[str, Any] | str  # a chat message, or a completion's text
@@ -56,6 +55,7 @@ def tool_names(body: Mapping[str, Any]) -> frozenset[str] | None:
 
 
 def parse_answer(answer: Answer, names: Collection[str] | None) -> ParsedResponse:
+    """Read an answer with the shared parser: a chat message, or a completion's text."""
     return parse_response(answer, names) if isinstance(answer, dict) else parse_text(answer, names)
 
 
@@ -69,6 +69,7 @@ class StreamAccumulator:
         self._calls: dict[int, dict[str, Any]] = {}
 
     def feed(self, chunk: bytes) -> None:
+        """Take the next bytes of the stream (SSE lines may be split across chunks)."""
         self._buffer += chunk
         *lines, self._buffer = self._buffer.split(b"\n")
         for line in lines:
@@ -103,6 +104,7 @@ class StreamAccumulator:
                 slot["function"]["arguments"] += function.get("arguments") or ""
 
     def answer(self) -> Answer:
+        """The answer the stream amounted to: a chat message (content and tool calls) or a completion's text."""
         text = "".join(self._content)
         if self.endpoint == "completions":
             return text
@@ -127,6 +129,7 @@ class ShadowJob:
 
 
 def shadow_body(body: Mapping[str, Any], candidate: str) -> dict[str, Any]:
+    """The production request re-addressed to the candidate, never streamed."""
     shadow = {k: v for k, v in body.items() if k != "stream_options"}
     shadow["model"] = candidate
     shadow["stream"] = False
@@ -167,6 +170,7 @@ class ShadowRunner:
         return True
 
     def drop(self, route: str, reason: str) -> None:
+        """Count a shadow request that was not sent (queue full, shutting down)."""
         self._metrics.shadow_dropped.labels(route, reason).inc()
 
     async def _work(self) -> None:
@@ -182,6 +186,7 @@ class ShadowRunner:
                 self.queue.task_done()
 
     async def run(self, job: ShadowJob) -> CallAgreement:
+        """Send one shadow request, compare its answer with production's, and record and count the result."""
         started = time.perf_counter()
         answer: Answer | None = None
         status, reason = 200, None
@@ -202,12 +207,12 @@ class ShadowRunner:
         self._metrics.observe(job.route, job.candidate, "shadow", status, elapsed, reason)
         self._metrics.shadow_comparisons.labels(job.route, job.candidate, agreement.value).inc()
         production_call, shadow_call = chosen_call(production), chosen_call(shadow)
-        self._registry.record_shadow(
+        self._registry.record_shadow(ShadowRow(
             request_id=job.request_id, route=job.route, endpoint=job.endpoint, production=job.production,
             candidate=job.candidate, request_sha256=job.request_sha256,
             production_answer=json.dumps(job.production_answer), shadow_answer=json.dumps(answer),
             production_outcome=production.outcome.value, shadow_outcome=shadow.outcome.value,
             production_tool=production_call.tool if production_call else None,
             shadow_tool=shadow_call.tool if shadow_call else None,
-            agreement=agreement.value, error=shadow.error, shadow_latency_s=elapsed)
+            agreement=agreement.value, error=shadow.error, shadow_latency_s=elapsed))
         return agreement

@@ -7,7 +7,6 @@ next probe; the probe loop (run by the app) brings it back.
 
 from __future__ import annotations
 
-import asyncio
 import itertools
 import json
 import logging
@@ -16,6 +15,7 @@ from dataclasses import dataclass, field
 
 import aiohttp
 
+from serve.errors import ServeError
 from serve.gateway.config import UpstreamConfig
 from serve.gateway.registry import now
 from serve.gateway.router import replica_order
@@ -23,7 +23,7 @@ from serve.gateway.router import replica_order
 log = logging.getLogger(__name__)
 
 
-class UpstreamCallError(RuntimeError):
+class UpstreamCallError(ServeError, RuntimeError):
     """An engine refused or failed an admin call (load/unload); the message has the engine's reason."""
 
     def __init__(self, upstream: str, message: str, status: int | None = None):
@@ -76,6 +76,7 @@ class UpstreamPool:
             await self._session.close()
 
     def healthy(self) -> list[Upstream]:
+        """The replicas whose last probe succeeded."""
         return [u for u in self.upstreams if u.healthy]
 
     def order(self, key: str | None) -> list[Upstream]:
@@ -85,6 +86,7 @@ class UpstreamPool:
         return [healthy[n] for n in replica_order(list(healthy), key, busy, next(self._turn))]
 
     def mark(self, upstream: Upstream, healthy: bool, error: str | None = None) -> None:
+        """Record a probe's or a request's verdict on a replica, logging only the changes."""
         if upstream.healthy and not healthy:
             log.warning("upstream %s is unhealthy: %s", upstream.name, error)
         elif healthy and not upstream.healthy:
@@ -108,7 +110,7 @@ class UpstreamPool:
                     return f"/v1/models answered HTTP {resp.status}"
                 body = await resp.json(content_type=None)
             upstream.models = {m["id"]: m.get("root") for m in body["data"]}
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError, KeyError, TypeError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
             return f"{type(exc).__name__}: {exc}".rstrip(": ")
         return None
 
@@ -130,6 +132,7 @@ class UpstreamPool:
         return True
 
     async def unload_adapter(self, upstream: Upstream, name: str, timeout_s: float) -> None:
+        """Unload an adapter from one engine; one the engine does not have counts as unloaded."""
         try:
             await self._post(upstream, "/v1/unload_lora_adapter", {"lora_name": name}, timeout_s)
         except UpstreamCallError as exc:
@@ -143,7 +146,7 @@ class UpstreamPool:
                 text = await resp.text()
                 if resp.status != 200:
                     raise UpstreamCallError(upstream.name, _error_message(resp.status, text), resp.status)
-        except (aiohttp.ClientError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, aiohttp.ClientError) as exc:
             raise UpstreamCallError(upstream.name, f"{type(exc).__name__}: {exc}".rstrip(": ")) from exc
 
     async def metrics_text(self, upstream: Upstream, timeout_s: float) -> str | None:
@@ -151,5 +154,5 @@ class UpstreamPool:
         try:
             async with self.session.get(f"{upstream.url}/metrics", timeout=self._timeout(timeout_s)) as resp:
                 return await resp.text() if resp.status == 200 else None
-        except (aiohttp.ClientError, asyncio.TimeoutError):
+        except (TimeoutError, aiohttp.ClientError):
             return None

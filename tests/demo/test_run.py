@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from replay.analysis.compare import load_results
 from demo.run import lesson_summary
+from replay.analysis.compare import load_results
 from replay.memory.lessons import LiftEvidence, RuleVerdict, Verdict
 
 EVIDENCE = LiftEvidence(carried=4, absent=4, carried_mean=0.0, absent_mean=0.5, lift=-0.5)

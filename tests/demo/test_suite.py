@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
-from demo.suite import TRAIN_JSONL, write_demo
-from replay.memory.files import check_memory, has_violations, load_memory
 from core.keyset import sorted_key_set
 from core.records import BUILTIN_STRATA, Decision, TrainingExample
+from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
+from demo.suite import TRAIN_JSONL, write_demo
+from replay.memory.checks import check_memory, has_violations
+from replay.memory.files import load_memory
 from replay.suite import load_suite, validate_suite
 from replay.suite_checks import request_hash
 
@@ -161,7 +162,7 @@ def test_memory_files_in_the_documented_format(demo: Path) -> None:
         seen.update(rules)
     assert any(evidence is None for _, evidence, _ in seen.values()), "a legacy rule without evidence"
     assert {section for _, _, section in seen.values()} == {"rules", "pending"}
-    assert GENUINE_RULE_IDS <= set(seen)
+    assert set(seen) >= GENUINE_RULE_IDS
     (harmful,) = HARMFUL_RULE_IDS
     assert seen[harmful][1] == "user-explicit", "the harmful rule must be authorised to be injected"
     assert "harm" not in harmful
@@ -199,4 +200,4 @@ def test_memory_module_reads_the_demo_memory_without_violations(demo: Path) -> N
     for ws in (demo / "memory").iterdir():
         assert not has_violations(check_memory(ws)), [str(p) for p in check_memory(ws)]
         authorised |= {r.id for r in load_memory(ws).authorised_rules()}
-    assert GENUINE_RULE_IDS | HARMFUL_RULE_IDS <= authorised
+    assert authorised >= GENUINE_RULE_IDS | HARMFUL_RULE_IDS

@@ -28,10 +28,10 @@ import httpx
 import pytest
 
 from tests.ops.exposure import exported_names, gpu_series_names
-from tests.support.gateway_harness import RunningGateway, wait_for, write_config
-from tests.support.live import http_json
 from tests.ops.prometheus_process import PrometheusError, RunningPrometheus
 from tests.ops.promql import metric_names
+from tests.support.gateway_harness import RunningGateway, wait_for, write_config
+from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
 

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
 from replay.capture_suite import assign_strata, build_suite, strip_memory
 from replay.cli import main
 from replay.suite import SuiteError, freeze_suite, load_suite
-from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("search", "lookup")]
 MEMORY = "You keep the ledger.\n\n<memory>\n[memory/profile.md]\nACME pays late.\n</memory>\n\n" \

@@ -6,9 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
 
 from replay.cli import main
+from tests.support.cli import assert_one_error_line, run_cli
+from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -72,8 +73,8 @@ def test_suite_validate_reports_file_and_line(tmp_path, capsys):
 
 
 def test_dispute_then_trace_round_trip(run_dir, tmp_path, capsys):
-    from replay.memory.ledger import Ledger
     from core.records import ResultRecord
+    from replay.memory.ledger import Ledger
 
     ledger = tmp_path / "ledger.sqlite"
     record = e13_results(ARMS)[0]
@@ -92,3 +93,20 @@ def test_report_compares_every_arm_with_the_run_configs_first_arm(run_dir, tmp_p
     code, _, _ = cli(capsys, "report", str(run_dir), "--ledger", str(tmp_path / "l"))
     html = (run_dir / "report.html").read_text()
     assert code == 0 and 'id="cmp-base-vs-q-only"' in html and 'id="cmp-base-vs-mixed"' in html
+
+
+@pytest.mark.parametrize("args, needles", [
+    (["dispute", "lc:x", "--reason", " ", "--ledger", "l.sqlite"], ["lc:x", "needs a reason"]),
+    (["compare", "no-run", "--baseline", "a", "--candidate", "b", "--ledger", "l.sqlite"], ["no-run", "not found"]),
+    (["gate", "no-run", "--policy", "no.toml", "--baseline", "a", "--candidate", "b", "--ledger", "l.sqlite"],
+     ["no.toml"]),
+    (["run", "--suite", "no-suite", "--config", "no.toml", "--out", "out"], ["no-suite"]),
+])
+def test_user_errors_print_one_error_line_and_exit_2(args, needles, tmp_path):
+    assert_one_error_line(run_cli("replay", *args, cwd=tmp_path), *needles)
+
+
+def test_a_malformed_evidence_option_is_a_usage_error(run_dir, tmp_path, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["gate", str(run_dir), "--policy", "p.toml", "--baseline", "a", "--candidate", "b", "--evidence", "shadow"])
+    assert exit_.value.code == 2 and "expected KEY=PATH, got 'shadow'" in capsys.readouterr().err

@@ -62,3 +62,10 @@ def test_shipped_run_configs_load():
     assert shipped
     for path in shipped:
         assert load_run_config(path).arms
+
+
+def test_field_docstrings_reach_the_json_schema():
+    from replay.config import RunConfig
+
+    arm = RunConfig.model_json_schema()["$defs"]["Arm"]["properties"]
+    assert "workspace-minus:<id>" in arm["memory"]["description"]

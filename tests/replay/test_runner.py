@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from replay.config import RunConfig
 from core.records import Decision
+from replay.config import RunConfig
 from replay.runner import (
     Outcome,
     RunError,

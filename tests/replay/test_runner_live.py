@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
-from tests.support.live import http_json
-from demo.suite import write_demo
 from core.records import ResultRecord
+from demo.suite import write_demo
 from replay.suite import freeze_suite, load_suite
+from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
 STRATA = ("verified_recovery", "clean_trajectory_action", "verified_action", "known_failure")

@@ -1,6 +1,7 @@
 """Fixtures of the gateway tests: the named fault injector and an adapter root."""
 
 import pytest
+
 from tests.support.fault_upstream import FaultUpstream
 
 

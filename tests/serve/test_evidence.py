@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from tests.support.gateway_harness import fake_adapter, write_config
-from core.evidence import CanaryEvidence, PairedOutcomes, RegistryEvidence
 from core.capture import CapturedDecision, CaptureStore
-from serve.gateway.capture import now_iso
+from core.evidence import CanaryEvidence, PairedOutcomes, RegistryEvidence
 from serve.cli import main
-from serve.gateway.config import load_gateway_config
 from serve.evidence import EvidenceError, canary_cohorts, export, registry_evidence, shadow_outcomes
-from serve.gateway.registry import Registry, inspect_adapter
+from serve.gateway.capture import now_iso
+from serve.gateway.config import load_gateway_config
+from serve.gateway.registry import Registry, RequestRow, ShadowRow, inspect_adapter
+from tests.support.gateway_harness import fake_adapter, write_config
 
 CANDIDATE = "cand-1"
 
@@ -127,13 +127,14 @@ def test_export_writes_what_the_gate_reads_and_explains_bad_calls(tmp_path, caps
         export(config, "worker", tmp_path / "out", candidate=CANDIDATE, since="yesterday")
 
     registry.set_shadow("worker", CANDIDATE, 1.0)
-    registry.record_request(request_id="r1", endpoint="chat", requested="worker", route="worker",
-                            adapter="worker-base", kind="production", sticky_key=None, upstream="engine-0",
-                            status=200, reason=None, duration_s=0.2)
-    registry.record_shadow(request_id="r1", route="worker", endpoint="chat", production="worker-base",
-                           candidate=CANDIDATE, request_sha256="0" * 64, production_answer="{}", shadow_answer="{}",
-                           production_outcome="ok", shadow_outcome="ok", production_tool="lookup",
-                           shadow_tool="search", agreement="different", error=None, shadow_latency_s=0.3)
+    registry.record_request(RequestRow(request_id="r1", endpoint="chat", requested="worker", route="worker",
+                                       adapter="worker-base", kind="production", sticky_key=None, upstream="engine-0",
+                                       status=200, reason=None, duration_s=0.2))
+    registry.record_shadow(ShadowRow(request_id="r1", route="worker", endpoint="chat", production="worker-base",
+                                     candidate=CANDIDATE, request_sha256="0" * 64, production_answer="{}",
+                                     shadow_answer="{}", production_outcome="ok", shadow_outcome="ok",
+                                     production_tool="lookup", shadow_tool="search", agreement="different",
+                                     error=None, shadow_latency_s=0.3))
     registry.close()
     store = CaptureStore(config.capture.db)
     store.insert(replace(decision("r1", outcome="blocked"), captured_at=now_iso()))

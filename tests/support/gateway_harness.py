@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import uvicorn
 
-from tests.support.live import free_port
 from serve.gateway.app import create_app
 from serve.gateway.config import GatewayConfig, load_gateway_config
+from tests.support.live import free_port
 
 TOKEN = "test-admin-token"
 BASE_MODEL = "SmolLM2-135M-Instruct"

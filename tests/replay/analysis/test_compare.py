@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import pytest
-from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record
 
+from core.records import ResultRecord
 from replay.analysis.compare import (
     ALL_POSITIVE,
     Comparison,
@@ -18,7 +18,7 @@ from replay.analysis.compare import (
     load_results,
 )
 from replay.memory.ledger import RuleRef
-from core.records import ResultRecord
+from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record
 
 
 def write_run(run_dir: Path, records: list[ResultRecord]) -> Path:

@@ -7,8 +7,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from tests.support.e13 import BASE, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, known_failure_record, positive_record
 
+from core.keyset import key_set
+from core.records import ResultRecord
 from replay.analysis.compare import compare
 from replay.analysis.gates import (
     CONDITION_KINDS,
@@ -22,8 +23,7 @@ from replay.analysis.gates import (
     read_verdict,
     write_verdict,
 )
-from core.keyset import key_set
-from core.records import ResultRecord
+from tests.support.e13 import BASE, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, known_failure_record, positive_record
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"

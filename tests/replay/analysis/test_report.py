@@ -12,14 +12,14 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
-from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, positive_record
 
-from replay.analysis.compare import ResultsError, compare
-from replay.analysis.gates import evaluate_gate, write_verdict
 from core.keyset import key_set
 from core.records import Decision, ResultRecord
+from replay.analysis.compare import ResultsError, compare
+from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run, write_report
 from replay.analysis.stats import wilson_interval
+from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, positive_record
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"

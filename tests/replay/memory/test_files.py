@@ -10,13 +10,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from replay.memory.checks import check_memory, has_violations
 from replay.memory.files import (
     LC_FILE,
     LOG_FILE,
     MemoryLoadError,
     Section,
-    check_memory,
-    has_violations,
     load_memory,
     workspace_dirs,
 )

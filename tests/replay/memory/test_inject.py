@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from replay.memory.files import LC_FILE, load_memory
 from replay.memory.inject import (
     ChosenRules,
     ConditionError,
@@ -21,7 +22,6 @@ from replay.memory.inject import (
     inject,
     parse_condition,
 )
-from replay.memory.files import LC_FILE, load_memory
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memory"
 WS_A = load_memory(FIXTURES / "ws-a")

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.memory.ledger import Ledger, LedgerError, RuleRef
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
+from replay.memory.ledger import Ledger, LedgerError, RuleRef
 
 NOW = datetime(2026, 8, 21, 12, 0, tzinfo=UTC)
 

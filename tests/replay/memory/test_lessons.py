@@ -13,6 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
+from replay.memory.checks import check_memory
+from replay.memory.files import LC_FILE, LOG_FILE, load_memory
+from replay.memory.ledger import Ledger
 from replay.memory.lessons import (
     HARMFUL,
     INCONCLUSIVE,
@@ -35,9 +39,6 @@ from replay.memory.lessons import (
     record_verdicts,
     trials_from_results,
 )
-from replay.memory.ledger import Ledger
-from replay.memory.files import LC_FILE, LOG_FILE, check_memory, load_memory
-from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memory"
 TODAY = date(2026, 8, 21)

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from tests.support.live import http_json
 from core.records import ParseOutcome
 from core.toolcalls import parse_response
+from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
 
@@ -83,7 +83,7 @@ def test_seeded_adapter_loads_at_run_time_and_answers_differently(engine, seeded
     assert parsed.outcome is ParseOutcome.OK, parsed
     # Same fixed prompt, greedy: the adapter's weights change the model's token probabilities.
     base, lora = completion_logprobs(engine, "worker-base"), completion_logprobs(engine, "seed1-v1")
-    assert max(abs(a - b) for a, b in zip(base, lora)) > 1e-3, (base, lora)
+    assert max(abs(a - b) for a, b in zip(base, lora, strict=True)) > 1e-3, (base, lora)
 
 
 def test_prefix_cache_counters_increase_after_a_repeated_prompt(engine):

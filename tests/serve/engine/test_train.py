@@ -12,12 +12,19 @@ from typing import Any
 import pytest
 
 from core.records import Answer, ChatRequest, MemoryRef, Target, TrainingExample
-from serve.engine.adapters import TARGET_MODULES
 from serve.cli import main
+from serve.engine.adapters import TARGET_MODULES
 from serve.engine.modelbuild import default_model_dir
 from serve.engine.train import (
-    DEFAULT_TEMPLATE, MARKER, TrainDataError, TrainReport, answer_loss, encode, prefix_states,
-    load_training, select_examples, train_adapter,
+    DEFAULT_TEMPLATE,
+    TrainDataError,
+    TrainReport,
+    answer_loss,
+    encode,
+    load_training,
+    prefix_states,
+    select_examples,
+    train_adapter,
 )
 
 TOOLS = [

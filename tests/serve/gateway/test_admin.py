@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from tests.support.fault_upstream import FaultUpstream
-from tests.support.gateway_harness import RunningGateway, start_gateway, fake_adapter, write_config
+from tests.support.gateway_harness import RunningGateway, fake_adapter, start_gateway, write_config
 
 
 def add(gw: RunningGateway, root, name: str, load: bool = True) -> None:
@@ -221,12 +221,12 @@ def test_a_restarted_gateway_comes_back_with_everything_and_re_applies_it(tmp_pa
             gw.ok("POST", "/routes/worker/shadow", {"candidate": "d-v1", "sample_rate": 0.25})
             before = gw.ok("GET", "/state")
             cohort = {s: gw.ok("GET", "/resolve", session=s)["kind"] for s in (f"s-{i}" for i in range(50))}
-    with FaultUpstream(port) as fresh:  # the engine restarted too: it has no adapters
-        with RunningGateway(tmp_path / "gw" / "gateway.toml") as gw:
-            after = gw.ok("GET", "/state")
-            assert {k: after[k] for k in ("revision", "routes", "adapters")} == {
-                k: before[k] for k in ("revision", "routes", "adapters")}
-            assert sorted(fresh.adapters) == ["a-v1", "b-v1", "c-v1", "d-v1"]
-            assert {s: gw.ok("GET", "/resolve", session=s)["kind"] for s in cohort} == cohort
-            assert gw.chat().headers["x-worker-adapter"] == "b-v1"
-            assert 'worker_gateway_canary_percent{candidate="c-v1",route="worker"} 30.0' in gw.metrics()
+    # the engine restarted too: it has no adapters
+    with FaultUpstream(port) as fresh, RunningGateway(tmp_path / "gw" / "gateway.toml") as gw:
+        after = gw.ok("GET", "/state")
+        assert {k: after[k] for k in ("revision", "routes", "adapters")} == {
+            k: before[k] for k in ("revision", "routes", "adapters")}
+        assert sorted(fresh.adapters) == ["a-v1", "b-v1", "c-v1", "d-v1"]
+        assert {s: gw.ok("GET", "/resolve", session=s)["kind"] for s in cohort} == cohort
+        assert gw.chat().headers["x-worker-adapter"] == "b-v1"
+        assert 'worker_gateway_canary_percent{candidate="c-v1",route="worker"} 30.0' in gw.metrics()

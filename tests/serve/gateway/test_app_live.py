@@ -14,7 +14,7 @@ import httpx
 import pytest
 from openai import NotFoundError, OpenAI
 
-from tests.support.gateway_harness import RunningGateway, TOKEN, wait_for, write_config
+from tests.support.gateway_harness import TOKEN, RunningGateway, wait_for, write_config
 from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine

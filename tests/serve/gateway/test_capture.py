@@ -20,11 +20,11 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.capture import read_decisions
+from serve.engine.launcher import ConfigError
+from serve.gateway.config import load_gateway_config
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
-from core.capture import read_decisions
-from serve.gateway.config import load_gateway_config
-from serve.engine.launcher import ConfigError
 
 
 def tool(name: str) -> dict:
@@ -226,11 +226,11 @@ def small_policy(path: Path, captured_after: str) -> Path:
 @pytest.mark.engine
 def test_a_captured_session_is_replayed_against_a_candidate_and_gated_on_live_evidence(
         engine, seeded_adapters, tmp_path, capsys):
-    from replay.cli import main as replay_main
     from replay.analysis.gates import read_verdict
+    from replay.cli import main as replay_main
     from replay.suite import load_suite
-    from serve.gateway.capture import now_iso
     from serve.cli import main as serve_main
+    from serve.gateway.capture import now_iso
 
     started = now_iso()
     candidate = f"cand-{uuid.uuid4().hex[:6]}"  # adapter names are never reused on an engine

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from serve.cli import main
-from serve.gateway.config import load_gateway_config
 from serve.engine.launcher import ConfigError
+from serve.gateway.config import load_gateway_config
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "gateway.toml"
 MINIMAL = """[gateway]
@@ -83,3 +83,12 @@ def test_cli_reports_a_bad_gateway_config_without_a_traceback(tmp_path, capsys):
     assert main(["gateway", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "metrics.nvm" in err and "Traceback" not in err
+
+
+def test_field_docstrings_reach_the_json_schema():
+    from serve.gateway.config import GatewayConfig
+
+    schema = GatewayConfig.model_json_schema()
+    gateway = schema["$defs"]["GatewaySection"]["properties"]
+    assert gateway["default_route"]["description"] == "The route of a request that names no `model`."
+    assert "413" in gateway["max_body_bytes"]["description"]

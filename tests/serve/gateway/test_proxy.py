@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.support.fault_upstream import FaultUpstream
-from tests.support.gateway_harness import RunningGateway, start_gateway, fake_adapter, wait_for
+from tests.support.gateway_harness import RunningGateway, fake_adapter, start_gateway, wait_for
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
 

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import fields
 
 import pytest
 
+from serve.gateway.registry import AdapterError, NameTaken, Registry, RequestRow, ShadowRow, inspect_adapter
 from tests.support.gateway_harness import BASE_MODEL, fake_adapter
-from serve.gateway.registry import AdapterError, NameTaken, Registry, inspect_adapter
 
 
 def open_registry(tmp_path) -> Registry:
@@ -89,9 +90,9 @@ def test_state_survives_reopening_with_its_revision_and_log(tmp_path, root):
     registry.set_adapter_state("a-v1", "loaded")
     registry.set_production("worker", "a-v1")
     registry.set_canary("worker", "worker-base", 25.0, "session")
-    registry.record_request(request_id="r1", endpoint="chat", requested="worker", route="worker",
-                            adapter="a-v1", kind="production", sticky_key="s-1", upstream="engine-0",
-                            status=200, reason=None, duration_s=0.1)
+    registry.record_request(RequestRow(request_id="r1", endpoint="chat", requested="worker", route="worker",
+                                       adapter="a-v1", kind="production", sticky_key="s-1", upstream="engine-0",
+                                       status=200, reason=None, duration_s=0.1))
     before = registry.state
     registry.close()
     again = open_registry(tmp_path)
@@ -111,3 +112,12 @@ def test_a_failed_change_leaves_no_trace(tmp_path, root):
         registry.register("a-v1", files(root, "again"))
     assert registry.state == before
     assert len(registry.admin_log()) == 1
+
+
+@pytest.mark.parametrize(("table", "row_type"), [("requests", RequestRow), ("shadow_results", ShadowRow)])
+def test_log_row_types_declare_exactly_the_tables_columns(tmp_path, table, row_type):
+    """A field the table lacks would fail only at the next flush, far from the call that logged it."""
+    registry = open_registry(tmp_path)
+    columns = {r[1] for r in registry._db.execute(f"PRAGMA table_info({table})")}
+    registry.close()
+    assert columns - {"id", "at"} == {f.name for f in fields(row_type)}

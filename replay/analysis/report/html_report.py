@@ -1,53 +1,35 @@
-"""Run report: `report.md`, a self-contained `report.html` and `plot.svg` (DESIGN §7).
-
-The HTML needs no network: CSS, the filter script and the SVG plot are inline. Tables carry
-stable `id` and `data-*` attributes (raw numbers in `data-value`) so a browser test can read
-cell values without parsing formatted text. The plot is drawn here, not by a plotting
-library, so the report renders the same on a machine without one.
-"""
+"""`report.html`: one self-contained page (inline CSS, filter script and SVG) whose tables carry `id` and
+`data-*` attributes with the raw numbers, so a browser test reads values without parsing text."""
 
 from __future__ import annotations
 
 import html
 import json
 import re
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from core.records import Decision, ResultRecord
 from replay.analysis.compare import (
-    ALL_POSITIVE,
-    RESULTS_FILE,
     TAINT_MARK,
     Comparison,
     CorrectnessRow,
     RepeatRow,
-    ResultsError,
     Tainted,
-    arms_of,
-    compare,
     correctness_cells,
     format_overhead,
     format_p,
-    is_held_out_positive,
     is_tainted,
-    load_results,
     measure_label,
     plural,
-    read_run_info,
     repeat_cells,
     repeat_label,
-    scope_order,
 )
-from replay.analysis.gates import STATUS_LABEL, Verdict, read_verdict
-from core.records import KNOWN_FAILURE, Decision, ResultRecord
-from replay.analysis.stats import wilson_interval
+from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.report.drill import DrillRow, drill_rows
+from replay.analysis.report.markdown_report import summary, tests_note
 
-REPORT_MD = "report.md"
-REPORT_HTML = "report.html"
-PLOT_SVG = "plot.svg"
-PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
 RAW_OUTPUT_LIMIT = 2400
 
 
@@ -59,254 +41,6 @@ def slug(text: str) -> str:
 def comparison_id(comparison: Comparison) -> str:
     return f"cmp-{slug(comparison.baseline)}-vs-{slug(comparison.candidate)}"
 
-
-def report_run(
-    run_dir: str | Path,
-    pairs: Sequence[tuple[str, str]] | None = None,
-    decisions: Iterable[Decision] = (),
-    tainted: Tainted = (),
-) -> tuple[Path, Path]:
-    """Report on a run directory: the first arm against every other arm unless `pairs` are
-    given, with every `gate-*.json` verdict already in the directory."""
-    results = load_results(run_dir)
-    tainted = tuple(tainted)
-    arms = arms_of(results)
-    if not arms:
-        raise ResultsError(f"{Path(run_dir) / RESULTS_FILE}: no results to report on")
-    chosen = list(pairs) if pairs is not None else [(arms[0], arm) for arm in arms[1:]]
-    comparisons = [compare(results, baseline, candidate, tainted=tainted) for baseline, candidate in chosen]
-    verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
-    return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted)
-
-
-def write_report(
-    run_dir: str | Path,
-    comparisons: Sequence[Comparison],
-    verdicts: Sequence[Verdict],
-    results: Sequence[ResultRecord],
-    decisions: Iterable[Decision] = (),
-    tainted: Tainted = (),
-) -> tuple[Path, Path]:
-    """Write report.md, report.html and plot.svg into the run directory; returns (md, html)."""
-    run = Path(run_dir)
-    tainted = tuple(tainted)
-    info = read_run_info(run)
-    svg = plot_svg(results)
-    by_id = {d.id: d for d in decisions}
-    (run / PLOT_SVG).write_text(svg, encoding="utf-8")
-    md_path, html_path = run / REPORT_MD, run / REPORT_HTML
-    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted), encoding="utf-8")
-    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted), encoding="utf-8")
-    return md_path, html_path
-
-
-# ── plot ────────────────────────────────────────────────────────────────────
-
-
-@dataclass(frozen=True)
-class Point:
-    arm: str
-    scope: str
-    correct: int
-    n: int
-    low: float
-    high: float
-
-    @property
-    def rate(self) -> float:
-        return self.correct / self.n
-
-
-def plot_points(results: Sequence[ResultRecord]) -> list[Point]:
-    """Joint correctness per arm and positive stratum (and over all positives), Wilson 95% CI."""
-    groups: dict[tuple[str, str], list[bool]] = {}
-    for r in _plotted(results):
-        groups.setdefault((r.arm, r.stratum), []).append(bool(r.score.joint_correct))
-        if is_held_out_positive(r):
-            groups.setdefault((r.arm, ALL_POSITIVE), []).append(bool(r.score.joint_correct))
-    points = []
-    for arm in arms_of(results):
-        for scope in plot_scopes(results):
-            values = groups.get((arm, scope))
-            if values:
-                low, high = wilson_interval(sum(values), len(values))
-                points.append(Point(arm, scope, sum(values), len(values), low, high))
-    return points
-
-
-def plot_scopes(results: Sequence[ResultRecord]) -> list[str]:
-    return scope_order({r.stratum for r in _plotted(results)})
-
-
-def _plotted(results: Sequence[ResultRecord]) -> list[ResultRecord]:
-    """Results judged by correctness (known-failure states are judged by repeats instead)."""
-    return [r for r in results if r.score.joint_correct is not None and r.stratum != KNOWN_FAILURE]
-
-
-def plot_svg(results: Sequence[ResultRecord]) -> str:
-    """Per-stratum joint correctness of every arm with 95% Wilson intervals, as standalone SVG."""
-    points = plot_points(results)
-    arms, scopes = arms_of(results), plot_scopes(results)
-    width, height = max(640, 170 * len(scopes) + 80), 380
-    left, right, top, bottom = 60, 20, 40, 90
-    plot_w, plot_h = width - left - right, height - top - bottom
-
-    def y(rate: float) -> float:
-        return top + plot_h * (1 - rate)
-
-    parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'id="correctness-plot" role="img" font-family="sans-serif" font-size="12">',
-        "<title>Joint correctness per stratum and arm, 95% Wilson intervals</title>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
-    ]
-    for tick in range(0, 101, 25):
-        ty = y(tick / 100)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#dddddd"/>')
-        parts.append(f'<text x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end">{tick}%</text>')
-    parts.append(
-        f'<text x="16" y="{top + plot_h / 2:.1f}" transform="rotate(-90 16 {top + plot_h / 2:.1f})" '
-        'text-anchor="middle">joint correct</text>'
-    )
-    slot = plot_w / max(1, len(scopes))
-    offsets = {arm: (i - (len(arms) - 1) / 2) * min(18.0, slot / (len(arms) + 1)) for i, arm in enumerate(arms)}
-    colours = {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
-    for i, scope in enumerate(scopes):
-        cx = left + slot * (i + 0.5)
-        label = "all positives" if scope == ALL_POSITIVE else scope.replace("_", " ")
-        parts.append(f'<text x="{cx:.1f}" y="{top + plot_h + 18}" text-anchor="middle">{html.escape(label)}</text>')
-    for p in points:
-        cx = left + slot * (scopes.index(p.scope) + 0.5) + offsets[p.arm]
-        colour = colours[p.arm]
-        tip = (f"{p.arm}, {p.scope}: {p.correct}/{p.n} ({100 * p.rate:.1f}%), "
-               f"95% CI {100 * p.low:.1f}–{100 * p.high:.1f}%")
-        parts.append(
-            f'<g class="point" data-arm="{html.escape(p.arm)}" data-scope="{p.scope}" data-correct="{p.correct}" '
-            f'data-n="{p.n}" data-low="{p.low:.6f}" data-high="{p.high:.6f}"><title>{html.escape(tip)}</title>'
-            f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(p.low):.1f}" y2="{y(p.high):.1f}" '
-            f'stroke="{colour}" stroke-width="2"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y(p.low):.1f}" y2="{y(p.low):.1f}" stroke="{colour}"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y(p.high):.1f}" y2="{y(p.high):.1f}" stroke="{colour}"/>'
-            f'<circle cx="{cx:.1f}" cy="{y(p.rate):.1f}" r="4" fill="{colour}"/></g>'
-        )
-    legend_y = height - 30
-    for i, arm in enumerate(arms):
-        lx = left + i * 150
-        parts.append(f'<circle cx="{lx + 5}" cy="{legend_y - 4}" r="5" fill="{colours[arm]}"/>')
-        parts.append(f'<text x="{lx + 15}" y="{legend_y}">{html.escape(arm)}</text>')
-    parts.append("</svg>")
-    return "\n".join(parts) + "\n"
-
-
-# ── markdown ────────────────────────────────────────────────────────────────
-
-
-def render_markdown(
-    run: Path,
-    info: Mapping[str, Any],
-    comparisons: Sequence[Comparison],
-    verdicts: Sequence[Verdict],
-    results: Sequence[ResultRecord],
-    tainted: Tainted = (),
-) -> str:
-    lines = [f"# Replay report: {run.name}", "", "## Run", ""]
-    lines += [f"- **{key}**: {_md(value)}" for key, value in _summary(info, results)]
-    lines += ["", "## Paired comparisons", ""]
-    for c in comparisons:
-        lines += [f"### {c.candidate} against {c.baseline} ({c.decisions} paired decisions)", ""]
-        header = ["Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points"]
-        lines += ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
-        rows = [(measure_label(r), r.tainted_results, correctness_cells(r)) for r in c.correctness]
-        rows += [(repeat_label(r), r.tainted_results, repeat_cells(r)) for r in c.repeats]
-        rows += [(f"by {c.by}: {measure_label(r)}", r.tainted_results, correctness_cells(r)) for r in c.breakdown]
-        for label, taint, cells in rows:
-            mark = f" {TAINT_MARK}" if taint else ""
-            lines.append("| " + " | ".join(_md(x) for x in (label + mark, *cells)) + " |")
-        lines += ["", format_overhead(c.overhead), "", _tests_note(c)]
-        if c.tainted_results:
-            disputed = ", ".join(c.tainted_rule_ids)
-            lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {disputed}.")
-        wins, losses = _discordant_ids(results, c)
-        lines += ["", f"Wins ({len(wins)}): {', '.join(wins) or 'none'}", ""]
-        lines += [f"Losses ({len(losses)}): {', '.join(losses) or 'none'}", ""]
-    lines += ["## Gate verdicts", ""]
-    if not verdicts:
-        lines += ["No gate was evaluated on this run.", ""]
-    for v in verdicts:
-        decision = "PASSED" if v.passed else "REJECTED"
-        lines += [f"### {v.policy} v{v.policy_version}: {v.candidate} against {v.baseline}: **{decision}**", ""]
-        lines += ["| Condition | Status | Evidence |", "|---|---|---|"]
-        for cond in v.conditions:
-            label = f"{_md(cond.id)}: {_md(cond.description)}" + (f" {TAINT_MARK}" if cond.tainted_rule_ids else "")
-            lines.append(f"| {label} | {STATUS_LABEL[cond.status]} | {_md(cond.reason)} |")
-        lines.append("")
-    lines += ["## Correctness per stratum", "", f"![Joint correctness per stratum and arm]({PLOT_SVG})", ""]
-    if any(is_tainted(r, tainted) for r in results):
-        lines += [f"{TAINT_MARK} Some results carried a disputed rule; the HTML drill-down marks them.", ""]
-    return "\n".join(lines)
-
-
-def _md(value: Any) -> str:
-    text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _tests_note(c: Comparison) -> str:
-    return (f"{c.comparisons_made} paired tests (exact two-sided sign tests on discordant pairs, Newcombe "
-            "hybrid score 95% CIs), uncorrected for multiple comparisons.")
-
-
-def _summary(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> list[tuple[str, Any]]:
-    rows: list[tuple[str, Any]] = [(key, info[key]) for key in info]
-    arms = arms_of(results)
-    decisions = len({r.decision_id for r in results})
-    rows += [("arms", ", ".join(arms)), ("results", len(results)), ("decisions", decisions)]
-    return rows
-
-
-# ── drill-down ──────────────────────────────────────────────────────────────
-
-
-@dataclass(frozen=True)
-class DrillRow:
-    decision_id: str
-    stratum: str
-    outcome: str  # win | loss | same
-    baseline: ResultRecord
-    candidate: ResultRecord
-
-
-def drill_rows(results: Sequence[ResultRecord], comparison: Comparison) -> list[DrillRow]:
-    """Every decision of a comparison with whether the candidate won, lost or matched.
-
-    Positive decisions compare joint correctness; failed-action states compare exact repeats
-    (tool repeats where the arguments were withheld), where not repeating is the win.
-    """
-    base = {r.decision_id: r for r in results if r.arm == comparison.baseline}
-    cand = {r.decision_id: r for r in results if r.arm == comparison.candidate}
-    rows = []
-    for decision_id, b in base.items():
-        c = cand.get(decision_id)
-        if c is not None:
-            rows.append(DrillRow(decision_id, b.stratum, _outcome(b, c), b, c))
-    return rows
-
-
-def _outcome(b: ResultRecord, c: ResultRecord) -> str:
-    if b.score.joint_correct is not None:
-        good_b, good_c = bool(b.score.joint_correct), bool(c.score.joint_correct)
-    else:
-        level = "exact_repeat" if b.score.exact_repeat is not None else "tool_repeat"
-        good_b, good_c = not getattr(b.score, level), not getattr(c.score, level)
-    return "same" if good_b == good_c else ("win" if good_c else "loss")
-
-
-def _discordant_ids(results: Sequence[ResultRecord], comparison: Comparison) -> tuple[list[str], list[str]]:
-    rows = drill_rows(results, comparison)
-    return [r.decision_id for r in rows if r.outcome == "win"], [r.decision_id for r in rows if r.outcome == "loss"]
-
-
-# ── HTML ────────────────────────────────────────────────────────────────────
 
 CSS = """
 body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
@@ -403,7 +137,7 @@ def render_html(
 
 def _summary_table(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> str:
     rows = []
-    for key, value in _summary(info, results):
+    for key, value in summary(info, results):
         if isinstance(value, str | int | float):
             cell = f"<pre>{_e(_clip(str(value), 2000))}</pre>"
         else:  # nested values (the whole run config) fold away so the tables come first
@@ -420,7 +154,7 @@ def _comparison_table(c: Comparison) -> str:
     rows = [_correctness_tr(r, "correctness") for r in c.correctness]
     rows += [_repeat_tr(r) for r in c.repeats]
     rows += [_correctness_tr(r, f"by-{c.by}") for r in c.breakdown]
-    notes = [format_overhead(c.overhead), _tests_note(c)]
+    notes = [format_overhead(c.overhead), tests_note(c)]
     if c.tainted_results:
         notes.append(f"{TAINT_MARK} tainted: rests on {c.tainted_results} result(s) that carried disputed rule(s) "
                      f"{', '.join(c.tainted_rule_ids)}; re-run before relying on it.")

@@ -1,0 +1,88 @@
+"""Pre-registered promotion gates: TOML policies evaluated on a run's results (DESIGN §4; 001 §6).
+
+A policy (`configs/gates/*.toml`) is a list of conditions, each with an `id`, a `kind` from
+the fixed registry below, its parameters and a description. Every threshold, stratum and
+repeat level is a policy value; an unknown kind, parameter or stratum is rejected when the
+policy is loaded, so a typo cannot silently loosen a gate.
+
+Each condition evaluates to `pass`, `fail` or `not_run`, with the numbers it judged. The gate
+passes only if every condition passes: `not_run` blocks, because a gate that was not run
+proved nothing. Evidence the replay run does not produce (a confirmation run, critical-failure
+checks, a canary export, ...) is given by path under a named key; a missing key makes its
+condition `not_run` with the reason. The JSON formats of that evidence are `core.evidence`'s
+models and are documented beside each condition in the shipped policies.
+
+Modules: `context` (what a condition sees and returns), `conditions` (the kinds),
+`policy` (loading, evaluation, verdict files). This package re-exports the public API.
+"""
+
+from replay.analysis.gates.conditions import (
+    CONDITION_KINDS,
+    AnyCondition,
+    CanaryNoRegression,
+    Condition,
+    ConfirmationRun,
+    FreshChronological,
+    IsolatedLiveReplay,
+    IsolatedReplayCompletion,
+    NoNewCriticalFailures,
+    NonInferiority,
+    NoUnsupportedCompletionIncrease,
+    OverheadLimit,
+    PairedGain,
+    QuantisationSurvives,
+    RepeatReduction,
+    RollbackReady,
+    ShadowImproves,
+    TargetedCi,
+)
+from replay.analysis.gates.context import GateContext, GateError, Outcome, Status
+from replay.analysis.gates.policy import (
+    STATUS_LABEL,
+    ConditionResult,
+    GatePolicy,
+    Verdict,
+    evaluate,
+    evaluate_gate,
+    format_verdict,
+    load_policy,
+    read_verdict,
+    verdict_filename,
+    write_verdict,
+)
+
+__all__ = [
+    "CONDITION_KINDS",
+    "STATUS_LABEL",
+    "AnyCondition",
+    "CanaryNoRegression",
+    "Condition",
+    "ConditionResult",
+    "ConfirmationRun",
+    "FreshChronological",
+    "GateContext",
+    "GateError",
+    "GatePolicy",
+    "IsolatedLiveReplay",
+    "IsolatedReplayCompletion",
+    "NoNewCriticalFailures",
+    "NoUnsupportedCompletionIncrease",
+    "NonInferiority",
+    "Outcome",
+    "OverheadLimit",
+    "PairedGain",
+    "QuantisationSurvives",
+    "RepeatReduction",
+    "RollbackReady",
+    "ShadowImproves",
+    "Status",
+    "TargetedCi",
+    "Verdict",
+    "evaluate",
+    "evaluate_gate",
+    "format_verdict",
+    "load_policy",
+    "read_verdict",
+    "verdict_filename",
+    "write_verdict",
+]

@@ -1,0 +1,249 @@
+"""Policies and verdicts: loading a TOML policy (every problem a `GateError` naming the file and the
+condition), evaluating it into a `Verdict`, and writing, reading and formatting verdict files."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from core.records import BUILTIN_STRATA, Strict
+from replay.analysis.compare import ALL_POSITIVE, Comparison, Tainted, compare_run
+from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
+from replay.analysis.gates.context import GateContext, GateError, MissingEvidence, Status, not_run
+
+
+class GatePolicy(Strict):
+    """A gate written before the run it judges."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+    version: str
+    description: str = ""
+    source: str = ""
+    extra_strata: list[str] = Field(default_factory=list)
+    conditions: list[Condition] = Field(min_length=1)
+
+    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
+
+    @model_validator(mode="after")
+    def _check(self) -> GatePolicy:
+        ids = [c.id for c in self.conditions]
+        duplicates = sorted({i for i in ids if ids.count(i) > 1})
+        if duplicates:
+            raise ValueError(f"condition ids must be unique: {', '.join(duplicates)}")
+        strata = {*BUILTIN_STRATA, *self.extra_strata}
+        for condition in self.conditions:
+            for name, value in condition.named_strata().items():
+                allowed = strata | ({ALL_POSITIVE} if "scope" in name else set())
+                if value not in allowed:
+                    raise ValueError(
+                        f"condition {condition.id!r}: unknown stratum {value!r} in {name} "
+                        f"(known: {', '.join(sorted(allowed))}; a suite's own strata go in extra_strata)"
+                    )
+        return self
+
+
+def load_policy(path: str | Path) -> GatePolicy:
+    """Read and validate a policy; every problem is a GateError naming the file and condition."""
+    return _read_policy(Path(path))[0]
+
+
+def _read_policy(path: Path) -> tuple[GatePolicy, str]:
+    try:
+        raw = path.read_bytes()
+    except OSError as exc:
+        raise GateError(f"{path}: cannot read policy: {exc.strerror}") from exc
+    try:
+        data = tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise GateError(f"{path}: invalid TOML: {exc}") from exc
+    try:
+        return GatePolicy.model_validate(data), hashlib.sha256(raw).hexdigest()
+    except ValidationError as exc:
+        problems = "\n".join(f"  {_policy_problem(error, data)}" for error in exc.errors())
+        raise GateError(f"{path}: invalid gate policy:\n{problems}") from exc
+
+
+def _policy_problem(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
+    loc = list(error["loc"])
+    kind = error["type"]
+    if len(loc) >= 2 and loc[0] == "conditions" and isinstance(loc[1], int):
+        raw = data.get("conditions", [])[loc[1]] if loc[1] < len(data.get("conditions", [])) else {}
+        name = raw.get("id", f"#{loc[1] + 1}") if isinstance(raw, dict) else f"#{loc[1] + 1}"
+        where = f"condition {name!r}"
+        if kind == "union_tag_invalid":
+            return f"{where}: unknown kind {raw.get('kind')!r} (known kinds: {', '.join(CONDITION_KINDS)})"
+        if kind == "union_tag_not_found":
+            return f"{where}: missing kind (known kinds: {', '.join(CONDITION_KINDS)})"
+        param = ".".join(str(p) for p in loc[3:])
+        where += f" (kind {loc[2]})" if len(loc) > 2 else ""
+        if kind == "extra_forbidden":
+            return f"{where}: unknown parameter {param!r}"
+        if kind == "missing":
+            return f"{where}: missing parameter {param!r}"
+        return f"{where}: {param}: {error['msg']}"
+    if kind == "extra_forbidden":
+        return f"unknown policy field {'.'.join(map(str, loc))!r}"
+    field_name = ".".join(map(str, loc))
+    return f"{field_name}: {error['msg']}" if field_name else error["msg"].removeprefix("Value error, ")
+
+
+# ── verdicts ────────────────────────────────────────────────────────────────
+
+
+class ConditionResult(BaseModel):
+    id: str
+    kind: str
+    description: str
+    status: Status
+    reason: str
+    evidence: dict[str, Any] = {}
+    tainted_rule_ids: list[str] = []
+
+
+class Verdict(BaseModel):
+    """Every condition's status and evidence; `passed` only if all passed."""
+
+    policy: str
+    policy_version: str
+    policy_path: str | None = None
+    policy_sha256: str | None = None
+    run_dir: str | None = None
+    baseline: str
+    candidate: str
+    passed: bool
+    conditions: list[ConditionResult]
+    evidence_paths: dict[str, str] = {}
+    unused_evidence: list[str] = []
+    comparisons_made: int
+    tainted_rule_ids: list[str] = []
+    evaluated_at: datetime
+
+    def status(self, condition_id: str) -> Status:
+        for condition in self.conditions:
+            if condition.id == condition_id:
+                return condition.status
+        raise KeyError(f"no condition {condition_id!r} in policy {self.policy!r}")
+
+    def counts(self) -> dict[Status, int]:
+        return {s: sum(1 for c in self.conditions if c.status is s) for s in Status}
+
+
+def evaluate(
+    policy: GatePolicy,
+    comparison: Comparison,
+    evidence: Mapping[str, str | Path] | None = None,
+    tainted: Tainted = (),
+    *,
+    run_dir: str | Path | None = None,
+    policy_path: str | Path | None = None,
+    policy_sha256: str | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Verdict:
+    """Evaluate every condition of `policy` on a comparison (and the evidence files given)."""
+    paths = {key: Path(value) for key, value in (evidence or {}).items()}
+    ctx = GateContext(comparison, paths, tuple(tainted))
+    results = [_evaluate_one(condition, ctx) for condition in policy.conditions]
+    used = {key for condition in policy.conditions for key in condition.evidence_keys()}
+    tainted_ids = sorted({*comparison.tainted_rule_ids, *(r for c in results for r in c.tainted_rule_ids)})
+    return Verdict(
+        policy=policy.name,
+        policy_version=policy.version,
+        policy_path=None if policy_path is None else str(policy_path),
+        policy_sha256=policy_sha256,
+        run_dir=None if run_dir is None else str(run_dir),
+        baseline=comparison.baseline,
+        candidate=comparison.candidate,
+        passed=all(r.status is Status.PASS for r in results),
+        conditions=results,
+        evidence_paths={key: str(value) for key, value in paths.items()},
+        unused_evidence=sorted(paths.keys() - used),
+        comparisons_made=comparison.comparisons_made,
+        tainted_rule_ids=tainted_ids,
+        evaluated_at=now(),
+    )
+
+
+def _evaluate_one(condition: AnyCondition, ctx: GateContext) -> ConditionResult:
+    try:
+        outcome = condition.evaluate(ctx)
+    except MissingEvidence as exc:
+        outcome = not_run(str(exc))
+    return ConditionResult(
+        id=condition.id,
+        kind=condition.kind,
+        description=condition.description,
+        status=outcome.status,
+        reason=outcome.reason,
+        evidence=outcome.evidence,
+        tainted_rule_ids=list(outcome.tainted_rule_ids),
+    )
+
+
+def evaluate_gate(
+    policy_path: str | Path,
+    run_dir: str | Path,
+    baseline: str,
+    candidate: str,
+    evidence: Mapping[str, str | Path] | None = None,
+    tainted: Tainted = (),
+) -> Verdict:
+    """Load the policy and the run's results, compare the two arms, and evaluate the gate."""
+    policy, sha256 = _read_policy(Path(policy_path))
+    comparison = compare_run(run_dir, baseline, candidate, tainted=tainted)
+    return evaluate(
+        policy, comparison, evidence, tainted, run_dir=run_dir, policy_path=policy_path, policy_sha256=sha256
+    )
+
+
+def verdict_filename(policy: str, candidate: str) -> str:
+    """`gate-<policy>-<candidate>.json`, with characters unsafe in a file name replaced."""
+    safe = re.sub(r"[^A-Za-z0-9._-]", "_", candidate)
+    return f"gate-{policy}-{safe}.json"
+
+
+def write_verdict(run_dir: str | Path, verdict: Verdict) -> Path:
+    """Write the verdict as JSON into the run directory; returns its path."""
+    path = Path(run_dir) / verdict_filename(verdict.policy, verdict.candidate)
+    path.write_text(verdict.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    return path
+
+
+def read_verdict(path: str | Path) -> Verdict:
+    """A verdict written by `write_verdict` (the report reads them back)."""
+    try:
+        return Verdict.model_validate_json(Path(path).read_bytes())
+    except (OSError, ValidationError) as exc:
+        raise GateError(f"{path}: not a gate verdict: {exc}") from exc
+
+
+STATUS_LABEL = {Status.PASS: "pass", Status.FAIL: "FAIL", Status.NOT_RUN: "not run"}
+
+
+def format_verdict(verdict: Verdict) -> str:
+    """The verdict as text: the decision, then one line per condition with its evidence."""
+    counts = verdict.counts()
+    decision = "PASSED" if verdict.passed else "REJECTED"
+    lines = [
+        f"gate {verdict.policy} v{verdict.policy_version}: candidate {verdict.candidate!r} against "
+        f"{verdict.baseline!r}: {decision} ({counts[Status.PASS]} pass, {counts[Status.FAIL]} fail, "
+        f"{counts[Status.NOT_RUN]} not run)",
+    ]
+    width = max(len(c.id) for c in verdict.conditions)
+    for c in verdict.conditions:
+        mark = " †" if c.tainted_rule_ids else ""
+        lines.append(f"  [{STATUS_LABEL[c.status]:>7}] {c.id:<{width}}  {c.description}{mark}")
+        lines.append(f"            {'':<{width}}  {c.reason}")
+    if verdict.unused_evidence:
+        lines.append(f"evidence given but used by no condition: {', '.join(verdict.unused_evidence)}")
+    if verdict.tainted_rule_ids:
+        disputed = ", ".join(verdict.tainted_rule_ids)
+        lines.append(f"† rests on results that carried disputed rule(s) {disputed}: re-run before relying on it")
+    lines.append(f"{verdict.comparisons_made} paired tests in the comparison, uncorrected for multiple comparisons.")
+    return "\n".join(lines)

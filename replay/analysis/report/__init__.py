@@ -1,0 +1,75 @@
+"""Run report: `report.md`, a self-contained `report.html` and `plot.svg` (DESIGN §7).
+
+The HTML needs no network: CSS, the filter script and the SVG plot are inline. Tables carry
+stable `id` and `data-*` attributes (raw numbers in `data-value`) so a browser test can read
+cell values without parsing formatted text. The plot is drawn here, not by a plotting
+library, so the report renders the same on a machine without one.
+
+Modules: `plot` (the SVG), `drill` (discordant decisions), `markdown_report`, `html_report`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from core.records import Decision, ResultRecord
+from replay.analysis.compare import (
+    RESULTS_FILE,
+    Comparison,
+    ResultsError,
+    Tainted,
+    arms_of,
+    compare,
+    load_results,
+    read_run_info,
+)
+from replay.analysis.gates import Verdict, read_verdict
+from replay.analysis.report.html_report import render_html
+from replay.analysis.report.markdown_report import render_markdown
+from replay.analysis.report.plot import PLOT_SVG, plot_svg
+
+REPORT_MD = "report.md"
+REPORT_HTML = "report.html"
+
+__all__ = ["PLOT_SVG", "REPORT_HTML", "REPORT_MD", "report_run", "write_report"]
+
+
+def report_run(
+    run_dir: str | Path,
+    pairs: Sequence[tuple[str, str]] | None = None,
+    decisions: Iterable[Decision] = (),
+    tainted: Tainted = (),
+) -> tuple[Path, Path]:
+    """Report on a run directory: the first arm against every other arm unless `pairs` are
+    given, with every `gate-*.json` verdict already in the directory."""
+    results = load_results(run_dir)
+    tainted = tuple(tainted)
+    arms = arms_of(results)
+    if not arms:
+        raise ResultsError(f"{Path(run_dir) / RESULTS_FILE}: no results to report on")
+    chosen = list(pairs) if pairs is not None else [(arms[0], arm) for arm in arms[1:]]
+    comparisons = [compare(results, baseline, candidate, tainted=tainted) for baseline, candidate in chosen]
+    verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
+    return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted)
+
+
+def write_report(
+    run_dir: str | Path,
+    comparisons: Sequence[Comparison],
+    verdicts: Sequence[Verdict],
+    results: Sequence[ResultRecord],
+    decisions: Iterable[Decision] = (),
+    tainted: Tainted = (),
+) -> tuple[Path, Path]:
+    """Write report.md, report.html and plot.svg into the run directory; returns (md, html)."""
+    run = Path(run_dir)
+    tainted = tuple(tainted)
+    info = read_run_info(run)
+    svg = plot_svg(results)
+    by_id = {d.id: d for d in decisions}
+    (run / PLOT_SVG).write_text(svg, encoding="utf-8")
+    md_path, html_path = run / REPORT_MD, run / REPORT_HTML
+    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted), encoding="utf-8")
+    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted), encoding="utf-8")
+    return md_path, html_path

@@ -1,0 +1,88 @@
+"""`report.md`: the run summary, the comparisons, the gate verdicts and the discordant decisions as text."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from core.records import ResultRecord
+from replay.analysis.compare import (
+    TAINT_MARK,
+    Comparison,
+    Tainted,
+    arms_of,
+    correctness_cells,
+    format_overhead,
+    is_tainted,
+    measure_label,
+    repeat_cells,
+    repeat_label,
+)
+from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.report.drill import discordant_ids
+from replay.analysis.report.plot import PLOT_SVG
+
+
+def render_markdown(
+    run: Path,
+    info: Mapping[str, Any],
+    comparisons: Sequence[Comparison],
+    verdicts: Sequence[Verdict],
+    results: Sequence[ResultRecord],
+    tainted: Tainted = (),
+) -> str:
+    lines = [f"# Replay report: {run.name}", "", "## Run", ""]
+    lines += [f"- **{key}**: {_md(value)}" for key, value in summary(info, results)]
+    lines += ["", "## Paired comparisons", ""]
+    for c in comparisons:
+        lines += [f"### {c.candidate} against {c.baseline} ({c.decisions} paired decisions)", ""]
+        header = ["Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points"]
+        lines += ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
+        rows = [(measure_label(r), r.tainted_results, correctness_cells(r)) for r in c.correctness]
+        rows += [(repeat_label(r), r.tainted_results, repeat_cells(r)) for r in c.repeats]
+        rows += [(f"by {c.by}: {measure_label(r)}", r.tainted_results, correctness_cells(r)) for r in c.breakdown]
+        for label, taint, cells in rows:
+            mark = f" {TAINT_MARK}" if taint else ""
+            lines.append("| " + " | ".join(_md(x) for x in (label + mark, *cells)) + " |")
+        lines += ["", format_overhead(c.overhead), "", tests_note(c)]
+        if c.tainted_results:
+            disputed = ", ".join(c.tainted_rule_ids)
+            lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {disputed}.")
+        wins, losses = discordant_ids(results, c)
+        lines += ["", f"Wins ({len(wins)}): {', '.join(wins) or 'none'}", ""]
+        lines += [f"Losses ({len(losses)}): {', '.join(losses) or 'none'}", ""]
+    lines += ["## Gate verdicts", ""]
+    if not verdicts:
+        lines += ["No gate was evaluated on this run.", ""]
+    for v in verdicts:
+        decision = "PASSED" if v.passed else "REJECTED"
+        lines += [f"### {v.policy} v{v.policy_version}: {v.candidate} against {v.baseline}: **{decision}**", ""]
+        lines += ["| Condition | Status | Evidence |", "|---|---|---|"]
+        for cond in v.conditions:
+            label = f"{_md(cond.id)}: {_md(cond.description)}" + (f" {TAINT_MARK}" if cond.tainted_rule_ids else "")
+            lines.append(f"| {label} | {STATUS_LABEL[cond.status]} | {_md(cond.reason)} |")
+        lines.append("")
+    lines += ["## Correctness per stratum", "", f"![Joint correctness per stratum and arm]({PLOT_SVG})", ""]
+    if any(is_tainted(r, tainted) for r in results):
+        lines += [f"{TAINT_MARK} Some results carried a disputed rule; the HTML drill-down marks them.", ""]
+    return "\n".join(lines)
+
+
+def _md(value: Any) -> str:
+    text = value if isinstance(value, str) else json.dumps(value, default=str)
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def tests_note(c: Comparison) -> str:
+    return (f"{c.comparisons_made} paired tests (exact two-sided sign tests on discordant pairs, Newcombe "
+            "hybrid score 95% CIs), uncorrected for multiple comparisons.")
+
+
+def summary(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> list[tuple[str, Any]]:
+    rows: list[tuple[str, Any]] = [(key, info[key]) for key in info]
+    arms = arms_of(results)
+    decisions = len({r.decision_id for r in results})
+    rows += [("arms", ", ".join(arms)), ("results", len(results)), ("decisions", decisions)]
+    return rows
