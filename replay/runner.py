@@ -31,7 +31,7 @@ from replay.memory.files import WorkspaceMemory, load_memory
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from replay.suite import Suite
-from core.toolcalls import parse_response, transport_error
+from core.toolcalls import parse_response, request_schemas, transport_error
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
@@ -198,7 +198,7 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
     if outcome.body is None:
         parsed = transport_error(outcome.error or "no response")
     else:
-        parsed = parse_response(message, tool_names=tool_names)
+        parsed = parse_response(message, tool_names=tool_names, schemas=request_schemas(item.decision.request.tools))
     usage = body.get("usage") or {}
     target = item.decision.target
     return ResultRecord(

@@ -95,7 +95,7 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
 
     messages = job.body.get("messages") if isinstance(job.body.get("messages"), list) else []
     offered = tool_names(job.body)
-    parsed = parse_answer(job.answer, offered)
+    parsed = parse_answer(job.answer, job.body)
     call = chosen_call(parsed)
     raw_calls = job.answer.get("tool_calls") if isinstance(job.answer, dict) else None
     call_id = raw_calls[0].get("id") if raw_calls and isinstance(raw_calls[0], dict) else None

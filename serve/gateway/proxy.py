@@ -39,7 +39,7 @@ from serve.gateway.errors import GatewayError, error_body, unavailable
 from serve.gateway.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
 from core.capture import request_sha256
 from serve.gateway.shadow import (
-    Answer, BadAnswer, Endpoint, ShadowJob, StreamAccumulator, answer_of, shadow_body, tool_names,
+    Answer, BadAnswer, Endpoint, ShadowJob, StreamAccumulator, answer_of, shadow_body,
 )
 from serve.gateway.upstreams import Upstream
 
@@ -350,7 +350,7 @@ def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str
     gw.shadow.submit(ShadowJob(
         request_id=call.request_id, route=res.route, production=res.target, candidate=candidate,
         endpoint=call.endpoint, body=shadow_body(body, candidate), production_answer=answer,
-        replica_key=res.replica_key, tool_names=tool_names(body), request_sha256=request_sha256(body)))
+        replica_key=res.replica_key, request_sha256=request_sha256(body)))
 
 
 async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:

@@ -331,3 +331,14 @@ def test_a_captured_session_is_replayed_against_a_candidate_and_gated_on_live_ev
     assert code == 1 and not verdict.passed
     assert "no evidence 'quantised' given" in printed and "anomalies 40.00% → 100.00%" in printed
     assert "rollback target 'worker-base' is loaded" in printed
+
+
+def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
+    from serve.gateway.capture import CaptureJob, describe
+
+    body = {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {
+        "name": "lookup", "parameters": {"type": "object", "properties": {"filter": {"type": "object"}}}}}]}
+    answer = {"role": "assistant", "content": "<function=lookup><parameter=filter>{'s': 1}</parameter></function>"}
+    job = CaptureJob(request_id="r", workspace="ws-a", session="s", route="worker", adapter="base", kind="base",
+                     body=body, answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
+    assert describe(job, "descriptor").chosen_keys == ["filter", "filter.s"]
