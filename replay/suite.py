@@ -212,6 +212,8 @@ def _read(path: Path) -> tuple[SuiteManifest | None, list[Decision], list[SuiteP
         problems += [SuiteProblem(str(jsonl_path), number, r) for r in reasons]
         if decision is not None:
             parsed.append((number, decision))
+    if lines == 0:
+        problems.append(SuiteProblem(str(jsonl_path), None, "no decisions"))
     problems += [SuiteProblem(str(jsonl_path), line, reason) for line, reason in check_across(parsed)]
     if manifest is not None and manifest.frozen is not None:
         problems += _frozen_problems(manifest.frozen, toml_path, jsonl_path, hashlib.sha256(content).hexdigest(), lines)

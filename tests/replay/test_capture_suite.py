@@ -113,3 +113,12 @@ def test_refuses_to_write_into_a_frozen_version(tmp_path, capsys):
     with pytest.raises(SuiteError, match="not empty and holds no suite"):
         build_suite(db, tmp_path / "other")
     assert json.loads((out / "decisions.jsonl").read_text().splitlines()[0])["stratum"] == "clean_trajectory_action"
+
+
+def test_no_usable_capture_builds_nothing_and_says_why(tmp_path):
+    db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok", full=False),
+                                             captured(2, "b", None)])
+    with pytest.raises(SuiteError, match="no decisions") as info:
+        build_suite(db, tmp_path / "suite")
+    assert "descriptor only" in str(info.value) and "no verdict" in str(info.value)
+    assert not (tmp_path / "suite").exists()

@@ -298,6 +298,17 @@ def test_validate_checks_the_frozen_decision_count(tmp_path: Path) -> None:
     assert any("3 decisions" in p.reason and p.file.endswith("suite.toml") for p in validate_suite(suite_dir))
 
 
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_a_suite_without_decisions_is_invalid_and_cannot_freeze(tmp_path: Path, content: str) -> None:
+    """Issue 14 item 2."""
+    suite_dir = write(tmp_path / "s", [])
+    (suite_dir / "decisions.jsonl").write_text(content)
+    assert [p.reason for p in validate_suite(suite_dir)] == ["no decisions"]
+    with pytest.raises(SuiteError, match="refusing to freeze"):
+        freeze_suite(suite_dir)
+    assert (suite_dir / "suite.toml").read_text() == TOML
+
+
 def test_a_deeply_nested_line_is_a_problem_not_a_crash(tmp_path: Path) -> None:
     suite_dir = write(tmp_path / "s", [record(1), "[" * 100_000])
     assert "invalid JSON" in only_problem(suite_dir, 2)
