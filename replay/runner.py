@@ -1,7 +1,8 @@
 """The resumable replay runner: every arm × decision through an OpenAI-compatible endpoint.
 
 Sandboxed by construction: it only asks the model for its next action (no tool is ever
-executed), talks only to the configured endpoint, and never writes to the suite or memory it
+executed), talks only to the configured endpoint (redirects are never followed, so the
+loopback-unless-allowed rule holds for every hop), and never writes to the suite or memory it
 reads. `results.jsonl` is appended and flushed one result at a time, so a run killed at any
 point resumes with exactly one result per (arm, decision).
 """
@@ -251,8 +252,10 @@ async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
     for attempt in range(1, config.runner.retries + 2):
         started = time.monotonic()
         try:
-            async with session.post(url, json=body, headers=headers) as resp:
+            async with session.post(url, json=body, headers=headers, allow_redirects=False) as resp:
                 text = await resp.text()
+                if 300 <= resp.status < 400:
+                    return Outcome(None, _redirect_error(resp), attempt, time.monotonic() - started)
                 if resp.status == 200:
                     try:
                         return Outcome(json.loads(text), None, attempt, time.monotonic() - started)
@@ -269,6 +272,11 @@ async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
     return Outcome(None, error, config.runner.retries + 1, 0.0)
 
 
+def _redirect_error(resp: aiohttp.ClientResponse) -> str:
+    return (f"HTTP {resp.status} redirect to {resp.headers.get('Location', '(no Location)')}: replay does not follow "
+            "redirects (sandbox: only the configured endpoint, loopback unless allowed)")
+
+
 def _auth_headers(config: RunConfig) -> dict[str, str]:
     if config.endpoint.api_key_env and os.environ.get(config.endpoint.api_key_env):
         return {"Authorization": f"Bearer {os.environ[config.endpoint.api_key_env]}"}
@@ -281,7 +289,9 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(timeout=timeout, headers=_auth_headers(config)) as session:
         try:
-            async with session.get(f"{base}/models") as resp:
+            async with session.get(f"{base}/models", allow_redirects=False) as resp:
+                if 300 <= resp.status < 400:
+                    raise RunError(f"{base}/models answered {_redirect_error(resp)}")
                 if resp.status != 200:
                     raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
                 models = [m["id"] for m in (await resp.json()).get("data", [])]
@@ -289,7 +299,7 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
             raise RunError(f"cannot reach the endpoint {base}: {exc}") from None
         version = None
         try:
-            async with session.get(base.removesuffix("/v1") + "/version") as resp:
+            async with session.get(base.removesuffix("/v1") + "/version", allow_redirects=False) as resp:
                 if resp.status == 200:
                     version = (await resp.json()).get("version")
         except (aiohttp.ClientError, json.JSONDecodeError, aiohttp.ContentTypeError):

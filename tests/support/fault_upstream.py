@@ -14,6 +14,9 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 * `break_stream`: a stream that sends one chunk and then drops the connection;
 * `endless_stream`: a stream that sends a chunk every 20 ms until the client goes away
   (`stream_disconnects` counts how many streams saw their client go).
+
+`redirect_to = URL` makes every request (models and completions) answer `307` to `URL` + the
+request's path: a hop off the address the client was told to use.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ class FaultUpstream:
         self.in_flight = 0
         self.abandoned = 0
         self.stream_disconnects = 0
+        self.redirect_to: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -108,7 +112,14 @@ class FaultUpstream:
     async def _health(self, _: web.Request) -> web.Response:
         return web.Response(text="")
 
-    async def _models(self, _: web.Request) -> web.Response:
+    def _redirect(self, request: web.Request) -> web.Response | None:
+        if self.redirect_to is None:
+            return None
+        return web.Response(status=307, headers={"Location": self.redirect_to.rstrip("/") + request.path})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if (redirect := self._redirect(request)) is not None:
+            return redirect
         data = [{"id": BASE, "object": "model", "root": "/models/base", "parent": None}]
         data += [{"id": name, "object": "model", "root": path, "parent": BASE} for name, path in self.adapters.items()]
         return web.json_response({"object": "list", "data": data})
@@ -141,6 +152,8 @@ class FaultUpstream:
         return web.Response(text="Success")
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
+        if (redirect := self._redirect(request)) is not None:
+            return redirect
         body = await request.json()
         model = body.get("model")
         self.requests.append(body)
