@@ -157,9 +157,18 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
             try:
                 injected = inject(decision.request.messages, condition, memories[workspace])
             except ConditionError as exc:
-                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}") from None
+                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}{_memory_hint(config, workspace)}") from None
             items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids))
     return order_items(items, config.runner.order, seed=config.decoding.seed or 0)
+
+
+def _memory_hint(config: RunConfig, workspace: str) -> str:
+    """Where the memory a condition needs was looked for."""
+    if config.memory.root is None:
+        return " (the run config has no [memory] root: a directory with one sub-directory per workspace)"
+    if not (config.memory.root / workspace).is_dir():
+        return f" (no directory {config.memory.root / workspace} under [memory] root)"
+    return ""
 
 
 def _load_workspace(config: RunConfig, workspace: str) -> WorkspaceMemory | None:
@@ -338,35 +347,55 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
     return len(items)
 
 
-def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
-    """Create the run directory, or check that an existing one is for the same config and suite.
-
-    Returns True when resuming. A different config or suite is refused with what changed.
-    """
+def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Whether `run_dir` already holds this run (resume); a different config or suite is refused
+    with what changed. Writes nothing."""
     run_json = run_dir / RUN_JSON
-    if run_json.exists():
-        old = json.loads(run_json.read_text())
-        changes = manifest_diff(old, manifest)
-        if changes:
-            raise RunError(f"{run_dir} holds a run with a different config or suite; refusing to mix results:\n  "
-                           + "\n  ".join(changes) + "\nUse a new --out directory for a new run.")
+    if not run_json.exists():
+        return False
+    old = json.loads(run_json.read_text())
+    changes = manifest_diff(old, manifest)
+    if changes:
+        raise RunError(f"{run_dir} holds a run with a different config or suite; refusing to mix results:\n  "
+                       + "\n  ".join(changes) + "\nUse a new --out directory for a new run.")
+    return True
+
+
+def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Create the run directory and its run.json, or check that an existing one is for the same
+    config and suite. Returns True when resuming."""
+    if check_run_dir(run_dir, manifest):
         return True
     run_dir.mkdir(parents=True, exist_ok=True)
+    run_json = run_dir / RUN_JSON
     tmp = run_json.with_suffix(".tmp")
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     tmp.replace(run_json)
     return False
 
 
-def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
-    """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
-    models, engine_version = asyncio.run(fetch_models(config))
+def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],
+              engine_version: str | None) -> list[WorkItem]:
+    """Check everything (served models, the run directory, the whole plan), then write run.json.
+
+    Nothing is written when the run cannot start, so a corrected config is a new run, not a
+    refused "mix". Returns the work still to do.
+    """
     missing = sorted({arm.model for arm in config.arms} - set(models))
     if missing:
         raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
                        f"(served: {', '.join(models) or 'nothing'})")
-    prepare_run_dir(run_dir, run_manifest(config, suite, models, engine_version))
+    manifest = run_manifest(config, suite, models, engine_version)
+    check_run_dir(run_dir, manifest)
+    items = plan(suite, config, read_completed(run_dir / RESULTS))
+    prepare_run_dir(run_dir, manifest)
+    return items
+
+
+def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
+    """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
+    models, engine_version = asyncio.run(fetch_models(config))
+    items = start_run(suite, config, run_dir, models, engine_version)
     done = read_completed(run_dir / RESULTS)
-    items = plan(suite, config, done)
     asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
     return len(items), len(done)
