@@ -10,6 +10,7 @@ point resumes with exactly one result per (arm, decision).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
@@ -17,7 +18,8 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -36,6 +38,7 @@ from core.toolcalls import parse_response, request_schemas, transport_error
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
+RUN_LOCK = "run.lock"
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
@@ -347,6 +350,27 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
     return len(items)
 
 
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """One writer per run directory: an exclusive `flock` on `run.lock` while the run writes.
+
+    A second run into the same directory is refused (two writers would duplicate results); the
+    OS drops the lock when its process dies, kill -9 included, so a crashed run resumes.
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RUN_LOCK
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"another worker-replay run is writing into {run_dir} (it holds {path}); "
+                           "wait for it to finish, or use another --out") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
     """Whether `run_dir` already holds this run (resume); a different config or suite is refused
     with what changed. Writes nothing."""
@@ -379,7 +403,7 @@ def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],
     """Check everything (served models, the run directory, the whole plan), then write run.json.
 
     Nothing is written when the run cannot start, so a corrected config is a new run, not a
-    refused "mix". Returns the work still to do.
+    refused "mix". Call under `run_lock`. Returns the work still to do.
     """
     missing = sorted({arm.model for arm in config.arms} - set(models))
     if missing:
@@ -395,7 +419,8 @@ def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],
 def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
     """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
     models, engine_version = asyncio.run(fetch_models(config))
-    items = start_run(suite, config, run_dir, models, engine_version)
-    done = read_completed(run_dir / RESULTS)
-    asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
+    with run_lock(run_dir):
+        items = start_run(suite, config, run_dir, models, engine_version)
+        done = read_completed(run_dir / RESULTS)
+        asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
     return len(items), len(done)

@@ -1,15 +1,20 @@
-"""The replay runner checks the whole plan before it writes anything (issue 14 item 5)."""
+"""Run-directory guards of the replay runner (issue 14 items 3 and 5)."""
 
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
 from pathlib import Path
 
 import pytest
 
 from core.records import Decision
 from replay.config import RunConfig
-from replay.runner import RunError, plan, start_run
+from replay.runner import RunError, plan, run_lock, start_run
 from replay.suite import Suite, SuiteManifest
 
 BASE = "worker-base"
@@ -52,7 +57,8 @@ def test_a_plan_error_writes_nothing_and_names_the_missing_memory_root(tmp_path:
     (root / "ws-a" / "MEMORY.md").write_text("# Memory\n")
     fixed = RunConfig.model_validate(
         {**json.loads(config(memory="workspace").model_dump_json()), "memory": {"root": str(root)}})
-    items = start_run(suite(tmp_path), fixed, run_dir, [BASE], None)
+    with run_lock(run_dir):
+        items = start_run(suite(tmp_path), fixed, run_dir, [BASE], None)
     assert len(items) == 2 and (run_dir / "run.json").exists()
 
 
@@ -63,3 +69,41 @@ def test_a_missing_workspace_directory_is_named(tmp_path: Path) -> None:
                                     "memory": {"root": str(root)}})
     with pytest.raises(RunError, match=str(root / "ws-a")):
         plan(suite(tmp_path), cfg, set())
+
+
+# --- item 3: one writer per run directory -------------------------------------------------
+
+
+def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    with run_lock(run_dir):
+        with pytest.raises(RunError, match="another worker-replay run") as info:
+            with run_lock(run_dir):
+                pass
+        assert str(run_dir) in str(info.value)
+    with run_lock(run_dir):  # released: the next run (a resume) may start
+        pass
+
+
+def test_the_lock_of_a_killed_run_is_released_so_it_can_resume(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    holder = textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from replay.runner import run_lock
+        with run_lock(Path({str(run_dir)!r})):
+            print("locked", flush=True)
+            time.sleep(600)
+    """)
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True, env=env)
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
+        with pytest.raises(RunError, match="another worker-replay run"):
+            with run_lock(run_dir):
+                pass
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(30)
+    with run_lock(run_dir):
+        pass
