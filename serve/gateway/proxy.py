@@ -5,6 +5,8 @@ metrics):
 
 * no healthy replica, or every replica refuses the connection → 503 `engine_unavailable`
   with `Retry-After` (the engine is down or restarting; the health loop brings it back);
+* a body that cannot be read (not JSON, nested too deeply, not an object) → 400 `invalid_json`;
+  an unexpected failure in the gateway → 500 `internal_error`; both counted like any request;
 * no answer within `gateway.request_timeout_s` (or a stream silent for
   `gateway.stream_idle_timeout_s`) → 504 `upstream_timeout`;
 * the engine answers 5xx → 502 `upstream_error`; a 200 that is not an OpenAI answer → 502
@@ -22,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -46,6 +49,7 @@ from serve.gateway.upstreams import Upstream
 if TYPE_CHECKING:
     from serve.gateway.service import Gateway
 
+log = logging.getLogger(__name__)
 _BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
 _SEQUENCE = itertools.count(1)
 T = TypeVar("T")
@@ -93,6 +97,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw)
     except ValueError as exc:
         raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from None
+    except RecursionError:
+        raise GatewayError(400, "the request body is nested too deeply to read", "invalid_json") from None
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
     return body
@@ -114,10 +120,18 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
     except GatewayError as exc:
-        finish(gw, call, exc.status_code, exc.code)
-        response = exc.response()
-        response.headers.update(call.headers())
-        return response
+        return _failed(gw, call, exc)
+    except Exception:
+        # A bug, not the client's fault; still answered in OpenAI's shape and counted.
+        log.exception("request %s failed", call.request_id)
+        return _failed(gw, call, GatewayError(500, "internal gateway error (logged)", "internal_error"))
+
+
+def _failed(gw: Gateway, call: Call, exc: GatewayError) -> Response:
+    finish(gw, call, exc.status_code, exc.code)
+    response = exc.response()
+    response.headers.update(call.headers())
+    return response
 
 
 def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
@@ -186,7 +200,7 @@ def _engine_message(raw: bytes) -> str:
     try:
         body = json.loads(raw)
         return str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
-    except (ValueError, AttributeError, KeyError, TypeError):
+    except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
         return raw.decode(errors="replace").strip()[:500] or "(empty body)"
 
 
@@ -206,8 +220,8 @@ def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answ
     try:
         payload = json.loads(raw)
         return payload, answer_of(call.endpoint, payload)
-    except (ValueError, BadAnswer) as exc:
-        raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc}",
+    except (ValueError, BadAnswer, RecursionError) as exc:
+        raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc!s:.300}",
                            "bad_upstream_response") from None
 
 

@@ -84,7 +84,7 @@ class StreamAccumulator:
                 continue
             try:
                 event = json.loads(data)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
             self._event(event)
 

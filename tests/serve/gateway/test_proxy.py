@@ -39,13 +39,14 @@ def sample(gw: RunningGateway, name: str, labels: dict) -> float | None:
 
 def test_upstream_500_and_malformed_bodies_become_502_in_openai_shape(tmp_path, root, fault):
     with start_gateway(tmp_path, root, [fault]) as gw:
-        for name, mode in (("boom-v1", "fail"), ("garbled-v1", "malformed"), ("empty-v1", "no_choices")):
+        for name, mode in (("boom-v1", "fail"), ("garbled-v1", "malformed"), ("empty-v1", "no_choices"),
+                           ("deep-v1", "deep")):
             add_adapter(gw, root, name)
             fault.behaviour[name] = mode
         boom = gw.chat("boom-v1")
         assert boom.status_code == 502 and "engine exploded" in error_of(boom)["message"]
         assert error_of(boom)["code"] == "upstream_error"
-        for name in ("garbled-v1", "empty-v1"):
+        for name in ("garbled-v1", "empty-v1", "deep-v1"):
             response = gw.chat(name)
             assert response.status_code == 502
             assert error_of(response)["code"] == "bad_upstream_response"
@@ -103,6 +104,20 @@ def test_bad_request_bodies_get_400(tmp_path, root, fault, content, code):
         response = gw.client.post("/v1/chat/completions", content=content,
                                   headers={"Content-Type": "application/json"})
         assert response.status_code == 400 and error_of(response)["code"] == code
+        assert fault.requests == []
+
+
+@pytest.mark.parametrize("content", [b"[" * 100_000, b'{"a": ' * 100_000, b'{"model": "worker", "messages": '
+                                     + b"[" * 100_000 + b"]" * 100_000 + b"}"])
+def test_deeply_nested_bodies_get_400_and_are_counted(tmp_path, root, fault, content):
+    """Issue 14 item 7: a body the parser cannot read is the client's error, never a 500."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.client.post("/v1/chat/completions", content=content,
+                                  headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and error_of(response)["code"] == "invalid_json"
+        assert "nested" in error_of(response)["message"]
+        assert sample(gw, "worker_gateway_requests_total", {"status": "400"}) == 1
+        assert sample(gw, "worker_gateway_errors_total", {"reason": "invalid_json"}) == 1
         assert fault.requests == []
 
 
