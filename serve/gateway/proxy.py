@@ -6,11 +6,12 @@ metrics):
 * no healthy replica, or every replica refuses the connection → 503 `engine_unavailable`
   with `Retry-After` (the engine is down or restarting; the health loop brings it back);
 * a body that cannot be read (not JSON, nested too deeply, not an object) → 400 `invalid_json`;
+  a `stream` that is not a boolean (or null) → 400 `invalid_stream`;
   an unexpected failure in the gateway → 500 `internal_error`; both counted like any request;
 * no answer within `gateway.request_timeout_s` (or a stream silent for
   `gateway.stream_idle_timeout_s`) → 504 `upstream_timeout`;
-* the engine answers 5xx → 502 `upstream_error`; a 200 that is not an OpenAI answer → 502
-  `bad_upstream_response`; the engine's 4xx (bad parameters) are passed on with its message;
+* the engine answers 5xx → 502 `upstream_error`; a 200 that is not an OpenAI answer (or, to a
+  stream request, not `text/event-stream`) → 502 `bad_upstream_response`; the engine's 4xx (bad parameters) are passed on with its message;
 * an adapter the engine does not know although the registry loaded it → 503 and an
   immediate re-apply of the registry to that engine.
 
@@ -116,7 +117,10 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
         call.workspace, call.session = request.headers.get(WORKSPACE_HEADER), request.headers.get(SESSION_HEADER)
         call.resolution = gw.resolve(model, call.workspace, call.session)
         body["model"] = call.resolution.target
-        if body.get("stream") is True:
+        stream = body.get("stream")
+        if stream is not None and not isinstance(stream, bool):
+            raise GatewayError(400, f"'stream' must be true or false, not {json.dumps(stream)[:40]}", "invalid_stream")
+        if stream:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
     except GatewayError as exc:
@@ -142,9 +146,15 @@ def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=settings.request_timeout_s, connect=settings.connect_timeout_s)
 
 
-def _timeout_error(gw: Gateway, upstream: Upstream) -> GatewayError:
+def _timeout_error(gw: Gateway, upstream: Upstream, stream: bool) -> GatewayError:
+    """The 504 naming the setting that ran out: streams wait `stream_idle_timeout_s` per read."""
+    if stream:
+        idle = gw.config.gateway.stream_idle_timeout_s
+        return GatewayError(504, f"upstream {upstream.name} sent nothing for {idle:g} s "
+                                 "(gateway.stream_idle_timeout_s)", "upstream_timeout")
     limit = gw.config.gateway.request_timeout_s
-    return GatewayError(504, f"upstream {upstream.name} did not answer within {limit:g} s", "upstream_timeout")
+    return GatewayError(504, f"upstream {upstream.name} did not answer within {limit:g} s "
+                             "(gateway.request_timeout_s)", "upstream_timeout")
 
 
 async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
@@ -164,7 +174,7 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
             gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)
             continue
         except TimeoutError:
-            raise _timeout_error(gw, upstream) from None
+            raise _timeout_error(gw, upstream, stream) from None
         except aiohttp.ClientError as exc:
             raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from None
         finally:
@@ -177,13 +187,13 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
                       f"retry in {gw.retry_after_s} s", gw.retry_after_s)
 
 
-async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse) -> bytes:
+async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse, stream: bool = False) -> bytes:
     complete = False
     try:
         raw = await resp.read()
         complete = True
     except TimeoutError:
-        raise _timeout_error(gw, upstream) from None
+        raise _timeout_error(gw, upstream, stream) from None
     except aiohttp.ClientError as exc:
         raise GatewayError(502, f"upstream {upstream.name} broke off its answer: {exc}",
                            "upstream_disconnected") from None
@@ -271,13 +281,17 @@ async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
     upstream, resp = await _open(gw, call, body, stream=True)
     if resp.status != 200:
         try:
-            raw = await _read(gw, upstream, resp)
+            raw = await _read(gw, upstream, resp, stream=True)
         except GatewayError:
             raw = b""
         raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    content_type = resp.headers.get("Content-Type", "")
+    if not content_type.startswith("text/event-stream"):
+        await _read(gw, upstream, resp, stream=True)
+        raise GatewayError(502, f"upstream {upstream.name} answered a stream request with "
+                                f"{content_type or 'no Content-Type'}, not an SSE stream", "bad_upstream_response")
     relay = Relay(gw, call, body, upstream, resp, candidate)
-    return RelayResponse(relay, media_type=resp.headers.get("Content-Type", "text/event-stream"),
-                         headers=call.headers())
+    return RelayResponse(relay, media_type=content_type, headers=call.headers())
 
 
 def _sse_error(message: str, code: str, status: int) -> bytes:
@@ -306,8 +320,9 @@ class Relay:
         except (TimeoutError, aiohttp.ClientError) as exc:
             timed_out = isinstance(exc, TimeoutError)
             self.status, self.reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
-            yield _sse_error(f"upstream {self.upstream.name}: the stream broke off ({type(exc).__name__}: {exc})",
-                             self.reason, self.status)
+            message = _timeout_error(self.gw, self.upstream, stream=True).message if timed_out else \
+                f"upstream {self.upstream.name}: the stream broke off ({type(exc).__name__}: {exc})"
+            yield _sse_error(message, self.reason, self.status)
 
     def close(self) -> None:
         if self.closed:

@@ -121,6 +121,39 @@ def test_deeply_nested_bodies_get_400_and_are_counted(tmp_path, root, fault, con
         assert fault.requests == []
 
 
+@pytest.mark.parametrize("stream", ["true", 1, "false", [], {}])
+def test_a_non_boolean_stream_flag_gets_400(tmp_path, root, fault, stream):
+    """Issue 14 item 12: not a 502 from the engine's answer, not a server error in canary evidence."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.chat(stream=stream)
+        assert response.status_code == 400 and error_of(response)["code"] == "invalid_stream"
+        assert "'stream'" in error_of(response)["message"]
+        assert fault.requests == []
+        assert gw.chat(stream=None).status_code == 200  # null means "not streamed", as in OpenAI's API
+
+
+def test_a_json_answer_to_a_stream_request_is_a_bad_upstream_response(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "flat-v1")
+        fault.behaviour["flat-v1"] = "json_for_stream"
+        response = gw.chat("flat-v1", stream=True)
+        assert response.status_code == 502 and error_of(response)["code"] == "bad_upstream_response"
+        assert "application/json" in error_of(response)["message"]
+        assert sample(gw, "worker_gateway_requests_total", {"adapter": "flat-v1", "status": "502"}) == 1
+        assert gw.ok("GET", "/state")["upstreams"][0]["busy"] == 0
+
+
+def test_a_stream_that_never_starts_names_the_stream_idle_timeout(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault], gateway="stream_idle_timeout_s = 0.3") as gw:
+        add_adapter(gw, root, "mute-v1")
+        fault.behaviour["mute-v1"] = "hang"
+        response = gw.chat("mute-v1", stream=True)
+        fault.release()
+        assert response.status_code == 504 and error_of(response)["code"] == "upstream_timeout"
+        assert "stream_idle_timeout_s" in error_of(response)["message"]
+        assert "request_timeout_s" not in error_of(response)["message"]
+
+
 def test_oversized_bodies_get_413_with_or_without_content_length(tmp_path, root, fault):
     with start_gateway(tmp_path, root, [fault], gateway="max_body_bytes = 2048") as gw:
         big = json.dumps({"model": "worker", "messages": [{"role": "user", "content": "x" * 4096}]}).encode()
