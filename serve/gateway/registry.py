@@ -163,8 +163,13 @@ def fingerprint(directory: Path) -> str:
 def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> AdapterFiles:
     """Check a PEFT LoRA directory before it is registered; relative paths are read under `root`."""
     root = root.resolve()
+    if "\0" in path:
+        raise AdapterError(f"path {path!r} contains a NUL byte")
     given = Path(path)
-    resolved = (given if given.is_absolute() else root / given).resolve()
+    try:
+        resolved = (given if given.is_absolute() else root / given).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise AdapterError(f"path {path!r} cannot be resolved: {exc}") from None
     if not resolved.is_relative_to(root):
         raise AdapterError(f"path {path!r} is outside the adapter root {root}")
     config_file = resolved / "adapter_config.json"
@@ -174,6 +179,8 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
         raise AdapterError(f"{config_file} does not exist") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise AdapterError(f"{config_file}: {exc}") from None
+    except RecursionError:
+        raise AdapterError(f"{config_file}: nested too deeply to read") from None
     if not isinstance(config, dict):
         raise AdapterError(f"{config_file}: not a JSON object")
     if config.get("peft_type") != "LORA":

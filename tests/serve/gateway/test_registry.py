@@ -111,3 +111,17 @@ def test_a_failed_change_leaves_no_trace(tmp_path, root):
         registry.register("a-v1", files(root, "again"))
     assert registry.state == before
     assert len(registry.admin_log()) == 1
+
+
+@pytest.mark.parametrize("path", ["a\0b", "\0", "ok/\0/x"])
+def test_inspect_refuses_a_path_with_a_nul_byte(root, path):
+    """Issue 14 item 8: bad admin input is an AdapterError (a 4xx with a message), never a ValueError."""
+    with pytest.raises(AdapterError, match="NUL"):
+        inspect_adapter(path, root, BASE_MODEL, 16)
+
+
+def test_inspect_refuses_an_unreadable_deeply_nested_config(root):
+    directory = fake_adapter(root, "deep")
+    (directory / "adapter_config.json").write_text("[" * 100_000)
+    with pytest.raises(AdapterError, match="adapter_config.json"):
+        inspect_adapter("deep", root, BASE_MODEL, 16)
