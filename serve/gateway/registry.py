@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager
@@ -160,6 +161,17 @@ def fingerprint(directory: Path) -> str:
     return digest.hexdigest()
 
 
+def files_outside(directory: Path, root: Path) -> list[str]:
+    """Entries of an adapter directory (symlinks included, at any depth) that resolve outside `root`."""
+    outside = []
+    for base, dirs, files in os.walk(directory):
+        for name in (*dirs, *files):
+            entry = Path(base) / name
+            if not entry.resolve().is_relative_to(root):
+                outside.append(str(entry.relative_to(directory)))
+    return sorted(outside)
+
+
 def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> AdapterFiles:
     """Check a PEFT LoRA directory before it is registered; relative paths are read under `root`."""
     root = root.resolve()
@@ -172,6 +184,10 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
         raise AdapterError(f"path {path!r} cannot be resolved: {exc}") from None
     if not resolved.is_relative_to(root):
         raise AdapterError(f"path {path!r} is outside the adapter root {root}")
+    outside = files_outside(resolved, root)
+    if outside:
+        raise AdapterError(f"{resolved}: {', '.join(outside)} resolve outside the adapter root {root} "
+                           "(the engine reads every file of the directory)")
     config_file = resolved / "adapter_config.json"
     try:
         config = json.loads(config_file.read_text())

@@ -22,7 +22,7 @@ from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
 from serve.gateway.proxy import send_shadow
-from serve.gateway.registry import Adapter, Registry, fingerprint
+from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
 from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
 from serve.gateway.shadow import ShadowRunner
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool
@@ -153,7 +153,12 @@ class Gateway:
         return problems
 
     async def verify_files(self, adapter: Adapter) -> None:
-        """Refuse files changed since registration: never serve new weights under an old name."""
+        """Refuse files changed since registration: never serve new weights under an old name,
+        nor files that now resolve outside the adapter root."""
+        outside = await asyncio.to_thread(files_outside, Path(adapter.path), self.config.adapters.root.resolve())
+        if outside:
+            raise FilesChanged(f"files of {adapter.name!r} at {adapter.path} now resolve outside the adapter root "
+                               f"({', '.join(outside)}); register a checked copy under a new version name")
         if await asyncio.to_thread(fingerprint, Path(adapter.path)) != adapter.fingerprint:
             raise FilesChanged(f"the files of {adapter.name!r} at {adapter.path} changed since registration; "
                                "register them under a new version name")

@@ -256,3 +256,18 @@ def test_a_deeply_nested_admin_body_is_a_4xx(tmp_path, root, fault):
                                            "Content-Type": "application/json"})
         assert 400 <= response.status_code < 500, response.text
         assert response.json()["error"]["message"]
+
+
+def test_loading_refuses_files_swapped_for_links_outside_the_root(tmp_path, root, fault):
+    """Issue 14 item 15 at load time: a file replaced by a link after registration."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add(gw, root, "a-v1", load=False)
+        outside = tmp_path / "outside.safetensors"
+        weights = root / "a-v1" / "adapter_model.safetensors"
+        outside.write_bytes(weights.read_bytes())
+        weights.unlink()
+        weights.symlink_to(outside)
+        response = gw.admin("POST", "/adapters/a-v1/load")
+        assert status_and_code(response) == (409, "files_changed")
+        assert "outside the adapter root" in response.json()["error"]["message"]
+        assert fault.loads == []

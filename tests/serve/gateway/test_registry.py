@@ -120,6 +120,29 @@ def test_inspect_refuses_a_path_with_a_nul_byte(root, path):
         inspect_adapter(path, root, BASE_MODEL, 16)
 
 
+@pytest.mark.parametrize("linked", ["adapter_config.json", "adapter_model.safetensors", "tokenizer.json"])
+def test_inspect_refuses_files_that_resolve_outside_the_root(root, tmp_path, linked):
+    """Issue 14 item 15: every file the engine will read must lie inside the root."""
+    source = fake_adapter(tmp_path / "elsewhere", "x")
+    (source / "tokenizer.json").write_text("{}")
+    directory = fake_adapter(root, "a-v1")
+    target = directory / linked
+    if target.exists():
+        target.unlink()
+    target.symlink_to(source / linked)
+    with pytest.raises(AdapterError, match=f"{linked}.*outside the adapter root"):
+        inspect_adapter("a-v1", root, BASE_MODEL, 16)
+
+
+def test_inspect_accepts_symlinks_that_stay_inside_the_root(root):
+    shared = fake_adapter(root, "shared")
+    directory = root / "a-v1"
+    directory.mkdir()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (directory / name).symlink_to(shared / name)
+    assert inspect_adapter("a-v1", root, BASE_MODEL, 16).path == directory.resolve()
+
+
 def test_inspect_refuses_an_unreadable_deeply_nested_config(root):
     directory = fake_adapter(root, "deep")
     (directory / "adapter_config.json").write_text("[" * 100_000)
