@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 class CaptureJob:
     """One answered chat request, as the capture worker gets it."""
 
-    request_id: str
+    key: str  # the gateway's own id of the request: the capture's unique id
+    request_id: str  # X-Request-Id as the client sent it (or the gateway's when it sent none)
     workspace: str | None
     session: str | None
     route: str
@@ -104,7 +105,7 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
         choice = f"function:{(choice.get('function') or {}).get('name', '')}"
     full = mode == "full"
     return CapturedDecision(
-        id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
+        id=job.key, request_id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
         session=job.session or "", route=job.route, adapter=job.adapter, kind=job.kind,
         request_sha256=request_sha256(job.body),
         message_hashes=[message_hash(m) for m in messages],

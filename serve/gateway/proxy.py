@@ -62,9 +62,10 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 class Call:
     """One request on its way through the gateway."""
 
-    request_id: str
+    request_id: str  # X-Request-Id: the client's when it sent one, so not unique
     endpoint: Endpoint
     started: float
+    key: str  # the gateway's own id, unique per request: what stored records are keyed by
     requested: str | None = None
     resolution: Resolution | None = None
     upstream: str | None = None
@@ -106,7 +107,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
-    call = Call(request.headers.get("x-request-id") or f"{_BOOT}-{next(_SEQUENCE)}", endpoint, time.perf_counter())
+    key = f"{_BOOT}-{next(_SEQUENCE)}"
+    call = Call(request.headers.get("x-request-id") or key, endpoint, time.perf_counter(), key)
     try:
         body = parse_body(await request.body())
         model = body.get("model", gw.config.gateway.default_route)
@@ -368,7 +370,7 @@ def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answe
     res = call.resolution
     assert res is not None
     gw.capture.submit(CaptureJob(
-        request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
+        key=call.key, request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
         adapter=res.target, kind=res.kind, body=body, answer=answer,
         duration_s=time.perf_counter() - call.started, captured_at=now_iso()))
 
@@ -377,14 +379,14 @@ def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str
     res = call.resolution
     assert res is not None
     gw.shadow.submit(ShadowJob(
-        request_id=call.request_id, route=res.route, production=res.target, candidate=candidate,
+        request_id=call.key, route=res.route, production=res.target, candidate=candidate,
         endpoint=call.endpoint, body=shadow_body(body, candidate), production_answer=answer,
         replica_key=res.replica_key, request_sha256=request_sha256(body)))
 
 
 async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:
     """The candidate's answer to a shadow job (GatewayError on any failure, like production)."""
-    call = Call(job.request_id, job.endpoint, time.perf_counter(), job.candidate,
+    call = Call(job.request_id, job.endpoint, time.perf_counter(), job.request_id, job.candidate,
                 Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key))
     upstream, resp = await _open(gw, call, job.body, stream=False)
     raw = await _read(gw, upstream, resp)

@@ -118,7 +118,7 @@ class StreamAccumulator:
 
 @dataclass(frozen=True)
 class ShadowJob:
-    request_id: str
+    request_id: str  # the gateway's own id of the production request (= its capture's id)
     route: str
     production: str
     candidate: str
