@@ -165,7 +165,7 @@ class Capture:
 
     def captures(self, job: CaptureJob) -> bool:
         allowed = not self.settings.workspaces or (job.workspace or "") in self.settings.workspaces
-        return self.store is not None and allowed and sampled(job.session or job.request_id, self.settings.sample_rate)
+        return self.store is not None and allowed and sampled(job.session or job.key, self.settings.sample_rate)
 
     def process(self, job: CaptureJob) -> None:
         messages = job.body.get("messages")

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from core.records import Strict
 from core.guard import GuardRules
@@ -90,6 +90,16 @@ class CaptureSection(Strict):
     db: Path = Path("capture.sqlite")
     queue_size: int = Field(1000, ge=1)
     guard: GuardRules = Field(default_factory=GuardRules)
+
+    @field_validator("workspaces")
+    @classmethod
+    def _real_workspace_names(cls, names: list[str]) -> list[str]:
+        """An empty name would allowlist every request without a workspace header; a padded one
+        never matches a header."""
+        bad = [name for name in names if not name.strip() or name != name.strip()]
+        if bad:
+            raise ValueError(f"workspace names must be non-empty and unpadded, not {', '.join(map(repr, bad))}")
+        return names
 
     @model_validator(mode="after")
     def _full_needs_an_allowlist(self) -> CaptureSection:

@@ -83,3 +83,11 @@ def test_cli_reports_a_bad_gateway_config_without_a_traceback(tmp_path, capsys):
     assert main(["gateway", "--config", str(path)]) == 2
     err = capsys.readouterr().err
     assert "metrics.nvm" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("names", ['[""]', '["ws-a", ""]', '["  "]', '[" ws-a"]'])
+def test_capture_allowlist_refuses_empty_or_padded_workspace_names(tmp_path, names):
+    """Issue 14 item 13: `""` would allowlist every request that carries no workspace header."""
+    text = MINIMAL + f'[capture]\nmode = "full"\nworkspaces = {names}\n'
+    with pytest.raises(ConfigError, match="capture.workspaces"):
+        load_gateway_config(write(tmp_path, text))
