@@ -261,8 +261,8 @@ def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_R
                 return reads, _skip_block(text, end)
             pos = _skip_space(text, end)
             if not text.startswith(_FUNCTION_OPEN, pos):
-                close = text.startswith(_TOOL_CALL_CLOSE, pos)
-                return reads, pos + len(_TOOL_CALL_CLOSE) if close else pos
+                closed = text.startswith(_TOOL_CALL_CLOSE, pos)
+                return reads, pos + len(_TOOL_CALL_CLOSE) if closed else pos
     try:
         value, end = _JSON.raw_decode(text, pos)
     except _DECODE_ERRORS as exc:
@@ -383,9 +383,9 @@ def _value_ends(text: str, start: int, properties: Mapping[str, Any] | None) -> 
     body goes on, whether this reads the parameter as unclosed)."""
     first_close = text.find(_PARAMETER_CLOSE, start)
     tag = _PARAMETER.search(text, start)
-    if tag is not None and (first_close < 0 or tag.start() < first_close):
-        if properties is None or tag.group(1).strip() in properties:
-            yield tag.start(), tag.start(), True
+    unclosed = tag is not None and (first_close < 0 or tag.start() < first_close)
+    if tag is not None and unclosed and (properties is None or tag.group(1).strip() in properties):
+        yield tag.start(), tag.start(), True
     close = first_close
     while close >= 0:
         yield close, close + len(_PARAMETER_CLOSE), False
@@ -407,14 +407,13 @@ def _diagnose(text: str, start: int, name: str) -> str:
     if pos == len(text):
         return f"<function={name}> is not closed"
     if text.startswith(_FUNCTION_CLOSE, pos):
-        return f"text after </function> does not close the <tool_call> block"
+        return "text after </function> does not close the <tool_call> block"
     return f"unexpected text in <function={name}> after a </parameter>"
 
 
 def _trim_newlines(raw: str) -> str:
     """One leading and one trailing newline are layout, as in Qwen3-Coder's own parser."""
-    text = raw[1:] if raw.startswith("\n") else raw
-    return text[:-1] if text.endswith("\n") else text
+    return raw.removeprefix("\n").removesuffix("\n")
 
 
 def _properties(schema: Mapping[str, Any] | None) -> Mapping[str, Any]:

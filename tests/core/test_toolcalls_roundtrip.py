@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.keyset import sorted_key_set
-from core.records import ParseOutcome, ParsedResponse
+from core.records import ParsedResponse, ParseOutcome
 from core.toolcalls import parse_response, parse_text
 
 # Every tag the formats use, whole and cut, in values and keys of the generated calls. The

@@ -76,11 +76,9 @@ def test_a_missing_workspace_directory_is_named(tmp_path: Path) -> None:
 
 def test_a_second_run_into_the_same_directory_is_refused(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
-    with run_lock(run_dir):
-        with pytest.raises(RunError, match="another worker-replay run") as info:
-            with run_lock(run_dir):
-                pass
-        assert str(run_dir) in str(info.value)
+    with run_lock(run_dir), pytest.raises(RunError, match="another worker-replay run") as info, run_lock(run_dir):
+        pass
+    assert str(run_dir) in str(info.value)
     with run_lock(run_dir):  # released: the next run (a resume) may start
         pass
 
@@ -99,9 +97,8 @@ def test_the_lock_of_a_killed_run_is_released_so_it_can_resume(tmp_path: Path) -
     proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"
-        with pytest.raises(RunError, match="another worker-replay run"):
-            with run_lock(run_dir):
-                pass
+        with pytest.raises(RunError, match="another worker-replay run"), run_lock(run_dir):
+            pass
     finally:
         proc.send_signal(signal.SIGKILL)
         proc.wait(30)
