@@ -101,9 +101,18 @@ class Gateway:
     # --- engines -------------------------------------------------------------------------
 
     async def _flush_loop(self) -> None:
+        """Write the request/shadow log every LOG_FLUSH_S; a store error is logged and counted
+        and the rows wait for the next try: the loop itself never ends on an error."""
+        dropped = 0
         while True:
             await asyncio.sleep(LOG_FLUSH_S)
-            self.registry.flush()
+            try:
+                self.registry.flush()
+            except Exception as exc:  # noqa: BLE001 (any failure: the next tick tries again)
+                log.error("request log: %s", exc)
+                self.metrics.log_write_errors.inc()
+            self.metrics.log_rows_dropped.inc(self.registry.dropped_rows - dropped)
+            dropped = self.registry.dropped_rows
 
     async def _health_loop(self) -> None:
         while True:

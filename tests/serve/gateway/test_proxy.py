@@ -272,3 +272,27 @@ def test_workspaces_stick_to_a_replica_and_move_only_when_it_is_down(tmp_path, r
         for workspace in placement:
             response = gw.chat(headers={"X-Workspace-Id": workspace})
             assert response.status_code == 200 and response.headers["x-worker-upstream"] == "engine-0"
+
+
+def test_the_request_log_survives_a_store_error_and_the_flush_loop_goes_on(tmp_path, root):
+    """Issue 14 item 10: the error is logged and counted, rows are kept, and the loop keeps running.
+    Only bad bodies are sent: no engine is needed (the upstream address listens nowhere)."""
+    import sqlite3
+
+    class Nowhere:
+        url = "http://127.0.0.1:9"
+
+    with start_gateway(tmp_path, root, [Nowhere()]) as gw:
+        db = gw.config.gateway.state_db
+        saboteur = sqlite3.connect(db)
+        saboteur.execute("ALTER TABLE requests RENAME TO requests_away")
+        saboteur.commit()
+        bad = gw.client.post("/v1/chat/completions", content=b"{", headers={"X-Request-Id": "kept"})
+        assert bad.status_code == 400
+        wait_for(lambda: (sample(gw, "worker_gateway_log_write_errors_total", {}) or 0) >= 2, "two failed flushes")
+        saboteur.execute("ALTER TABLE requests_away RENAME TO requests")
+        saboteur.commit()
+        saboteur.close()
+        rows = wait_for(lambda: sqlite3.connect(db).execute(
+            "SELECT request_id FROM requests WHERE request_id = 'kept'").fetchall(), "the kept row to be written")
+        assert rows == [("kept",)]

@@ -148,3 +148,51 @@ def test_inspect_refuses_an_unreadable_deeply_nested_config(root):
     (directory / "adapter_config.json").write_text("[" * 100_000)
     with pytest.raises(AdapterError, match="adapter_config.json"):
         inspect_adapter("deep", root, BASE_MODEL, 16)
+
+
+def _log_rows(tmp_path, registry: Registry) -> None:
+    for i in range(3):
+        registry.record_request(request_id=f"r{i}", endpoint="chat", requested="worker", route="worker",
+                                adapter="worker-base", kind="production", sticky_key=None, upstream="engine-0",
+                                status=200, reason=None, duration_s=0.1)
+
+
+def test_a_failed_log_write_keeps_the_rows_for_the_next_try(tmp_path):
+    """Issue 14 item 10: a store error must not lose the buffered rows."""
+    from serve.gateway.registry import LogWriteError
+
+    registry = open_registry(tmp_path)
+    _log_rows(tmp_path, registry)
+    saboteur = sqlite3.connect(tmp_path / "state.sqlite")
+    schema = saboteur.execute("SELECT sql FROM sqlite_master WHERE name = 'requests'").fetchone()[0]
+    saboteur.execute("ALTER TABLE requests RENAME TO requests_away")
+    saboteur.commit()
+    with pytest.raises(LogWriteError, match="state.sqlite"):
+        registry.flush()
+    saboteur.execute("DROP TABLE requests_away")
+    saboteur.execute(schema)
+    saboteur.commit()
+    saboteur.close()
+    registry.flush()
+    assert sorted(r["request_id"] for r in registry.requests()) == ["r0", "r1", "r2"]
+    registry.close()
+
+
+def test_the_rows_kept_for_a_retry_are_bounded(tmp_path, monkeypatch):
+    import serve.gateway.registry as module
+
+    monkeypatch.setattr(module, "_MAX_PENDING", 2)
+    registry = open_registry(tmp_path)
+    _log_rows(tmp_path, registry)
+    saboteur = sqlite3.connect(tmp_path / "state.sqlite")
+    saboteur.execute("ALTER TABLE requests RENAME TO requests_away")
+    saboteur.commit()
+    with pytest.raises(module.LogWriteError):
+        registry.flush()
+    assert registry.dropped_rows == 1
+    saboteur.execute("ALTER TABLE requests_away RENAME TO requests")
+    saboteur.commit()
+    saboteur.close()
+    registry.flush()
+    assert sorted(r["request_id"] for r in registry.requests()) == ["r1", "r2"]  # the oldest went
+    registry.close()
