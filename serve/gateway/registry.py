@@ -311,11 +311,14 @@ class Registry:
         return self.state.routes[route]
 
     def rollback(self, route: str) -> Route:
-        """Swap production and the rollback target (a second rollback undoes the first)."""
+        """Swap production and the rollback target (a second rollback undoes the first). As with
+        `set_production`, a canary or shadow of the version that becomes production ends."""
         current = self.state.routes[route]
         assert current.previous is not None
         with self._change("rollback", {"route": route, "from": current.production, "to": current.previous}):
             self._write_route(route, current.previous, current.production)
+            self._db.execute("DELETE FROM canaries WHERE route = ? AND candidate = ?", (route, current.previous))
+            self._db.execute("DELETE FROM shadows WHERE route = ? AND candidate = ?", (route, current.previous))
         return self.state.routes[route]
 
     def _write_route(self, route: str, production: str, previous: str | None) -> None:

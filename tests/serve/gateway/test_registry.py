@@ -196,3 +196,25 @@ def test_the_rows_kept_for_a_retry_are_bounded(tmp_path, monkeypatch):
     registry.flush()
     assert sorted(r["request_id"] for r in registry.requests()) == ["r1", "r2"]  # the oldest went
     registry.close()
+
+
+def test_rollback_ends_a_canary_or_shadow_of_the_version_it_makes_production(tmp_path, root):
+    """Issue 14 item 9: no canary of production itself, no shadow comparing a version with itself."""
+    registry = open_registry(tmp_path)
+    for name in ("a-v1", "b-v1", "c-v1"):
+        registry.register(name, files(root, name))
+        registry.set_adapter_state(name, "loaded")
+    registry.set_production("worker", "a-v1")
+    registry.set_production("worker", "b-v1")  # a-v1 is the rollback target
+    registry.set_canary("worker", "a-v1", 10.0, "workspace")
+    registry.set_shadow("worker", "a-v1", 0.5)
+    route = registry.rollback("worker")
+    assert (route.production, route.previous, route.canary, route.shadow) == ("a-v1", "b-v1", None, None)
+    registry.set_canary("worker", "c-v1", 10.0, "workspace")  # a trial of another version goes on
+    registry.set_shadow("worker", "c-v1", 0.5)
+    route = registry.rollback("worker")
+    assert route.canary is not None and route.canary.candidate == "c-v1"
+    assert route.shadow is not None and route.shadow.candidate == "c-v1"
+    log = [entry["action"] for entry in registry.admin_log(3)]
+    assert log[0] == "rollback"
+    registry.close()
