@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.guard import Kind
-from core.sqlitedb import open_wal, transaction
+from core.sqlitedb import StoreError, open_wal, transaction
 
 
 def message_hash(message: Any) -> str:
@@ -145,12 +145,15 @@ class CaptureStore:
 
 def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedDecision]:
     """Every stored decision (at or after `since`, an ISO time), in capture order."""
-    db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
     try:
-        db.row_factory = sqlite3.Row
-        rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
-    finally:
-        db.close()
+        db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+        try:
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot read this capture store: {exc}") from exc
     cut = parse_instant(since) if since else None
     decisions = []
     known = {f.name for f in fields(CapturedDecision)}

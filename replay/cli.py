@@ -9,6 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.sqlitedb import StoreError
 from replay.analysis.compare import ResultsError, compare_run, format_comparison, load_results
 from replay.config import RunConfigError, load_run_config
 from replay.analysis.gates import GateError, evaluate_gate, format_verdict, write_verdict
@@ -19,7 +20,8 @@ from replay.analysis.report import report_run
 from replay.runner import RunError, run
 from replay.suite import SuiteError, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
-USER_ERRORS = (SuiteError, RunConfigError, RunError, ResultsError, GateError, ConditionError, MemoryLoadError)
+USER_ERRORS = (SuiteError, RunConfigError, RunError, ResultsError, GateError, ConditionError, MemoryLoadError,
+               StoreError)
 
 
 def default_ledger() -> Path:

@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from core.sqlitedb import StoreError
 from serve.engine import launcher as engine_mod
 from serve.engine.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
 from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
@@ -152,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)
-    except (engine_mod.ConfigError, ModelBuildError) as exc:
+    except (engine_mod.ConfigError, ModelBuildError, StoreError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
