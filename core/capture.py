@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.guard import Kind
-from core.sqlitedb import open_wal, transaction
+from core.sqlitedb import StoreError, open_wal, transaction
 
 
 def message_hash(message: Any) -> str:
@@ -57,7 +57,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     duration_s REAL NOT NULL,
     outcome TEXT,
     request TEXT,
-    chosen_arguments TEXT
+    chosen_arguments TEXT,
+    request_id TEXT
 );
 CREATE INDEX IF NOT EXISTS decisions_session ON decisions (session, seq);
 """
@@ -97,12 +98,18 @@ class CapturedDecision:
     outcome: str | None = None
     request: dict[str, Any] | None = None
     chosen_arguments: dict[str, Any] | None = None
+    # The request's X-Request-Id (the client's when it sent one): a column, never a key, as
+    # clients reuse ids. `id` is the gateway's own, unique per request.
+    request_id: str | None = None
     seq: int | None = None
 
 
 class CaptureStore:
     def __init__(self, path: Path) -> None:
         self._db = open_wal(path, SCHEMA)
+        columns = {row[1] for row in self._db.execute("PRAGMA table_info(decisions)")}
+        if "request_id" not in columns:  # a store written before the column existed
+            self._db.execute("ALTER TABLE decisions ADD COLUMN request_id TEXT")
 
     def close(self) -> None:
         self._db.close()
@@ -133,18 +140,21 @@ class CaptureStore:
             row[column] = None if row[column] is None else json.dumps(row[column])
         names = ", ".join(row)
         with self._tx():
-            self._db.execute(f"INSERT OR IGNORE INTO decisions ({names}) VALUES ({', '.join('?' * len(row))})",
+            self._db.execute(f"INSERT INTO decisions ({names}) VALUES ({', '.join('?' * len(row))})",
                              tuple(row.values()))
 
 
 def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedDecision]:
     """Every stored decision (at or after `since`, an ISO time), in capture order."""
-    db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
     try:
-        db.row_factory = sqlite3.Row
-        rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
-    finally:
-        db.close()
+        db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
+        try:
+            db.row_factory = sqlite3.Row
+            rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
+        finally:
+            db.close()
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot read this capture store: {exc}") from exc
     cut = parse_instant(since) if since else None
     decisions = []
     known = {f.name for f in fields(CapturedDecision)}

@@ -7,14 +7,26 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from core.errors import WorkerTierError
+
+
+class StoreError(WorkerTierError):
+    """A store that cannot be opened; the message names the file and why, in one line."""
+
 
 def open_wal(path: Path, schema: str) -> sqlite3.Connection:
     """Autocommit connection in WAL mode (readers never block the writer), usable from threads."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    db.execute("PRAGMA journal_mode=WAL")
-    db.execute("PRAGMA busy_timeout=5000")
-    db.executescript(schema)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        db.execute("PRAGMA journal_mode=WAL")
+        db.execute("PRAGMA busy_timeout=5000")
+        db.executescript(schema)
+    except (OSError, sqlite3.Error) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        hint = " (it is a directory)" if path.is_dir() else ""
+        raise StoreError(f"{path}: cannot open this SQLite store: {why}{hint}; check the path and that the "
+                         "service user may create and write it and its directory") from exc
     return db
 
 

@@ -7,8 +7,24 @@ A model answer is read in this order:
    (the LAST block may be unclosed: generation often stops on the closing tag) and
    Qwen3-Coder's `<function=NAME><parameter=KEY>value</parameter></function>`, bare or
    wrapped in `<tool_call>`. In Hermes JSON, `parameters` is read when `arguments` is absent
-   (Llama-style output), and a call without either has no arguments (`{}`). Qwen3-Coder
-   parameter values that parse as JSON are decoded, others kept as strings.
+   (Llama-style output), and a call without either has no arguments (`{}`).
+
+Never silently wrong: a reading may be stricter than vLLM's own parsers (a typed
+`malformed_call`), but never `ok` with another tool or key set than the text holds.
+
+* Hermes JSON is decoded with a JSON scanner, so `</tool_call>` inside a string is text.
+* A Qwen3-Coder function must end with `</function>` (a cut-off call is malformed, not a
+  call with fewer keys), and its body must be `<parameter=…>` tags (a JSON body is malformed).
+  A parameter ends at a `</parameter>` after which the structure goes on (another
+  `<parameter=`, `</function>`, then inside `<tool_call>` only `</tool_call>`, another call or
+  the end), so values may hold tag-like text. vLLM also ends an unclosed parameter at the
+  next `<parameter=`; when the text allows more than one reading (that one included, unless
+  the tool's schema has no property of that name) the call is malformed as ambiguous.
+* Qwen3-Coder values are typed by the request's tool schema as vLLM's qwen3_coder parser
+  does (`coerce_to_schema_type`): a string property stays text (`null`, `42` included), an
+  integer/number/boolean/null property is converted when it can be, an object/array
+  property is read as JSON or a Python literal. A key the schema does not list stays text.
+  Without schemas (none passed) a value that parses as JSON is decoded, others kept as text.
 
 Reasoning is not an action: `reasoning_content` is never searched for calls, and in
 `content` everything up to the last `</think>` (or inside `<think>…</think>`) is skipped.
@@ -23,9 +39,11 @@ including problems in calls after the first.
 
 from __future__ import annotations
 
+import ast
 import json
+import math
 import re
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -33,14 +51,29 @@ from core.keyset import ArgumentsError, decode_arguments, sorted_key_set
 from core.records import ParsedResponse, ParseOutcome, ToolCall
 
 Source = Literal["structured", "hermes", "qwen3_coder"]
+# Tool name -> its JSON Schema `parameters` object, as the request offered it.
+Schemas = Mapping[str, Mapping[str, Any]]
 
 _THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _TOOL_CALL_OPEN = "<tool_call>"
 _TOOL_CALL_CLOSE = "</tool_call>"
+_FUNCTION_OPEN = "<function="
 _FUNCTION = re.compile(r"<function=([^>\n]*)>")
 _FUNCTION_CLOSE = "</function>"
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
 _PARAMETER_CLOSE = "</parameter>"
+_SPACE = re.compile(r"\s*")
+_JSON = json.JSONDecoder()
+# What json and ast raise on hostile input, deep nesting included: a parse never crashes.
+_DECODE_ERRORS = (ValueError, SyntaxError, RecursionError, MemoryError, TypeError)
+# vLLM's type aliases (tool_parsers/utils.py `_TYPE_ALIASES`).
+_TYPE_ALIASES = {
+    "str": "string", "text": "string", "varchar": "string", "char": "string", "enum": "string",
+    "int": "integer", "int32": "integer", "int64": "integer", "uint": "integer", "uint32": "integer",
+    "uint64": "integer", "long": "integer", "short": "integer", "unsigned": "integer",
+    "float": "number", "float32": "number", "float64": "number", "double": "number",
+    "bool": "boolean", "dict": "object", "arr": "array", "list": "array", "sequence": "array",
+}
 
 
 @dataclass(frozen=True)
@@ -52,27 +85,54 @@ class _Read:
     error: str | None = None
 
 
-def parse_response(message: Mapping[str, Any], tool_names: Collection[str] | None = None) -> ParsedResponse:
+@dataclass(frozen=True)
+class _Reading:
+    """One way to read a Qwen3-Coder function body: its (key, raw value) pairs in order,
+    and where the text goes on after `</function>`."""
+
+    params: tuple[tuple[str, str], ...]
+    end: int
+
+
+def request_schemas(tools: Any) -> dict[str, dict[str, Any]] | None:
+    """Tool name -> `parameters` schema from a request's OpenAI `tools` list (None: no tools)."""
+    if not isinstance(tools, list) or not tools:
+        return None
+    schemas: dict[str, dict[str, Any]] = {}
+    for tool in tools:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            parameters = function.get("parameters")
+            schemas[function["name"]] = dict(parameters) if isinstance(parameters, Mapping) else {}
+    return schemas
+
+
+def parse_response(
+    message: Mapping[str, Any], tool_names: Collection[str] | None = None, *, schemas: Schemas | None = None
+) -> ParsedResponse:
     """Read an OpenAI chat-completion `choices[0].message` into a typed outcome.
 
     `tool_names` are the tools the request offered; None skips the unknown-tool check.
+    `schemas` (see `request_schemas`) type Qwen3-Coder text values as the engine would.
     """
     structured = message.get("tool_calls") or []
     if structured:
         reads = [_read_structured(i, item) for i, item in enumerate(structured)]
         return _outcome(reads, tool_names)
-    parsed = parse_text(_content_text(message.get("content")), tool_names)
+    parsed = parse_text(_content_text(message.get("content")), tool_names, schemas=schemas)
     if parsed.outcome is ParseOutcome.EMPTY_RESPONSE and message.get("reasoning_content"):
         return ParsedResponse(outcome=ParseOutcome.EMPTY_RESPONSE, error="the answer has only reasoning, no content")
     return parsed
 
 
-def parse_text(text: str | None, tool_names: Collection[str] | None = None) -> ParsedResponse:
+def parse_text(
+    text: str | None, tool_names: Collection[str] | None = None, *, schemas: Schemas | None = None
+) -> ParsedResponse:
     """Read calls from raw model text, e.g. a `/v1/completions` choice's `text`."""
     answer = _strip_reasoning(text or "")
     if not answer.strip():
         return ParsedResponse(outcome=ParseOutcome.EMPTY_RESPONSE, error="the answer has no content and no tool call")
-    reads = _read_text(answer)
+    reads = _read_text(answer, schemas)
     if not reads:
         return ParsedResponse(outcome=ParseOutcome.NO_CALL)
     return _outcome(reads, tool_names)
@@ -118,6 +178,8 @@ def _make_call(source: Source, name: Any, arguments: Any) -> _Read:
         args = decode_arguments(arguments)
     except ArgumentsError as exc:
         return _Read(source, error=f"tool {name!r}: {exc}")
+    except RecursionError:
+        return _Read(source, error=f"tool {name!r}: arguments are nested too deeply to read")
     return _Read(source, call=ToolCall(tool=name.strip(), arguments=args, key_set=sorted_key_set(args)))
 
 
@@ -150,43 +212,71 @@ def _strip_reasoning(text: str) -> str:
     return text
 
 
-def _read_text(text: str) -> list[_Read]:
+def _skip_space(text: str, pos: int) -> int:
+    match = _SPACE.match(text, pos)
+    return match.end() if match else pos
+
+
+def _read_text(text: str, schemas: Schemas | None) -> list[_Read]:
     """All calls in the text, in order: `<tool_call>` blocks and bare `<function=` blocks."""
     reads: list[_Read] = []
     pos = 0
     while True:
         block = text.find(_TOOL_CALL_OPEN, pos)
-        outside = text[pos:] if block < 0 else text[pos:block]
-        reads += _read_functions(outside)
-        if block < 0:
+        bare = text.find(_FUNCTION_OPEN, pos)
+        if block < 0 and bare < 0:
             return reads
-        start = block + len(_TOOL_CALL_OPEN)
-        end = text.find(_TOOL_CALL_CLOSE, start)
-        nxt = text.find(_TOOL_CALL_OPEN, start)
-        if end < 0 or (0 <= nxt < end):
-            if nxt >= 0:
-                reads.append(_Read("hermes", error="<tool_call> block is not closed before the next one"))
-                pos = nxt
-                continue
-            reads += _read_block(text[start:])
-            return reads
-        reads += _read_block(text[start:end])
-        pos = end + len(_TOOL_CALL_CLOSE)
+        if block >= 0 and (bare < 0 or block < bare):
+            found, pos = _read_block(text, block + len(_TOOL_CALL_OPEN), schemas)
+            reads += found
+        elif _FUNCTION.match(text, bare):
+            read, pos = _read_function(text, bare, schemas, wrapped=False)
+            reads.append(read)
+        else:
+            pos = bare + len(_FUNCTION_OPEN)  # prose such as "<function=x" is not a call
 
 
-def _read_block(body: str) -> list[_Read]:
-    """One `<tool_call>` body: Hermes JSON (an object, or a list of objects) or Qwen3-Coder form."""
-    stripped = body.strip()
-    if _FUNCTION.search(stripped) and not stripped.startswith(("{", "[")):
-        return _read_functions(stripped)
-    if not stripped:
-        return [_Read("hermes", error="empty <tool_call> block")]
+def _skip_block(text: str, pos: int) -> int:
+    """Where reading goes on after an unreadable `<tool_call>` block: after its close, or at
+    the next block when that comes first."""
+    close = text.find(_TOOL_CALL_CLOSE, pos)
+    nxt = text.find(_TOOL_CALL_OPEN, pos)
+    if nxt >= 0 and (close < 0 or nxt < close):
+        return nxt
+    return len(text) if close < 0 else close + len(_TOOL_CALL_CLOSE)
+
+
+def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_Read], int]:
+    """One `<tool_call>` block from just after its open tag: Qwen3-Coder functions, or Hermes
+    JSON (an object, or a list of objects). Returns the reads and where the text goes on."""
+    pos = _skip_space(text, start)
+    if pos == len(text) or text.startswith(_TOOL_CALL_CLOSE, pos):
+        return [_Read("hermes", error="empty <tool_call> block")], _skip_block(text, pos)
+    if text.startswith(_FUNCTION_OPEN, pos):
+        reads: list[_Read] = []
+        while True:
+            read, end = _read_function(text, pos, schemas, wrapped=True)
+            reads.append(read)
+            if read.call is None:
+                return reads, _skip_block(text, end)
+            pos = _skip_space(text, end)
+            if not text.startswith(_FUNCTION_OPEN, pos):
+                closed = text.startswith(_TOOL_CALL_CLOSE, pos)
+                return reads, pos + len(_TOOL_CALL_CLOSE) if closed else pos
     try:
-        value = json.loads(stripped)
-    except json.JSONDecodeError as exc:
-        return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {exc}")]
+        value, end = _JSON.raw_decode(text, pos)
+    except _DECODE_ERRORS as exc:
+        nxt, close = text.find(_TOOL_CALL_OPEN, pos), text.find(_TOOL_CALL_CLOSE, pos)
+        if nxt >= 0 and (close < 0 or nxt < close):
+            return [_Read("hermes", error="<tool_call> block is not closed before the next one")], nxt
+        return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {exc}")], _skip_block(text, pos)
+    after = _skip_space(text, end)
+    if text.startswith(_TOOL_CALL_OPEN, after):
+        return [_Read("hermes", error="<tool_call> block is not closed before the next one")], after
+    if after < len(text) and not text.startswith(_TOOL_CALL_CLOSE, after):
+        return [_Read("hermes", error="text after the JSON in a <tool_call> block")], _skip_block(text, after)
     items = value if isinstance(value, list) and value else [value]
-    return [_read_hermes_object(item) for item in items]
+    return [_read_hermes_object(item) for item in items], min(len(text), after + len(_TOOL_CALL_CLOSE))
 
 
 def _read_hermes_object(item: Any) -> _Read:
@@ -196,44 +286,246 @@ def _read_hermes_object(item: Any) -> _Read:
     return _make_call("hermes", item.get("name"), arguments)
 
 
-def _read_functions(text: str) -> list[_Read]:
-    """Qwen3-Coder `<function=NAME>` blocks; the last one may be unclosed."""
-    reads = []
-    matches = list(_FUNCTION.finditer(text))
-    for i, match in enumerate(matches):
-        limit = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-        close = text.find(_FUNCTION_CLOSE, match.end(), limit)
-        if close < 0 and i + 1 < len(matches):
-            reads.append(_Read("qwen3_coder", error=f"<function={match.group(1)}> is not closed before the next one"))
-            continue
-        body = text[match.end() : close if close >= 0 else limit]
-        reads.append(_read_function(match.group(1), body))
-    return reads
+def _wrapped_follow(text: str, end: int) -> bool:
+    """Inside `<tool_call>`, `</function>` is followed by the block's end, another call, or nothing."""
+    pos = _skip_space(text, end)
+    return pos == len(text) or text.startswith((_TOOL_CALL_CLOSE, _TOOL_CALL_OPEN, _FUNCTION_OPEN), pos)
 
 
-def _read_function(name: str, body: str) -> _Read:
-    arguments: dict[str, Any] = {}
-    pos = 0
-    for match in _PARAMETER.finditer(body):
-        if match.start() < pos:
-            continue
-        key = match.group(1).strip()
-        end = body.find(_PARAMETER_CLOSE, match.end())
-        if end < 0:
-            return _Read("qwen3_coder", error=f"tool {name!r}: <parameter={key}> is not closed")
-        if key in arguments:
-            return _Read("qwen3_coder", error=f"tool {name!r}: parameter {key!r} given twice")
-        arguments[key] = _parameter_value(body[match.end() : end])
-        pos = end + len(_PARAMETER_CLOSE)
-    return _make_call("qwen3_coder", name, arguments)
-
-
-def _parameter_value(raw: str) -> Any:
-    """A parameter value: JSON when it parses as JSON, else the text (one leading and one
-    trailing newline are layout, as in Qwen3-Coder's own parser)."""
-    text = raw[1:] if raw.startswith("\n") else raw
-    text = text[:-1] if text.endswith("\n") else text
+def _read_function(text: str, start: int, schemas: Schemas | None, *, wrapped: bool) -> tuple[_Read, int]:
+    """One Qwen3-Coder `<function=NAME>…</function>` at `start`; returns the read and where the
+    text goes on."""
+    match = _FUNCTION.match(text, start)
+    if match is None:
+        return _Read("qwen3_coder", error="<function= tag is cut off before its '>'"), len(text)
+    name = match.group(1).strip()
+    schema = schemas.get(name) if schemas is not None else None
+    properties = _properties(schema) if schemas is not None else None
+    follow: Callable[[str, int], bool] = _wrapped_follow if wrapped else (lambda _text, _end: True)
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
+        readings = _readings(text, match.end(), follow, properties)
+    except RecursionError:
+        return _Read("qwen3_coder", error=f"tool {name!r}: too many parameters to read"), len(text)
+    if not readings:
+        close = text.find(_FUNCTION_CLOSE, match.end())
+        return _Read("qwen3_coder", error=f"tool {name!r}: {_diagnose(text, match.end(), name)}"), (
+            len(text) if close < 0 else close + len(_FUNCTION_CLOSE)
+        )
+    if len(readings) > 1:
+        ways = " or ".join(str([key for key, _ in r.params]) for r in readings)
+        return _Read("qwen3_coder", error=(
+            f"tool {name!r}: ambiguous <parameter=> tags, the text reads as keys {ways} "
+            "(a parameter not closed, or a value holding tag text)"
+        )), readings[0].end
+    reading = readings[0]
+    arguments: dict[str, Any] = {}
+    for key, raw in reading.params:
+        if key in arguments:
+            return _Read("qwen3_coder", error=f"tool {name!r}: parameter {key!r} given twice"), reading.end
+        arguments[key] = _typed_value(_trim_newlines(raw), properties, key)
+    return _make_call("qwen3_coder", name, arguments), reading.end
+
+
+def _readings(
+    text: str, start: int, follow: Callable[[str, int], bool], properties: Mapping[str, Any] | None
+) -> list[_Reading]:
+    """Up to two readings of the function body at `start` (two means: ambiguous).
+
+    A value ends at the first `</parameter>` after which the body goes on; with a schema, the
+    first after which every key is listed and every value fits its type is preferred (a value
+    may itself hold `</parameter><parameter=x>`), else the first at all. The other reading is
+    vLLM's tolerance of an unclosed tag: the value ends just before a `<parameter=KEY>` that
+    comes before any `</parameter>`, unless the schema lists no KEY.
+    """
+
+    def read(fits: Callable[[str, str], bool]) -> list[_Reading]:
+        memo: dict[int, list[_Reading]] = {}
+
+        def body(pos: int) -> list[_Reading]:
+            if pos in memo:
+                return memo[pos]
+            found: list[_Reading] = []
+            at = _skip_space(text, pos)
+            if text.startswith(_FUNCTION_CLOSE, at):
+                end = at + len(_FUNCTION_CLOSE)
+                if follow(text, end):
+                    found.append(_Reading((), end))
+            elif (tag := _PARAMETER.match(text, at)) is not None:
+                key = tag.group(1).strip()
+                for stop, resume, unclosed in _value_ends(text, tag.end(), properties):
+                    raw = text[tag.end() : stop]
+                    rests = body(resume) if fits(key, raw) else []
+                    found += [_Reading(((key, raw), *rest.params), rest.end) for rest in rests]
+                    if len(found) > 1 or (rests and not unclosed):
+                        break
+            memo[pos] = found[:2]
+            return memo[pos]
+
+        return body(start)
+
+    if properties is not None:
+        readings = read(lambda key, raw: _fits(_trim_newlines(raw), properties, key))
+        if readings:
+            return readings
+    return read(lambda _key, _raw: True)
+
+
+def _fits(text: str, properties: Mapping[str, Any], key: str) -> bool:
+    """Whether a value is one the schema allows for `key` (a listed key, and a value of its type)."""
+    if key not in properties:
+        return False
+    types = _schema_types(properties[key])
+    return "string" in types or any(_coerce(text, kind) is not _NOT for kind in types)
+
+
+def _value_ends(text: str, start: int, properties: Mapping[str, Any] | None) -> Iterator[tuple[int, int, bool]]:
+    """Candidate ends of a value starting at `start`, in order: (end of the value, where the
+    body goes on, whether this reads the parameter as unclosed)."""
+    first_close = text.find(_PARAMETER_CLOSE, start)
+    tag = _PARAMETER.search(text, start)
+    unclosed = tag is not None and (first_close < 0 or tag.start() < first_close)
+    if tag is not None and unclosed and (properties is None or tag.group(1).strip() in properties):
+        yield tag.start(), tag.start(), True
+    close = first_close
+    while close >= 0:
+        yield close, close + len(_PARAMETER_CLOSE), False
+        close = text.find(_PARAMETER_CLOSE, close + 1)
+
+
+def _diagnose(text: str, start: int, name: str) -> str:
+    """Why a function body has no reading, found by reading it the simple way."""
+    pos = _skip_space(text, start)
+    if pos == len(text):
+        return f"<function={name}> is not closed (the text ends after its name)"
+    if not text.startswith(_FUNCTION_CLOSE, pos) and not _PARAMETER.match(text, pos):
+        return f"the body of <function={name}> is not <parameter=…> tags"
+    while (tag := _PARAMETER.match(text, pos)) is not None:
+        close = text.find(_PARAMETER_CLOSE, tag.end())
+        if close < 0:
+            return f"<parameter={tag.group(1).strip()}> is not closed"
+        pos = _skip_space(text, close + len(_PARAMETER_CLOSE))
+    if pos == len(text):
+        return f"<function={name}> is not closed"
+    if text.startswith(_FUNCTION_CLOSE, pos):
+        return "text after </function> does not close the <tool_call> block"
+    return f"unexpected text in <function={name}> after a </parameter>"
+
+
+def _trim_newlines(raw: str) -> str:
+    """One leading and one trailing newline are layout, as in Qwen3-Coder's own parser."""
+    return raw.removeprefix("\n").removesuffix("\n")
+
+
+def _properties(schema: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    properties = schema.get("properties") if isinstance(schema, Mapping) else None
+    return properties if isinstance(properties, Mapping) else {}
+
+
+def _typed_value(text: str, properties: Mapping[str, Any] | None, key: str) -> Any:
+    """A parameter value typed as vLLM types it (`coerce_to_schema_type`); without schemas, JSON
+    when it parses as JSON, else the text."""
+    if properties is None:
+        return _json_or_none(text, text)
+    if key not in properties:
         return text
+    types = _schema_types(properties[key])
+    for kind in ("null", "integer", "number", "boolean", "object", "array", "string"):
+        if kind not in types:
+            continue
+        if kind == "string":
+            return text
+        value = _coerce(text, kind)
+        if value is not _NOT:
+            return value
+    return _json_or_none(text, text)
+
+
+_NOT = object()
+
+
+def _coerce(text: str, kind: str) -> Any:
+    """`text` as one JSON Schema type, or `_NOT`."""
+    if kind == "null":
+        return None if text.lower() == "null" else _NOT
+    if kind == "integer":
+        try:
+            return int(text)
+        except ValueError:
+            return _NOT
+    if kind == "number":
+        try:
+            number = float(text)
+        except ValueError:
+            return _NOT
+        if not math.isfinite(number):
+            return _NOT
+        return int(number) if number == int(number) else number
+    if kind == "boolean":
+        word = text.strip().lower()
+        return True if word in ("true", "1") else False if word in ("false", "0") else _NOT
+    decoded = _json_or_none(text, _NOT)
+    if decoded is _NOT:
+        # Older vLLM qwen3_coder parsers also read a Python literal (`{'a': 1}`) here.
+        try:
+            literal = ast.literal_eval(text)
+        except _DECODE_ERRORS:
+            return _NOT
+        decoded = literal if isinstance(literal, (dict, list)) and _is_json(literal) else _NOT
+    return decoded
+
+
+def _json_or_none(text: str, otherwise: Any) -> Any:
+    try:
+        value = json.loads(text)
+    except _DECODE_ERRORS:
+        return otherwise
+    return value if _is_json(value) else otherwise
+
+
+def _is_json(value: Any) -> bool:
+    """A value JSON can carry: finite numbers, string keys, no tuples, sets or bytes."""
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if value is None or isinstance(value, (str, int, bool)):
+        return True
+    if isinstance(value, list):
+        return all(_is_json(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
+    return False
+
+
+def _schema_types(schema: Any) -> set[str]:
+    """The JSON Schema types a property allows (`type`, `enum`, `anyOf`/`oneOf`/`allOf`), as
+    vLLM's `extract_types_from_schema`; `string` when none is given."""
+    if not isinstance(schema, Mapping):
+        return {"string"}
+    types: set[str] = set()
+    declared = schema.get("type")
+    for kind in [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []:
+        if isinstance(kind, str):
+            types.add(_TYPE_ALIASES.get(kind.strip().lower(), kind.strip().lower()))
+    for value in schema.get("enum") or [] if isinstance(schema.get("enum"), list) else []:
+        types.add(_json_type(value))
+    for field in ("anyOf", "oneOf", "allOf"):
+        choices = schema.get(field)
+        if isinstance(choices, list):
+            for choice in choices:
+                types |= _schema_types(choice)
+    return types or {"string"}
+
+
+def _json_type(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, list):
+        return "array"
+    if isinstance(value, dict):
+        return "object"
+    return "string"

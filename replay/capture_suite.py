@@ -143,6 +143,10 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
                 continue
             seen.add(state)
             decisions.append(decision)
+    if not decisions:
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())) or "the store holds no captures"
+        raise SuiteError(f"no decisions to build a suite from in {db}" + (f" since {since}" if since else "")
+                         + f" ({why}); nothing written", [])
     out.mkdir(parents=True, exist_ok=True)
     (out / DECISIONS_JSONL).write_text("".join(d.model_dump_json(exclude_none=True) + "\n" for d in decisions),
                                        encoding="utf-8")

@@ -1,7 +1,8 @@
 """The resumable replay runner: every arm × decision through an OpenAI-compatible endpoint.
 
 Sandboxed by construction: it only asks the model for its next action (no tool is ever
-executed), talks only to the configured endpoint, and never writes to the suite or memory it
+executed), talks only to the configured endpoint (redirects are never followed, so the
+loopback-unless-allowed rule holds for every hop), and never writes to the suite or memory it
 reads. `results.jsonl` is appended and flushed one result at a time, so a run killed at any
 point resumes with exactly one result per (arm, decision).
 """
@@ -9,6 +10,7 @@ point resumes with exactly one result per (arm, decision).
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import hashlib
 import json
 import os
@@ -16,7 +18,8 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -27,7 +30,7 @@ import aiohttp
 
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
-from core.toolcalls import parse_response, transport_error
+from core.toolcalls import parse_response, request_schemas, transport_error
 from replay.config import Arm, RunConfig
 from replay.errors import ReplayError
 from replay.memory.files import WorkspaceMemory, load_memory
@@ -36,6 +39,7 @@ from replay.suite import Suite
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
+RUN_LOCK = "run.lock"
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
@@ -162,9 +166,19 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
             try:
                 injected = inject(decision.request.messages, condition, memories[workspace])
             except ConditionError as exc:
-                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}") from exc
+                hint = _memory_hint(config, workspace)
+                raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}{hint}") from exc
             items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids))
     return order_items(items, config.runner.order, seed=config.decoding.seed or 0)
+
+
+def _memory_hint(config: RunConfig, workspace: str) -> str:
+    """Where the memory a condition needs was looked for."""
+    if config.memory.root is None:
+        return " (the run config has no [memory] root: a directory with one sub-directory per workspace)"
+    if not (config.memory.root / workspace).is_dir():
+        return f" (no directory {config.memory.root / workspace} under [memory] root)"
+    return ""
 
 
 def _load_workspace(config: RunConfig, workspace: str) -> WorkspaceMemory | None:
@@ -207,7 +221,7 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
     if outcome.body is None:
         parsed = transport_error(outcome.error or "no response")
     else:
-        parsed = parse_response(message, tool_names=tool_names)
+        parsed = parse_response(message, tool_names=tool_names, schemas=request_schemas(item.decision.request.tools))
     usage = body.get("usage") or {}
     target = item.decision.target
     return ResultRecord(
@@ -261,8 +275,10 @@ async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
     for attempt in range(1, config.runner.retries + 2):
         started = time.monotonic()
         try:
-            async with session.post(url, json=body, headers=headers) as resp:
+            async with session.post(url, json=body, headers=headers, allow_redirects=False) as resp:
                 text = await resp.text()
+                if 300 <= resp.status < 400:
+                    return Outcome(None, _redirect_error(resp), attempt, time.monotonic() - started)
                 if resp.status == 200:
                     try:
                         return Outcome(json.loads(text), None, attempt, time.monotonic() - started)
@@ -279,6 +295,11 @@ async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], 
     return Outcome(None, error, config.runner.retries + 1, 0.0)
 
 
+def _redirect_error(resp: aiohttp.ClientResponse) -> str:
+    return (f"HTTP {resp.status} redirect to {resp.headers.get('Location', '(no Location)')}: replay does not follow "
+            "redirects (sandbox: only the configured endpoint, loopback unless allowed)")
+
+
 def _auth_headers(config: RunConfig) -> dict[str, str]:
     if config.endpoint.api_key_env and os.environ.get(config.endpoint.api_key_env):
         return {"Authorization": f"Bearer {os.environ[config.endpoint.api_key_env]}"}
@@ -291,7 +312,9 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(timeout=timeout, headers=_auth_headers(config)) as session:
         try:
-            async with session.get(f"{base}/models") as resp:
+            async with session.get(f"{base}/models", allow_redirects=False) as resp:
+                if 300 <= resp.status < 400:
+                    raise RunError(f"{base}/models answered {_redirect_error(resp)}")
                 if resp.status != 200:
                     raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
                 models = [m["id"] for m in (await resp.json()).get("data", [])]
@@ -299,7 +322,7 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
             raise RunError(f"cannot reach the endpoint {base}: {exc}") from exc
         version = None
         try:
-            async with session.get(base.removesuffix("/v1") + "/version") as resp:
+            async with session.get(base.removesuffix("/v1") + "/version", allow_redirects=False) as resp:
                 if resp.status == 200:
                     version = (await resp.json()).get("version")
         except (aiohttp.ClientError, json.JSONDecodeError, aiohttp.ContentTypeError):
@@ -339,35 +362,77 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
     return len(items)
 
 
-def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
-    """Create the run directory, or check that an existing one is for the same config and suite.
+@contextmanager
+def run_lock(run_dir: Path) -> Iterator[None]:
+    """One writer per run directory: an exclusive `flock` on `run.lock` while the run writes.
 
-    Returns True when resuming. A different config or suite is refused with what changed.
+    A second run into the same directory is refused (two writers would duplicate results); the
+    OS drops the lock when its process dies, kill -9 included, so a crashed run resumes.
     """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    path = run_dir / RUN_LOCK
+    with path.open("a") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise RunError(f"another worker-replay run is writing into {run_dir} (it holds {path}); "
+                           "wait for it to finish, or use another --out") from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Whether `run_dir` already holds this run (resume); a different config or suite is refused
+    with what changed. Writes nothing."""
     run_json = run_dir / RUN_JSON
-    if run_json.exists():
-        old = json.loads(run_json.read_text())
-        changes = manifest_diff(old, manifest)
-        if changes:
-            raise RunError(f"{run_dir} holds a run with a different config or suite; refusing to mix results:\n  "
-                           + "\n  ".join(changes) + "\nUse a new --out directory for a new run.")
+    if not run_json.exists():
+        return False
+    old = json.loads(run_json.read_text())
+    changes = manifest_diff(old, manifest)
+    if changes:
+        raise RunError(f"{run_dir} holds a run with a different config or suite; refusing to mix results:\n  "
+                       + "\n  ".join(changes) + "\nUse a new --out directory for a new run.")
+    return True
+
+
+def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
+    """Create the run directory and its run.json, or check that an existing one is for the same
+    config and suite. Returns True when resuming."""
+    if check_run_dir(run_dir, manifest):
         return True
     run_dir.mkdir(parents=True, exist_ok=True)
+    run_json = run_dir / RUN_JSON
     tmp = run_json.with_suffix(".tmp")
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     tmp.replace(run_json)
     return False
 
 
-def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
-    """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
-    models, engine_version = asyncio.run(fetch_models(config))
+def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],
+              engine_version: str | None) -> list[WorkItem]:
+    """Check everything (served models, the run directory, the whole plan), then write run.json.
+
+    Nothing is written when the run cannot start, so a corrected config is a new run, not a
+    refused "mix". Call under `run_lock`. Returns the work still to do.
+    """
     missing = sorted({arm.model for arm in config.arms} - set(models))
     if missing:
         raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
                        f"(served: {', '.join(models) or 'nothing'})")
-    prepare_run_dir(run_dir, run_manifest(config, suite, models, engine_version))
-    done = read_completed(run_dir / RESULTS)
-    items = plan(suite, config, done)
-    asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
+    manifest = run_manifest(config, suite, models, engine_version)
+    check_run_dir(run_dir, manifest)
+    items = plan(suite, config, read_completed(run_dir / RESULTS))
+    prepare_run_dir(run_dir, manifest)
+    return items
+
+
+def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
+    """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
+    models, engine_version = asyncio.run(fetch_models(config))
+    with run_lock(run_dir):
+        items = start_run(suite, config, run_dir, models, engine_version)
+        done = read_completed(run_dir / RESULTS)
+        asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
     return len(items), len(done)

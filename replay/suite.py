@@ -111,16 +111,6 @@ def load_suite(suite_dir: Path | str) -> Suite:
     """The suite's decisions; raises SuiteError when it is invalid or a frozen file changed."""
     path = Path(suite_dir)
     manifest, decisions, problems = _read(path)
-    if manifest is not None and manifest.frozen is not None and (path / DECISIONS_JSONL).is_file():
-        actual = decisions_sha256(path)
-        if actual != manifest.frozen.sha256:
-            changed = SuiteProblem(
-                str(path / DECISIONS_JSONL),
-                None,
-                f"changed since the suite was frozen: expected sha256 {manifest.frozen.sha256}, actual {actual}. "
-                "A frozen suite is immutable; put new cases into the next version",
-            )
-            problems.insert(0, changed)
     if problems or manifest is None:
         raise SuiteError(f"suite {path} is not usable ({len(problems)} problem(s)):", problems)
     return Suite(path, manifest, tuple(decisions), decisions_sha256(path))
@@ -134,19 +124,21 @@ def freeze_suite(suite_dir: Path | str, at: datetime | None = None) -> FrozenMan
     """
     path = Path(suite_dir)
     manifest, decisions, problems = _read(path)
+    if manifest is not None and manifest.frozen is not None and (path / DECISIONS_JSONL).is_file():
+        actual = decisions_sha256(path)
+        if manifest.frozen.sha256 != actual:
+            problem = SuiteProblem(
+                str(path / DECISIONS_JSONL),
+                None,
+                f"already frozen with sha256 {manifest.frozen.sha256}, now {actual}: a frozen suite is immutable; "
+                f"copy it to a new directory with a version after {manifest.version!r} and freeze that",
+            )
+            raise SuiteError(f"refusing to re-freeze suite {path}", [problem])
     if problems or manifest is None:
         raise SuiteError(f"refusing to freeze suite {path}: it is invalid", problems)
-    actual = decisions_sha256(path)
     if manifest.frozen is not None:
-        if manifest.frozen.sha256 == actual:
-            return manifest.frozen
-        problem = SuiteProblem(
-            str(path / DECISIONS_JSONL),
-            None,
-            f"already frozen with sha256 {manifest.frozen.sha256}, now {actual}: a frozen suite is immutable; "
-            f"copy it to a new directory with a version after {manifest.version!r} and freeze that",
-        )
-        raise SuiteError(f"refusing to re-freeze suite {path}", [problem])
+        return manifest.frozen
+    actual = decisions_sha256(path)
     stamp = (at or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     toml_path = path / SUITE_TOML
     text = toml_path.read_text(encoding="utf-8")
@@ -209,20 +201,43 @@ def _read(path: Path) -> tuple[SuiteManifest | None, list[Decision], list[SuiteP
     problems += [SuiteProblem(str(toml_path), None, f"extra stratum {s!r} is built in") for s in extra
                  if s in BUILTIN_STRATA]
     parsed: list[tuple[int, Decision]] = []
+    content = jsonl_path.read_bytes()
     try:
-        text = jsonl_path.read_bytes().decode("utf-8")
+        text = content.decode("utf-8")
     except UnicodeDecodeError as exc:
         return manifest, [], [*problems, SuiteProblem(str(jsonl_path), None, f"not UTF-8: {exc}")]
+    lines = 0
     for number, raw in enumerate(text.split("\n"), start=1):
         if not raw.strip():
             continue
+        lines += 1
         decision, reasons = _read_line(raw, extra)
         problems += [SuiteProblem(str(jsonl_path), number, r) for r in reasons]
         if decision is not None:
             parsed.append((number, decision))
+    if lines == 0:
+        problems.append(SuiteProblem(str(jsonl_path), None, "no decisions"))
     problems += [SuiteProblem(str(jsonl_path), line, reason) for line, reason in check_across(parsed)]
+    if manifest is not None and manifest.frozen is not None:
+        problems += _frozen_problems(manifest.frozen, toml_path, jsonl_path, hashlib.sha256(content).hexdigest(), lines)
     problems.sort(key=lambda p: (p.file, p.line or 0))
     return manifest, [d for _, d in parsed], problems
+
+
+def _frozen_problems(
+    frozen: FrozenManifest, toml_path: Path, jsonl_path: Path, actual: str, lines: int
+) -> list[SuiteProblem]:
+    """A frozen suite is immutable: its decisions must hash and count as the manifest says."""
+    if actual != frozen.sha256:
+        return [SuiteProblem(
+            str(jsonl_path), None,
+            f"changed since the suite was frozen: expected sha256 {frozen.sha256}, actual {actual}. "
+            "A frozen suite is immutable; put new cases into the next version",
+        )]
+    if lines != frozen.decisions:
+        return [SuiteProblem(str(toml_path), None,
+                             f"[frozen] says {frozen.decisions} decisions, decisions.jsonl has {lines}")]
+    return []
 
 
 def _read_manifest(toml_path: Path) -> tuple[SuiteManifest | None, list[SuiteProblem]]:
@@ -243,6 +258,8 @@ def _read_line(raw: str, extra: list[str]) -> tuple[Decision | None, list[str]]:
         data = json.loads(raw)
     except json.JSONDecodeError as exc:
         return None, [f"invalid JSON: {exc.msg} (column {exc.colno})"]
+    except RecursionError:
+        return None, ["invalid JSON: nested too deeply to read"]
     if not isinstance(data, dict):
         return None, ["a decision must be a JSON object"]
     try:

@@ -7,11 +7,12 @@ before anything starts.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sys
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import Field
 
@@ -23,6 +24,10 @@ from serve.engine.modelbuild import cache_dir
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
 NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
+# The call format each vLLM tool parser reads, for the parsers of the formats core/toolcalls reads.
+PARSER_FORMATS = {"hermes": "hermes", "qwen3_json": "hermes", "qwen3_coder": "qwen3_coder", "qwen3_xml": "qwen3_coder"}
+FORMAT_LOOKS = {"hermes": '<tool_call>{"name": …, "arguments": …}</tool_call>',
+                "qwen3_coder": "<function=…><parameter=…>…</parameter></function>"}
 
 
 class VllmArgs(Strict):
@@ -88,7 +93,55 @@ def load_engine_config(path: Path, port: int | None = None) -> EngineConfig:
         updates["chat_template"] = str(template)
     if port is not None:
         updates["port"] = port
-    return config.model_copy(update={"vllm": args.model_copy(update=updates)})
+    resolved = config.model_copy(update={"vllm": args.model_copy(update=updates)})
+    check_tool_format(path, resolved.vllm)
+    return resolved
+
+
+def template_tool_format(template: str) -> str | None:
+    """The tool-call format a chat template writes: `qwen3_coder` XML, `hermes` JSON, or None."""
+    if "<function=" in template and "<parameter=" in template:
+        return "qwen3_coder"
+    if "<tool_call>" in template:
+        return "hermes"
+    return None
+
+
+def _model_template(model: str) -> tuple[Path, str] | None:
+    """The chat template shipped with a local model directory (vLLM's default when none is set)."""
+    directory = Path(model)
+    jinja = directory / "chat_template.jinja"
+    if jinja.is_file():
+        return jinja, jinja.read_text(encoding="utf-8")
+    tokenizer_config = directory / "tokenizer_config.json"
+    if not tokenizer_config.is_file():
+        return None
+    try:
+        template: Any = json.loads(tokenizer_config.read_text(encoding="utf-8")).get("chat_template")
+    except (ValueError, AttributeError):
+        return None
+    if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
+        template = "\n".join(t.get("template", "") for t in template if isinstance(t, dict))
+    return (tokenizer_config, template) if isinstance(template, str) else None
+
+
+def check_tool_format(path: Path, args: VllmArgs) -> None:
+    """Refuse a tool-call parser that cannot read the calls the chat template teaches the model
+    to write: vLLM would return them as plain text, and every tool call would look like none."""
+    expected = PARSER_FORMATS.get(args.tool_call_parser or "")
+    if expected is None:
+        return
+    found = (Path(args.chat_template), Path(args.chat_template).read_text(encoding="utf-8")) \
+        if args.chat_template else _model_template(args.model)
+    if found is None:
+        return
+    source, template = found
+    written = template_tool_format(template)
+    if written is not None and written != expected:
+        raise ConfigError(
+            f"{path}: vllm.tool_call_parser = {args.tool_call_parser!r} reads {FORMAT_LOOKS[expected]}, but the "
+            f"chat template {source} writes {FORMAT_LOOKS[written]}: use a {written!r} parser"
+        )
 
 
 def server_args(args: VllmArgs) -> list[str]:

@@ -9,12 +9,12 @@ engines as they were. Each change bumps `revision` and is written to the admin l
 
 | Method and path | Body | Does |
 |---|---|---|
-| `POST /admin/adapters` | `{"name", "path"}` | register an adapter version (201). `path` must lie inside `adapters.root` (relative paths are read there); `adapter_config.json` must be a LoRA for `base.model` with rank ≤ `adapters.max_rank`. The name must be new: names are never reused, not even after an unload. |
+| `POST /admin/adapters` | `{"name", "path"}` | register an adapter version (201). `path` must lie inside `adapters.root` (relative paths are read there), and so must every file in it, symlinks resolved (checked again at load); `adapter_config.json` must be a LoRA for `base.model` with rank ≤ `adapters.max_rank`. The name must be new: names are never reused, not even after an unload. |
 | `POST /admin/adapters/{name}/load` | – | load it on every healthy engine (engines that are down get it when they come back). Refused if its files changed since registration. |
 | `POST /admin/adapters/{name}/unload` | – | unload it; refused (409) while it is production, the rollback target, a canary or a shadow. |
 | `GET /admin/adapters` | – | all versions with their state (`registered`, `loaded`, `unloaded`). |
 | `POST /admin/routes/{route}/production` | `{"version"}` | make a loaded version (or the base model's served name) production; the old production becomes the rollback target. A canary or shadow of that version ends. |
-| `POST /admin/routes/{route}/rollback` | – | swap production and the rollback target (no load: it is still loaded); takes effect on the next request. |
+| `POST /admin/routes/{route}/rollback` | – | swap production and the rollback target (no load: it is still loaded); takes effect on the next request. A canary or shadow of the version that becomes production ends. |
 | `POST /admin/routes/{route}/canary` | `{"candidate", "percent", "sticky_by"}` | send `percent` (0 < p ≤ 100) of sticky keys to the candidate; `sticky_by` is `workspace` (header `X-Workspace-Id`, default) or `session` (`X-Session-Id`). Re-posting the same candidate changes the percent; another candidate needs a stop first. |
 | `DELETE /admin/routes/{route}/canary` | – | stop the canary. |
 | `POST /admin/routes/{route}/shadow` | `{"candidate", "sample_rate"}` | copy a sample (0–1) of the route's production requests to the candidate in the background and compare. |

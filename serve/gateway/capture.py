@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 class CaptureJob:
     """One answered chat request, as the capture worker gets it."""
 
-    request_id: str
+    key: str  # the gateway's own id of the request: the capture's unique id
+    request_id: str  # X-Request-Id as the client sent it (or the gateway's when it sent none)
     workspace: str | None
     session: str | None
     route: str
@@ -96,7 +97,7 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
     given = job.body.get("messages")
     messages: list[Any] = given if isinstance(given, list) else []
     offered = tool_names(job.body)
-    parsed = parse_answer(job.answer, offered)
+    parsed = parse_answer(job.answer, job.body)
     call = chosen_call(parsed)
     raw_calls = job.answer.get("tool_calls") if isinstance(job.answer, dict) else None
     call_id = raw_calls[0].get("id") if raw_calls and isinstance(raw_calls[0], dict) else None
@@ -105,7 +106,7 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
         choice = f"function:{(choice.get('function') or {}).get('name', '')}"
     full = mode == "full"
     return CapturedDecision(
-        id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
+        id=job.key, request_id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
         session=job.session or "", route=job.route, adapter=job.adapter, kind=job.kind,
         request_sha256=request_sha256(job.body),
         message_hashes=[message_hash(m) for m in messages],
@@ -167,7 +168,7 @@ class Capture:
     def captures(self, job: CaptureJob) -> bool:
         """Whether this request is stored: a store is open, its workspace is allowed and its session sampled."""
         allowed = not self.settings.workspaces or (job.workspace or "") in self.settings.workspaces
-        return self.store is not None and allowed and sampled(job.session or job.request_id, self.settings.sample_rate)
+        return self.store is not None and allowed and sampled(job.session or job.key, self.settings.sample_rate)
 
     def process(self, job: CaptureJob) -> None:
         """Count the guard's anomalies in the request's tool results; if captured, label the session's earlier

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, field_validator, model_validator
 
 from core.guard import GuardRules
 from core.records import Strict
@@ -135,6 +135,16 @@ class CaptureSection(Strict):
     """When full, capture jobs are dropped and counted."""
     guard: GuardRules = Field(default_factory=GuardRules)
     """The tool-outcome guard's rules (`[capture.guard]`); it runs in every capture mode."""
+
+    @field_validator("workspaces")
+    @classmethod
+    def _real_workspace_names(cls, names: list[str]) -> list[str]:
+        """An empty name would allowlist every request without a workspace header; a padded one
+        never matches a header."""
+        bad = [name for name in names if not name.strip() or name != name.strip()]
+        if bad:
+            raise ValueError(f"workspace names must be non-empty and unpadded, not {', '.join(map(repr, bad))}")
+        return names
 
     @model_validator(mode="after")
     def _full_needs_an_allowlist(self) -> CaptureSection:

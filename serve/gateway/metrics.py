@@ -108,6 +108,10 @@ class GatewayMetrics:
         self.guard_anomalies = Counter("worker_guard_anomalies_total", "Tool results the guard classified as an "
                                        "anomaly, by workspace, tool and kind", ["workspace", "tool", "kind"],
                                        registry=r)
+        self.log_write_errors = Counter("worker_gateway_log_write_errors_total", "Failed writes of the request/"
+                                        "shadow log to the state store (rows kept for the next try)", registry=r)
+        self.log_rows_dropped = Counter("worker_gateway_log_rows_dropped_total", "Request/shadow log rows given up "
+                                        "after the state store failed too long", registry=r)
         self.capture_errors = Counter("worker_capture_errors_total", "Capture jobs lost (queue_full) or failed "
                                       "(process); the production request is never affected", ["reason"], registry=r)
         self.engine = EngineCollector()

@@ -5,10 +5,14 @@ metrics):
 
 * no healthy replica, or every replica refuses the connection → 503 `engine_unavailable`
   with `Retry-After` (the engine is down or restarting; the health loop brings it back);
+* a body that cannot be read (not JSON, nested too deeply, not an object) → 400 `invalid_json`;
+  a `stream` that is not a boolean (or null) → 400 `invalid_stream`;
+  an unexpected failure in the gateway → 500 `internal_error`; both counted like any request;
 * no answer within `gateway.request_timeout_s` (or a stream silent for
   `gateway.stream_idle_timeout_s`) → 504 `upstream_timeout`;
-* the engine answers 5xx → 502 `upstream_error`; a 200 that is not an OpenAI answer → 502
-  `bad_upstream_response`; the engine's 4xx (bad parameters) are passed on with its message;
+* the engine answers 5xx → 502 `upstream_error`; a 200 that is not an OpenAI answer (or, to a
+  stream request, not `text/event-stream`) → 502 `bad_upstream_response`; the engine's 4xx
+  (bad parameters) are passed on with its message;
 * an adapter the engine does not know although the registry loaded it → 503 and an
   immediate re-apply of the registry to that engine.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import logging
 import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable
@@ -47,13 +52,13 @@ from serve.gateway.shadow import (
     StreamAccumulator,
     answer_of,
     shadow_body,
-    tool_names,
 )
 from serve.gateway.upstreams import Upstream
 
 if TYPE_CHECKING:
     from serve.gateway.service import Gateway
 
+log = logging.getLogger(__name__)
 _BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
 _SEQUENCE = itertools.count(1)
 T = TypeVar("T")
@@ -65,9 +70,10 @@ JSON_HEADERS = {"Content-Type": "application/json"}
 class Call:
     """One request on its way through the gateway."""
 
-    request_id: str
+    request_id: str  # X-Request-Id: the client's when it sent one, so not unique
     endpoint: Endpoint
     started: float
+    key: str  # the gateway's own id, unique per request: what stored records are keyed by
     requested: str | None = None
     resolution: Resolution | None = None
     upstream: str | None = None
@@ -102,6 +108,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
         body = json.loads(raw)
     except ValueError as exc:
         raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
+    except RecursionError as exc:
+        raise GatewayError(400, "the request body is nested too deeply to read", "invalid_json") from exc
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
     return body
@@ -109,7 +117,8 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
     """One OpenAI request end to end: resolve, forward (relaying streams), shadow, capture, count and log."""
-    call = Call(request.headers.get("x-request-id") or f"{_BOOT}-{next(_SEQUENCE)}", endpoint, time.perf_counter())
+    key = f"{_BOOT}-{next(_SEQUENCE)}"
+    call = Call(request.headers.get("x-request-id") or key, endpoint, time.perf_counter(), key)
     try:
         body = parse_body(await request.body())
         model = body.get("model", gw.config.gateway.default_route)
@@ -120,14 +129,25 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
         call.workspace, call.session = request.headers.get(WORKSPACE_HEADER), request.headers.get(SESSION_HEADER)
         call.resolution = gw.resolve(model, call.workspace, call.session)
         body["model"] = call.resolution.target
-        if body.get("stream") is True:
+        stream = body.get("stream")
+        if stream is not None and not isinstance(stream, bool):
+            raise GatewayError(400, f"'stream' must be true or false, not {json.dumps(stream)[:40]}", "invalid_stream")
+        if stream:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
     except GatewayError as exc:
-        finish(gw, call, exc.status_code, exc.code)
-        response = exc.response()
-        response.headers.update(call.headers())
-        return response
+        return _failed(gw, call, exc)
+    except Exception:
+        # A bug, not the client's fault; still answered in OpenAI's shape and counted.
+        log.exception("request %s failed", call.request_id)
+        return _failed(gw, call, GatewayError(500, "internal gateway error (logged)", "internal_error"))
+
+
+def _failed(gw: Gateway, call: Call, exc: GatewayError) -> Response:
+    finish(gw, call, exc.status_code, exc.code)
+    response = exc.response()
+    response.headers.update(call.headers())
+    return response
 
 
 def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
@@ -138,9 +158,15 @@ def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
     return aiohttp.ClientTimeout(total=settings.request_timeout_s, connect=settings.connect_timeout_s)
 
 
-def _timeout_error(gw: Gateway, upstream: Upstream) -> GatewayError:
+def _timeout_error(gw: Gateway, upstream: Upstream, stream: bool) -> GatewayError:
+    """The 504 naming the setting that ran out: streams wait `stream_idle_timeout_s` per read."""
+    if stream:
+        idle = gw.config.gateway.stream_idle_timeout_s
+        return GatewayError(504, f"upstream {upstream.name} sent nothing for {idle:g} s "
+                                 "(gateway.stream_idle_timeout_s)", "upstream_timeout")
     limit = gw.config.gateway.request_timeout_s
-    return GatewayError(504, f"upstream {upstream.name} did not answer within {limit:g} s", "upstream_timeout")
+    return GatewayError(504, f"upstream {upstream.name} did not answer within {limit:g} s "
+                             "(gateway.request_timeout_s)", "upstream_timeout")
 
 
 async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
@@ -160,7 +186,7 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
             gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)
             continue
         except TimeoutError as exc:
-            raise _timeout_error(gw, upstream) from exc
+            raise _timeout_error(gw, upstream, stream) from exc
         except aiohttp.ClientError as exc:
             raise GatewayError(502, f"upstream {upstream.name} failed: {exc}", "upstream_disconnected") from exc
         finally:
@@ -173,13 +199,13 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
                       f"retry in {gw.retry_after_s} s", gw.retry_after_s)
 
 
-async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse) -> bytes:
+async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse, stream: bool = False) -> bytes:
     complete = False
     try:
         raw = await resp.read()
         complete = True
     except TimeoutError as exc:
-        raise _timeout_error(gw, upstream) from exc
+        raise _timeout_error(gw, upstream, stream) from exc
     except aiohttp.ClientError as exc:
         raise GatewayError(502, f"upstream {upstream.name} broke off its answer: {exc}",
                            "upstream_disconnected") from exc
@@ -196,7 +222,7 @@ def _engine_message(raw: bytes) -> str:
     try:
         body = json.loads(raw)
         return str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
-    except (ValueError, AttributeError, KeyError, TypeError):
+    except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
         return raw.decode(errors="replace").strip()[:500] or "(empty body)"
 
 
@@ -216,8 +242,8 @@ def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answ
     try:
         payload = json.loads(raw)
         return payload, answer_of(call.endpoint, payload)
-    except (ValueError, BadAnswer) as exc:
-        raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc}",
+    except (ValueError, BadAnswer, RecursionError) as exc:
+        raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc!s:.300}",
                            "bad_upstream_response") from exc
 
 
@@ -267,13 +293,17 @@ async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
     upstream, resp = await _open(gw, call, body, stream=True)
     if resp.status != 200:
         try:
-            raw = await _read(gw, upstream, resp)
+            raw = await _read(gw, upstream, resp, stream=True)
         except GatewayError:
             raw = b""
         raise _upstream_failure(gw, call, upstream, resp.status, raw)
+    content_type = resp.headers.get("Content-Type", "")
+    if not content_type.startswith("text/event-stream"):
+        await _read(gw, upstream, resp, stream=True)
+        raise GatewayError(502, f"upstream {upstream.name} answered a stream request with "
+                                f"{content_type or 'no Content-Type'}, not an SSE stream", "bad_upstream_response")
     relay = Relay(gw, call, body, upstream, resp, candidate)
-    return RelayResponse(relay, media_type=resp.headers.get("Content-Type", "text/event-stream"),
-                         headers=call.headers())
+    return RelayResponse(relay, media_type=content_type, headers=call.headers())
 
 
 def _sse_error(message: str, code: str, status: int) -> bytes:
@@ -303,8 +333,9 @@ class Relay:
         except (TimeoutError, aiohttp.ClientError) as exc:
             timed_out = isinstance(exc, TimeoutError)
             self.status, self.reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
-            yield _sse_error(f"upstream {self.upstream.name}: the stream broke off ({type(exc).__name__}: {exc})",
-                             self.reason, self.status)
+            message = _timeout_error(self.gw, self.upstream, stream=True).message if timed_out else \
+                f"upstream {self.upstream.name}: the stream broke off ({type(exc).__name__}: {exc})"
+            yield _sse_error(message, self.reason, self.status)
 
     def close(self) -> None:
         if self.closed:
@@ -350,7 +381,7 @@ def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answe
     res = call.resolution
     assert res is not None
     gw.capture.submit(CaptureJob(
-        request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
+        key=call.key, request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
         adapter=res.target, kind=res.kind, body=body, answer=answer,
         duration_s=time.perf_counter() - call.started, captured_at=now_iso()))
 
@@ -359,14 +390,14 @@ def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str
     res = call.resolution
     assert res is not None
     gw.shadow.submit(ShadowJob(
-        request_id=call.request_id, route=res.route, production=res.target, candidate=candidate,
+        request_id=call.key, route=res.route, production=res.target, candidate=candidate,
         endpoint=call.endpoint, body=shadow_body(body, candidate), production_answer=answer,
-        replica_key=res.replica_key, tool_names=tool_names(body), request_sha256=request_sha256(body)))
+        replica_key=res.replica_key, request_sha256=request_sha256(body)))
 
 
 async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:
     """The candidate's answer to a shadow job (GatewayError on any failure, like production)."""
-    call = Call(job.request_id, job.endpoint, time.perf_counter(), job.candidate,
+    call = Call(job.request_id, job.endpoint, time.perf_counter(), job.request_id, job.candidate,
                 Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key))
     upstream, resp = await _open(gw, call, job.body, stream=False)
     raw = await _read(gw, upstream, resp)

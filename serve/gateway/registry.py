@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import sqlite3
 from collections.abc import Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -32,6 +33,7 @@ BASE = ":base"  # how the base model is stored, so renaming the served base keep
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 _PRUNE_EVERY = 1000  # log rows written between two prunes
 _FLUSH_AT = 1000  # buffered log rows that force a flush before the periodic one
+_MAX_PENDING = 100_000  # log rows kept for a retry while the store fails; the oldest go first
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -207,13 +209,33 @@ def fingerprint(directory: Path) -> str:
     return digest.hexdigest()
 
 
+def files_outside(directory: Path, root: Path) -> list[str]:
+    """Entries of an adapter directory (symlinks included, at any depth) that resolve outside `root`."""
+    outside = []
+    for base, dirs, files in os.walk(directory):
+        for name in (*dirs, *files):
+            entry = Path(base) / name
+            if not entry.resolve().is_relative_to(root):
+                outside.append(str(entry.relative_to(directory)))
+    return sorted(outside)
+
+
 def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> AdapterFiles:
     """Check a PEFT LoRA directory before it is registered; relative paths are read under `root`."""
     root = root.resolve()
+    if "\0" in path:
+        raise AdapterError(f"path {path!r} contains a NUL byte")
     given = Path(path)
-    resolved = (given if given.is_absolute() else root / given).resolve()
+    try:
+        resolved = (given if given.is_absolute() else root / given).resolve()
+    except (OSError, RuntimeError) as exc:  # RuntimeError: a symlink loop
+        raise AdapterError(f"path {path!r} cannot be resolved: {exc}") from None
     if not resolved.is_relative_to(root):
         raise AdapterError(f"path {path!r} is outside the adapter root {root}")
+    outside = files_outside(resolved, root)
+    if outside:
+        raise AdapterError(f"{resolved}: {', '.join(outside)} resolve outside the adapter root {root} "
+                           "(the engine reads every file of the directory)")
     config_file = resolved / "adapter_config.json"
     try:
         config = json.loads(config_file.read_text())
@@ -221,6 +243,8 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
         raise AdapterError(f"{config_file} does not exist") from exc
     except (OSError, json.JSONDecodeError) as exc:
         raise AdapterError(f"{config_file}: {exc}") from exc
+    except RecursionError as exc:
+        raise AdapterError(f"{config_file}: nested too deeply to read") from exc
     if not isinstance(config, dict):
         raise AdapterError(f"{config_file}: not a JSON object")
     if config.get("peft_type") != "LORA":
@@ -239,10 +263,15 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
     return AdapterFiles(resolved, rank, trained_on, fingerprint(resolved))
 
 
+class LogWriteError(ServeError, RuntimeError):
+    """The request/shadow log could not be written; its rows stay buffered for the next try."""
+
+
 class Registry:
     """Durable gateway state. Single-writer: the app serialises admin changes with one lock."""
 
     def __init__(self, path: Path, routes: Sequence[str], base: str, keep_rows: int = 100_000):
+        self._path = path
         self._db = open_wal(path, SCHEMA)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -251,6 +280,8 @@ class Registry:
         self._keep = keep_rows
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._written = 0
+        self._failing = False  # the last flush failed: only the periodic flush retries
+        self.dropped_rows = 0  # log rows given up because the store failed too long
         with self._tx():
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('revision', '0')")
             for name in routes:
@@ -258,8 +289,10 @@ class Registry:
         self.state = self._read()
 
     def close(self) -> None:
-        self.flush()
-        self._db.close()
+        try:
+            self.flush()
+        finally:
+            self._db.close()
 
     def _tx(self) -> AbstractContextManager[None]:
         return transaction(self._db)
@@ -333,11 +366,14 @@ class Registry:
         return self.state.routes[route]
 
     def rollback(self, route: str) -> Route:
-        """Swap production and the rollback target (a second rollback undoes the first)."""
+        """Swap production and the rollback target (a second rollback undoes the first). As with
+        `set_production`, a canary or shadow of the version that becomes production ends."""
         current = self.state.routes[route]
         assert current.previous is not None
         with self._change("rollback", {"route": route, "from": current.production, "to": current.previous}):
             self._write_route(route, current.previous, current.production)
+            self._db.execute("DELETE FROM canaries WHERE route = ? AND candidate = ?", (route, current.previous))
+            self._db.execute("DELETE FROM shadows WHERE route = ? AND candidate = ?", (route, current.previous))
         return self.state.routes[route]
 
     def _write_route(self, route: str, production: str, previous: str | None) -> None:
@@ -391,18 +427,38 @@ class Registry:
 
     def _buffer(self, table: str, row: RequestRow | ShadowRow) -> None:
         self._pending.append((table, {"at": now(), **vars(row)}))
-        if len(self._pending) >= _FLUSH_AT:
+        if len(self._pending) >= _FLUSH_AT and not self._failing:
+            self._flush_quietly()
+
+    def _flush_quietly(self) -> None:
+        """Flush where a failure must not reach the caller (a request, a read): the periodic
+        flush reports it, and the rows stay buffered."""
+        with suppress(LogWriteError):
             self.flush()
 
     def flush(self) -> None:
-        """Write buffered log rows; rows beyond `keep_rows` per table are pruned now and then."""
+        """Write buffered log rows; rows beyond `keep_rows` per table are pruned now and then.
+
+        On a store error the rows stay buffered for the next try (beyond `_MAX_PENDING` the
+        oldest are given up and counted in `dropped_rows`) and LogWriteError says why.
+        """
         if not self._pending:
             return
-        pending, self._pending = self._pending, []
-        with self._tx():
-            for table, row in pending:
-                marks = ", ".join("?" for _ in row)
-                self._db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
+        pending = self._pending
+        try:
+            with self._tx():
+                for table, row in pending:
+                    marks = ", ".join("?" for _ in row)
+                    self._db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
+        except sqlite3.Error as exc:
+            self._failing = True
+            overflow = len(pending) - _MAX_PENDING
+            if overflow > 0:
+                del pending[:overflow]
+                self.dropped_rows += overflow
+            raise LogWriteError(f"{self._path}: cannot write the request log ({len(pending)} rows kept for the "
+                                f"next try): {exc}") from exc
+        self._pending, self._failing = [], False
         self._written += len(pending)
         if self._keep and self._written >= _PRUNE_EVERY:
             self._written = 0
@@ -412,18 +468,18 @@ class Registry:
 
     def requests(self, limit: int = 100) -> list[dict[str, Any]]:
         """The latest routed requests, newest first."""
-        self.flush()
+        self._flush_quietly()
         return [dict(r) for r in self._db.execute("SELECT * FROM requests ORDER BY id DESC LIMIT ?", (limit,))]
 
     def requests_since(self, route: str, since: str) -> list[dict[str, Any]]:
         """The route's logged requests at or after `since` (an ISO time in `now()`'s format)."""
-        self.flush()
+        self._flush_quietly()
         return [dict(r) for r in self._db.execute("SELECT * FROM requests WHERE route = ? AND at >= ? ORDER BY id",
                                                   (route, since))]
 
     def shadow_results_since(self, route: str, since: str) -> list[dict[str, Any]]:
         """The route's stored shadow comparisons at or after `since` (without the answers' text)."""
-        self.flush()
+        self._flush_quietly()
         columns = ("id, request_id, at, route, endpoint, production, candidate, request_sha256, production_outcome, "
                    "shadow_outcome, production_tool, shadow_tool, agreement, error, shadow_latency_s")
         rows = self._db.execute(f"SELECT {columns} FROM shadow_results WHERE route = ? AND at >= ? ORDER BY id",
@@ -432,7 +488,7 @@ class Registry:
 
     def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """The latest shadow comparisons (of one route, or all), newest first, answers included."""
-        self.flush()
+        self._flush_quietly()
         query = "SELECT * FROM shadow_results" + (" WHERE route = ?" if route else "") + " ORDER BY id DESC LIMIT ?"
         args = (route, limit) if route else (limit,)
         rows = [dict(r) for r in self._db.execute(query, args)]
@@ -443,7 +499,7 @@ class Registry:
 
     def shadow_summary(self) -> dict[str, dict[str, int]]:
         """Stored comparisons per `route/candidate`, counted by agreement level."""
-        self.flush()
+        self._flush_quietly()
         summary: dict[str, dict[str, int]] = {}
         rows = self._db.execute("SELECT route, candidate, agreement, COUNT(*) AS n FROM shadow_results "
                                 "GROUP BY route, candidate, agreement")

@@ -23,7 +23,7 @@ from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
 from serve.gateway.proxy import send_shadow
-from serve.gateway.registry import Adapter, Registry, fingerprint
+from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
 from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
 from serve.gateway.shadow import ShadowRunner
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool
@@ -104,9 +104,18 @@ class Gateway:
     # --- engines -------------------------------------------------------------------------
 
     async def _flush_loop(self) -> None:
+        """Write the request/shadow log every LOG_FLUSH_S; a store error is logged and counted
+        and the rows wait for the next try: the loop itself never ends on an error."""
+        dropped = 0
         while True:
             await asyncio.sleep(LOG_FLUSH_S)
-            self.registry.flush()
+            try:
+                self.registry.flush()
+            except Exception as exc:  # noqa: BLE001 (any failure: the next tick tries again)
+                log.error("request log: %s", exc)
+                self.metrics.log_write_errors.inc()
+            self.metrics.log_rows_dropped.inc(self.registry.dropped_rows - dropped)
+            dropped = self.registry.dropped_rows
 
     async def _health_loop(self) -> None:
         while True:
@@ -158,7 +167,12 @@ class Gateway:
         return problems
 
     async def verify_files(self, adapter: Adapter) -> None:
-        """Refuse files changed since registration: never serve new weights under an old name."""
+        """Refuse files changed since registration: never serve new weights under an old name,
+        nor files that now resolve outside the adapter root."""
+        outside = await asyncio.to_thread(files_outside, Path(adapter.path), self.config.adapters.root.resolve())
+        if outside:
+            raise FilesChanged(f"files of {adapter.name!r} at {adapter.path} now resolve outside the adapter root "
+                               f"({', '.join(outside)}); register a checked copy under a new version name")
         if await asyncio.to_thread(fingerprint, Path(adapter.path)) != adapter.fingerprint:
             raise FilesChanged(f"the files of {adapter.name!r} at {adapter.path} changed since registration; "
                                "register them under a new version name")

@@ -13,13 +13,13 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Collection, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from core.records import ParsedResponse
 from core.scoring import CallAgreement, chosen_call, compare_calls
-from core.toolcalls import parse_response, parse_text, transport_error
+from core.toolcalls import parse_response, parse_text, request_schemas, transport_error
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics
 from serve.gateway.registry import Registry, ShadowRow
@@ -54,9 +54,12 @@ def tool_names(body: Mapping[str, Any]) -> frozenset[str] | None:
                      if isinstance(t, dict) and isinstance(t.get("function"), dict) and "name" in t["function"])
 
 
-def parse_answer(answer: Answer, names: Collection[str] | None) -> ParsedResponse:
-    """Read an answer with the shared parser: a chat message, or a completion's text."""
-    return parse_response(answer, names) if isinstance(answer, dict) else parse_text(answer, names)
+def parse_answer(answer: Answer, request: Mapping[str, Any]) -> ParsedResponse:
+    """Read an answer against the tools its request offered (names, and schemas to type text calls)."""
+    names, schemas = tool_names(request), request_schemas(request.get("tools"))
+    if isinstance(answer, dict):
+        return parse_response(answer, names, schemas=schemas)
+    return parse_text(answer, names, schemas=schemas)
 
 
 class StreamAccumulator:
@@ -81,7 +84,7 @@ class StreamAccumulator:
                 continue
             try:
                 event = json.loads(data)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
             self._event(event)
 
@@ -116,7 +119,7 @@ class StreamAccumulator:
 
 @dataclass(frozen=True)
 class ShadowJob:
-    request_id: str
+    request_id: str  # the gateway's own id of the production request (= its capture's id)
     route: str
     production: str
     candidate: str
@@ -124,7 +127,6 @@ class ShadowJob:
     body: dict[str, Any]  # the request as the candidate gets it (model = candidate, not streamed)
     production_answer: Answer
     replica_key: str | None
-    tool_names: frozenset[str] | None
     request_sha256: str
 
 
@@ -193,7 +195,7 @@ class ShadowRunner:
         try:
             payload = await asyncio.wait_for(self._send(job), self.timeout_s)
             answer = answer_of(job.endpoint, payload)
-            shadow = parse_answer(answer, job.tool_names)
+            shadow = parse_answer(answer, job.body)
         except GatewayError as exc:
             status, reason, shadow = exc.status_code, exc.code, transport_error(exc.message)
         except TimeoutError:
@@ -202,7 +204,7 @@ class ShadowRunner:
         except BadAnswer as exc:
             status, reason, shadow = 502, "bad_upstream_response", transport_error(str(exc))
         elapsed = time.perf_counter() - started
-        production = parse_answer(job.production_answer, job.tool_names)
+        production = parse_answer(job.production_answer, job.body)
         agreement = compare_calls(production, shadow)
         self._metrics.observe(job.route, job.candidate, "shadow", status, elapsed, reason)
         self._metrics.shadow_comparisons.labels(job.route, job.candidate, agreement.value).inc()

@@ -50,7 +50,7 @@ def _error_message(status: int, text: str) -> str:
     try:
         body = json.loads(text)
         message = body.get("error", {}).get("message") or body.get("message") or text
-    except (json.JSONDecodeError, AttributeError):
+    except (json.JSONDecodeError, AttributeError, RecursionError):
         message = text
     return f"HTTP {status}: {str(message).strip()[:500]}"
 

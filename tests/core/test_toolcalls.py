@@ -248,10 +248,11 @@ def test_qwen3_coder_scalar_values_decode_as_json() -> None:
     assert parsed.first is not None and parsed.first.arguments == {"n": 12, "s": "twelve"}
 
 
-def test_qwen3_coder_unclosed_function_at_end() -> None:
+def test_qwen3_coder_unclosed_function_at_end_is_malformed() -> None:
+    # Cut off before </function>, more parameters may have followed: not a call with fewer keys.
     parsed = parse_text("<function=finalize_invoice>\n<parameter=invoice_id>\nA\n</parameter>\n", TOOLS)
-    assert parsed.outcome is ParseOutcome.OK
-    assert parsed.first is not None and parsed.first.arguments == {"invoice_id": "A"}
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL
+    assert "not closed" in (parsed.error or "")
 
 
 def test_qwen3_coder_unclosed_parameter_is_malformed() -> None:
@@ -347,3 +348,81 @@ def test_transport_error_helper() -> None:
 def test_hermes_parameters_alias() -> None:
     parsed = parse_text('<tool_call>{"name": "finalize_invoice", "parameters": {"invoice_id": "A"}}</tool_call>', TOOLS)
     assert parsed.first is not None and parsed.first.key_set == ["invoice_id"]
+
+
+# --- never silently wrong (issue 14) ----------------------------------------------------
+
+SCHEMAS: dict[str, dict[str, Any]] = {
+    "send_invoice": {"type": "object", "properties": {
+        "invoice_id": {"type": "string"}, "note": {"type": "string"}, "count": {"type": "integer"},
+        "ratio": {"type": "number"}, "urgent": {"type": "boolean"}, "meta": {"type": "object"},
+        "lines": {"type": "array"}, "maybe": {"type": ["string", "null"]}}},
+    "finalize_invoice": {"type": "object", "properties": {"invoice_id": {"type": "string"}}},
+    "list_invoices": {"type": "object", "properties": {}},
+}
+
+
+def test_unclosed_parameter_before_the_next_one_is_never_ok() -> None:
+    content = ("<tool_call>\n<function=send_invoice>\n<parameter=invoice_id>\nINV-7\n"
+               "<parameter=note>\nhi\n</parameter>\n</function>\n</tool_call>")
+    for schemas in (None, SCHEMAS):
+        parsed = parse_text(content, TOOLS, schemas=schemas)
+        assert parsed.outcome is ParseOutcome.MALFORMED_CALL, schemas
+        assert "ambiguous" in (parsed.error or "") and "invoice_id" in (parsed.error or "")
+
+
+@pytest.mark.parametrize("value", ["a </parameter> b", "see </function> and </tool_call> here",
+                                   "<tool_call>{\"name\": \"x\"}</tool_call>", "<parameter=other>x",
+                                   "x\n</parameter>\ny", "<function=finalize_invoice>"])
+def test_values_with_tag_like_text_are_read_whole(value: str) -> None:
+    content = (f"<tool_call>\n<function=send_invoice>\n<parameter=note>\n{value}\n</parameter>\n"
+               "<parameter=invoice_id>\nINV-7\n</parameter>\n</function>\n</tool_call>")
+    parsed = parse_text(content, TOOLS, schemas=SCHEMAS)
+    assert parsed.outcome is ParseOutcome.OK, parsed.error
+    assert parsed.first is not None and parsed.first.arguments == {"note": value, "invoice_id": "INV-7"}
+
+
+def test_json_body_inside_function_tags_is_malformed_not_empty() -> None:
+    parsed = parse_text('<function=finalize_invoice>{"invoice_id": "A"}</function>', TOOLS)
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL
+    assert "<parameter=" in (parsed.error or "")
+
+
+@pytest.mark.parametrize("content", ["<tool_call><function=finalize_invoice>", "<tool_call>\n<function=finalize_invoice>\n",
+                                     "<function=finalize_invoice>", "<tool_call><function=finalize_inv",
+                                     "<tool_call>\n<function=finalize_invoice>\n<parameter=invoice_id>\nA\n</parameter>\n"])
+def test_call_truncated_before_its_end_is_malformed(content: str) -> None:
+    parsed = parse_text(content, TOOLS)
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL, parsed
+    assert parsed.error
+
+
+@pytest.mark.parametrize(("raw", "key", "expected"), [
+    ("null", "note", "null"), ("42", "note", "42"), ("true", "note", "true"), ('{"a": 1}', "note", '{"a": 1}'),
+    ("42", "count", 42), ("0.5", "ratio", 0.5), ("true", "urgent", True), ("False", "urgent", False),
+    ('{"a": {"b": 1}}', "meta", {"a": {"b": 1}}), ("{'a': {'b': 1}}", "meta", {"a": {"b": 1}}),
+    ('[{"q": 1}]', "lines", [{"q": 1}]), ("[{'q': 1}]", "lines", [{"q": 1}]),
+    ("null", "maybe", None), ("x", "maybe", "x"), ("not json", "meta", "not json"), ("12", "unknown", "12"),
+])
+def test_xml_values_are_typed_by_the_tool_schema(raw: str, key: str, expected: Any) -> None:
+    content = f"<tool_call>\n<function=send_invoice>\n<parameter={key}>\n{raw}\n</parameter>\n</function>\n</tool_call>"
+    parsed = parse_text(content, TOOLS, schemas=SCHEMAS)
+    assert parsed.outcome is ParseOutcome.OK, parsed.error
+    assert parsed.first is not None
+    value = parsed.first.arguments[key]
+    assert value == expected and type(value) is type(expected)
+
+
+def test_schema_typing_changes_the_key_set() -> None:
+    content = "<function=send_invoice><parameter=meta>{\"a\": 1}</parameter><parameter=note>{\"b\": 2}</parameter></function>"
+    parsed = parse_text(content, TOOLS, schemas=SCHEMAS)
+    assert parsed.first is not None and parsed.first.key_set == ["meta", "meta.a", "note"]
+
+
+def test_deeply_nested_arguments_are_malformed_not_a_crash() -> None:
+    deep = "[" * 100_000
+    assert parse_response(structured(("finalize_invoice", deep)), TOOLS).outcome is ParseOutcome.MALFORMED_CALL
+    parsed = parse_text("<tool_call>" + deep, TOOLS)
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL
+    xml = f"<function=send_invoice><parameter=meta>{deep}</parameter></function>"
+    assert parse_text(xml, TOOLS, schemas=SCHEMAS).outcome is ParseOutcome.OK

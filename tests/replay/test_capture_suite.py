@@ -113,3 +113,27 @@ def test_refuses_to_write_into_a_frozen_version(tmp_path, capsys):
     with pytest.raises(SuiteError, match="not empty and holds no suite"):
         build_suite(db, tmp_path / "other")
     assert json.loads((out / "decisions.jsonl").read_text().splitlines()[0])["stratum"] == "clean_trajectory_action"
+
+
+def test_no_usable_capture_builds_nothing_and_says_why(tmp_path):
+    db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok", full=False),
+                                             captured(2, "b", None)])
+    with pytest.raises(SuiteError, match="no decisions") as info:
+        build_suite(db, tmp_path / "suite")
+    assert "descriptor only" in str(info.value) and "no verdict" in str(info.value)
+    assert not (tmp_path / "suite").exists()
+
+
+def test_an_unreadable_store_or_ledger_is_one_line_naming_the_file(tmp_path, capsys):
+    """Issue 14 item 11's siblings on the replay side."""
+    bogus = tmp_path / "capture.sqlite"
+    bogus.write_text("not a database")
+    assert main(["suite", "build", "--from-capture", str(bogus), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err
+    assert str(bogus) in err and "Traceback" not in err
+    from core.sqlitedb import StoreError
+    from replay.memory.ledger import Ledger
+
+    (tmp_path / "ledger-dir").mkdir()
+    with pytest.raises(StoreError, match="ledger-dir"):
+        Ledger(tmp_path / "ledger-dir")

@@ -277,6 +277,43 @@ def test_freeze_refuses_an_invalid_suite_and_writes_nothing(tmp_path: Path) -> N
     assert (suite_dir / "suite.toml").read_text() == TOML
 
 
+def test_validate_verifies_a_frozen_suites_manifest(tmp_path: Path) -> None:
+    """Issue 14 item 1: an edited decision line of a frozen suite is a validation problem."""
+    suite_dir = write(tmp_path / "s", [record(1), record(2)])
+    frozen = freeze_suite(suite_dir).sha256
+    assert validate_suite(suite_dir) == []
+    lines = (suite_dir / "decisions.jsonl").read_text().splitlines()
+    lines[1] = lines[1].replace("request number 2", "request number 22")
+    (suite_dir / "decisions.jsonl").write_text("\n".join(lines) + "\n")
+    problems = validate_suite(suite_dir)
+    assert len(problems) == 1 and problems[0].file.endswith("decisions.jsonl")
+    assert f"expected sha256 {frozen}" in problems[0].reason and "next version" in problems[0].reason
+
+
+def test_validate_checks_the_frozen_decision_count(tmp_path: Path) -> None:
+    suite_dir = write(tmp_path / "s", [record(1), record(2)])
+    freeze_suite(suite_dir)
+    toml = (suite_dir / "suite.toml").read_text()
+    (suite_dir / "suite.toml").write_text(toml.replace("decisions = 2", "decisions = 3"))
+    assert any("3 decisions" in p.reason and p.file.endswith("suite.toml") for p in validate_suite(suite_dir))
+
+
+@pytest.mark.parametrize("content", ["", "\n\n  \n"])
+def test_a_suite_without_decisions_is_invalid_and_cannot_freeze(tmp_path: Path, content: str) -> None:
+    """Issue 14 item 2."""
+    suite_dir = write(tmp_path / "s", [])
+    (suite_dir / "decisions.jsonl").write_text(content)
+    assert [p.reason for p in validate_suite(suite_dir)] == ["no decisions"]
+    with pytest.raises(SuiteError, match="refusing to freeze"):
+        freeze_suite(suite_dir)
+    assert (suite_dir / "suite.toml").read_text() == TOML
+
+
+def test_a_deeply_nested_line_is_a_problem_not_a_crash(tmp_path: Path) -> None:
+    suite_dir = write(tmp_path / "s", [record(1), "[" * 100_000])
+    assert "invalid JSON" in only_problem(suite_dir, 2)
+
+
 # --- statistics -------------------------------------------------------------------------
 
 

@@ -9,11 +9,16 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 * `fail`: HTTP 500 with an OpenAI-shaped error;
 * `malformed`: HTTP 200 with a body that is not JSON;
 * `no_choices`: HTTP 200 with JSON that has no `choices`;
+* `deep`: HTTP 200 with JSON nested 100,000 levels deep;
 * `hang`: no answer until `release()` (then `ok`); `in_flight` counts the waiting requests and
   `abandoned` those whose client went away first (like vLLM, a handler is cancelled then);
 * `break_stream`: a stream that sends one chunk and then drops the connection;
 * `endless_stream`: a stream that sends a chunk every 20 ms until the client goes away
-  (`stream_disconnects` counts how many streams saw their client go).
+  (`stream_disconnects` counts how many streams saw their client go);
+* `json_for_stream`: a plain JSON answer (`application/json`) to a stream request.
+
+`redirect_to = URL` makes every request (models and completions) answer `307` to `URL` + the
+request's path: a hop off the address the client was told to use.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ class FaultUpstream:
         self.in_flight = 0
         self.abandoned = 0
         self.stream_disconnects = 0
+        self.redirect_to: str | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -108,7 +114,14 @@ class FaultUpstream:
     async def _health(self, _: web.Request) -> web.Response:
         return web.Response(text="")
 
-    async def _models(self, _: web.Request) -> web.Response:
+    def _redirect(self, request: web.Request) -> web.Response | None:
+        if self.redirect_to is None:
+            return None
+        return web.Response(status=307, headers={"Location": self.redirect_to.rstrip("/") + request.path})
+
+    async def _models(self, request: web.Request) -> web.Response:
+        if (redirect := self._redirect(request)) is not None:
+            return redirect
         data = [{"id": BASE, "object": "model", "root": "/models/base", "parent": None}]
         data += [{"id": name, "object": "model", "root": path, "parent": BASE} for name, path in self.adapters.items()]
         return web.json_response({"object": "list", "data": data})
@@ -141,6 +154,8 @@ class FaultUpstream:
         return web.Response(text="Success")
 
     async def _complete(self, request: web.Request) -> web.StreamResponse:
+        if (redirect := self._redirect(request)) is not None:
+            return redirect
         body = await request.json()
         model = body.get("model")
         self.requests.append(body)
@@ -154,6 +169,8 @@ class FaultUpstream:
                                                 "code": 500}}, status=500)
         if mode == "malformed":
             return web.Response(text='{"choices": [', content_type="application/json")
+        if mode == "deep":
+            return web.Response(text="[" * 100_000 + "]" * 100_000, content_type="application/json")
         if mode == "no_choices":
             return web.json_response({"id": "x", "object": "chat.completion"})
         if mode == "hang":
@@ -166,7 +183,7 @@ class FaultUpstream:
                 raise
             finally:
                 self.in_flight -= 1
-        if body.get("stream"):
+        if body.get("stream") and mode != "json_for_stream":
             return await self._stream(request, body, chat, mode)
         return web.json_response(_answer(body, chat))
 

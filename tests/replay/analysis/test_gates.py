@@ -10,10 +10,11 @@ import pytest
 
 from core.keyset import key_set
 from core.records import ResultRecord
-from replay.analysis.compare import compare
+from replay.analysis.compare import Comparison, CorrectnessRow, RepeatRow, compare, compare_run, load_results
 from replay.analysis.gates import (
     CONDITION_KINDS,
     GateError,
+    GatePolicy,
     Status,
     Verdict,
     evaluate,
@@ -23,7 +24,17 @@ from replay.analysis.gates import (
     read_verdict,
     write_verdict,
 )
-from tests.support.e13 import BASE, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, known_failure_record, positive_record
+from replay.analysis.stats import Overhead, PairedComparison, RepeatComparison
+from tests.support.e13 import (
+    BASE,
+    MIXED,
+    Q_ONLY,
+    TARGET_ARGUMENTS,
+    TOOLS,
+    e13_results,
+    known_failure_record,
+    positive_record,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -453,3 +464,215 @@ def test_verdict_is_written_into_the_run_dir_and_reads_back(tmp_path: Path) -> N
     assert again == verdict
     assert json.loads(path.read_text())["conditions"][1]["status"] == "pass"
     assert again.evaluated_at <= datetime.now(UTC)
+
+
+# ── every condition kind on each side of its boundary (issue 14) ────────────
+
+
+def _stats(points: float | None, ci_low: float | None = None, p: float = 0.5) -> PairedComparison:
+    low = points if ci_low is None else ci_low
+    return PairedComparison(n=100, baseline_correct=50, candidate_correct=50, wins=5, losses=5, p_value=p,
+                            points=points, ci_low=low, ci_high=None if points is None else points + 10)
+
+
+def crafted(points: float | None = 0.0, ci_low: float | None = None, p: float = 0.5,
+            relative: float | None = 0.25, repeat_p: float = 0.5, tokens: float = 1.0, latency: float = 1.0,
+            p50: float = 1.0) -> Comparison:
+    """A comparison whose every row has the given numbers (the statistics are tested in test_stats)."""
+    rows = [CorrectnessRow(measure="joint", scope=scope, stats=_stats(points, ci_low, p))
+            for scope in ("all_positive", "verified_recovery", "clean_trajectory_action", "verified_action")]
+    repeat = RepeatComparison(n=100, baseline_repeats=20, candidate_repeats=15, fixes=6, regressions=1,
+                              p_value=repeat_p, relative_reduction=relative, points=-5.0, ci_low=-9.0, ci_high=-1.0)
+    cost = Overhead(n=100, baseline_mean_tokens=100.0, candidate_mean_tokens=100.0 * tokens, token_ratio=tokens,
+                    baseline_mean_latency_s=1.0, candidate_mean_latency_s=latency, latency_ratio=latency,
+                    baseline_p50_latency_s=1.0, candidate_p50_latency_s=p50, p50_latency_ratio=p50)
+    return Comparison(baseline=BASE, candidate=CANDIDATE, decisions=100, correctness=rows,
+                      repeats=[RepeatRow(level="exact", stratum="known_failure", stats=repeat)], overhead=cost,
+                      comparisons_made=1)
+
+
+def judged(condition: dict[str, object], comparison: Comparison, evidence: dict[str, Path] | None = None) -> Status:
+    policy = GatePolicy.model_validate({"name": "t", "version": "1",
+                                        "conditions": [{"id": "c", "description": "d", **condition}]})
+    return evaluate(policy, comparison, evidence).conditions[0].status
+
+
+P, F, N = Status.PASS, Status.FAIL, Status.NOT_RUN
+ROW_BOUNDARIES = [
+    # paired gain on the point estimate: ≥ min passes
+    ({"kind": "paired_gain", "min_points": 5.0}, {"points": 5.0}, P),
+    ({"kind": "paired_gain", "min_points": 5.0}, {"points": 4.99}, F),
+    ({"kind": "paired_gain", "min_points": 5.0}, {"points": None}, F),
+    # ... and on the CI lower bound: the point estimate does not count then
+    ({"kind": "paired_gain", "min_points": 5.0, "basis": "ci_low"}, {"points": 9.0, "ci_low": 5.0}, P),
+    ({"kind": "paired_gain", "min_points": 5.0, "basis": "ci_low"}, {"points": 9.0, "ci_low": 4.99}, F),
+    # non-inferiority: no worse than the margin
+    ({"kind": "non_inferiority", "scope": "clean_trajectory_action", "min_points": -2.0}, {"points": -2.0}, P),
+    ({"kind": "non_inferiority", "scope": "clean_trajectory_action", "min_points": -2.0}, {"points": -2.01}, F),
+    # targeted CI: the lower bound, strictly above the threshold; never the point estimate
+    ({"kind": "targeted_ci", "stratum": "verified_recovery"}, {"points": 9.0, "ci_low": 0.01}, P),
+    ({"kind": "targeted_ci", "stratum": "verified_recovery"}, {"points": 9.0, "ci_low": 0.0}, F),
+    ({"kind": "targeted_ci", "stratum": "verified_recovery"}, {"points": 6.85, "ci_low": -1.4}, F),
+    ({"kind": "targeted_ci", "stratum": "verified_recovery", "ci_low_above": 2.0}, {"points": 9.0, "ci_low": 2.0}, F),
+    ({"kind": "targeted_ci", "stratum": "verified_recovery", "ci_low_above": 2.0}, {"points": 9.0, "ci_low": 2.5}, P),
+    # repeat reduction: ≥ min relative reduction, and p ≤ max_p when the policy sets it
+    ({"kind": "repeat_reduction", "min_relative_reduction": 0.25}, {"relative": 0.25}, P),
+    ({"kind": "repeat_reduction", "min_relative_reduction": 0.25}, {"relative": 0.2499}, F),
+    ({"kind": "repeat_reduction", "min_relative_reduction": 0.25}, {"relative": None}, F),
+    ({"kind": "repeat_reduction", "min_relative_reduction": 0.25, "max_p": 0.05}, {"repeat_p": 0.05}, P),
+    ({"kind": "repeat_reduction", "min_relative_reduction": 0.25, "max_p": 0.05}, {"repeat_p": 0.0501}, F),
+    ({"kind": "repeat_reduction", "min_relative_reduction": 0.25}, {"repeat_p": 0.9}, P),
+    # overhead: ratio − 1 ≤ max; the latency basis picks mean or p50; compensation ≥ min points
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5}, {"tokens": 1.25}, P),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5}, {"tokens": 1.2501}, F),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5}, {"latency": 1.5}, P),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5}, {"latency": 1.5001}, F),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "latency": "p50"},
+     {"latency": 3.0, "p50": 1.5}, P),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "latency": "p50"},
+     {"latency": 1.0, "p50": 1.5001}, F),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "compensating_min_points": 5.0},
+     {"tokens": 2.0, "points": 5.0}, P),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "compensating_min_points": 5.0},
+     {"tokens": 2.0, "points": 4.99}, F),
+]
+
+
+@pytest.mark.parametrize(("condition", "numbers", "expected"), ROW_BOUNDARIES)
+def test_conditions_on_the_run_itself_at_their_boundaries(condition: dict, numbers: dict, expected: Status) -> None:
+    assert judged(condition, crafted(**numbers)) is expected
+
+
+def test_targeted_ci_fails_the_e13_mixed_arm_whose_point_estimate_is_positive() -> None:
+    """E13: mixed recovery 31 → 36 of 73, +6.85 points, 95% CI [−1.4, +14.9]: not a targeted gain."""
+    verdict = evaluate(load_policy(SERIOUS), compare(e13_results((BASE, MIXED)), BASE, MIXED))
+    result = next(c for c in verdict.conditions if c.id == "targeted-ci")
+    assert result.evidence["points"] == pytest.approx(6.85, abs=0.005)
+    assert result.evidence["ci_low"] == pytest.approx(-1.4, abs=0.05)
+    assert result.evidence["ci_high"] == pytest.approx(14.9, abs=0.05)
+    assert result.status is Status.FAIL
+
+
+EVIDENCE_BOUNDARIES = [
+    # critical failures: new = baseline clean, candidate failing; ≤ max_new passes
+    ({"kind": "no_new_critical_failures", "max_new": 1}, "critical_failure", [WIN, LOSS, BOTH], P),
+    ({"kind": "no_new_critical_failures", "max_new": 1}, "critical_failure", [WIN, WIN, LOSS], F),
+    ({"kind": "no_new_critical_failures"}, "critical_failure", [LOSS, BOTH], P),
+    # unsupported completions: the rise in points ≤ max (1 of 100 = +1 point)
+    ({"kind": "no_unsupported_completion_increase", "max_increase_points": 1.0}, "unsupported_completion",
+     [WIN] + [NEITHER] * 99, P),
+    ({"kind": "no_unsupported_completion_increase", "max_increase_points": 0.99}, "unsupported_completion",
+     [WIN] + [NEITHER] * 99, F),
+    # isolated replay completion: points ≥ min (one loss of 100 = −1 point)
+    ({"kind": "isolated_replay_completion", "min_points": -1.0}, "task_completed", [LOSS] + [BOTH] * 99, P),
+    ({"kind": "isolated_replay_completion", "min_points": -0.99}, "task_completed", [LOSS] + [BOTH] * 99, F),
+    # isolated live replay: pass rate ≥ min and regressions ≤ max (19 of 20 = 95%)
+    ({"kind": "isolated_live_replay", "min_pass_rate": 0.95, "max_regressions": 1}, "live_replay_passed",
+     [LOSS] + [BOTH] * 19, P),
+    ({"kind": "isolated_live_replay", "min_pass_rate": 0.951, "max_regressions": 1}, "live_replay_passed",
+     [LOSS] + [BOTH] * 19, F),
+    ({"kind": "isolated_live_replay", "min_pass_rate": 0.9, "max_regressions": 0}, "live_replay_passed",
+     [LOSS] + [BOTH] * 19, F),
+    # shadow: at least min_items, points strictly above, p ≤ max_p when set (+1 of 10 = +10 points, p = 1)
+    ({"kind": "shadow_improves", "min_items": 10}, "correct", [WIN] + [BOTH] * 9, P),
+    ({"kind": "shadow_improves", "min_items": 11}, "correct", [WIN] + [BOTH] * 9, N),
+    ({"kind": "shadow_improves", "min_items": 10, "points_above": 10.0}, "correct", [WIN] + [BOTH] * 9, F),
+    ({"kind": "shadow_improves", "min_items": 10, "max_p": 1.0}, "correct", [WIN] + [BOTH] * 9, P),
+    ({"kind": "shadow_improves", "min_items": 10, "max_p": 0.99}, "correct", [WIN] + [BOTH] * 9, F),
+]
+
+
+@pytest.mark.parametrize(("condition", "measure", "pairs", "expected"), EVIDENCE_BOUNDARIES)
+def test_conditions_on_paired_evidence_at_their_boundaries(
+    tmp_path: Path, condition: dict, measure: str, pairs: list[tuple[bool, bool]], expected: Status
+) -> None:
+    key = {"no_new_critical_failures": "critical_failures", "no_unsupported_completion_increase": "unsupported_completion",
+           "isolated_replay_completion": "isolated_replay", "isolated_live_replay": "isolated_live_replay",
+           "shadow_improves": "shadow"}[str(condition["kind"])]
+    evidence = {key: outcomes_file(tmp_path / "e.json", measure, pairs)}
+    assert judged(condition, crafted(), evidence) is expected
+
+
+@pytest.mark.parametrize(("errors", "requests", "limit", "expected"), [
+    (10, 1000, 0.005, P),  # control 0.50% → canary 1.00%: +0.50 points allowed
+    (11, 1000, 0.005, F),
+    (0, 99, 0.0, N),  # a cohort below min_requests proves nothing
+    (0, 100, 0.0, P),
+])
+def test_canary_at_its_boundaries(tmp_path: Path, errors: int, requests: int, limit: float, expected: Status) -> None:
+    data = {"adapter": CANDIDATE, "control": {"requests": 1000, "errors": 5, "anomalies": 0},
+            "canary": {"requests": requests, "errors": errors, "anomalies": 0}}
+    condition = {"kind": "canary_no_regression", "min_requests": 100, "max_error_rate_increase": limit}
+    assert judged(condition, crafted(), {"canary": write_json(tmp_path / "c.json", data)}) is expected
+
+
+@pytest.mark.parametrize(("state", "expected"), [
+    ({"production": CANDIDATE, "rollback_target": "recovery-v1", "loaded": ["recovery-v1", CANDIDATE]}, P),
+    ({"production": CANDIDATE, "rollback_target": "recovery-v1", "loaded": [CANDIDATE]}, F),
+    ({"production": CANDIDATE, "rollback_target": None, "loaded": [CANDIDATE]}, F),
+    # rolling back to production itself is no rollback, loaded or not
+    ({"production": CANDIDATE, "rollback_target": CANDIDATE, "loaded": [CANDIDATE]}, F),
+])
+def test_rollback_ready_at_its_boundaries(tmp_path: Path, state: dict, expected: Status) -> None:
+    evidence = {"registry": write_json(tmp_path / "r.json", state)}
+    assert judged({"kind": "rollback_ready"}, crafted(), evidence) is expected
+
+
+def paired_run(run_dir: Path, pairs: list[tuple[bool, bool]]) -> Path:
+    """A run directory whose verified_action decisions score `pairs` (baseline, candidate)."""
+    records = []
+    for i, (baseline, candidate) in enumerate(pairs):
+        records.append(positive_record(BASE, "verified_action", f"d{i}", i, baseline, baseline))
+        records.append(positive_record(CANDIDATE, "verified_action", f"d{i}", i, candidate, candidate))
+    return write_run(run_dir, records)
+
+
+TWO_WINS = [WIN, WIN] + [BOTH] * 18  # +10.00 points of 20, p = 0.5
+THREE_WINS = [WIN] * 3 + [BOTH] * 17  # +15.00 points
+
+
+@pytest.mark.parametrize(("condition", "expected"), [
+    ({"min_points": 10.0}, P),
+    ({"min_points": 10.01}, F),
+    ({"min_points": 10.0, "max_p": 0.5}, P),
+    ({"min_points": 10.0, "max_p": 0.49}, F),
+])
+def test_confirmation_run_at_its_boundaries(tmp_path: Path, condition: dict, expected: Status) -> None:
+    evidence = {"confirmation": paired_run(tmp_path / "confirm", TWO_WINS)}
+    assert judged({"kind": "confirmation_run", **condition}, crafted(), evidence) is expected
+
+
+@pytest.mark.parametrize(("condition", "expected"), [
+    ({"min_points": 10.0, "max_drop_points": 5.0}, P),  # +15 here, +10 quantised: a drop of exactly 5
+    ({"min_points": 10.0, "max_drop_points": 4.99}, F),
+    ({"min_points": 10.01, "max_drop_points": 5.0}, F),
+    ({"min_points": 10.0, "max_drop_points": 5.0, "max_p": 0.49}, F),
+])
+def test_quantisation_survives_at_its_boundaries(tmp_path: Path, condition: dict, expected: Status) -> None:
+    here = compare_run(paired_run(tmp_path / "precise", THREE_WINS), BASE, CANDIDATE)
+    evidence = {"quantised": paired_run(tmp_path / "quantised", TWO_WINS)}
+    condition = {"kind": "quantisation_survives", "scope": "verified_action", **condition}
+    assert judged(condition, here, evidence) is expected
+
+
+@pytest.mark.parametrize(("captured_at", "points_above", "expected"), [
+    ("2026-09-20T00:00:01Z", 0.0, P),
+    ("2026-09-20T00:00:00Z", 0.0, F),  # on the cut-off is not after it
+    ("2026-09-19T23:59:59Z", 0.0, F),
+    ("2026-09-20T00:00:01Z", 10.0, F),  # the direction must hold strictly: +10 is not above +10
+    ("2026-09-20T00:00:01Z", 9.99, P),
+])
+def test_fresh_chronological_at_its_boundaries(tmp_path: Path, captured_at: str, points_above: float,
+                                               expected: Status) -> None:
+    run = paired_run(tmp_path / "fresh", TWO_WINS)
+    suite = write_suite(tmp_path / "fresh-suite", load_results(run), captured_at)
+    condition = {"kind": "fresh_chronological", "scope": "verified_action", "captured_after": "2026-09-20T00:00:00Z",
+                 "points_above": points_above}
+    assert judged(condition, crafted(), {"fresh": run, "fresh_suite": suite}) is expected
+
+
+def test_every_condition_kind_has_boundary_tests() -> None:
+    covered = {str(c["kind"]) for c, *_ in ROW_BOUNDARIES + EVIDENCE_BOUNDARIES}
+    covered |= {"canary_no_regression", "rollback_ready", "confirmation_run", "quantisation_survives",
+                "fresh_chronological"}
+    assert covered == set(CONDITION_KINDS)

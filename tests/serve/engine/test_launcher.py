@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,7 +42,7 @@ def test_production_config_is_qwen_nvfp4_on_two_gpus():
     assert args.tensor_parallel_size == 2
     assert args.max_model_len == 262144
     assert args.enable_prefix_caching and args.enable_lora and args.max_lora_rank == 16 and args.max_loras >= 2
-    assert args.reasoning_parser == "qwen3" and args.tool_call_parser == "hermes" and args.enable_auto_tool_choice
+    assert args.reasoning_parser == "qwen3" and args.tool_call_parser == "qwen3_coder" and args.enable_auto_tool_choice
     assert config.env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
 
 
@@ -82,3 +83,46 @@ def test_cli_bad_config_is_a_clear_error_not_a_traceback(tmp_path, capsys):
     assert main(["engine", "--config", str(path), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "vllm.unknown_flag" in err and "Traceback" not in err
+
+
+XML_TEMPLATE = ("{%- for tool_call in message.tool_calls %}<tool_call>\n<function={{ tool_call.name }}>\n"
+                "<parameter={{ k }}>\n{{ v }}\n</parameter>\n</function>\n</tool_call>{%- endfor %}")
+JSON_TEMPLATE = '<tool_call>\n{"name": "{{ call.name }}", "arguments": {{ call.arguments | tojson }}}\n</tool_call>'
+
+
+def model_config(tmp_path: Path, parser: str, template: str, where: str = "jinja") -> Path:
+    model = tmp_path / "model"
+    model.mkdir()
+    if where == "jinja":
+        (model / "chat_template.jinja").write_text(template)
+    else:
+        (model / "tokenizer_config.json").write_text(json.dumps({"chat_template": template}))
+    path = tmp_path / "engine.toml"
+    path.write_text(f'[vllm]\nmodel = "{model}"\nserved_model_name = "m"\nenable_auto_tool_choice = true\n'
+                    f'tool_call_parser = "{parser}"\n')
+    return path
+
+
+@pytest.mark.parametrize("where", ["jinja", "tokenizer_config"])
+def test_a_parser_that_does_not_read_the_templates_call_format_is_refused(tmp_path, where):
+    with pytest.raises(ConfigError, match="tool_call_parser.*hermes.*<function="):
+        load_engine_config(model_config(tmp_path, "hermes", XML_TEMPLATE, where))
+
+
+@pytest.mark.parametrize(("parser", "template"), [("qwen3_coder", XML_TEMPLATE), ("hermes", JSON_TEMPLATE),
+                                                  ("qwen3_xml", XML_TEMPLATE), ("llama3_json", XML_TEMPLATE)])
+def test_a_parser_matching_the_templates_call_format_is_accepted(tmp_path, parser, template):
+    assert load_engine_config(model_config(tmp_path, parser, template)).vllm.tool_call_parser == parser
+
+
+def test_qwen3_coder_parser_with_a_json_template_is_refused(tmp_path):
+    with pytest.raises(ConfigError, match="qwen3_coder"):
+        load_engine_config(model_config(tmp_path, "qwen3_coder", JSON_TEMPLATE))
+
+
+def test_the_cpu_configs_own_template_matches_its_parser():
+    from serve.engine.launcher import template_tool_format
+
+    config = load_engine_config(CONFIGS / "cpu-smollm2.toml")
+    assert config.vllm.chat_template is not None
+    assert template_tool_format(Path(config.vllm.chat_template).read_text()) == "hermes"

@@ -230,3 +230,44 @@ def test_a_restarted_gateway_comes_back_with_everything_and_re_applies_it(tmp_pa
         assert {s: gw.ok("GET", "/resolve", session=s)["kind"] for s in cohort} == cohort
         assert gw.chat().headers["x-worker-adapter"] == "b-v1"
         assert 'worker_gateway_canary_percent{candidate="c-v1",route="worker"} 30.0' in gw.metrics()
+
+
+@pytest.mark.parametrize(("method", "path", "body", "params"), [
+    ("POST", "/adapters", {"name": "a-v1", "path": "a\u0000b"}, {}),
+    ("POST", "/adapters", {"name": "a\u0000v1", "path": "a-v1"}, {}),
+    ("POST", "/routes/wor%00ker/production", {"version": "worker-base"}, {}),
+    ("POST", "/routes/worker/production", {"version": "a\u0000"}, {}),
+    ("POST", "/routes/worker/canary", {"candidate": "\u0000", "percent": 5}, {}),
+    ("GET", "/resolve", None, {"model": "x\u0000y"}),
+    ("GET", "/requests", None, {"limit": "lots"}),
+])
+def test_bad_admin_input_is_a_4xx_with_a_message(tmp_path, root, fault, method, path, body, params):
+    """Issue 14 item 8 and its siblings: no admin input is a 500."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.admin(method, path, body, **params)
+        assert 400 <= response.status_code < 500, response.text
+        assert response.json()["error"]["message"]
+
+
+def test_a_deeply_nested_admin_body_is_a_4xx(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.client.post("/admin/adapters", content=b"[" * 100_000,
+                                  headers={"Authorization": "Bearer test-admin-token",
+                                           "Content-Type": "application/json"})
+        assert 400 <= response.status_code < 500, response.text
+        assert response.json()["error"]["message"]
+
+
+def test_loading_refuses_files_swapped_for_links_outside_the_root(tmp_path, root, fault):
+    """Issue 14 item 15 at load time: a file replaced by a link after registration."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add(gw, root, "a-v1", load=False)
+        outside = tmp_path / "outside.safetensors"
+        weights = root / "a-v1" / "adapter_model.safetensors"
+        outside.write_bytes(weights.read_bytes())
+        weights.unlink()
+        weights.symlink_to(outside)
+        response = gw.admin("POST", "/adapters/a-v1/load")
+        assert status_and_code(response) == (409, "files_changed")
+        assert "outside the adapter root" in response.json()["error"]["message"]
+        assert fault.loads == []

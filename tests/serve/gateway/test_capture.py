@@ -331,3 +331,53 @@ def test_a_captured_session_is_replayed_against_a_candidate_and_gated_on_live_ev
     assert code == 1 and not verdict.passed
     assert "no evidence 'quantised' given" in printed and "anomalies 40.00% → 100.00%" in printed
     assert "rollback target 'worker-base' is loaded" in printed
+
+
+def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
+    from serve.gateway.capture import CaptureJob, describe
+
+    body = {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {
+        "name": "lookup", "parameters": {"type": "object", "properties": {"filter": {"type": "object"}}}}}]}
+    answer = {"role": "assistant", "content": "<function=lookup><parameter=filter>{'s': 1}</parameter></function>"}
+    job = CaptureJob(key="k", request_id="r", workspace="ws-a", session="s", route="worker", adapter="base", kind="base",
+                     body=body, answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
+    assert describe(job, "descriptor").chosen_keys == ["filter", "filter.s"]
+
+
+def test_a_clients_request_id_is_not_the_capture_key(tmp_path, fault):
+    """Issue 14 item 14: three requests with one X-Request-Id are three captures, each keeping it."""
+    path = config(tmp_path, fault, 'mode = "descriptor"\nsample_rate = 1.0')
+    db = load_gateway_config(path).capture.db
+    with RunningGateway(path) as gw:
+        for n in range(3):
+            body = {"model": "worker", "messages": [{"role": "user", "content": f"step {n}"}], "max_tokens": 8,
+                    "tools": [tool("search")]}
+            response = gw.client.post("/v1/chat/completions", json=body,
+                                      headers={"X-Workspace-Id": "ws-a", "X-Session-Id": "s-1", "X-Request-Id": "same"})
+            assert response.status_code == 200 and response.headers["x-request-id"] == "same"
+        decisions = wait_for(lambda: drained(gw) and len(read_decisions(db)) == 3 and read_decisions(db),
+                             "three captures", 10)
+        assert sample(gw, "worker_capture_descriptors_total", mode="descriptor", workspace="ws-a") == 3
+    assert [d.request_id for d in decisions] == ["same"] * 3
+    assert len({d.id for d in decisions}) == 3
+
+
+def test_a_store_written_before_request_ids_were_kept_still_opens_and_stores(tmp_path):
+    import sqlite3
+
+    from core.capture import SCHEMA, CaptureStore
+
+    path = tmp_path / "old.sqlite"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA.replace(",\n    request_id TEXT\n", "\n"))
+    old.close()
+    store = CaptureStore(path)
+    from serve.gateway.capture import CaptureJob, describe
+
+    job = CaptureJob(key="k1", request_id="same", workspace="ws-a", session="s", route="worker", adapter="base",
+                     kind="base", body={"messages": []}, answer={"role": "assistant", "content": "hi"},
+                     duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
+    store.insert(describe(job, "descriptor"))
+    store.insert(describe(CaptureJob(**{**job.__dict__, "key": "k2"}), "descriptor"))
+    store.close()
+    assert [(d.id, d.request_id) for d in read_decisions(path)] == [("k1", "same"), ("k2", "same")]

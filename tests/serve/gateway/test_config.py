@@ -92,3 +92,27 @@ def test_field_docstrings_reach_the_json_schema():
     gateway = schema["$defs"]["GatewaySection"]["properties"]
     assert gateway["default_route"]["description"] == "The route of a request that names no `model`."
     assert "413" in gateway["max_body_bytes"]["description"]
+@pytest.mark.parametrize("names", ['[""]', '["ws-a", ""]', '["  "]', '[" ws-a"]'])
+def test_capture_allowlist_refuses_empty_or_padded_workspace_names(tmp_path, names):
+    """Issue 14 item 13: `""` would allowlist every request that carries no workspace header."""
+    text = MINIMAL + f'[capture]\nmode = "full"\nworkspaces = {names}\n'
+    with pytest.raises(ConfigError, match="capture.workspaces"):
+        load_gateway_config(write(tmp_path, text))
+
+
+@pytest.mark.parametrize(("extra", "blocker"), [
+    ("", "state/gw.sqlite"),  # a directory where the state store should be
+    ('[capture]\nmode = "descriptor"\ndb = "cap/capture.sqlite"\n', "cap/capture.sqlite"),
+    ('[capture]\nmode = "descriptor"\ndb = "plain/capture.sqlite"\n', "plain"),  # a file where its directory should be
+])
+def test_an_unusable_store_at_start_up_is_one_line_naming_the_file(tmp_path, capsys, extra, blocker):
+    """Issue 14 item 11."""
+    path = write(tmp_path, MINIMAL + extra)
+    if blocker == "plain":
+        (tmp_path / "plain").write_text("not a directory")
+    else:
+        (tmp_path / blocker).mkdir(parents=True)
+    assert main(["gateway", "--config", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert str(tmp_path / blocker.split("/")[0]) in err

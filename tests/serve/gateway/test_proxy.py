@@ -39,13 +39,14 @@ def sample(gw: RunningGateway, name: str, labels: dict) -> float | None:
 
 def test_upstream_500_and_malformed_bodies_become_502_in_openai_shape(tmp_path, root, fault):
     with start_gateway(tmp_path, root, [fault]) as gw:
-        for name, mode in (("boom-v1", "fail"), ("garbled-v1", "malformed"), ("empty-v1", "no_choices")):
+        for name, mode in (("boom-v1", "fail"), ("garbled-v1", "malformed"), ("empty-v1", "no_choices"),
+                           ("deep-v1", "deep")):
             add_adapter(gw, root, name)
             fault.behaviour[name] = mode
         boom = gw.chat("boom-v1")
         assert boom.status_code == 502 and "engine exploded" in error_of(boom)["message"]
         assert error_of(boom)["code"] == "upstream_error"
-        for name in ("garbled-v1", "empty-v1"):
+        for name in ("garbled-v1", "empty-v1", "deep-v1"):
             response = gw.chat(name)
             assert response.status_code == 502
             assert error_of(response)["code"] == "bad_upstream_response"
@@ -104,6 +105,53 @@ def test_bad_request_bodies_get_400(tmp_path, root, fault, content, code):
                                   headers={"Content-Type": "application/json"})
         assert response.status_code == 400 and error_of(response)["code"] == code
         assert fault.requests == []
+
+
+@pytest.mark.parametrize("content", [b"[" * 100_000, b'{"a": ' * 100_000, b'{"model": "worker", "messages": '
+                                     + b"[" * 100_000 + b"]" * 100_000 + b"}"])
+def test_deeply_nested_bodies_get_400_and_are_counted(tmp_path, root, fault, content):
+    """Issue 14 item 7: a body the parser cannot read is the client's error, never a 500."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.client.post("/v1/chat/completions", content=content,
+                                  headers={"Content-Type": "application/json"})
+        assert response.status_code == 400 and error_of(response)["code"] == "invalid_json"
+        assert "nested" in error_of(response)["message"]
+        assert sample(gw, "worker_gateway_requests_total", {"status": "400"}) == 1
+        assert sample(gw, "worker_gateway_errors_total", {"reason": "invalid_json"}) == 1
+        assert fault.requests == []
+
+
+@pytest.mark.parametrize("stream", ["true", 1, "false", [], {}])
+def test_a_non_boolean_stream_flag_gets_400(tmp_path, root, fault, stream):
+    """Issue 14 item 12: not a 502 from the engine's answer, not a server error in canary evidence."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.chat(stream=stream)
+        assert response.status_code == 400 and error_of(response)["code"] == "invalid_stream"
+        assert "'stream'" in error_of(response)["message"]
+        assert fault.requests == []
+        assert gw.chat(stream=None).status_code == 200  # null means "not streamed", as in OpenAI's API
+
+
+def test_a_json_answer_to_a_stream_request_is_a_bad_upstream_response(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        add_adapter(gw, root, "flat-v1")
+        fault.behaviour["flat-v1"] = "json_for_stream"
+        response = gw.chat("flat-v1", stream=True)
+        assert response.status_code == 502 and error_of(response)["code"] == "bad_upstream_response"
+        assert "application/json" in error_of(response)["message"]
+        assert sample(gw, "worker_gateway_requests_total", {"adapter": "flat-v1", "status": "502"}) == 1
+        assert gw.ok("GET", "/state")["upstreams"][0]["busy"] == 0
+
+
+def test_a_stream_that_never_starts_names_the_stream_idle_timeout(tmp_path, root, fault):
+    with start_gateway(tmp_path, root, [fault], gateway="stream_idle_timeout_s = 0.3") as gw:
+        add_adapter(gw, root, "mute-v1")
+        fault.behaviour["mute-v1"] = "hang"
+        response = gw.chat("mute-v1", stream=True)
+        fault.release()
+        assert response.status_code == 504 and error_of(response)["code"] == "upstream_timeout"
+        assert "stream_idle_timeout_s" in error_of(response)["message"]
+        assert "request_timeout_s" not in error_of(response)["message"]
 
 
 def test_oversized_bodies_get_413_with_or_without_content_length(tmp_path, root, fault):
@@ -224,3 +272,27 @@ def test_workspaces_stick_to_a_replica_and_move_only_when_it_is_down(tmp_path, r
         for workspace in placement:
             response = gw.chat(headers={"X-Workspace-Id": workspace})
             assert response.status_code == 200 and response.headers["x-worker-upstream"] == "engine-0"
+
+
+def test_the_request_log_survives_a_store_error_and_the_flush_loop_goes_on(tmp_path, root):
+    """Issue 14 item 10: the error is logged and counted, rows are kept, and the loop keeps running.
+    Only bad bodies are sent: no engine is needed (the upstream address listens nowhere)."""
+    import sqlite3
+
+    class Nowhere:
+        url = "http://127.0.0.1:9"
+
+    with start_gateway(tmp_path, root, [Nowhere()]) as gw:
+        db = gw.config.gateway.state_db
+        saboteur = sqlite3.connect(db)
+        saboteur.execute("ALTER TABLE requests RENAME TO requests_away")
+        saboteur.commit()
+        bad = gw.client.post("/v1/chat/completions", content=b"{", headers={"X-Request-Id": "kept"})
+        assert bad.status_code == 400
+        wait_for(lambda: (sample(gw, "worker_gateway_log_write_errors_total", {}) or 0) >= 2, "two failed flushes")
+        saboteur.execute("ALTER TABLE requests_away RENAME TO requests")
+        saboteur.commit()
+        saboteur.close()
+        rows = wait_for(lambda: sqlite3.connect(db).execute(
+            "SELECT request_id FROM requests WHERE request_id = 'kept'").fetchall(), "the kept row to be written")
+        assert rows == [("kept",)]

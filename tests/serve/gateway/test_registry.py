@@ -121,3 +121,108 @@ def test_log_row_types_declare_exactly_the_tables_columns(tmp_path, table, row_t
     columns = {r[1] for r in registry._db.execute(f"PRAGMA table_info({table})")}
     registry.close()
     assert columns - {"id", "at"} == {f.name for f in fields(row_type)}
+@pytest.mark.parametrize("path", ["a\0b", "\0", "ok/\0/x"])
+def test_inspect_refuses_a_path_with_a_nul_byte(root, path):
+    """Issue 14 item 8: bad admin input is an AdapterError (a 4xx with a message), never a ValueError."""
+    with pytest.raises(AdapterError, match="NUL"):
+        inspect_adapter(path, root, BASE_MODEL, 16)
+
+
+@pytest.mark.parametrize("linked", ["adapter_config.json", "adapter_model.safetensors", "tokenizer.json"])
+def test_inspect_refuses_files_that_resolve_outside_the_root(root, tmp_path, linked):
+    """Issue 14 item 15: every file the engine will read must lie inside the root."""
+    source = fake_adapter(tmp_path / "elsewhere", "x")
+    (source / "tokenizer.json").write_text("{}")
+    directory = fake_adapter(root, "a-v1")
+    target = directory / linked
+    if target.exists():
+        target.unlink()
+    target.symlink_to(source / linked)
+    with pytest.raises(AdapterError, match=f"{linked}.*outside the adapter root"):
+        inspect_adapter("a-v1", root, BASE_MODEL, 16)
+
+
+def test_inspect_accepts_symlinks_that_stay_inside_the_root(root):
+    shared = fake_adapter(root, "shared")
+    directory = root / "a-v1"
+    directory.mkdir()
+    for name in ("adapter_config.json", "adapter_model.safetensors"):
+        (directory / name).symlink_to(shared / name)
+    assert inspect_adapter("a-v1", root, BASE_MODEL, 16).path == directory.resolve()
+
+
+def test_inspect_refuses_an_unreadable_deeply_nested_config(root):
+    directory = fake_adapter(root, "deep")
+    (directory / "adapter_config.json").write_text("[" * 100_000)
+    with pytest.raises(AdapterError, match="adapter_config.json"):
+        inspect_adapter("deep", root, BASE_MODEL, 16)
+
+
+def _log_rows(tmp_path, registry: Registry) -> None:
+    for i in range(3):
+        registry.record_request(RequestRow(
+            request_id=f"r{i}", endpoint="chat", requested="worker", route="worker", adapter="worker-base",
+            kind="production", sticky_key=None, upstream="engine-0", status=200, reason=None, duration_s=0.1))
+
+
+def test_a_failed_log_write_keeps_the_rows_for_the_next_try(tmp_path):
+    """Issue 14 item 10: a store error must not lose the buffered rows."""
+    from serve.gateway.registry import LogWriteError
+
+    registry = open_registry(tmp_path)
+    _log_rows(tmp_path, registry)
+    saboteur = sqlite3.connect(tmp_path / "state.sqlite")
+    schema = saboteur.execute("SELECT sql FROM sqlite_master WHERE name = 'requests'").fetchone()[0]
+    saboteur.execute("ALTER TABLE requests RENAME TO requests_away")
+    saboteur.commit()
+    with pytest.raises(LogWriteError, match="state.sqlite"):
+        registry.flush()
+    saboteur.execute("DROP TABLE requests_away")
+    saboteur.execute(schema)
+    saboteur.commit()
+    saboteur.close()
+    registry.flush()
+    assert sorted(r["request_id"] for r in registry.requests()) == ["r0", "r1", "r2"]
+    registry.close()
+
+
+def test_the_rows_kept_for_a_retry_are_bounded(tmp_path, monkeypatch):
+    import serve.gateway.registry as module
+
+    monkeypatch.setattr(module, "_MAX_PENDING", 2)
+    registry = open_registry(tmp_path)
+    _log_rows(tmp_path, registry)
+    saboteur = sqlite3.connect(tmp_path / "state.sqlite")
+    saboteur.execute("ALTER TABLE requests RENAME TO requests_away")
+    saboteur.commit()
+    with pytest.raises(module.LogWriteError):
+        registry.flush()
+    assert registry.dropped_rows == 1
+    saboteur.execute("ALTER TABLE requests_away RENAME TO requests")
+    saboteur.commit()
+    saboteur.close()
+    registry.flush()
+    assert sorted(r["request_id"] for r in registry.requests()) == ["r1", "r2"]  # the oldest went
+    registry.close()
+
+
+def test_rollback_ends_a_canary_or_shadow_of_the_version_it_makes_production(tmp_path, root):
+    """Issue 14 item 9: no canary of production itself, no shadow comparing a version with itself."""
+    registry = open_registry(tmp_path)
+    for name in ("a-v1", "b-v1", "c-v1"):
+        registry.register(name, files(root, name))
+        registry.set_adapter_state(name, "loaded")
+    registry.set_production("worker", "a-v1")
+    registry.set_production("worker", "b-v1")  # a-v1 is the rollback target
+    registry.set_canary("worker", "a-v1", 10.0, "workspace")
+    registry.set_shadow("worker", "a-v1", 0.5)
+    route = registry.rollback("worker")
+    assert (route.production, route.previous, route.canary, route.shadow) == ("a-v1", "b-v1", None, None)
+    registry.set_canary("worker", "c-v1", 10.0, "workspace")  # a trial of another version goes on
+    registry.set_shadow("worker", "c-v1", 0.5)
+    route = registry.rollback("worker")
+    assert route.canary is not None and route.canary.candidate == "c-v1"
+    assert route.shadow is not None and route.shadow.candidate == "c-v1"
+    log = [entry["action"] for entry in registry.admin_log(3)]
+    assert log[0] == "rollback"
+    registry.close()

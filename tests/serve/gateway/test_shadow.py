@@ -58,7 +58,7 @@ def test_stream_accumulator_rebuilds_content_and_split_tool_calls():
         accumulator.feed(stream[i:i + 7])
     message = accumulator.answer()
     assert message["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"id": "7"}'}
-    parsed = parse_answer(message, {"lookup"})
+    parsed = parse_answer(message, {"tools": [{"type": "function", "function": {"name": "lookup"}}]})
     assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"id": "7"}
 
 
@@ -68,7 +68,7 @@ def test_stream_accumulator_reads_completion_text_and_ignores_other_choices():
     accumulator.feed(b'data: {"choices": [{"index": 1, "text": "ignored"}]}\n\n')
     accumulator.feed(b'data: {"choices": [{"index": 0, "text": "\\"arguments\\": {}}"}]}\n\ndata: [DONE]\n\n')
     assert accumulator.answer() == '<tool_call>{"name": "f", "arguments": {}}'
-    assert parse_answer(accumulator.answer(), None).calls[0].tool == "f"
+    assert parse_answer(accumulator.answer(), {}).calls[0].tool == "f"
 
 
 def test_shadow_body_is_a_plain_request_to_the_candidate():
@@ -81,7 +81,7 @@ def test_shadow_body_is_a_plain_request_to_the_candidate():
 
 def job(i: int) -> ShadowJob:
     return ShadowJob(f"r{i}", "worker", "prod-v1", "cand-v1", "chat", {"model": "cand-v1"},
-                     {"role": "assistant", "content": "hi"}, None, None, "sha")
+                     {"role": "assistant", "content": "hi"}, None, "sha")
 
 
 def test_full_queue_drops_and_counts_without_waiting(tmp_path):
@@ -128,3 +128,12 @@ def test_a_failing_candidate_is_stored_as_unparsed_with_its_error(tmp_path):
     assert "boom" in row["error"]
     assert metrics.registry.get_sample_value("worker_gateway_errors_total", {
         "route": "worker", "adapter": "cand-v1", "kind": "shadow", "reason": "upstream_error"}) == 1
+
+
+def test_text_answers_are_typed_by_the_requests_tool_schema():
+    body = {"messages": [], "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"id": {"type": "string"}, "filter": {"type": "object"}}}}}]}
+    text = "<function=lookup><parameter=id>42</parameter><parameter=filter>{'s': 1}</parameter></function>"
+    parsed = parse_answer({"role": "assistant", "content": text}, body)
+    assert parsed.first is not None and parsed.first.arguments == {"id": "42", "filter": {"s": 1}}
+    assert parse_answer(text, body).first == parsed.first
