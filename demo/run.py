@@ -88,7 +88,7 @@ def held_out_slice(suite: Suite, path: Path, per_stratum: int | None,
                                          f'version = "{suite.manifest.version}"\n'
                                          f"created = {suite.manifest.created.isoformat()}\n")
         (path / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in picked))
-        freeze_suite(path)
+        freeze_suite(path, synthetic=True)  # a slice of the demo suite: invented values
     return load_suite(path)
 
 

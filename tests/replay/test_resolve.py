@@ -15,41 +15,26 @@ from hypothesis import strategies as st
 from core.capture import CapturedDecision
 from replay.resolve import (ANSWER_MISMATCH, HASH_MISMATCH, OFFER_MISMATCH, SESSION_MISSING, TRANSCRIPT_UNREADABLE,
                             TURN_MISSING, KeysError, Refusal, Resolved, load_keys, resolve)
-from replay.transcripts import TranscriptDir, TranscriptHeader, transcript_lines
-from serve.gateway.capture import CaptureJob, describe
+from replay.transcripts import TranscriptDir
+from tests.support.deferred import answer as support_answer
+from tests.support.deferred import call, descriptor, write_session
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("lookup", "search")]
 PARAMS = {"max_tokens": 48, "temperature": 0}
 
 
-def call(tool: str, arguments: dict[str, Any], call_id: str = "c1") -> dict[str, Any]:
-    return {"id": call_id, "type": "function", "function": {"name": tool, "arguments": json.dumps(arguments)}}
-
-
 def answer(tool: str = "lookup", arguments: dict[str, Any] | None = None) -> dict[str, Any]:
-    return {"role": "assistant", "content": None, "tool_calls": [call(tool, arguments or {"id": "INV-7"})]}
+    return support_answer(tool, arguments or {"id": "INV-7"})
 
 
 def captured(messages: list[dict[str, Any]], reply: dict[str, Any], *, tools: list | None = TOOLS,
              tool_choice: Any = None, params: dict[str, Any] = PARAMS, session: str = "s-1") -> CapturedDecision:
-    """What the gateway stores for this request: its body as proxy.py hands it over (model rewritten)."""
-    body: dict[str, Any] = {"model": "worker", **params, "messages": messages}
-    if tools is not None:
-        body["tools"] = tools
-    if tool_choice is not None:
-        body["tool_choice"] = tool_choice
-    body["model"] = "worker-base"  # the route's target, as the gateway sets it before forwarding
-    job = CaptureJob(request_id=f"r-{session}", workspace="ws-a", session=session, route="worker",
-                     adapter="worker-base", kind="production", body=body, answer=reply, duration_s=0.1,
-                     captured_at="2026-08-02T10:00:00Z")
-    return describe(job, "descriptor")
+    return descriptor(messages, reply, session=session, tools=tools, tool_choice=tool_choice, params=params)
 
 
 def corpus(root: Path, messages: list[dict[str, Any]], *, tools: list | None = TOOLS, tool_choice: Any = None,
            params: dict[str, Any] = PARAMS, session: str = "s-1") -> TranscriptDir:
-    header = TranscriptHeader(workspace="ws-a", session=session, tools=tools, tool_choice=tool_choice, params=params)
-    (root / "ws-a").mkdir(parents=True, exist_ok=True)
-    (root / "ws-a" / f"{session}.jsonl").write_text(transcript_lines(header, messages), encoding="utf-8")
+    write_session(root, messages, session=session, tools=tools, tool_choice=tool_choice, params=params)
     return TranscriptDir(root)
 
 
