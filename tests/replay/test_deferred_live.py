@@ -1,0 +1,138 @@
+"""Deferred replay end to end on the real engine (DESIGN §9).
+
+Scripted tool loops run through the real gateway in `descriptor` mode (the store keeps no
+text); the script plays the runtime: it plays the tools and writes each session's transcript
+as it sent and received it. Then, off the serving path: the descriptors are resolved from the
+transcripts (one edited after capture, one cut short, one never written: each refused with its
+reason), redacted with workspace keys, checked for residual values, frozen, and replayed
+against the engine. The tool `notify` takes a person's address as its only argument (an enum,
+so the model can only name it), which puts the same e-mail in the request, the tool schema and
+the failed action: replay then proves the pseudonyms agree, as an exact repeat.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from core.capture import read_decisions
+from serve.gateway.config import load_gateway_config
+from tests.support.deferred import write_session
+from tests.support.gateway_harness import RunningGateway, wait_for, write_config
+
+EMAIL, PHONE, IBAN = "maria.lopez@acme-corp.com", "+49 30 1234 5678", "DE89 3704 0044 0532 0130 00"
+TOOLS = [
+    {"type": "function", "function": {
+        "name": "notify", "description": "Send the customer a payment reminder.", "strict": True,
+        "parameters": {"type": "object", "additionalProperties": False, "required": ["to"],
+                       "properties": {"to": {"type": "string", "enum": [EMAIL]}}}}},
+    {"type": "function", "function": {
+        "name": "lookup", "description": "Look up one invoice by its id.", "strict": True,
+        "parameters": {"type": "object", "additionalProperties": False, "required": ["id"],
+                       "properties": {"id": {"type": "string", "enum": ["INV-7", "INV-8"]}}}}},
+]
+PARAMS = {"max_tokens": 48, "temperature": 0}
+ASK = [{"role": "system", "content": "You keep the ledger.\n\n<memory>\nACME pays late.\n</memory>"},
+       {"role": "user", "content": f"Remind ACME about INV-7 (pay to {IBAN}): write to {EMAIL} or call {PHONE}."}]
+
+
+def play(gw: RunningGateway, transcripts: Path, workspace: str, session: str, force: str,
+         results: list[Any]) -> list[dict[str, Any]]:
+    """One session as the runtime runs it: each turn forces `force`, each call gets the next scripted
+    result; the transcript gets every message sent and the last answer. Returns the transcript's messages."""
+    choice = {"type": "function", "function": {"name": force}}
+    history = [dict(m) for m in ASK]
+    for result in [*results, None]:
+        response = gw.client.post("/v1/chat/completions",
+                                  json={"model": "worker", **PARAMS, "messages": history, "tools": TOOLS,
+                                        "tool_choice": choice},
+                                  headers={"X-Workspace-Id": workspace, "X-Session-Id": session})
+        assert response.status_code == 200, response.text
+        message = {k: v for k, v in response.json()["choices"][0]["message"].items()
+                   if k in ("role", "content", "tool_calls")}
+        assert message["tool_calls"][0]["function"]["name"] == force, message
+        history.append(message)
+        if result is not None:
+            history.append({"role": "tool", "tool_call_id": message["tool_calls"][0]["id"],
+                            "content": json.dumps(result)})
+    write_session(transcripts, history, workspace=workspace, session=session, tools=TOOLS, tool_choice=choice,
+                  params=PARAMS)
+    return history
+
+
+@pytest.mark.engine
+def test_descriptor_captures_are_resolved_redacted_and_replayed(engine, tmp_path, capsys):
+    from replay.cli import main as replay_main
+    from replay.suite import load_suite
+
+    path = write_config(tmp_path / "gw", [engine.base_url], tmp_path / "adapters",
+                        extra='[capture]\nmode = "descriptor"\nsample_rate = 1.0\n')
+    (tmp_path / "adapters").mkdir()
+    db = load_gateway_config(path).capture.db
+    transcripts = tmp_path / "transcripts"
+    blocked = {"error": f"Permission denied: {EMAIL} has opted out"}
+    paid = {"id": "INV-7", "paid": True, "iban": IBAN}
+    with RunningGateway(path) as gw:
+        play(gw, transcripts, "ws-live", "s-remind", "notify", [blocked, {"status": "sent"}])
+        play(gw, transcripts, "ws-other", "s-remind", "notify", [blocked])
+        play(gw, transcripts, "ws-live", "s-paid", "lookup", [paid])
+        edited = play(gw, transcripts, "ws-live", "s-edited", "lookup", [paid])
+        short = play(gw, transcripts, "ws-live", "s-short", "lookup", [paid])
+        play(gw, transcripts, "ws-live", "s-gone", "lookup", [paid])
+        wait_for(lambda: len(read_decisions(db)) == 13, "thirteen captures", 30)
+    raw = b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
+    assert EMAIL.encode() not in raw and b"ledger" not in raw  # descriptors: no text on the serving host
+
+    # the runtime's corpus after the fact: one session edited, one cut short, one never written
+    edited[1] = {**edited[1], "content": edited[1]["content"].replace("INV-7", "INV-8")}
+    write_session(transcripts, edited, workspace="ws-live", session="s-edited", tools=TOOLS,
+                  tool_choice={"type": "function", "function": {"name": "lookup"}}, params=PARAMS)
+    write_session(transcripts, short[:2], workspace="ws-live", session="s-short", tools=TOOLS,
+                  tool_choice={"type": "function", "function": {"name": "lookup"}}, params=PARAMS)
+    (transcripts / "ws-live" / "s-gone.jsonl").unlink()
+    before = {p: p.read_bytes() for p in transcripts.rglob("*.jsonl")}
+
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"ws-live" = "{"5a" * 32}"\n"ws-other" = "{"c3" * 32}"\n')
+    suite = tmp_path / "suite"
+    assert replay_main(["suite", "build", "--from-capture", str(db), "--transcripts", str(transcripts),
+                        "--keys", str(keys), "--out", str(suite), "--version", "deferred-1"]) == 0
+    printed = capsys.readouterr().out
+    print(printed)  # the figures of the run (captured / resolved / refused / redactions / privacy)
+    assert {p: p.read_bytes() for p in transcripts.rglob("*.jsonl")} == before  # the corpus is only read
+    assert "descriptors: 4 resolved (4 by request hash, 0 by message hashes only); " \
+           "refused: hash mismatch 1, session missing 1, turn missing 1" in printed
+    assert "left out: no verdict from its outcome 6" in printed
+    assert "privacy check: clean" in printed
+    built = load_suite(suite)
+    assert [(d.stratum, d.workspace, d.session) for d in built.decisions] == [
+        ("known_failure", "ws-live", "s-remind"), ("verified_action", "ws-live", "s-remind"),
+        ("known_failure", "ws-other", "s-remind"), ("clean_trajectory_action", "ws-live", "s-paid")]
+    live_failed, _, other_failed, _ = built.decisions
+    pseudonym = live_failed.failed_action.arguments["to"]
+    assert pseudonym.startswith("<EMAIL_") and other_failed.failed_action.arguments["to"] != pseudonym
+    assert pseudonym in live_failed.request.messages[1]["content"]  # the request says the same pseudonym
+    assert live_failed.request.tools[0]["function"]["parameters"]["properties"]["to"]["enum"] == [pseudonym]
+    text = (suite / "decisions.jsonl").read_text()
+    assert all(value not in text for value in (EMAIL, PHONE, IBAN, "<memory>"))
+    assert replay_main(["suite", "check-privacy", str(suite)]) == 0
+    assert replay_main(["suite", "freeze", str(suite)]) == 0
+
+    run_toml = tmp_path / "run.toml"
+    run_toml.write_text(f'[endpoint]\nbase_url = "{engine.base_url}/v1"\n[decoding]\nmax_tokens = 48\n'
+                        '[[arms]]\nname = "base"\nmodel = "worker-base"\n')
+    run = tmp_path / "run"
+    assert replay_main(["run", "--suite", str(suite), "--config", str(run_toml), "--out", str(run),
+                        "--ledger", str(tmp_path / "ledger.sqlite")]) == 0, capsys.readouterr().err
+    results = {r["decision_id"]: r for r in map(json.loads, (run / "results.jsonl").read_text().splitlines())}
+    assert set(results) == {d.id for d in built.decisions}
+    for decision in built.decisions:
+        score = results[decision.id]["score"]
+        if decision.stratum == "known_failure":
+            # the forced call can only name the pseudonymised address: the same one as the failed action's
+            assert score["tool_repeat"] and score["exact_repeat"], results[decision.id]
+        else:
+            assert score["tool_correct"] and score["joint_correct"], results[decision.id]
