@@ -7,60 +7,29 @@ transcripts (one edited after capture, one cut short, one never written: each re
 reason), redacted with workspace keys, checked for residual values, frozen, and replayed
 against the engine. The tool `notify` takes a person's address as its only argument (an enum,
 so the model can only name it), which puts the same e-mail in the request, the tool schema and
-the failed action: replay then proves the pseudonyms agree, as an exact repeat.
+the failed action: replay then proves the pseudonyms agree, as an exact repeat. The sessions
+are the demo's (`demo/deferred.py`, `worker-demo deferred`), plus three spoiled on purpose.
 """
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from core.capture import read_decisions
+from demo.deferred import EMAIL, IBAN, PAID, PHONE, SCRIPTS, Script, forced, play, write_transcript
 from serve.gateway.config import load_gateway_config
-from tests.support.deferred import write_session
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
 
-EMAIL, PHONE, IBAN = "maria.lopez@acme-corp.com", "+49 30 1234 5678", "DE89 3704 0044 0532 0130 00"
-TOOLS = [
-    {"type": "function", "function": {
-        "name": "notify", "description": "Send the customer a payment reminder.", "strict": True,
-        "parameters": {"type": "object", "additionalProperties": False, "required": ["to"],
-                       "properties": {"to": {"type": "string", "enum": [EMAIL]}}}}},
-    {"type": "function", "function": {
-        "name": "lookup", "description": "Look up one invoice by its id.", "strict": True,
-        "parameters": {"type": "object", "additionalProperties": False, "required": ["id"],
-                       "properties": {"id": {"type": "string", "enum": ["INV-7", "INV-8"]}}}}},
-]
-PARAMS = {"max_tokens": 48, "temperature": 0}
-ASK = [{"role": "system", "content": "You keep the ledger.\n\n<memory>\nACME pays late.\n</memory>"},
-       {"role": "user", "content": f"Remind ACME about INV-7 (pay to {IBAN}): write to {EMAIL} or call {PHONE}."}]
 
-
-def play(gw: RunningGateway, transcripts: Path, workspace: str, session: str, force: str,
-         results: list[Any]) -> list[dict[str, Any]]:
-    """One session as the runtime runs it: each turn forces `force`, each call gets the next scripted
-    result; the transcript gets every message sent and the last answer. Returns the transcript's messages."""
-    choice = {"type": "function", "function": {"name": force}}
-    history = [dict(m) for m in ASK]
-    for result in [*results, None]:
-        response = gw.client.post("/v1/chat/completions",
-                                  json={"model": "worker", **PARAMS, "messages": history, "tools": TOOLS,
-                                        "tool_choice": choice},
-                                  headers={"X-Workspace-Id": workspace, "X-Session-Id": session})
+def client_post(gw: RunningGateway):
+    def post(body: dict[str, Any], headers: dict[str, str]) -> dict[str, Any]:
+        response = gw.client.post("/v1/chat/completions", json=body, headers=headers)
         assert response.status_code == 200, response.text
-        message = {k: v for k, v in response.json()["choices"][0]["message"].items()
-                   if k in ("role", "content", "tool_calls")}
-        assert message["tool_calls"][0]["function"]["name"] == force, message
-        history.append(message)
-        if result is not None:
-            history.append({"role": "tool", "tool_call_id": message["tool_calls"][0]["id"],
-                            "content": json.dumps(result)})
-    write_session(transcripts, history, workspace=workspace, session=session, tools=TOOLS, tool_choice=choice,
-                  params=PARAMS)
-    return history
+        return response.json()["choices"][0]["message"]
+    return post
 
 
 @pytest.mark.engine
@@ -73,25 +42,19 @@ def test_descriptor_captures_are_resolved_redacted_and_replayed(engine, tmp_path
     (tmp_path / "adapters").mkdir()
     db = load_gateway_config(path).capture.db
     transcripts = tmp_path / "transcripts"
-    blocked = {"error": f"Permission denied: {EMAIL} has opted out"}
-    paid = {"id": "INV-7", "paid": True, "iban": IBAN}
     with RunningGateway(path) as gw:
-        play(gw, transcripts, "ws-live", "s-remind", "notify", [blocked, {"status": "sent"}])
-        play(gw, transcripts, "ws-other", "s-remind", "notify", [blocked])
-        play(gw, transcripts, "ws-live", "s-paid", "lookup", [paid])
-        edited = play(gw, transcripts, "ws-live", "s-edited", "lookup", [paid])
-        short = play(gw, transcripts, "ws-live", "s-short", "lookup", [paid])
-        play(gw, transcripts, "ws-live", "s-gone", "lookup", [paid])
+        for script in SCRIPTS:  # the demo's sessions (`worker-demo deferred`) ...
+            play(client_post(gw), transcripts, script)
+        edited, short, _ = (play(client_post(gw), transcripts, Script("ws-live", name, "lookup", (PAID,)))
+                            for name in ("s-edited", "s-short", "s-gone"))  # ... and three to spoil afterwards
         wait_for(lambda: len(read_decisions(db)) == 13, "thirteen captures", 30)
     raw = b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
     assert EMAIL.encode() not in raw and b"ledger" not in raw  # descriptors: no text on the serving host
 
     # the runtime's corpus after the fact: one session edited, one cut short, one never written
     edited[1] = {**edited[1], "content": edited[1]["content"].replace("INV-7", "INV-8")}
-    write_session(transcripts, edited, workspace="ws-live", session="s-edited", tools=TOOLS,
-                  tool_choice={"type": "function", "function": {"name": "lookup"}}, params=PARAMS)
-    write_session(transcripts, short[:2], workspace="ws-live", session="s-short", tools=TOOLS,
-                  tool_choice={"type": "function", "function": {"name": "lookup"}}, params=PARAMS)
+    write_transcript(transcripts, "ws-live", "s-edited", edited, forced("lookup"))
+    write_transcript(transcripts, "ws-live", "s-short", short[:2], forced("lookup"))
     (transcripts / "ws-live" / "s-gone.jsonl").unlink()
     before = {p: p.read_bytes() for p in transcripts.rglob("*.jsonl")}
 
