@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
+from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
 from replay.capture_suite import assign_strata, build_suite, strip_memory
 from replay.cli import main
-from replay.suite import SuiteError, freeze_suite, load_suite
-from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
 from replay.resolve import load_keys
+from replay.suite import SuiteError, freeze_suite, load_suite
 from replay.transcripts import TranscriptDir
 from tests.support.deferred import answer, descriptor, write_session
 

@@ -13,8 +13,19 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.capture import CapturedDecision
-from replay.resolve import (ANSWER_MISMATCH, HASH_MISMATCH, OFFER_MISMATCH, SESSION_MISSING, TRANSCRIPT_UNREADABLE,
-                            TURN_MISSING, KeysError, Refusal, Resolved, load_keys, resolve)
+from replay.resolve import (
+    ANSWER_MISMATCH,
+    HASH_MISMATCH,
+    OFFER_MISMATCH,
+    SESSION_MISSING,
+    TRANSCRIPT_UNREADABLE,
+    TURN_MISSING,
+    KeysError,
+    Refusal,
+    Resolved,
+    load_keys,
+    resolve,
+)
 from replay.transcripts import TranscriptDir
 from tests.support.deferred import answer as support_answer
 from tests.support.deferred import call, descriptor, write_session
