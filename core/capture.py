@@ -33,6 +33,14 @@ def request_sha256(body: Mapping[str, Any]) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
+def choice_label(choice: Any) -> str:
+    """A request's `tool_choice` as a descriptor records it (pass `auto` when the body has none):
+    a named function as `function:<name>`, else the value itself."""
+    if isinstance(choice, Mapping):
+        return f"function:{(choice.get('function') or {}).get('name', '')}"
+    return str(choice)
+
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS decisions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,

@@ -16,6 +16,12 @@ def _run(args: argparse.Namespace) -> int:
     return run_demo(args.out, quick=args.quick)
 
 
+def _deferred(args: argparse.Namespace) -> int:
+    from demo.deferred import run_deferred
+
+    return run_deferred(args.out)
+
+
 def _adapters(args: argparse.Namespace) -> int:
     from demo.adapters import build_demo_adapters, cached_demo_dir
 
@@ -33,6 +39,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=Path("runs/demo"))
     run.add_argument("--quick", action="store_true", help="a small slice, for a smoke test")
     run.set_defaults(func=_run)
+    deferred = sub.add_parser("deferred", help="descriptor capture -> transcripts -> resolved, redacted suite "
+                                               "-> replay of base and the recovery adapter")
+    deferred.add_argument("--out", type=Path, default=Path("runs/deferred"), help="a fresh directory")
+    deferred.set_defaults(func=_deferred)
     adapters = sub.add_parser("adapters", help="train and cache the demo's recovery and mix adapters (idempotent)")
     adapters.add_argument("--demo-dir", type=Path, default=None,
                           help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")

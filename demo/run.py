@@ -90,7 +90,7 @@ def held_out_slice(suite: Suite, path: Path, per_stratum: int | None,
                                          f'version = "{suite.manifest.version}"\n'
                                          f"created = {suite.manifest.created.isoformat()}\n")
         (path / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in picked))
-        freeze_suite(path)
+        freeze_suite(path, synthetic=True)  # a slice of the demo suite: invented values
     return load_suite(path)
 
 
@@ -136,14 +136,14 @@ def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_roo
     })
 
 
-def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path) -> Path:
+def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path, extra: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n'
         f'[base]\nserved_model_name = "worker-base"\nmodel = "{MODEL_NAME}"\n'
         f'[adapters]\nroot = "{adapter_root}"\n'
         f'[[upstreams]]\nname = "engine-0"\nurl = "{engine_url}"\n'
-        f'[admin]\ntoken_env = "WORKER_GATEWAY_ADMIN_TOKEN"\n')
+        f'[admin]\ntoken_env = "WORKER_GATEWAY_ADMIN_TOKEN"\n{extra}')
     return path
 
 
@@ -177,8 +177,9 @@ def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -
 
 
 @contextmanager
-def serving(out: Path, adapters: dict[str, Path]) -> Iterator[tuple[str, dict[str, str]]]:
-    """The real engine and the real gateway in front of it; yields the gateway URL and adapter versions."""
+def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "") -> Iterator[tuple[str, dict[str, str]]]:
+    """The real engine and the real gateway in front of it (`gateway_extra`: more gateway TOML, e.g.
+    a `[capture]` table); yields the gateway URL and adapter versions."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
@@ -186,7 +187,8 @@ def serving(out: Path, adapters: dict[str, Path]) -> Iterator[tuple[str, dict[st
         engine = stack.enter_context(_started(EngineProcess(load_engine_config(ENGINE_CONFIG, port=free_port()),
                                                              log_path=logs / "engine.log"), "engine"))
         port = free_port()
-        config = gateway_config(out / "gateway" / "gateway.toml", port, engine.base_url, cache_dir() / "adapters")
+        config = gateway_config(out / "gateway" / "gateway.toml", port, engine.base_url, cache_dir() / "adapters",
+                                gateway_extra)
         gateway = ServiceProcess("gateway", [sys.executable, "-m", "serve", "gateway", "--config", str(config)],
                                  {**os.environ, "WORKER_GATEWAY_ADMIN_TOKEN": token}, f"http://127.0.0.1:{port}",
                                  120.0, logs / "gateway.log")

@@ -109,7 +109,7 @@ def write_demo(out_dir: Path | str, seed: int = 0) -> tuple[Path, Path]:
     suite_dir.mkdir(parents=True)
     (suite_dir / SUITE_TOML).write_text(_manifest(seed), encoding="utf-8")
     (suite_dir / DECISIONS_JSONL).write_text(_jsonl(suite), encoding="utf-8")
-    freeze_suite(suite_dir, at=CREATED)
+    freeze_suite(suite_dir, at=CREATED, synthetic=True)
     train_path.write_text(_jsonl(train), encoding="utf-8")
     for kit in KITS:
         for relative, text in memory_files(kit.workspace).items():

@@ -11,9 +11,13 @@ from its session (disjoint, first match wins):
 
 Decisions without a label (no call, or no next turn yet) and decisions whose label is an
 anomaly that is no verdict (`empty_result`, `partial`, `pending`, `no_op`) get no stratum.
-Only `full`-mode captures hold a request and can become suite decisions; their requests end
-before the answer (the contract excludes its target), memory blocks are stripped (replay
-injects memory; the workspace is recorded instead), and a decision state seen twice is kept once.
+A `full`-mode capture holds its request; a `descriptor` holds only hashes and becomes a
+decision when a transcript corpus resolves it (replay/resolve.py: proven by hash, or refused
+with its reason). Requests end before the answer (the contract excludes its target), memory
+blocks are stripped (replay injects memory; the workspace is recorded instead), and a decision
+state seen twice is kept once. With workspace keys, every decision is redacted before it is
+written (replay/redact.py: typed pseudonyms, one key per workspace, never in the suite), and
+the written suite is run through the privacy check.
 """
 
 from __future__ import annotations
@@ -22,8 +26,8 @@ import json
 import re
 import tomllib
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -32,24 +36,15 @@ from core.capture import CapturedDecision, read_decisions
 from core.guard import FAILURES
 from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
+from replay.redact import Pseudonymizer
+from replay.resolve import NO_KEY, Refusal, Verify, resolve
+from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, check_privacy, validate_suite
 from replay.suite_checks import request_hash
+from replay.transcripts import TranscriptSource
 
 _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
                                                                              (RULES_OPEN, RULES_CLOSE))),
                      re.DOTALL | re.IGNORECASE)
-
-
-@dataclass(frozen=True)
-class BuildReport:
-    path: Path
-    strata: dict[str, int]  # decisions written, per stratum
-    skipped: dict[str, int]  # captured decisions left out, per reason
-
-    def __str__(self) -> str:
-        written = ", ".join(f"{k} {v}" for k, v in sorted(self.strata.items())) or "none"
-        skipped = ", ".join(f"{k} {v}" for k, v in sorted(self.skipped.items())) or "none"
-        return f"{self.path}: {sum(self.strata.values())} decisions ({written}); left out: {skipped}"
 
 
 def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
@@ -96,55 +91,120 @@ def strip_memory(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     return stripped
 
 
-def to_decision(captured: CapturedDecision, stratum: str) -> Decision:
-    """A suite decision from a full-mode capture, memory blocks stripped, its target or failed action set by the
-    stratum."""
-    assert captured.request is not None and captured.chosen_tool is not None
-    request = ChatRequest.model_validate({**captured.request,
-                                          "messages": strip_memory(captured.request["messages"])})
+def to_decision(captured: CapturedDecision, stratum: str, request: dict[str, Any],
+                arguments: dict[str, Any] | None) -> Decision:
+    """A suite decision from a stratified capture, its request and its chosen call's arguments
+    (None when withheld: a failed action then carries its key set only)."""
+    assert captured.chosen_tool is not None
     failed = stratum == KNOWN_FAILURE
     return Decision(
         id=f"cap-{captured.id}", stratum=stratum, cluster=f"{captured.workspace}/{captured.session}",
         workspace=captured.workspace, session=captured.session,
-        captured_at=datetime.fromisoformat(captured.captured_at.replace("Z", "+00:00")), request=request,
+        captured_at=datetime.fromisoformat(captured.captured_at.replace("Z", "+00:00")),
+        request=ChatRequest.model_validate({**request, "messages": strip_memory(request["messages"])}),
         target=None if failed else Target(tool=captured.chosen_tool, arg_keys=captured.chosen_keys),
-        failed_action=_failed_action(captured) if failed else None, memory=MemoryRef(workspace=captured.workspace))
+        failed_action=(FailedAction(tool=captured.chosen_tool, arguments=arguments) if arguments is not None else
+                       FailedAction(tool=captured.chosen_tool, arg_keys=captured.chosen_keys)) if failed else None,
+        memory=MemoryRef(workspace=captured.workspace))
 
 
-def _failed_action(captured: CapturedDecision) -> FailedAction:
-    """The failed call with its arguments when they were captured (`full`), else its key set."""
-    assert captured.chosen_tool is not None
-    if captured.chosen_arguments is not None:
-        return FailedAction(tool=captured.chosen_tool, arguments=captured.chosen_arguments)
-    return FailedAction(tool=captured.chosen_tool, arg_keys=captured.chosen_keys)
+def redact_decision(decision: Decision, pseudonymizer: Pseudonymizer) -> Decision:
+    """The decision with detected values pseudonymised: request, failed-action arguments, session
+    and cluster (ids, strata, tool names and key sets are structure and stay)."""
+    data = decision.model_dump(mode="json", exclude_none=True)
+    for name in ("request", "session", "cluster"):
+        data[name] = pseudonymizer.value(data[name])
+    if "arguments" in data.get("failed_action", {}):
+        data["failed_action"]["arguments"] = pseudonymizer.value(data["failed_action"]["arguments"])
+    return Decision.model_validate(data)
 
 
-def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capture",
-                version: str = "1") -> BuildReport:
-    """Write the suite of every stratified `full` capture (at or after `since`) into `out`.
+@dataclass
+class BuildReport:
+    path: Path
+    strata: dict[str, int]  # decisions written, per stratum
+    skipped: dict[str, int]  # captured decisions left out (no verdict, no request, duplicates), per reason
+    refused: dict[str, int] = field(default_factory=dict)  # descriptors the transcripts did not prove, per reason
+    refusals: list[str] = field(default_factory=list)  # one line per refused decision
+    resolved: int = 0  # descriptors resolved from the transcripts
+    request_verified: int = 0  # of those, proven by the request hash (the rest by message hashes)
+    redactions: dict[str, int] | None = None  # pseudonyms written, per type (None: not redacted)
+    residuals: list[str] = field(default_factory=list)  # the privacy check's findings in the written suite
 
-    Refuses a frozen suite in `out` (new cases go into the next version) and a directory that
-    holds anything but a suite; rebuilds an unfrozen one."""
+    def __str__(self) -> str:
+        def counts(table: dict[str, int]) -> str:
+            return ", ".join(f"{k} {v}" for k, v in sorted(table.items())) or "none"
+
+        lines = [f"{self.path}: {sum(self.strata.values())} decisions ({counts(self.strata)}); left out: "
+                 + counts(self.skipped)]
+        if self.resolved or self.refused:
+            lines.append(f"descriptors: {self.resolved} resolved ({self.request_verified} by request hash, "
+                         f"{self.resolved - self.request_verified} by message hashes only); "
+                         f"refused: {counts(self.refused)}")
+            lines += [f"  refused: {line}" for line in self.refusals]
+        if self.redactions is not None:
+            lines.append(f"redactions: {counts(self.redactions)}")
+            lines.append("privacy check: " + (f"{len(self.residuals)} residual value(s)" if self.residuals
+                                              else "clean"))
+            lines += [f"  {line}" for line in self.residuals]
+        return "\n".join(lines)
+
+
+def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capture", version: str = "1", *,
+                transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
+                verify: Verify = "request") -> BuildReport:
+    """Write the suite of every stratified capture (at or after `since`) into `out`.
+
+    `full` captures bring their request; `descriptor` captures are resolved from `transcripts`
+    (left out without them). With `keys` (workspace → key), every decision is redacted with its
+    workspace's key, and one whose workspace has none is refused. Refuses a frozen suite in
+    `out` (new cases go into the next version) and a directory that holds anything but a
+    suite; rebuilds an unfrozen one."""
     if not db.is_file():
         raise SuiteError(f"no capture store at {db}", [])
     _check_target_dir(out)
     captured = read_decisions(db, since)
-    decisions, skipped, seen = [], Counter[str](), set()
+    report = BuildReport(out, {}, {}, redactions=None if keys is None else {})
+    skipped, refused, seen = Counter[str](), Counter[str](), set()
+    redactions = Counter[str]()
+    decisions = []
     for item, stratum in zip(captured, assign_strata(captured), strict=True):
         if stratum is None:
             skipped["no verdict from its outcome"] += 1
-        elif item.request is None:
+            continue
+        if item.request is not None:
+            request, arguments = item.request, item.chosen_arguments
+        elif transcripts is None:
             skipped["descriptor only (no request stored)"] += 1
+            continue
         else:
-            decision = to_decision(item, stratum)
-            state = request_hash(decision.request)
-            if state in seen:
-                skipped["same decision state as an earlier capture"] += 1
+            resolved = resolve(item, transcripts, verify)
+            if isinstance(resolved, Refusal):
+                refused[resolved.reason] += 1
+                report.refusals.append(f"{item.id}: {resolved.reason}: {resolved.detail}")
                 continue
-            seen.add(state)
-            decisions.append(decision)
+            report.resolved += 1
+            report.request_verified += resolved.request_verified
+            request, arguments = resolved.request, resolved.arguments
+        decision = to_decision(item, stratum, request, arguments)
+        if keys is not None:
+            if item.workspace not in keys:
+                refused[NO_KEY] += 1
+                report.refusals.append(f"{item.id}: {NO_KEY} {item.workspace!r}")
+                continue
+            pseudonymizer = Pseudonymizer(keys[item.workspace])
+            decision = redact_decision(decision, pseudonymizer)
+        state = request_hash(decision.request)
+        if state in seen:
+            skipped["same decision state as an earlier capture"] += 1
+            continue
+        seen.add(state)
+        decisions.append(decision)
+        if keys is not None:
+            redactions += pseudonymizer.counts
     if not decisions:
-        why = ", ".join(f"{n} {reason}" for reason, n in sorted(skipped.items())) or "the store holds no captures"
+        reasons = {**skipped, **{f"refused: {r}": n for r, n in refused.items()}}
+        why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())) or "the store holds no captures"
         raise SuiteError(f"no decisions to build a suite from in {db}" + (f" since {since}" if since else "")
                          + f" ({why}); nothing written", [])
     out.mkdir(parents=True, exist_ok=True)
@@ -157,7 +217,12 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     problems = validate_suite(out)
     if problems:
         raise SuiteError(f"the suite built in {out} does not validate", problems)
-    return BuildReport(out, dict(Counter(d.stratum for d in decisions)), dict(skipped))
+    report.strata, report.skipped, report.refused = dict(Counter(d.stratum for d in decisions)), dict(skipped), \
+        dict(refused)
+    if keys is not None:
+        report.redactions = dict(redactions)
+        report.residuals = [str(p) for p in check_privacy(out)]
+    return report
 
 
 def _check_target_dir(out: Path) -> None:

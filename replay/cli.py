@@ -18,7 +18,7 @@ from replay.memory.checks import check_memory, has_violations
 from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
 from replay.runner import run
-from replay.suite import format_stats, freeze_suite, load_suite, suite_stats, validate_suite
+from replay.suite import check_privacy, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
 
 def default_ledger() -> Path:
@@ -34,16 +34,31 @@ def _suite_validate(args: argparse.Namespace) -> int:
 
 
 def _suite_freeze(args: argparse.Namespace) -> int:
-    manifest = freeze_suite(args.dir)
+    manifest = freeze_suite(args.dir, synthetic=args.synthetic)
     print(f"{args.dir}: frozen, {manifest.decisions} decisions, sha256 {manifest.sha256}")
     return 0
 
 
 def _suite_build(args: argparse.Namespace) -> int:
     from replay.capture_suite import build_suite
+    from replay.resolve import load_keys
+    from replay.transcripts import TranscriptDir
 
-    print(build_suite(args.from_capture, args.out, args.since, args.name, args.version))
+    transcripts = TranscriptDir(args.transcripts) if args.transcripts else None
+    keys = load_keys(args.keys) if (transcripts is not None or args.keys) else None
+    report = build_suite(args.from_capture, args.out, args.since, args.name, args.version, transcripts=transcripts,
+                         keys=keys, verify=args.verify)
+    print(report)
     return 0
+
+
+def _suite_check_privacy(args: argparse.Namespace) -> int:
+    problems = check_privacy(args.dir)
+    for problem in problems:
+        print(problem)
+    print(f"{args.dir}: privacy check " + (f"failed: {len(problems)} detectable value(s)" if problems else "clean"),
+          file=sys.stderr)
+    return 1 if problems else 0
 
 
 def _suite_stats(args: argparse.Namespace) -> int:
@@ -105,7 +120,13 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _lessons_propose(args: argparse.Namespace) -> int:
-    from replay.memory.lessons import AblationPolicy, LiftPolicy, apply_plan, plan_lessons, record_verdicts
+    from replay.memory.lessons import (
+        AblationPolicy,
+        LiftPolicy,
+        apply_plan,
+        plan_lessons,
+        record_verdicts,
+    )
 
     records = load_results(args.run_dir)
     memory_dirs = workspace_dirs(args.memory_root)
@@ -154,13 +175,25 @@ def build_parser() -> argparse.ArgumentParser:
 
     suite = sub.add_parser("suite", help="decision suites").add_subparsers(dest="action", required=True)
     for name, func, text in (("validate", _suite_validate, "report every bad line with file:line"),
-                             ("freeze", _suite_freeze, "write the frozen manifest"),
-                             ("stats", _suite_stats, "counts per stratum, cluster, workspace, tool")):
+                             ("freeze", _suite_freeze, "write the frozen manifest (after the privacy check)"),
+                             ("stats", _suite_stats, "counts per stratum, cluster, workspace, tool"),
+                             ("check-privacy", _suite_check_privacy,
+                              "every detectable value left in the suite (decision id, JSON path, type)")):
         p = suite.add_parser(name, help=text)
         p.add_argument("dir", type=Path)
+        if name == "freeze":
+            p.add_argument("--synthetic", action="store_true",
+                           help="the suite's values are invented (a generated demo): skip the privacy check")
         p.set_defaults(func=func)
     p = suite.add_parser("build", help="a versioned suite from the gateway's capture store")
     p.add_argument("--from-capture", type=Path, required=True, metavar="DB", help="the gateway's capture.sqlite")
+    p.add_argument("--transcripts", type=Path, metavar="DIR",
+                   help="the read-only transcript corpus (<workspace>/<session>.jsonl) that resolves descriptors")
+    p.add_argument("--keys", type=Path, metavar="FILE",
+                   help="workspace pseudonym keys (TOML [keys]; default $WORKER_REPLAY_PSEUDONYM_KEYS); "
+                        "needed with --transcripts, redacts every decision")
+    p.add_argument("--verify", choices=("request", "messages"), default="request",
+                   help="what a descriptor must match: the request hash too (default) or the message hashes")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the suite directory (never a frozen one)")
     p.add_argument("--since", metavar="ISO", help="only decisions captured at or after this time")
     p.add_argument("--name", default="capture")

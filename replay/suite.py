@@ -36,6 +36,7 @@ from pydantic import ConfigDict, Field, ValidationError
 
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
 from replay.errors import ReplayError
+from replay.redact import residuals
 from replay.suite_checks import check_across, check_decision
 
 SUITE_TOML = "suite.toml"
@@ -116,11 +117,30 @@ def load_suite(suite_dir: Path | str) -> Suite:
     return Suite(path, manifest, tuple(decisions), decisions_sha256(path))
 
 
-def freeze_suite(suite_dir: Path | str, at: datetime | None = None) -> FrozenManifest:
+def check_privacy(suite_dir: Path | str) -> list[SuiteProblem]:
+    """The privacy check (001 S15): every detectable value (replay/redact.py) left in any field or
+    key of `decisions.jsonl`, by line, decision id, JSON path and type — never the value itself."""
+    path = Path(suite_dir) / DECISIONS_JSONL
+    if not path.is_file():
+        return [SuiteProblem(str(path), None, "missing")]
+    problems = []
+    for number, raw in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+        try:
+            data = json.loads(raw) if raw.strip() else None
+        except json.JSONDecodeError:
+            data = raw  # not a decision (validate_suite says so); its text is still searched
+        ident = data.get("id") if isinstance(data, dict) else None
+        problems += [SuiteProblem(str(path), number, f"decision {ident!r}: {r.kind} value at {r.path}")
+                     for r in residuals(data)]
+    return problems
+
+
+def freeze_suite(suite_dir: Path | str, at: datetime | None = None, *, synthetic: bool = False) -> FrozenManifest:
     """Write the `[frozen]` manifest into suite.toml (the only write to a suite).
 
-    Refuses an invalid suite, and an already-frozen one whose decisions changed; freezing an
-    unchanged frozen suite again returns its manifest and writes nothing.
+    Refuses an invalid suite, one that fails the privacy check (unless `synthetic`: its values
+    are invented, as the demo's generator's are), and an already-frozen one whose decisions
+    changed; freezing an unchanged frozen suite again returns its manifest and writes nothing.
     """
     path = Path(suite_dir)
     manifest, decisions, problems = _read(path)
@@ -138,6 +158,11 @@ def freeze_suite(suite_dir: Path | str, at: datetime | None = None) -> FrozenMan
         raise SuiteError(f"refusing to freeze suite {path}: it is invalid", problems)
     if manifest.frozen is not None:
         return manifest.frozen
+    leaks = [] if synthetic else check_privacy(path)
+    if leaks:
+        raise SuiteError(f"refusing to freeze suite {path}: the privacy check finds {len(leaks)} detectable "
+                         "value(s); build it with workspace keys (suite build --keys) so they are pseudonymised, "
+                         "or, for invented values only, freeze with --synthetic", leaks)
     actual = decisions_sha256(path)
     stamp = (at or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     toml_path = path / SUITE_TOML

@@ -51,7 +51,7 @@ def marked_slice(source: Path, out: Path, marker: str, count: int) -> Path:
         request = decision.request.model_copy(update={"messages": messages})
         lines.append(decision.model_copy(update={"request": request}).model_dump_json() + "\n")
     (out / "decisions.jsonl").write_text("".join(lines))
-    freeze_suite(out)
+    freeze_suite(out, synthetic=True)  # the demo suite's invented values
     return out
 
 

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from core.capture import CapturedDecision, CaptureStore, ToolResult, message_hash, request_sha256
+from core.capture import CapturedDecision, CaptureStore, ToolResult, choice_label, message_hash, request_sha256
 from core.guard import classify
 from core.scoring import chosen_call
 from serve.gateway.config import CaptureSection
@@ -101,9 +101,6 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
     call = chosen_call(parsed)
     raw_calls = job.answer.get("tool_calls") if isinstance(job.answer, dict) else None
     call_id = raw_calls[0].get("id") if raw_calls and isinstance(raw_calls[0], dict) else None
-    choice = job.body.get("tool_choice", "auto")
-    if isinstance(choice, Mapping):
-        choice = f"function:{(choice.get('function') or {}).get('name', '')}"
     full = mode == "full"
     return CapturedDecision(
         id=job.key, request_id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
@@ -111,7 +108,8 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
         request_sha256=request_sha256(job.body),
         message_hashes=[message_hash(m) for m in messages],
         roles=[str(m.get("role", "")) if isinstance(m, Mapping) else "" for m in messages],
-        tools_offered=sorted(offered or ()), tool_choice=str(choice), parse_outcome=parsed.outcome.value,
+        tools_offered=sorted(offered or ()), tool_choice=choice_label(job.body.get("tool_choice", "auto")),
+        parse_outcome=parsed.outcome.value,
         chosen_tool=call.tool if call else None, chosen_keys=list(call.key_set) if call else [],
         call_id=call_id if isinstance(call_id, str) else None, calls=len(parsed.calls),
         duration_s=round(job.duration_s, 6),

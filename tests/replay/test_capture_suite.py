@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,10 @@ import pytest
 from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
 from replay.capture_suite import assign_strata, build_suite, strip_memory
 from replay.cli import main
+from replay.resolve import load_keys
 from replay.suite import SuiteError, freeze_suite, load_suite
+from replay.transcripts import TranscriptDir
+from tests.support.deferred import answer, descriptor, write_session
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("search", "lookup")]
 MEMORY = "You keep the ledger.\n\n<memory>\n[memory/profile.md]\nACME pays late.\n</memory>\n\n" \
@@ -137,3 +141,94 @@ def test_an_unreadable_store_or_ledger_is_one_line_naming_the_file(tmp_path, cap
     (tmp_path / "ledger-dir").mkdir()
     with pytest.raises(StoreError, match="ledger-dir"):
         Ledger(tmp_path / "ledger-dir")
+# --- descriptors resolved from the transcript corpus, redacted with workspace keys ---------------
+
+EMAIL, PHONE = "maria.lopez@acme-corp.com", "+49 30 1234 5678"
+SEND = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("lookup", "send")]
+
+
+def session(workspace: str, name: str) -> tuple[list[CapturedDecision], list[dict]]:
+    """A rejected send (to a person's address) and the lookup that recovered, as captured and as written."""
+    history = [{"role": "system", "content": "You keep the ledger.\n\n<memory>\nACME pays late.\n</memory>"},
+               {"role": "user", "content": f"Mail INV-7 to {EMAIL}, or call {PHONE}."}]
+    first = answer("send", {"to": EMAIL, "invoice": "INV-7"}, "c1")
+    second = [*history, first, {"role": "tool", "tool_call_id": "c1", "content": '{"error": "Permission denied"}'}]
+    last = answer("lookup", {"id": "INV-7"}, "c2")
+    keep = {"workspace": workspace, "session": name, "tools": SEND}
+    return ([descriptor(history, first, outcome="blocked", **keep), descriptor(second, last, outcome="ok", **keep)],
+            [*second, last])
+
+
+def test_descriptors_become_a_redacted_suite_and_refusals_are_counted(tmp_path, capsys):
+    corpus, decisions = tmp_path / "transcripts", []
+    for workspace, name in (("ws-a", "s-1"), ("ws-b", "s-1"), ("ws-a", "gone"), ("ws-a", "edited"),
+                            ("ws-a", "short"), ("ws-c", "s-1")):
+        captured_, messages = session(workspace, name)
+        decisions += captured_
+        if name == "edited":
+            messages[1] = {**messages[1], "content": "Mail INV-8 instead."}
+        if name != "gone":
+            write_session(corpus, messages[:3] if name == "short" else messages, workspace=workspace, session=name,
+                          tools=SEND)
+    db = store(tmp_path / "capture.sqlite", decisions)
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"ws-a" = "{"a1" * 16}"\n"ws-b" = "{"b2" * 16}"\n')
+    out = tmp_path / "suite"
+    assert main(["suite", "build", "--from-capture", str(db), "--transcripts", str(corpus), "--keys", str(keys),
+                 "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "4 decisions (known_failure 2, verified_recovery 2)" in printed
+    assert "left out: same decision state as an earlier capture 1" in printed  # ws-a/short's first turn
+    assert "descriptors: 7 resolved (7 by request hash, 0 by message hashes only); refused: hash mismatch 2, " \
+           "no pseudonym key for the workspace 2, session missing 2, turn missing 1" in printed
+    assert "r-ws-a-edited-2: hash mismatch: ws-a/edited: message 1 (user) is not the one captured" in printed
+    assert "redactions: EMAIL 8, PHONE 4\nprivacy check: clean" in printed
+    suite = load_suite(out)
+    (failed_a, recovery_a, failed_b, _) = suite.decisions
+    pseudonym = failed_a.failed_action.arguments["to"]
+    assert pseudonym.startswith("<EMAIL_") and failed_b.failed_action.arguments["to"].startswith("<EMAIL_")
+    assert pseudonym != failed_b.failed_action.arguments["to"]  # another workspace, another pseudonym
+    assert failed_a.request.messages[1]["content"] == f"Mail INV-7 to {pseudonym}, or call " \
+        f"{recovery_a.request.messages[1]['content'].split('call ')[1]}"
+    sent = json.loads(recovery_a.request.messages[2]["tool_calls"][0]["function"]["arguments"])
+    assert sent == {"to": pseudonym, "invoice": "INV-7"}  # the request and the failed action agree
+    assert recovery_a.target.model_dump() == {"tool": "lookup", "arg_keys": ["id"]}
+    assert failed_a.request.messages[0]["content"] == "You keep the ledger."  # memory stripped after hashing
+    assert EMAIL not in (out / "decisions.jsonl").read_text() and "a1a1" not in (out / "decisions.jsonl").read_text()
+    assert main(["suite", "check-privacy", str(out)]) == 0
+    assert main(["suite", "freeze", str(out)]) == 0
+
+
+def test_messages_mode_accepts_what_the_request_hash_cannot_prove(tmp_path, capsys):
+    corpus = tmp_path / "transcripts"
+    captured_, messages = session("ws-a", "s-1")
+    db = store(tmp_path / "capture.sqlite", [replace(d, request_sha256="f" * 64) for d in captured_])
+    write_session(corpus, messages, tools=SEND)
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"ws-a" = "{"a1" * 16}"\n')
+    with pytest.raises(SuiteError, match="2 refused: hash mismatch"):  # an empty suite is never written
+        build_suite(db, tmp_path / "strict", transcripts=TranscriptDir(corpus), keys=load_keys(keys))
+    assert not (tmp_path / "strict").exists()
+    report = build_suite(db, tmp_path / "loose", transcripts=TranscriptDir(corpus), keys=load_keys(keys),
+                         verify="messages")
+    assert (report.resolved, report.request_verified, report.strata) == (2, 0, {"known_failure": 1,
+                                                                              "verified_recovery": 1})
+
+
+def test_descriptors_need_keys_and_a_suite_with_values_does_not_freeze(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("WORKER_REPLAY_PSEUDONYM_KEYS", raising=False)
+    (tmp_path / "transcripts").mkdir()
+    db = store(tmp_path / "capture.sqlite", [replace(captured(1, "a", "search", outcome="ok"), request={
+        "messages": [{"role": "user", "content": f"Find the invoices of {EMAIL}"}], "tools": TOOLS})])
+    assert main(["suite", "build", "--from-capture", str(db), "--transcripts", str(tmp_path / "transcripts"),
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "--keys FILE" in capsys.readouterr().err
+    out = tmp_path / "plain"
+    assert main(["suite", "build", "--from-capture", str(db), "--out", str(out)]) == 0  # full captures, no keys
+    capsys.readouterr()
+    assert main(["suite", "check-privacy", str(out)]) == 1
+    assert capsys.readouterr().out.strip() == \
+        f"{out / 'decisions.jsonl'}:1: decision 'cap-r-a-1': EMAIL value at $.request.messages[0].content"
+    assert main(["suite", "freeze", str(out)]) == 2
+    assert "the privacy check finds 1 detectable value(s)" in capsys.readouterr().err
+    assert "frozen" not in (out / "suite.toml").read_text()

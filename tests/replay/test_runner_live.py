@@ -31,7 +31,7 @@ def slice_suite(tmp_path_factory):
     out.mkdir()
     (out / "suite.toml").write_text('name = "slice"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
     (out / "decisions.jsonl").write_text("".join(d.model_dump_json(exclude_none=False) + "\n" for d in picked))
-    freeze_suite(out)
+    freeze_suite(out, synthetic=True)  # the demo suite's invented values
     return out
 
 

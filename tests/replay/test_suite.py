@@ -9,9 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from replay.suite import (
     SuiteError,
+    check_privacy,
     format_stats,
     freeze_suite,
     load_suite,
@@ -334,3 +337,58 @@ def test_stats_count_by_stratum_cluster_workspace_and_tool(tmp_path: Path) -> No
     table = format_stats(stats)
     assert "NOT frozen" in table
     assert "verified_recovery" in table and "(no call)" in table
+
+
+# --- the privacy check: a detectable value in any field fails it, and freeze refuses ------------
+
+PLANTS = {"EMAIL": "maria.lopez@acme-corp.com", "IBAN": "DE89 3704 0044 0532 0130 00", "CARD": "4111111111111111",
+          "SECRET": "AKIAIOSFODNN7EXAMPLE", "IP": "10.20.30.40", "PHONE": "+44 20 7946 0958"}
+STRUCTURE = {"id", "stratum", "captured_at", "tool", "name", "role", "tool_choice", "type", "workspace", "arg_keys"}
+
+
+def rich_record() -> dict[str, Any]:
+    """A known failure whose request holds every message shape, with values in every kind of field."""
+    messages = [{"role": "system", "content": "You keep the ledger."},
+                {"role": "user", "content": [{"type": "text", "text": "Find the invoice."}]},
+                {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                    "name": "search_invoices", "arguments": json.dumps({"query": "ACME", "filter": {"note": "x"}})}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": json.dumps({"results": ["inv-1"]})}]
+    return record(1, "known_failure", request={"messages": messages, "tools": TOOLS, "tool_choice": "auto"},
+                  failed_action={"tool": "search_invoices", "arguments": {"query": "x", "opts": [{"to": "y"}]}})
+
+
+def string_paths(value: Any, path: tuple = ()) -> list[tuple]:
+    if isinstance(value, dict):
+        return [p for k, v in value.items() if k not in STRUCTURE for p in string_paths(v, (*path, k))]
+    if isinstance(value, list):
+        return [p for i, v in enumerate(value) for p in string_paths(v, (*path, i))]
+    return [path] if isinstance(value, str) else []
+
+
+def json_path(path: tuple) -> str:
+    return "$" + "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data(), kind=st.sampled_from(sorted(PLANTS)))
+def test_a_planted_value_in_any_field_fails_the_check_and_freeze_refuses(tmp_path_factory, data, kind):
+    line = rich_record()
+    assert check_decision_ok(tmp_path_factory, line)
+    path = data.draw(st.sampled_from(string_paths(line)))
+    holder = line
+    for step in path[:-1]:
+        holder = holder[step]
+    holder[path[-1]] = f"{holder[path[-1]]} {PLANTS[kind]}"
+    suite_dir = write(tmp_path_factory.mktemp("s"), [record(2), line])
+    assert [(p.line, p.reason) for p in check_privacy(suite_dir)] == [
+        (2, f"decision 'd-1': {kind} value at {json_path(path)}")]
+    with pytest.raises(SuiteError, match="privacy check finds 1 detectable value") as info:
+        freeze_suite(suite_dir)
+    assert f"decisions.jsonl:2: decision 'd-1': {kind} value at {json_path(path)}" in str(info.value)
+    assert "frozen" not in (suite_dir / "suite.toml").read_text()
+    assert freeze_suite(suite_dir, synthetic=True).decisions == 2  # invented values: the check does not apply
+
+
+def check_decision_ok(factory: pytest.TempPathFactory, line: dict[str, Any]) -> bool:
+    suite_dir = write(factory.mktemp("ok"), [line])
+    return validate_suite(suite_dir) == [] and check_privacy(suite_dir) == []

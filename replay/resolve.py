@@ -1,0 +1,130 @@
+"""Resolving a `descriptor` capture from the transcript corpus (DESIGN §9), off the serving host.
+
+A descriptor claims "the model saw a request with these hashes". `resolve` finds the session
+in a `TranscriptSource`, takes its first `len(message_hashes)` messages, and recomputes every
+message hash and the request hash with `core.capture`'s own functions — the very code the
+gateway hashed with. What it checks, in order (the first failure refuses, with its reason):
+
+1. the session is in the corpus (`session missing`) and readable (`transcript unreadable`);
+2. it holds the captured turn and the answer after it (`turn missing`: a session cut short);
+3. every message hash equals the captured one (`hash mismatch`: the transcript changed);
+4. the request hash equals the captured one (`hash mismatch`). The gateway hashes the whole
+   body the client sent, with `model` set to the route's target (the descriptor's `adapter`);
+   the transcript rebuilds it from the header's `tools`, `tool_choice` and `params`. A
+   runtime that does not record its sampling params, or changes them per turn, cannot match:
+   with `verify="messages"` such a decision is still accepted on its message hashes, and
+   counted as not request-verified;
+5. the offered tool names and the tool choice equal the descriptor's (`offer mismatch`:
+   with `verify="messages"` this is what keeps a different offer out);
+6. the transcript's next message is the assistant's, and its chosen call has the captured
+   tool and key set (`answer mismatch`).
+
+The corpus is only read. `load_keys` reads the workspace keys redaction needs (replay/redact.py).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from pydantic import Field
+
+from core.capture import CapturedDecision, choice_label, message_hash, request_sha256
+from core.records import ChatRequest, Strict
+from core.scoring import chosen_call
+from core.tomlfile import ConfigError, load_toml
+from core.toolcalls import parse_response
+from replay.errors import ReplayError
+from replay.suite_checks import offered_tools
+from replay.transcripts import TranscriptError, TranscriptSource
+
+Verify = Literal["request", "messages"]
+SESSION_MISSING = "session missing"
+TRANSCRIPT_UNREADABLE = "transcript unreadable"
+TURN_MISSING = "turn missing"
+HASH_MISMATCH = "hash mismatch"
+OFFER_MISMATCH = "offer mismatch"
+ANSWER_MISMATCH = "answer mismatch"
+NO_KEY = "no pseudonym key for the workspace"
+KEYS_ENV = "WORKER_REPLAY_PSEUDONYM_KEYS"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    reason: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """What a capture resolved to: the request the model saw, and the chosen call's arguments."""
+
+    request: dict[str, Any]  # messages, tools, tool_choice
+    arguments: dict[str, Any] | None
+    request_verified: bool
+
+
+def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify = "request") -> Resolved | Refusal:
+    """The decision's request from the corpus, proven by hash, or why it cannot be."""
+    where = f"{captured.workspace}/{captured.session}"
+    try:
+        transcript = source.session(captured.workspace, captured.session)
+    except TranscriptError as exc:
+        return Refusal(TRANSCRIPT_UNREADABLE, str(exc))
+    if transcript is None:
+        return Refusal(SESSION_MISSING, f"{where}: no such session in the transcripts")
+    turn, messages = len(captured.message_hashes), transcript.messages
+    if len(messages) <= turn:
+        return Refusal(TURN_MISSING, f"{where}: the decision needs {turn} message(s) and the answer after them; "
+                                     f"the transcript has {len(messages)}")
+    for index, (message, expected) in enumerate(zip(messages, captured.message_hashes, strict=False)):
+        if message_hash(message) != expected:
+            return Refusal(HASH_MISMATCH, f"{where}: message {index} ({message.get('role')}) is not the one "
+                                          "captured (the transcript changed)")
+    body = transcript.body(turn, captured.adapter)
+    verified = request_sha256(body) == captured.request_sha256
+    if not verified and verify == "request":
+        return Refusal(HASH_MISMATCH, f"{where}: the request hash differs (tools, tool_choice or params are not "
+                                      "what the model saw)")
+    request = ChatRequest.model_validate({k: body[k] for k in ("messages", "tools", "tool_choice") if k in body})
+    offered = sorted(offered_tools(request))
+    choice = choice_label(body.get("tool_choice", "auto"))
+    if (offered, choice) != (captured.tools_offered, captured.tool_choice):
+        return Refusal(OFFER_MISMATCH, f"{where}: the transcript offers {offered} with tool_choice {choice!r}, "
+                                       f"the capture {captured.tools_offered} with {captured.tool_choice!r}")
+    answer = messages[turn]
+    if answer.get("role") != "assistant":
+        return Refusal(TURN_MISSING, f"{where}: message {turn} is a {answer.get('role')!r} message, not the "
+                                     "assistant's answer")
+    call = chosen_call(parse_response(answer, offered or None))
+    tool, keys = (call.tool, call.key_set) if call else (None, [])
+    if (tool, sorted(keys)) != (captured.chosen_tool, sorted(captured.chosen_keys)):
+        return Refusal(ANSWER_MISMATCH, f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "
+                                        f"the capture recorded {captured.chosen_tool!r} with "
+                                        f"{sorted(captured.chosen_keys)}")
+    return Resolved(request.model_dump(), call.arguments if call else None, verified)
+
+
+class PseudonymKeys(Strict):
+    """The workspace keys file (TOML): `[keys]` then `"<workspace>" = "<key>"`, each key at least
+    32 hex digits (16 bytes; `openssl rand -hex 32` makes one)."""
+
+    keys: dict[str, Annotated[str, Field(pattern=r"^(?:[0-9a-fA-F]{2}){16,}$")]] = Field(default_factory=dict)
+
+
+class KeysError(ReplayError):
+    """A workspace keys file that cannot be used."""
+
+
+def load_keys(path: Path | None) -> dict[str, bytes]:
+    """Workspace → key bytes, from `path` or the file named by $WORKER_REPLAY_PSEUDONYM_KEYS."""
+    path = path or (Path(os.environ[KEYS_ENV]) if os.environ.get(KEYS_ENV) else None)
+    if path is None:
+        raise KeysError(f"resolving descriptors needs the workspace keys: --keys FILE or ${KEYS_ENV}")
+    try:
+        keys = load_toml(path, PseudonymKeys, "workspace keys file")
+    except ConfigError as exc:
+        raise KeysError(str(exc)) from exc
+    return {workspace: bytes.fromhex(key) for workspace, key in keys.keys.items()}

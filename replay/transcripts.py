@@ -1,0 +1,168 @@
+"""The transcript corpus a descriptor is resolved from (DESIGN §9): read-only, off the serving host.
+
+A `descriptor` capture holds hashes, not text. The platform keeps its own record of every
+session — the transcript — and the resolver (replay/resolve.py) reads it back through the
+`TranscriptSource` protocol, so a platform can plug in its own store. The default store is a
+directory, one file per session, `<root>/<workspace>/<session>.jsonl`:
+
+```jsonl
+{"workspace": "ws-a", "session": "s-19", "tools": [...], "tool_choice": "auto", "params": {"temperature": 0}}
+{"role": "system", "content": "You keep the ledger."}
+{"role": "user", "content": "Is INV-7 paid?"}
+{"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {...}}]}
+{"role": "tool", "tool_call_id": "c1", "content": "{\"paid\": true}"}
+```
+
+The header gives the session's request settings: `tools` (full schemas; absent or null when
+the runtime offered none), `tool_choice` (absent or null when the runtime did not send one)
+and `params`, the other body fields the runtime sent with every turn (`temperature`,
+`max_tokens`, `stream`, …; `model` is never needed: the gateway replaces it by the route's
+target, which the descriptor records). Every further line is one message in the OpenAI chat
+shape, **exactly as the runtime sent or received it**.
+
+Why exactness matters: the descriptor's hash of a message (`core.capture.message_hash`) is
+taken over the message dict the gateway parsed, with every key it had. So a line is stored
+verbatim and hashed as parsed from the file, never re-serialised through a model: a key the
+runtime left out must be absent (writing `"tool_calls": null` for a message that had no such
+key changes its hash), a key sent as `null` must be `null`, and numbers keep their JSON
+spelling (`1` and `1.0` differ). `transcript_lines` writes a session that way. Validation
+(`TranscriptMessage`) checks the shape without touching the stored dict.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from core.records import Strict
+from replay.errors import ReplayError
+
+
+class TranscriptError(ReplayError):
+    """A transcript file that cannot be read as one; the message names the file and line."""
+
+
+class TranscriptHeader(Strict):
+    """The first line of a session file."""
+
+    workspace: str = Field(min_length=1)
+    session: str = Field(min_length=1)
+    tools: list[dict[str, Any]] | None = None
+    tool_choice: str | dict[str, Any] | None = None
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class TranscriptMessage(BaseModel):
+    """The shape of one message line (other OpenAI fields are allowed: they are part of the hash)."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str = Field(min_length=1)
+    content: str | list[dict[str, Any]] | None = None
+    tool_calls: list[dict[str, Any]] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
+class Transcript:
+    """One session: its request settings and its messages, each the dict the runtime sent."""
+
+    header: TranscriptHeader
+    messages: tuple[dict[str, Any], ...]
+    origin: str  # where it was read from, for messages
+
+    def body(self, turn: int, model: str) -> dict[str, Any]:
+        """The request body of the turn that sent the first `turn` messages, as the gateway hashed
+        it: the session's params, `model` set to the route's target, messages, tools, tool choice."""
+        body: dict[str, Any] = {**self.header.params, "model": model, "messages": list(self.messages[:turn])}
+        if self.header.tools is not None:
+            body["tools"] = self.header.tools
+        if self.header.tool_choice is not None:
+            body["tool_choice"] = self.header.tool_choice
+        return body
+
+
+class TranscriptSource(Protocol):
+    """Sessions by (workspace, session) id. None when the corpus has no such session; raises
+    `TranscriptError` when it has one that cannot be read."""
+
+    def session(self, workspace: str, session: str) -> Transcript | None: ...
+
+
+class TranscriptDir:
+    """The default source: `<root>/<workspace>/<session>.jsonl`, only ever opened for reading."""
+
+    def __init__(self, root: Path) -> None:
+        if not root.is_dir():
+            raise TranscriptError(f"no transcript directory at {root}")
+        self.root = root
+
+    def path(self, workspace: str, session: str) -> Path | None:
+        """The session's file, None for an id that is no plain file name (it cannot name a file here)."""
+        for part in (workspace, session):
+            if not part or part in (".", "..") or "/" in part or "\\" in part or "\0" in part:
+                return None
+        return self.root / workspace / f"{session}.jsonl"
+
+    def session(self, workspace: str, session: str) -> Transcript | None:
+        path = self.path(workspace, session)
+        if path is None or not path.is_file():
+            return None
+        transcript = read_transcript(path)
+        if (transcript.header.workspace, transcript.header.session) != (workspace, session):
+            raise TranscriptError(f"{path}:1: the header names workspace {transcript.header.workspace!r}, session "
+                                  f"{transcript.header.session!r}, but the file is {workspace}/{session}.jsonl")
+        return transcript
+
+
+def read_transcript(path: Path) -> Transcript:
+    """One session file, validated line by line (errors name `file:line`)."""
+    with path.open("rb") as handle:
+        raw = handle.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TranscriptError(f"{path}: not UTF-8: {exc}") from exc
+    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    if not lines:
+        raise TranscriptError(f"{path}: empty (a transcript starts with its header line)")
+    header_line, header_data = lines[0][0], _json_object(path, *lines[0])
+    try:
+        header = TranscriptHeader.model_validate(header_data)
+    except ValidationError as exc:
+        raise TranscriptError(_schema_error(path, header_line, "header", exc)) from exc
+    messages = []
+    for number, line in lines[1:]:
+        data = _json_object(path, number, line)
+        try:
+            TranscriptMessage.model_validate(data)
+        except ValidationError as exc:
+            raise TranscriptError(_schema_error(path, number, "message", exc)) from exc
+        messages.append(data)
+    return Transcript(header, tuple(messages), str(path))
+
+
+def transcript_lines(header: TranscriptHeader, messages: Sequence[dict[str, Any]]) -> str:
+    """A session file's text: the header, then each message verbatim (keys as sent, nothing added)."""
+    head = header.model_dump(exclude_none=True, exclude_defaults=False)
+    return "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in (head, *messages))
+
+
+def _json_object(path: Path, number: int, line: str) -> dict[str, Any]:
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise TranscriptError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
+    if not isinstance(data, dict):
+        raise TranscriptError(f"{path}:{number}: a transcript line must be a JSON object")
+    return data
+
+
+def _schema_error(path: Path, number: int, what: str, exc: ValidationError) -> str:
+    reasons = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors())
+    return f"{path}:{number}: invalid {what}: {reasons}"

@@ -1,0 +1,121 @@
+"""Typed redaction with tenant-scoped pseudonyms, and the residual scan the privacy check runs."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.keyset import key_set
+from replay.redact import PSEUDONYM, Pseudonymizer, find, iban_valid, luhn, residuals
+
+KEY_A, KEY_B = b"a" * 32, b"b" * 32
+# one planted value of each type (all check-digit valid), and how it is typed
+PLANTED = {
+    "EMAIL": "maria.lopez@acme-corp.com",
+    "PHONE": "+49 30 1234 5678",
+    "IBAN": "DE89 3704 0044 0532 0130 00",
+    "CARD": "4111 1111 1111 1111",
+    "SECRET": "sk-proj-Abc123def456GHI789jkl0",
+    "IP": "192.168.10.27",
+}
+MORE = [("EMAIL", "ap@globex.io"), ("PHONE", "(030) 123-4567"), ("IBAN", "GB82WEST12345698765432"),
+        ("CARD", "5500-0000-0000-0004"), ("SECRET", "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"),
+        ("SECRET", "AKIAIOSFODNN7EXAMPLE"), ("SECRET", "xoxb-1234567890-abcdefghij"),
+        ("SECRET", "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.dBjftJeZ4CVPmB92K27uhbUJU1p1r"),
+        ("SECRET", "Zq8Kp2LmN4xR7tY1wV9bC3dF6gH0jS5a"), ("IP", "2001:db8::8a2e:370:7334"), ("IP", "10.0.0.1")]
+HARMLESS = ["2026-08-02T10:11:12Z", "invoice INV-7 of ACME", "1 000 000 EUR", "at 10:11:12", "version 1.2.3",
+            "chatcmpl-tool-8f3a9b2c4d5e6f708192a3b4c5d6e7f8", "call_AbC123xyz", "cus_1042", "4111 1111 1111 1112",
+            "DE89 3704 0044 0532 0130 02", "999.1.1.1", "std::vector", "python3.12", "order 12345678"]
+
+
+@pytest.mark.parametrize(("kind", "value"), [*PLANTED.items(), *MORE])
+def test_each_type_is_found_in_running_text(kind, value):
+    found = find(f"Please use {value}, thanks.")
+    assert [(f.kind, f.value) for f in found] == [(kind, value)]
+
+
+@pytest.mark.parametrize("text", HARMLESS)
+def test_ids_dates_and_invalid_check_digits_are_left_alone(text):
+    assert find(text) == []
+
+
+def test_a_card_after_another_number_is_still_found():
+    assert [(f.kind, f.value) for f in find("no. 7 4111 1111 1111 1111 ok")] == [("CARD", "4111 1111 1111 1111")]
+
+
+def test_check_digits():
+    assert luhn("4111111111111111") and not luhn("4111111111111112")
+    assert iban_valid("DE89370400440532013000") and not iban_valid("DE89370400440532013001")
+
+
+def test_pseudonyms_are_typed_keyed_stable_and_tenant_scoped():
+    a1, a2, b = Pseudonymizer(KEY_A), Pseudonymizer(KEY_A), Pseudonymizer(KEY_B)
+    text = f"Write to {PLANTED['EMAIL']} or call {PLANTED['PHONE']}."
+    out = a1.text(text)
+    assert out == a2.text(text) != b.text(text)
+    expected = hmac.new(KEY_A, f"EMAIL:{PLANTED['EMAIL']}".encode(), hashlib.sha256).hexdigest()[:8]
+    assert out.startswith(f"Write to <EMAIL_{expected}> or call <PHONE_")
+    assert a1.text(PLANTED["EMAIL"]) == f"<EMAIL_{expected}>"  # the same value, the same pseudonym
+    assert a1.text("ap@globex.io") != f"<EMAIL_{expected}>"
+    assert a1.counts == {"EMAIL": 3, "PHONE": 1} and a1.text(out) == out  # pseudonyms are never redacted again
+
+
+def test_a_json_string_argument_is_redacted_inside_with_its_keys_kept():
+    p = Pseudonymizer(KEY_A)
+    arguments = json.dumps({"to": PLANTED["EMAIL"], "cc": [PLANTED["EMAIL"]], "body": "hi", "n": 4111111111111111})
+    redacted = p.value({"function": {"name": "send", "arguments": arguments}})
+    decoded = json.loads(redacted["function"]["arguments"])
+    assert key_set(decoded) == key_set(json.loads(arguments))
+    assert decoded["to"] == decoded["cc"][0] == p.pseudonym("EMAIL", PLANTED["EMAIL"])
+    assert decoded["n"] == p.pseudonym("CARD", "4111111111111111") and decoded["body"] == "hi"
+    untouched = json.dumps({"a": "nothing to see"}, indent=2)
+    assert p.value(untouched) == untouched  # nothing found: byte-identical
+
+
+# --- property: random nested argument objects with planted values keep their shape ---------------
+
+keys = st.text(min_size=1, max_size=8)
+plain = st.none() | st.booleans() | st.integers(max_value=10**6) | st.text(alphabet="abc xyz-_", max_size=10)
+planted = st.sampled_from([v for _, v in [*PLANTED.items(), *MORE]]).flatmap(
+    lambda v: st.sampled_from([v, f"contact: {v}", f"{v} (primary)"]))
+leaves = plain | planted
+arguments = st.dictionaries(keys, st.recursive(leaves, lambda inner: st.lists(inner, max_size=3) |
+                                               st.dictionaries(keys, inner, max_size=3), max_leaves=12), max_size=5)
+
+
+def shape(value: Any) -> Any:
+    """Keys and container lengths, without the leaf values."""
+    if isinstance(value, dict):
+        return {k: shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shape(v) for v in value]
+    return None
+
+
+@settings(max_examples=150, deadline=None)
+@given(arguments)
+def test_redaction_never_changes_a_key_set_and_leaves_nothing_detectable(args):
+    p = Pseudonymizer(KEY_A)
+    redacted = p.value(args)
+    assert key_set(redacted) == key_set(args) and shape(redacted) == shape(args)
+    as_string = p.value(json.dumps(args))
+    assert key_set(json.loads(as_string)) == key_set(args)
+    assert residuals(redacted) == [] and residuals(as_string) == []
+    assert sum(p.counts.values()) == 2 * len(residuals(args))  # each planted value once per form
+
+
+def test_residuals_give_the_json_path_and_type_never_the_value():
+    document = {"request": {"messages": [{"role": "user", "content": f"mail {PLANTED['EMAIL']}"}]},
+                "failed_action": {"arguments": {"ip": PLANTED["IP"], "card": 4111111111111111}},
+                "meta": {PLANTED["EMAIL"]: 1, "x y": PLANTED["SECRET"]}}
+    found = [(r.path, r.kind) for r in residuals(document)]
+    assert found == [("$.request.messages[0].content", "EMAIL"), ("$.failed_action.arguments.ip", "IP"),
+                     ("$.failed_action.arguments.card", "CARD"),
+                     (f'$.meta["{PLANTED["EMAIL"]}"] (key)', "EMAIL"), ('$.meta["x y"]', "SECRET")]
+    assert PSEUDONYM.fullmatch(Pseudonymizer(KEY_A).text(PLANTED["IBAN"]))

@@ -1,0 +1,170 @@
+"""Resolving descriptors: the gateway's own `describe` makes each capture, the transcript corpus
+must reproduce its hashes, and every refusal names its reason."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.capture import CapturedDecision
+from replay.resolve import (
+    ANSWER_MISMATCH,
+    HASH_MISMATCH,
+    OFFER_MISMATCH,
+    SESSION_MISSING,
+    TRANSCRIPT_UNREADABLE,
+    TURN_MISSING,
+    KeysError,
+    Refusal,
+    Resolved,
+    load_keys,
+    resolve,
+)
+from replay.transcripts import TranscriptDir
+from tests.support.deferred import answer as support_answer
+from tests.support.deferred import call, descriptor, write_session
+
+TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("lookup", "search")]
+PARAMS = {"max_tokens": 48, "temperature": 0}
+
+
+def answer(tool: str = "lookup", arguments: dict[str, Any] | None = None) -> dict[str, Any]:
+    return support_answer(tool, arguments or {"id": "INV-7"})
+
+
+def captured(messages: list[dict[str, Any]], reply: dict[str, Any], *, tools: list | None = TOOLS,
+             tool_choice: Any = None, params: dict[str, Any] = PARAMS, session: str = "s-1") -> CapturedDecision:
+    return descriptor(messages, reply, session=session, tools=tools, tool_choice=tool_choice, params=params)
+
+
+def corpus(root: Path, messages: list[dict[str, Any]], *, tools: list | None = TOOLS, tool_choice: Any = None,
+           params: dict[str, Any] = PARAMS, session: str = "s-1") -> TranscriptDir:
+    write_session(root, messages, session=session, tools=tools, tool_choice=tool_choice, params=params)
+    return TranscriptDir(root)
+
+
+# --- every message shape: the transcript's hashes are the gateway's ---------------------------
+
+text = st.text(min_size=0, max_size=30)  # any unicode, quotes, escapes, surrogate-free
+values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | text,
+                      lambda inner: st.lists(inner, max_size=3) | st.dictionaries(text, inner, max_size=3),
+                      max_leaves=8)
+parts = st.lists(st.fixed_dictionaries({"type": st.just("text"), "text": text}), min_size=1, max_size=3)
+user = st.fixed_dictionaries({"role": st.sampled_from(["user", "system"]), "content": text | parts},
+                             optional={"name": text})
+assistant = st.fixed_dictionaries(
+    {"role": st.just("assistant"),
+     "tool_calls": st.lists(st.builds(call, st.sampled_from(["lookup", "search"]), st.dictionaries(text, values),
+                                      text), min_size=1, max_size=2)},
+    optional={"content": st.none() | text})
+tool_result = st.fixed_dictionaries({"role": st.just("tool"), "tool_call_id": text, "content": text | parts})
+history = st.lists(st.one_of(user, assistant, tool_result), min_size=1, max_size=6)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(messages=history, reply=st.sampled_from([answer(), answer("search", {"q": "ä"}),
+                                                {"role": "assistant", "content": "Done."}]),
+       tool_choice=st.sampled_from([None, "auto", "required", {"type": "function", "function": {"name": "lookup"}}]))
+def test_the_transcript_reproduces_every_hash_the_gateway_took(tmp_path_factory, messages, reply, tool_choice):
+    root = tmp_path_factory.mktemp("corpus")
+    decision = captured(messages, reply, tool_choice=tool_choice)
+    resolved = resolve(decision, corpus(root, [*messages, reply], tool_choice=tool_choice))
+    assert isinstance(resolved, Resolved), resolved
+    assert resolved.request_verified and resolved.request["messages"] == messages
+    assert resolved.request["tools"] == TOOLS
+    assert resolved.arguments == (json.loads(reply["tool_calls"][0]["function"]["arguments"])
+                                  if "tool_calls" in reply else None)
+
+
+def test_an_absent_key_written_as_null_is_another_message(tmp_path):
+    """Why transcripts store messages verbatim: `"tool_calls": null` is not an absent key."""
+    messages = [{"role": "user", "content": "Is INV-7 paid?"}]
+    decision = captured(messages, answer())
+    padded = [{"role": "user", "content": "Is INV-7 paid?", "tool_calls": None, "tool_call_id": None}]
+    refused = resolve(decision, corpus(tmp_path, [*padded, answer()]))
+    assert isinstance(refused, Refusal) and refused.reason == HASH_MISMATCH and "message 0 (user)" in refused.detail
+
+
+HISTORY = [{"role": "system", "content": "You keep the ledger."}, {"role": "user", "content": "Is INV-7 paid?"},
+           answer("search", {"customer": "ACME"}), {"role": "tool", "tool_call_id": "c1", "content": "[]"}]
+
+
+def test_an_edited_transcript_is_refused(tmp_path):
+    decision = captured(HISTORY, answer())
+    edited = [*HISTORY[:1], {"role": "user", "content": "Is INV-8 paid?"}, *HISTORY[2:], answer()]
+    refused = resolve(decision, corpus(tmp_path, edited))
+    assert refused == Refusal(HASH_MISMATCH, "ws-a/s-1: message 1 (user) is not the one captured "
+                                             "(the transcript changed)")
+
+
+@pytest.mark.parametrize("kept", [2, 4])
+def test_a_session_cut_short_is_refused(tmp_path, kept):
+    refused = resolve(captured(HISTORY, answer()), corpus(tmp_path, HISTORY[:kept]))
+    assert isinstance(refused, Refusal) and refused.reason == TURN_MISSING
+    assert f"needs 4 message(s) and the answer after them; the transcript has {kept}" in refused.detail
+
+
+def test_a_missing_or_unreadable_session_is_refused(tmp_path):
+    source = corpus(tmp_path, [*HISTORY, answer()], session="other")
+    assert resolve(captured(HISTORY, answer()), source).reason == SESSION_MISSING  # type: ignore[union-attr]
+    (tmp_path / "ws-a" / "s-1.jsonl").write_text("{oops\n")
+    refused = resolve(captured(HISTORY, answer()), source)
+    assert isinstance(refused, Refusal) and refused.reason == TRANSCRIPT_UNREADABLE and "s-1.jsonl:1:" in refused.detail
+
+
+def test_the_answer_must_be_the_recorded_call(tmp_path):
+    decision = captured(HISTORY, answer("lookup", {"id": "INV-7"}))
+    for other in (answer("search", {"id": "INV-7"}), answer("lookup", {"invoice": "INV-7"}),
+                  {"role": "assistant", "content": "No call."}):
+        refused = resolve(decision, corpus(tmp_path, [*HISTORY, other]))
+        assert isinstance(refused, Refusal) and refused.reason == ANSWER_MISMATCH, other
+    refused = resolve(decision, corpus(tmp_path, [*HISTORY, {"role": "user", "content": "hello?"}]))
+    assert isinstance(refused, Refusal) and refused.reason == TURN_MISSING and "not the assistant's" in refused.detail
+
+
+def test_what_the_request_hash_proves_and_what_messages_mode_accepts(tmp_path):
+    """The request hash covers the whole body (params, tool schemas, tool choice); a transcript that
+    does not record the params is refused by default and accepted, unverified, on its messages."""
+    decision = captured(HISTORY, answer())
+    unrecorded = corpus(tmp_path, [*HISTORY, answer()], params={})
+    refused = resolve(decision, unrecorded)
+    assert isinstance(refused, Refusal) and refused.reason == HASH_MISMATCH and "request hash" in refused.detail
+    accepted = resolve(decision, unrecorded, verify="messages")
+    assert isinstance(accepted, Resolved) and not accepted.request_verified
+    # messages mode still refuses another offer: other tools, or another tool choice
+    for tools, choice in (([TOOLS[0]], None), (TOOLS, "required")):
+        other = corpus(tmp_path, [*HISTORY, answer()], tools=tools, tool_choice=choice)
+        refused = resolve(decision, other, verify="messages")
+        assert isinstance(refused, Refusal) and refused.reason == OFFER_MISMATCH
+    # a changed tool schema with the same names: only the request hash sees it
+    schema = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "x": 1}}}, TOOLS[1]]
+    assert resolve(decision, corpus(tmp_path, [*HISTORY, answer()], tools=schema)).reason == HASH_MISMATCH  # type: ignore[union-attr]
+
+
+def test_the_corpus_is_only_read(tmp_path):
+    source = corpus(tmp_path, [*HISTORY, answer()])
+    path = tmp_path / "ws-a" / "s-1.jsonl"
+    before = (path.read_bytes(), os.stat(path).st_mtime_ns, sorted(p.name for p in tmp_path.rglob("*")))
+    path.chmod(0o444)
+    assert isinstance(resolve(captured(HISTORY, answer()), source), Resolved)
+    assert (path.read_bytes(), os.stat(path).st_mtime_ns, sorted(p.name for p in tmp_path.rglob("*"))) == before
+
+
+def test_workspace_keys_file(tmp_path, monkeypatch):
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys]\n"ws-a" = "' + "ab" * 16 + '"\n')
+    assert load_keys(keys) == {"ws-a": bytes.fromhex("ab" * 16)}
+    monkeypatch.setenv("WORKER_REPLAY_PSEUDONYM_KEYS", str(keys))
+    assert load_keys(None) == {"ws-a": bytes.fromhex("ab" * 16)}
+    keys.write_text('[keys]\n"ws-a" = "abc"\n')
+    with pytest.raises(KeysError, match=r"keys.toml:1: keys.ws-a: String should match pattern"):
+        load_keys(keys)
+    monkeypatch.delenv("WORKER_REPLAY_PSEUDONYM_KEYS")
+    with pytest.raises(KeysError, match="--keys FILE"):
+        load_keys(None)

@@ -1,0 +1,68 @@
+"""The transcript corpus: one read-only JSONL file per session, validated with file:line errors."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from replay.transcripts import TranscriptDir, TranscriptError, TranscriptHeader, read_transcript, transcript_lines
+
+HEADER = {"workspace": "ws-a", "session": "s-1", "tools": [], "tool_choice": "auto"}
+
+
+def write(root, workspace: str, session: str, lines: list) -> None:
+    (root / workspace).mkdir(parents=True, exist_ok=True)
+    (root / workspace / f"{session}.jsonl").write_text(
+        "".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+
+
+def test_a_session_reads_back_verbatim_and_absent_keys_stay_absent(tmp_path):
+    messages = [{"role": "user", "content": "Grüße 👋"},
+                {"role": "assistant", "content": None, "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "lookup", "arguments": "{\"id\": 1.0}"}}]},
+                {"role": "tool", "tool_call_id": "c1", "content": "{}"},
+                {"role": "user", "content": [{"type": "text", "text": "und?"}]}]
+    header = TranscriptHeader(workspace="ws-a", session="s-1", tools=None, params={"temperature": 0})
+    (tmp_path / "ws-a").mkdir()
+    (tmp_path / "ws-a" / "s-1.jsonl").write_text(transcript_lines(header, messages), encoding="utf-8")
+    transcript = TranscriptDir(tmp_path).session("ws-a", "s-1")
+    assert transcript is not None and list(transcript.messages) == messages
+    assert "tool_calls" not in transcript.messages[0] and "tool_call_id" not in transcript.messages[1]
+    assert transcript.header.tools is None and transcript.header.params == {"temperature": 0}
+    # the request body of turn 3: the session's params, the route's target, no tools key (none offered)
+    assert transcript.body(3, "worker-base") == {"temperature": 0, "model": "worker-base", "messages": messages[:3]}
+
+
+def test_missing_sessions_and_ids_that_are_no_file_names(tmp_path):
+    write(tmp_path, "ws-a", "s-1", [HEADER])
+    source = TranscriptDir(tmp_path)
+    assert source.session("ws-a", "s-2") is None and source.session("ws-b", "s-1") is None
+    for bad in ("../ws-a", "..", "", "a/b"):
+        assert source.session(bad, "s-1") is None and source.session("ws-a", bad) is None
+    with pytest.raises(TranscriptError, match="no transcript directory"):
+        TranscriptDir(tmp_path / "nowhere")
+
+
+@pytest.mark.parametrize(("lines", "where", "what"), [
+    ([HEADER, "{not json"], ":2:", "invalid JSON"),
+    ([{**HEADER, "tool_choice": 3}], ":1:", "invalid header: tool_choice"),
+    ([{**HEADER, "extra": 1}], ":1:", "invalid header: extra"),
+    ([HEADER, {"content": "no role"}], ":2:", "invalid message: role"),
+    ([HEADER, {"role": "user"}, {"role": "assistant", "tool_calls": "c1"}], ":3:", "invalid message: tool_calls"),
+    ([HEADER, "[1, 2]"], ":2:", "must be a JSON object"),
+])
+def test_errors_name_the_file_and_line(tmp_path, lines, where, what):
+    write(tmp_path, "ws-a", "s-1", lines)
+    with pytest.raises(TranscriptError) as error:
+        TranscriptDir(tmp_path).session("ws-a", "s-1")
+    assert f"s-1.jsonl{where}" in str(error.value) and what in str(error.value)
+
+
+def test_the_header_must_name_its_own_file(tmp_path):
+    write(tmp_path, "ws-a", "s-1", [{**HEADER, "session": "s-9"}])
+    with pytest.raises(TranscriptError, match=r"s-1.jsonl:1: the header names .*'s-9'"):
+        TranscriptDir(tmp_path).session("ws-a", "s-1")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    with pytest.raises(TranscriptError, match="empty"):
+        read_transcript(tmp_path / "empty.jsonl")
