@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.errors import WorkerTierError
+from core.cli import run_command
 from serve.engine.modelbuild import cache_dir
 
 
@@ -52,13 +52,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        result: int = args.func(args)
-    except WorkerTierError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return result
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":

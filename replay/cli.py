@@ -9,7 +9,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.errors import WorkerTierError
+from core.cli import run_command
 from replay.analysis.compare import compare_run, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
@@ -260,13 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    try:
-        result: int = args.func(args)
-    except WorkerTierError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    return result
+    return run_command(build_parser(), argv)
 
 
 if __name__ == "__main__":
