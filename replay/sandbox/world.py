@@ -205,10 +205,15 @@ def leaves(value: JSON, prefix: str = "") -> dict[str, JSON]:
     return {prefix: value}
 
 
-def diff(before: Mapping[str, JSON], after: Mapping[str, JSON]) -> dict[str, list[JSON]]:
-    """Changed leaves: `{path: [before, after]}`, None standing for an absent leaf."""
-    return {p: [before.get(p), after.get(p)] for p in sorted(set(before) | set(after)) if before.get(p) != after.get(p)
-            or (p in before) != (p in after)}
+def diff(before: Mapping[str, JSON], after: Mapping[str, JSON]) -> dict[str, dict[str, JSON]]:
+    """Changed leaves: `{path: {"before": v, "after": v}}`, a side left out where the leaf is absent."""
+    changes: dict[str, dict[str, JSON]] = {}
+    for path in sorted(set(before) | set(after)):
+        if path in before and path in after and canonical_json(before[path]) == canonical_json(after[path]):
+            continue
+        change = {side: values[path] for side, values in (("before", before), ("after", after)) if path in values}
+        changes[path] = change
+    return changes
 
 
 def under(path: str, prefix: str) -> bool:
@@ -231,7 +236,7 @@ class LedgerEntry(Strict):
     result: JSON = None
     state_before: str
     state_after: str
-    changes: dict[str, list[JSON]] = Field(default_factory=dict)
+    changes: dict[str, dict[str, JSON]] = Field(default_factory=dict)
 
 
 @dataclass

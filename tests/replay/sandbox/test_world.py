@@ -85,7 +85,7 @@ def test_a_call_changes_state_and_is_in_the_ledger_with_hashes() -> None:
     assert (entry.step, entry.tool, entry.ok, entry.kind) == (1, "add", True, "ok")
     assert entry.arguments == '{"by":2,"name":"a"}'
     assert entry.state_before == before and entry.state_after == state_hash(ep.snapshot()) != before
-    assert entry.changes == {"items.a": [1, 3]}
+    assert entry.changes == {"items.a": {"before": 1, "after": 3}}
 
 
 def test_failures_are_results_the_guard_classifies_and_roll_back() -> None:
