@@ -17,9 +17,12 @@ from replay.memory.ledger import Ledger
 from replay.memory.files import MemoryLoadError, check_memory, has_violations, workspace_dirs
 from replay.analysis.report import report_run
 from replay.runner import RunError, run
+from replay.sandbox import cli as sandbox_cli
+from replay.sandbox.pack import PackError
 from replay.suite import SuiteError, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
-USER_ERRORS = (SuiteError, RunConfigError, RunError, ResultsError, GateError, ConditionError, MemoryLoadError)
+USER_ERRORS = (SuiteError, RunConfigError, RunError, ResultsError, GateError, ConditionError, MemoryLoadError,
+               PackError)
 
 
 def default_ledger() -> Path:
@@ -173,6 +176,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the run directory (re-run into it to resume)")
     ledger_option(p)
     p.set_defaults(func=_run)
+
+    sandbox_cli.add_parser(sub)
 
     p = sub.add_parser("compare", help="paired comparison of two arms")
     p.add_argument("run_dir", type=Path)

@@ -118,7 +118,8 @@ def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
     config = {k: v for k, v in (manifest.get("config") or {}).items() if k != "endpoint"}
     return _flatten({"config": config, "suite.sha256": manifest.get("suite", {}).get("sha256"),
-                     "pack.sha256": manifest.get("pack", {}).get("sha256")})
+                     "pack.sha256": manifest.get("pack", {}).get("sha256"),
+                     "endpoint_kind": manifest.get("endpoint_kind")})
 
 
 def read_completed(results_path: Path, key: str = "decision_id") -> set[tuple[str, str]]:
