@@ -90,7 +90,7 @@ def test_sandbox_run_killed_midway_resumes_rescores_and_feeds_the_gate(engine, s
     killed_at = lines(results)
     assert 0 < killed_at < 6, "the kill should land mid-run"
 
-    resumed = subprocess.run(run, capture_output=True, text=True, timeout=900)
+    resumed = subprocess.run(run, capture_output=True, text=True, check=False, timeout=900)
     assert resumed.returncode == 0, resumed.stderr
     assert f"{6 - killed_at} episode(s) run, {killed_at} already there" in resumed.stdout
     rows = load_sandbox_results(out)
@@ -106,14 +106,14 @@ def test_sandbox_run_killed_midway_resumes_rescores_and_feeds_the_gate(engine, s
 
     changed = subprocess.run(cli("run", "--pack", slice_pack, "--config",
                                  write_config(tmp_path / "run2.toml", engine.base_url, max_tokens=40), "--out", out),
-                             capture_output=True, text=True, timeout=120)
+                             capture_output=True, text=True, check=False, timeout=120)
     assert changed.returncode == 2 and "config.decoding.max_tokens: 48 -> 40" in changed.stderr
 
-    rescored = subprocess.run(cli("score", out), capture_output=True, text=True, timeout=120)
+    rescored = subprocess.run(cli("score", out), capture_output=True, text=True, check=False, timeout=120)
     assert rescored.returncode == 0 and "6/6 episode(s) re-scored byte-identical" in rescored.stdout
 
     evidence = subprocess.run(cli("evidence", out, "--baseline", "base", "--candidate", "seeded", "--out",
-                                  tmp_path / "evidence"), capture_output=True, text=True, timeout=120)
+                                  tmp_path / "evidence"), capture_output=True, text=True, check=False, timeout=120)
     assert evidence.returncode == 0, evidence.stderr
     assert "task_completed (higher is better)" in evidence.stdout and "confirm-before-mutation" in evidence.stdout
     flags = dict(part.split("=", 1) for part in evidence.stdout.split() if "=" in part and "/" in part)
