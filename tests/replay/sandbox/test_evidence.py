@@ -14,7 +14,13 @@ from replay.analysis.compare import Comparison
 from replay.analysis.gates import Status, evaluate, load_policy
 from replay.analysis.stats import overhead
 from replay.runner import RunError
-from replay.sandbox.evidence import EVIDENCE_FILES, format_tables, pair_results, paired_tables, write_evidence
+from replay.sandbox.evidence import (
+    EVIDENCE_FILES,
+    format_tables,
+    pair_results,
+    paired_tables,
+    write_evidence,
+)
 from replay.sandbox.measures import score
 from replay.sandbox.pack import oracle_end_state, play
 from replay.sandbox.runner import SandboxResult
