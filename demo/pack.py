@@ -314,14 +314,17 @@ def build_scenarios(seed: int = 0) -> list[Scenario]:
     return out
 
 
-def write_pack(out_dir: Path, seed: int = 0) -> Path:
-    """Write and freeze the demo pack; the same seed gives the same bytes."""
+def write_pack(out_dir: Path, seed: int = 0, per_family: int = PER_FAMILY) -> Path:
+    """Write and freeze the demo pack (or its slice: the first `per_family` scenarios of each
+    family, the same lines as in the whole pack); the same arguments give the same bytes."""
     out_dir.mkdir(parents=True, exist_ok=True)
+    name = "demo-sandbox" if per_family >= PER_FAMILY else f"demo-sandbox-slice{per_family}"
     (out_dir / PACK_TOML).write_text(
-        f'name = "demo-sandbox"\nversion = "1"\ndescription = "Demo scenario pack, seed {seed}: six policy families '
+        f'name = "{name}"\nversion = "1"\ndescription = "Demo scenario pack, seed {seed}: six policy families '
         f'over the four demo worlds"\ncreated = {CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")}\nworlds = "demo.worlds"\n',
         encoding="utf-8")
-    lines = [s.model_dump_json(by_alias=True, exclude_defaults=False) + "\n" for s in build_scenarios(seed)]
+    chosen = [s for s in build_scenarios(seed) if int(s.id.rsplit("-", 1)[1]) <= per_family]
+    lines = [s.model_dump_json(by_alias=True, exclude_defaults=False) + "\n" for s in chosen]
     (out_dir / SCENARIOS_JSONL).write_text("".join(lines), encoding="utf-8")
     freeze_pack(out_dir, at=CREATED)
     return out_dir

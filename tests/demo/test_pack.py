@@ -48,3 +48,11 @@ def test_no_scenario_state_is_a_training_state(pack_dir: Path, tmp_path: Path) -
     for scenario in load_pack(pack_dir).scenarios:
         users = [m["content"] for m in scenario.messages if m["role"] == "user"]
         assert not set(users) & training_users, scenario.id
+
+
+def test_the_demo_slice_is_lines_of_the_whole_pack(pack_dir: Path, tmp_path: Path) -> None:
+    one = write_pack(tmp_path / "slice", seed=0, per_family=1)
+    whole = set((pack_dir / "scenarios.jsonl").read_text().splitlines())
+    lines = (one / "scenarios.jsonl").read_text().splitlines()
+    assert len(lines) == 6 and set(lines) <= whole
+    assert load_pack(one).manifest.name == "demo-sandbox-slice1"
