@@ -22,6 +22,7 @@ from replay.sandbox.pack import (
     pack_stats,
     validate_pack,
 )
+from replay.sandbox.report import write_sandbox_report
 from replay.sandbox.runner import load_sandbox_results, rescore, run_sandbox
 
 
@@ -102,6 +103,15 @@ def _evidence(args: argparse.Namespace) -> int:
     return 0
 
 
+def _report(args: argparse.Namespace) -> int:
+    results = load_sandbox_results(args.run_dir)
+    arms = list(dict.fromkeys(r.arm for r in results))
+    wanted = [tuple(p.split(":", 1)) for p in args.pair] or [(arms[0], a) for a in arms[1:]]
+    pairs = [pair_results(results, baseline, candidate) for baseline, candidate in wanted]
+    print(f"report: {write_sandbox_report(args.run_dir, results, pairs)}")
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     sandbox = sub.add_parser("sandbox", help="sandboxed task replay: packs, episodes, scores, evidence")
     actions = sandbox.add_subparsers(dest="action", required=True)
@@ -128,3 +138,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--candidate", required=True)
     p.add_argument("--out", type=Path, required=True, metavar="DIR")
     p.set_defaults(func=_evidence)
+    p = actions.add_parser("report", help="sandbox-report.html: arms, paired tables, every episode step by step")
+    p.add_argument("run_dir", type=Path)
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE",
+                   help="default: the first arm against every other")
+    p.set_defaults(func=_report)
