@@ -588,7 +588,10 @@ class FindFreeSlotsArgs(Args):
 
 
 def _minutes(stamp: str) -> int:
-    return int(stamp[11:13]) * 60 + int(stamp[14:16])
+    hours, minutes = stamp[11:13], stamp[14:16]
+    if not (hours.isdigit() and minutes.isdigit()):
+        raise ToolFailure("invalid_argument", f"{stamp!r} is not YYYY-MM-DDTHH:MM:SS")
+    return int(hours) * 60 + int(minutes)
 
 
 def _stamp(day: str, minutes: int) -> str:

@@ -7,8 +7,8 @@ A `World` is a pydantic state model and a set of tools. A tool is a plain typed 
 whose OpenAI schema is generated from its argument model (`tool_schema`), so the schema a
 model is shown and the arguments the world executes cannot drift apart. A tool signals a
 refusal by raising `ToolFailure(code, message)`; the world turns it (and arguments that do
-not validate, and a tool outside the scenario's allowlist) into an `{"error": {...}}` tool
-result that `core.guard` classifies as `failed` or `blocked`. Nothing leaves the world as an
+not validate, a tool outside the scenario's allowlist, and any other exception a tool raises:
+code `internal`) into an `{"error": {...}}` tool result that `core.guard` classifies as `failed` or `blocked`. Nothing leaves the world as an
 exception.
 
 Determinism: the clock is frozen at the scenario's `clock`, ids and randomness come from
@@ -290,6 +290,9 @@ class Episode:
             # A refused call changes nothing: restore the state it may have touched.
             self.state = self.world.state.model_validate(before)
             return _error(exc.code, exc.message), exc.code
+        except Exception as exc:  # noqa: BLE001 - a tool's bug is the episode's tool result, never a crash
+            self.state = self.world.state.model_validate(before)
+            return _error("internal", f"{t.name} failed: {type(exc).__name__}: {exc}"), "internal"
 
 
 def _error(code: str, message: str) -> dict[str, Any]:

@@ -7,6 +7,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from core.guard import FAILURES, GuardRules, classify
 from demo import tools, worlds
@@ -145,3 +147,25 @@ def test_the_same_calls_on_the_same_seed_give_byte_identical_ledgers(world: str)
         return "\n".join(e.model_dump_json() for e in ep.ledger)
 
     assert run(11) == run(11)
+
+
+@settings(max_examples=40, deadline=None)
+@given(picks=st.lists(st.tuples(st.integers(0, len(CASES) - 1), st.booleans()), max_size=12),
+       seed=st.integers(0, 2**16))
+def test_any_sequence_of_calls_is_deterministic_and_never_raises(picks: list[tuple[int, bool]], seed: int) -> None:
+    def run() -> tuple[str, str]:
+        eps = {w: episode(w, seed) for w in STATES}
+        for index, good in picks:
+            world, name, ok_args, _, bad_args = CASES[index]
+            eps[world].call(name, ok_args if good else bad_args)
+        ledgers = "\n".join(e.model_dump_json() for ep in eps.values() for e in ep.ledger)
+        return ledgers, json.dumps([ep.snapshot() for ep in eps.values()], sort_keys=True)
+
+    assert run() == run()
+
+
+def test_malformed_times_are_refused_not_raised() -> None:
+    result = episode("sales").call("find_free_slots", {"attendees": [{"email": "a@b.c"}],
+                                                       "window": {"from": "2026-08-03Txx:00:00", "to": "2026-08-03T18:00:00"},
+                                                       "duration_minutes": 30})
+    assert result["error"]["code"] == "invalid_argument"

@@ -126,3 +126,16 @@ def test_same_calls_on_the_same_seed_give_byte_identical_ledgers() -> None:
 
 def test_leaves_keep_empty_containers() -> None:
     assert leaves({"a": {}, "b": [], "c": [{"d": 1}]}) == {"a": {}, "b": [], "c[0].d": 1}
+
+
+@tool("Divide.")
+def divide(state: Counter, args: AddArgs, ctx: Context) -> dict[str, Any]:
+    state.items["a"] = 99
+    return {"q": args.by // (state.items[args.name] - 99)}  # a bug: ZeroDivisionError
+
+
+def test_a_tool_bug_is_an_error_result_not_a_crash() -> None:
+    ep = Episode.start(World("buggy", Counter, {"divide": divide}), {"items": {"a": 1}}, ["divide"], CLOCK, 1)
+    result = ep.call("divide", {"name": "a", "by": 1})
+    assert result["error"]["code"] == "internal" and "ZeroDivisionError" in result["error"]["message"]
+    assert ep.ledger[0].kind == "failed" and ep.snapshot() == {"items": {"a": 1}}
