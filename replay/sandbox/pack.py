@@ -27,7 +27,7 @@ import hashlib
 import importlib
 import json
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import date, datetime
 from pathlib import Path
@@ -38,7 +38,7 @@ from pydantic import ConfigDict, Field, ValidationError
 from core.errors import WorkerTierError
 from core.records import Strict
 from replay.sandbox.measures import Scores, score
-from replay.sandbox.scenario import Call, Scenario, Trajectory
+from replay.sandbox.scenario import Call, EndedBy, Scenario, Trajectory, Turn
 from replay.sandbox.world import JSON, Episode, World, state_hash
 from replay.suite import SuiteProblem, read_manifest, schema_errors, write_frozen_block
 
@@ -174,12 +174,11 @@ def start_episode(world: World, scenario: Scenario) -> Episode:
     return Episode.start(world, scenario.initial_state, scenario.tools, scenario.clock, scenario.seed)
 
 
-def trajectory_of(episode: Episode, start: JSON, final_answer: str | None, ended_by: str,
-                  turns: list[Any] | None = None) -> Trajectory:
+def trajectory_of(episode: Episode, start: JSON, final_answer: str | None, ended_by: EndedBy,
+                  turns: Sequence[Turn] = ()) -> Trajectory:
     end = episode.snapshot()
-    return Trajectory.model_validate({"turns": turns or [], "ledger": episode.ledger, "final_answer": final_answer,
-                                      "ended_by": ended_by, "start_state": start, "end_state": end,
-                                      "end_state_hash": state_hash(end)})
+    return Trajectory(turns=list(turns), ledger=list(episode.ledger), final_answer=final_answer, ended_by=ended_by,
+                      start_state=start, end_state=end, end_state_hash=state_hash(end))
 
 
 def play(world: World, scenario: Scenario, calls: list[Call], answer: str) -> Trajectory:

@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 import aiohttp
 
+from core.guard import tool_text
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response
 from replay.config import Arm, RunConfig
@@ -127,14 +128,6 @@ def _body(config: RunConfig, arm: Arm, messages: list[dict[str, Any]], tools: li
     return body
 
 
-def _text(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict) and isinstance(p.get("text"), str))
-    return ""
-
-
 async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfig, item: EpisodeItem, world: World,
                       oracle_end: JSON, endpoint_kind: EndpointKind) -> SandboxResult:
     scenario, arm = item.scenario, item.arm
@@ -169,7 +162,7 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
             usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
                         completion_tokens=usage.get("completion_tokens") or 0)))
         if parsed.outcome is ParseOutcome.NO_CALL:
-            final, ended_by = _text(message.get("content")), "final_answer"
+            final, ended_by = tool_text(message.get("content")), "final_answer"
             break
         if not parsed.calls:
             ended_by = "no_answer"
