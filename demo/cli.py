@@ -32,6 +32,14 @@ def _adapters(args: argparse.Namespace) -> int:
     return 0
 
 
+def _pack(args: argparse.Namespace) -> int:
+    from demo.pack import PER_FAMILY, write_pack
+
+    path = write_pack(args.out, seed=args.seed, per_family=args.per_family or PER_FAMILY)
+    print(f"{path}: demo scenario pack written and frozen")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="worker-demo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -48,6 +56,11 @@ def build_parser() -> argparse.ArgumentParser:
                           help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")
     adapters.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
     adapters.set_defaults(func=_adapters)
+    pack = sub.add_parser("pack", help="write the demo scenario pack for `worker-replay sandbox` (deterministic)")
+    pack.add_argument("--out", type=Path, required=True)
+    pack.add_argument("--seed", type=int, default=0)
+    pack.add_argument("--per-family", type=int, default=None, help="only the first N scenarios of each family")
+    pack.set_defaults(func=_pack)
     return parser
 
 

@@ -28,6 +28,7 @@ from core.process import ServiceProcess, free_port
 from core.records import KNOWN_FAILURE, Decision, ResultRecord
 from demo.adapters import build_demo_adapters
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
+from demo.pack import write_pack
 from demo.suite import write_demo
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
@@ -36,6 +37,9 @@ from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
 from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
 from replay.runner import run
+from replay.sandbox.evidence import format_tables, pair_results, write_evidence
+from replay.sandbox.pack import Pack, load_pack
+from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess, load_engine_config
 from serve.engine.modelbuild import MODEL_NAME, cache_dir
@@ -49,6 +53,11 @@ QUICK_PER_STRATUM = 1
 # Held-out decisions per stratum in the full demo: 24 decisions, 144 requests (48 through a LoRA
 # adapter), sized for the ≈15-minute budget on a 2-core CPU engine.
 DEMO_PER_STRATUM = 6
+# Sandbox episodes: the first scenario of each of the six policy families, for the gate's task
+# conditions (isolated replay, unsupported completion, critical failures); the whole pack is
+# `worker-demo pack --out DIR` + `worker-replay sandbox run --pack DIR ...` (README, "The demo").
+SANDBOX_PER_FAMILY = 1
+SANDBOX_ARMS = (BASELINE, "base+memory", *ADAPTER_ARMS)
 ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
 
 
@@ -248,7 +257,21 @@ def lesson_summary(verdicts: Sequence[RuleVerdict]) -> str:
             f"(rule:<hash> is the one-rule arm: {ONE_RULE_TEXT!r})")
 
 
-def analyse(run_dir: Path, suite: Suite, memory_root: Path) -> Path:
+def sandbox_pack(out: Path) -> Pack:
+    path = out / "sandbox-pack"
+    if not (path / "pack.toml").exists():
+        write_pack(path, seed=0, per_family=SANDBOX_PER_FAMILY)
+    return load_pack(path)
+
+
+def sandbox_evidence(sandbox_dir: Path, candidate: str) -> dict[str, Path]:
+    """The sandbox run's paired tables for one candidate, and its evidence files for the gate."""
+    pairs = pair_results(load_sandbox_results(sandbox_dir), BASELINE, candidate)
+    print(format_tables(pairs), "\n")
+    return write_evidence(pairs, sandbox_dir / "evidence" / candidate)
+
+
+def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | None = None) -> Path:
     results = load_results(run_dir)
     main_arms = [BASELINE, "base+rule", "base+memory", *ADAPTER_ARMS]
     comparisons = [compare(results, BASELINE, arm) for arm in main_arms[1:]]
@@ -256,7 +279,8 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path) -> Path:
         print(format_comparison(comparison), "\n")
     verdicts = []
     for arm in (*ADAPTER_ARMS, "base+memory"):
-        verdict = evaluate_gate(SERIOUS_GATE, run_dir, BASELINE, arm)
+        evidence = sandbox_evidence(sandbox_dir, arm) if sandbox_dir is not None else {}
+        verdict = evaluate_gate(SERIOUS_GATE, run_dir, BASELINE, arm, evidence=evidence)
         write_verdict(run_dir, verdict)
         verdicts.append(verdict)
         print(format_verdict(verdict), "\n")
@@ -287,7 +311,12 @@ def run_demo(out: Path, quick: bool = False) -> int:
         say(f"replaying {len(config.arms)} arms through the gateway into {run_dir}")
         sent, already = run(suite, config, run_dir, label="[demo] replay")
         say(f"replay done: {sent} new result(s), {already} resumed")
-    html = analyse(run_dir, suite, memory_root)
+        pack = sandbox_pack(out)
+        sandbox_config = config.model_copy(update={"arms": [a for a in config.arms if a.name in SANDBOX_ARMS]})
+        say(f"sandbox: {len(sandbox_config.arms)} arms × {len(pack.scenarios)} scenarios through the gateway")
+        ran, resumed = run_sandbox(pack, sandbox_config, out / "sandbox", endpoint_kind="gateway")
+        say(f"sandbox done: {ran} new episode(s), {resumed} resumed")
+    html = analyse(run_dir, suite, memory_root, out / "sandbox")
     say(f"finished in {time.monotonic() - started:.0f} s")
     print(f"\nreport: {html}\nreport: {html.with_suffix('.md')}")
     return 0

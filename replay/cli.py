@@ -18,6 +18,7 @@ from replay.memory.checks import check_memory, has_violations
 from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
 from replay.runner import run
+from replay.sandbox import cli as sandbox_cli
 from replay.suite import check_privacy, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
 
@@ -212,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, help="the run directory (re-run into it to resume)")
     ledger_option(p)
     p.set_defaults(func=_run)
+
+    sandbox_cli.add_parser(sub)
 
     p = sub.add_parser("compare", help="paired comparison of two arms")
     p.add_argument("run_dir", type=Path)

@@ -125,11 +125,13 @@ def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
     config = {k: v for k, v in (manifest.get("config") or {}).items() if k != "endpoint"}
-    return _flatten({"config": config, "suite.sha256": manifest.get("suite", {}).get("sha256")})
+    return _flatten({"config": config, "suite.sha256": manifest.get("suite", {}).get("sha256"),
+                     "pack.sha256": manifest.get("pack", {}).get("sha256"),
+                     "endpoint_kind": manifest.get("endpoint_kind")})
 
 
-def read_completed(results_path: Path) -> set[tuple[str, str]]:
-    """(arm, decision) pairs already recorded. A torn last line (killed mid-write) is cut off."""
+def read_completed(results_path: Path, key: str = "decision_id") -> set[tuple[str, str]]:
+    """(arm, `key`) pairs already recorded. A torn last line (killed mid-write) is cut off."""
     if not results_path.exists():
         return set()
     data = results_path.read_bytes()
@@ -143,7 +145,7 @@ def read_completed(results_path: Path) -> set[tuple[str, str]]:
             continue
         try:
             row = json.loads(line)
-            done.add((row["arm"], row["decision_id"]))
+            done.add((row["arm"], row[key]))
         except (json.JSONDecodeError, KeyError) as exc:
             raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from exc
     return done
@@ -162,7 +164,7 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
             memory = decision.memory
             workspace = memory.workspace if memory and memory.workspace else decision.workspace
             if workspace not in memories:
-                memories[workspace] = _load_workspace(config, workspace)
+                memories[workspace] = load_workspace_memory(config, workspace)
             try:
                 injected = inject(decision.request.messages, condition, memories[workspace])
             except ConditionError as exc:
@@ -181,7 +183,7 @@ def _memory_hint(config: RunConfig, workspace: str) -> str:
     return ""
 
 
-def _load_workspace(config: RunConfig, workspace: str) -> WorkspaceMemory | None:
+def load_workspace_memory(config: RunConfig, workspace: str) -> WorkspaceMemory | None:
     if config.memory.root is None or not (config.memory.root / workspace).is_dir():
         return None
     return load_memory(config.memory.root / workspace)
@@ -268,7 +270,7 @@ class Progress:
             self.stream.write("\n")
 
 
-async def _send(session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str],
+async def send_chat(session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str],
                 config: RunConfig) -> Outcome:
     """POST with retries and exponential backoff; what still fails is returned, never raised."""
     error = "not sent"
@@ -300,7 +302,7 @@ def _redirect_error(resp: aiohttp.ClientResponse) -> str:
             "redirects (sandbox: only the configured endpoint, loopback unless allowed)")
 
 
-def _auth_headers(config: RunConfig) -> dict[str, str]:
+def auth_headers(config: RunConfig) -> dict[str, str]:
     if config.endpoint.api_key_env and os.environ.get(config.endpoint.api_key_env):
         return {"Authorization": f"Bearer {os.environ[config.endpoint.api_key_env]}"}
     return {}
@@ -310,7 +312,7 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
     """Served model ids (and the engine version where the endpoint exposes /version)."""
     base = config.endpoint.base_url.rstrip("/")
     timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(timeout=timeout, headers=_auth_headers(config)) as session:
+    async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers(config)) as session:
         try:
             async with session.get(f"{base}/models", allow_redirects=False) as resp:
                 if 300 <= resp.status < 400:
@@ -342,14 +344,14 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
     connector = aiohttp.TCPConnector(limit=config.runner.concurrency)
     with results_path.open("a", encoding="utf-8") as out:
         async with aiohttp.ClientSession(timeout=timeout, connector=connector,
-                                         headers=_auth_headers(config)) as session:
+                                         headers=auth_headers(config)) as session:
 
             async def worker() -> None:
                 while not queue.empty():
                     item = queue.get_nowait()
                     headers = {"X-Workspace-Id": item.decision.workspace, "X-Session-Id": item.decision.session,
                                "X-Worker-Replay": "1"}
-                    outcome = await _send(session, url, request_body(config, item), headers, config)
+                    outcome = await send_chat(session, url, request_body(config, item), headers, config)
                     record = result_record(item, outcome)
                     out.write(record.model_dump_json() + "\n")
                     out.flush()
@@ -392,7 +394,7 @@ def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
     old = json.loads(run_json.read_text())
     changes = manifest_diff(old, manifest)
     if changes:
-        raise RunError(f"{run_dir} holds a run with a different config or suite; refusing to mix results:\n  "
+        raise RunError(f"{run_dir} holds a run with a different config, suite or pack; refusing to mix results:\n  "
                        + "\n  ".join(changes) + "\nUse a new --out directory for a new run.")
     return True
 

@@ -30,15 +30,16 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
 from replay.errors import ReplayError
 from replay.redact import residuals
 from replay.suite_checks import check_across, check_decision
 
+M = TypeVar("M", bound=BaseModel)
 SUITE_TOML = "suite.toml"
 DECISIONS_JSONL = "decisions.jsonl"
 NO_CALL = "(no call)"
@@ -164,17 +165,22 @@ def freeze_suite(suite_dir: Path | str, at: datetime | None = None, *, synthetic
                          "value(s); build it with workspace keys (suite build --keys) so they are pseudonymised, "
                          "or, for invented values only, freeze with --synthetic", leaks)
     actual = decisions_sha256(path)
-    stamp = (at or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     toml_path = path / SUITE_TOML
-    text = toml_path.read_text(encoding="utf-8")
-    block = f'\n[frozen]\nsha256 = "{actual}"\ndecisions = {len(decisions)}\nfrozen_at = {stamp}\n'
-    tmp = toml_path.with_name(SUITE_TOML + ".tmp")
-    tmp.write_text(text.rstrip("\n") + "\n" + block, encoding="utf-8")
-    os.replace(tmp, toml_path)
-    frozen = _read_manifest(toml_path)[0]
+    write_frozen_block(toml_path, actual, "decisions", len(decisions), at)
+    frozen = read_manifest(toml_path, SuiteManifest)[0]
     if frozen is None or frozen.frozen is None:
         raise SuiteError(f"suite {path}: suite.toml did not read back after freezing", [])
     return frozen.frozen
+
+
+def write_frozen_block(toml_path: Path, sha256: str, count_key: str, count: int, at: datetime | None) -> None:
+    """Append the `[frozen]` table to a suite's or pack's TOML manifest, atomically."""
+    stamp = (at or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    text = toml_path.read_text(encoding="utf-8")
+    block = f'\n[frozen]\nsha256 = "{sha256}"\n{count_key} = {count}\nfrozen_at = {stamp}\n'
+    tmp = toml_path.with_name(toml_path.name + ".tmp")
+    tmp.write_text(text.rstrip("\n") + "\n" + block, encoding="utf-8")
+    os.replace(tmp, toml_path)
 
 
 def suite_stats(suite: Suite) -> dict[str, Any]:
@@ -219,7 +225,7 @@ def _read(path: Path) -> tuple[SuiteManifest | None, list[Decision], list[SuiteP
     toml_path, jsonl_path = path / SUITE_TOML, path / DECISIONS_JSONL
     if not path.is_dir():
         return None, [], [SuiteProblem(str(path), None, "not a suite directory (it does not exist)")]
-    manifest, problems = _read_manifest(toml_path)
+    manifest, problems = read_manifest(toml_path, SuiteManifest)
     if not jsonl_path.is_file():
         return manifest, [], [*problems, SuiteProblem(str(jsonl_path), None, "missing")]
     extra = manifest.extra_strata if manifest is not None else []
@@ -265,7 +271,8 @@ def _frozen_problems(
     return []
 
 
-def _read_manifest(toml_path: Path) -> tuple[SuiteManifest | None, list[SuiteProblem]]:
+def read_manifest(toml_path: Path, model: type[M]) -> tuple[M | None, list[SuiteProblem]]:
+    """A TOML manifest (a suite's or a pack's) as `model`, or the problems with it."""
     if not toml_path.is_file():
         return None, [SuiteProblem(str(toml_path), None, "missing")]
     try:
@@ -273,9 +280,9 @@ def _read_manifest(toml_path: Path) -> tuple[SuiteManifest | None, list[SuitePro
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         return None, [SuiteProblem(str(toml_path), None, f"invalid TOML: {exc}")]
     try:
-        return SuiteManifest.model_validate(data), []
+        return model.model_validate(data), []
     except ValidationError as exc:
-        return None, [SuiteProblem(str(toml_path), None, r) for r in _schema_errors(exc)]
+        return None, [SuiteProblem(str(toml_path), None, r) for r in schema_errors(exc)]
 
 
 def _read_line(raw: str, extra: list[str]) -> tuple[Decision | None, list[str]]:
@@ -290,11 +297,11 @@ def _read_line(raw: str, extra: list[str]) -> tuple[Decision | None, list[str]]:
     try:
         decision = Decision.model_validate(data)
     except ValidationError as exc:
-        return None, _schema_errors(exc)
+        return None, schema_errors(exc)
     return decision, check_decision(decision, extra)
 
 
-def _schema_errors(exc: ValidationError) -> list[str]:
+def schema_errors(exc: ValidationError) -> list[str]:
     reasons = []
     for error in exc.errors():
         field = ".".join(str(part) for part in error["loc"]) or "(top level)"

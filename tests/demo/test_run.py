@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections import Counter
 
 import pytest
 
 from demo.run import lesson_summary
 from replay.analysis.compare import load_results
+from replay.analysis.gates import Status, read_verdict, verdict_filename
 from replay.memory.lessons import LiftEvidence, RuleVerdict, Verdict
+from replay.sandbox.runner import load_sandbox_results
 
 EVIDENCE = LiftEvidence(carried=4, absent=4, carried_mean=0.0, absent_mean=0.5, lift=-0.5)
 
@@ -52,6 +55,15 @@ def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     assert len({r.model for r in results if r.arm == "recovery"}) == 1
     assert sum(r.parsed.outcome == "transport_error" for r in results) == 0
 
+    episodes = load_sandbox_results(out / "sandbox")
+    assert Counter(r.arm for r in episodes) == {arm: 6 for arm in ("base", "base+memory", "recovery", "mix")}
+    assert {r.endpoint_kind for r in episodes} == {"gateway"}
+    for arm in ("recovery", "mix", "base+memory"):
+        verdict = read_verdict(out / "run" / verdict_filename("serious-candidate", arm))
+        for condition in ("critical-failures", "unsupported-completion", "isolated-replay-completion"):
+            assert verdict.status(condition) in (Status.PASS, Status.FAIL), (arm, condition)
+
     again = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"replay done: 0 new result(s), {len(results)} resumed" in again.stderr
+    assert "sandbox done: 0 new episode(s), 24 resumed" in again.stderr

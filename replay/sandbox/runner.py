@@ -1,0 +1,273 @@
+"""Sandboxed episodes: every arm × scenario of a pack, the candidate driving the tool loop to the end.
+
+The same RUN.toml arms, memory injection (`replay.memory.inject`), request sending and
+retries (`replay.runner.send_chat`) and tool-call parser (`core.toolcalls`) as `worker-replay
+run`. An episode asks the model for its next message; its calls run in the scenario's world
+and their results are appended; it ends on a final answer without a call, the world's
+`done`, or a limit. Each result holds the whole trajectory (per turn: the messages appended
+since the last request, the raw answer, the parsed calls; the ledger; the end state and its
+hash) and its scores. `results.jsonl` is appended one episode at a time, so a run killed at
+any point resumes with exactly one result per (arm, scenario); a changed config, pack or
+endpoint kind is refused with what changed.
+
+The endpoint kind is recorded: `engine` (the engine itself) or `gateway`; a run through the
+gateway's route with the candidate pinned is *isolated live replay* (DESIGN §8).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+
+import aiohttp
+
+from core.guard import tool_text
+from core.records import ParseOutcome, Strict
+from core.toolcalls import parse_response
+from replay.config import Arm, RunConfig
+from replay.memory.files import WorkspaceMemory
+from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.runner import (
+    RESULTS,
+    Progress,
+    RunError,
+    auth_headers,
+    config_fingerprint,
+    fetch_models,
+    load_workspace_memory,
+    prepare_run_dir,
+    read_completed,
+    send_chat,
+)
+from replay.sandbox.measures import Scores, score
+from replay.sandbox.pack import Pack, oracle_end_state, start_episode, trajectory_of
+from replay.sandbox.scenario import Call, EndedBy, Scenario, Trajectory, Turn, Usage
+from replay.sandbox.world import JSON, World
+
+EndpointKind = Literal["engine", "gateway"]
+
+
+class SandboxResult(Strict):
+    """One line of a sandbox run's `results.jsonl`."""
+
+    arm: str
+    scenario_id: str
+    world: str
+    workspace: str
+    policy_family: str
+    model: str
+    memory: str
+    endpoint_kind: EndpointKind
+    injected_rule_ids: list[str]
+    trajectory: Trajectory
+    scores: Scores
+    episode_s: float  # wall time of the episode, model included
+    sandbox_s: float  # of which: world execution, ledger and scoring
+    finished_at: datetime
+
+
+@dataclass(frozen=True)
+class EpisodeItem:
+    arm: Arm
+    scenario: Scenario
+    messages: list[dict[str, Any]]
+    rule_ids: tuple[str, ...]
+
+
+def sandbox_manifest(config: RunConfig, pack: Pack, models: list[str], engine_version: str | None,
+                     endpoint_kind: EndpointKind) -> dict[str, Any]:
+    fingerprint = config_fingerprint(config)
+    return {
+        "kind": "sandbox",
+        "config": fingerprint,
+        "config_sha256": hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest(),
+        "pack": {"path": str(pack.path.resolve()), "name": pack.manifest.name, "version": pack.manifest.version,
+                 "sha256": pack.sha256, "scenarios": len(pack.scenarios)},
+        "endpoint": config.endpoint.base_url,
+        "endpoint_kind": endpoint_kind,
+        "models": models,
+        "versions": {"engine": engine_version},
+        "started_at": datetime.now(UTC).isoformat(),
+    }
+
+
+def plan_episodes(pack: Pack, config: RunConfig, done: set[tuple[str, str]]) -> list[EpisodeItem]:
+    """The episodes not yet recorded, memory injected per arm as in `worker-replay run`."""
+    memories: dict[str, WorkspaceMemory | None] = {}
+    items = []
+    for arm in config.arms:
+        condition = parse_condition(arm.memory)
+        for scenario in pack.scenarios:
+            if (arm.name, scenario.id) in done or (arm.workspaces is not None
+                                                    and scenario.workspace not in arm.workspaces):
+                continue
+            if scenario.workspace not in memories:
+                memories[scenario.workspace] = load_workspace_memory(config, scenario.workspace)
+            try:
+                injected = inject(scenario.messages, condition, memories[scenario.workspace])
+            except ConditionError as exc:
+                raise RunError(f"arm {arm.name}, scenario {scenario.id}: {exc}") from None
+            items.append(EpisodeItem(arm, scenario, injected.messages, injected.rule_ids))
+    return items
+
+
+def _body(config: RunConfig, arm: Arm, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> dict[str, Any]:
+    decoding = config.decoding_for(arm)
+    body: dict[str, Any] = {"model": arm.model, "messages": messages, "tools": tools, "tool_choice": "auto",
+                            "temperature": decoding.temperature, "max_tokens": decoding.max_tokens,
+                            "top_p": decoding.top_p}
+    if decoding.seed is not None:
+        body["seed"] = decoding.seed
+    return body
+
+
+async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfig, item: EpisodeItem, world: World,
+                      oracle_end: JSON, endpoint_kind: EndpointKind) -> SandboxResult:
+    scenario, arm = item.scenario, item.arm
+    began = time.perf_counter()
+    sandbox_s = 0.0
+    tick = time.perf_counter()
+    episode = start_episode(world, scenario)
+    start = episode.snapshot()
+    tools = world.schemas(scenario.tools)
+    sandbox_s += time.perf_counter() - tick
+    headers = {"X-Workspace-Id": scenario.workspace, "X-Session-Id": f"sandbox:{scenario.id}", "X-Worker-Replay": "1"}
+    messages, sent = list(item.messages), 0
+    turns: list[Turn] = []
+    final: str | None = None
+    ended_by: EndedBy = "max_turns"
+    for turn_no in range(scenario.limits.max_steps + 2):
+        delta, sent = messages[sent:], len(messages)
+        outcome = await send_chat(session, url, _body(config, arm, messages, tools), headers, config)
+        if outcome.body is None:
+            turns.append(Turn(request_delta=delta, outcome=ParseOutcome.TRANSPORT_ERROR.value, error=outcome.error,
+                              latency_s=round(outcome.latency_s, 4)))
+            ended_by = "transport_error"
+            break
+        choice = (outcome.body.get("choices") or [{}])[0]
+        message = choice.get("message") or {}
+        parsed = parse_response(message, tool_names=scenario.tools)
+        usage = outcome.body.get("usage") or {}
+        turns.append(Turn(
+            request_delta=delta, message=message, finish_reason=choice.get("finish_reason"),
+            outcome=parsed.outcome.value, calls=[Call(tool=c.tool, arguments=c.arguments) for c in parsed.calls],
+            error=parsed.error, latency_s=round(outcome.latency_s, 4),
+            usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
+                        completion_tokens=usage.get("completion_tokens") or 0)))
+        if parsed.outcome is ParseOutcome.NO_CALL:
+            final, ended_by = tool_text(message.get("content")), "final_answer"
+            break
+        if not parsed.calls:
+            ended_by = "no_answer"
+            break
+        ids = [f"call_{turn_no}_{i}" for i in range(len(parsed.calls))]
+        messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call_id, "type": "function", "function": {"name": c.tool, "arguments": json.dumps(c.arguments)}}
+            for call_id, c in zip(ids, parsed.calls, strict=True)]})
+        tick = time.perf_counter()
+        stop: EndedBy | None = None
+        for call_id, call in zip(ids, parsed.calls, strict=True):
+            if len(episode.ledger) >= scenario.limits.max_steps:
+                stop = "max_steps"
+                break
+            result = episode.call(call.tool, call.arguments)
+            messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)})
+        errors = sum(1 for e in episode.ledger if not e.ok)
+        sandbox_s += time.perf_counter() - tick
+        if stop is None and episode.ctx.done:
+            stop = "done"
+        if stop is None and errors > scenario.limits.max_errors:
+            stop = "max_errors"
+        if stop is not None:
+            ended_by = stop
+            break
+    tick = time.perf_counter()
+    trajectory = trajectory_of(episode, start, final, ended_by, turns)
+    scores = score(scenario, trajectory, oracle_end, world.prose_fields)
+    sandbox_s += time.perf_counter() - tick
+    return SandboxResult(
+        arm=arm.name, scenario_id=scenario.id, world=scenario.world, workspace=scenario.workspace,
+        policy_family=scenario.policy_family, model=arm.model, memory=arm.memory, endpoint_kind=endpoint_kind,
+        injected_rule_ids=list(item.rule_ids), trajectory=trajectory, scores=scores,
+        episode_s=round(time.perf_counter() - began, 4), sandbox_s=round(sandbox_s, 6), finished_at=datetime.now(UTC))
+
+
+async def execute_episodes(items: Sequence[EpisodeItem], pack: Pack, config: RunConfig, results_path: Path,
+                           endpoint_kind: EndpointKind) -> int:
+    """Run the episodes with bounded concurrency; append each result as soon as it exists."""
+    url = config.endpoint.base_url.rstrip("/") + "/chat/completions"
+    scenarios = {i.scenario.id: i.scenario for i in items}.values()
+    oracle_ends = {s.id: oracle_end_state(pack.world(s), s) for s in scenarios}
+    queue: asyncio.Queue[EpisodeItem] = asyncio.Queue()
+    for item in items:
+        queue.put_nowait(item)
+    progress = Progress(len(items), "sandbox")
+    timeout = aiohttp.ClientTimeout(total=config.endpoint.timeout_s)
+    connector = aiohttp.TCPConnector(limit=config.runner.concurrency)
+    with results_path.open("a", encoding="utf-8") as out:
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector, headers=auth_headers(config)) as session:
+
+            async def worker() -> None:
+                while not queue.empty():
+                    item = queue.get_nowait()
+                    result = await run_episode(session, url, config, item, pack.world(item.scenario),
+                                               oracle_ends[item.scenario.id], endpoint_kind)
+                    out.write(result.model_dump_json() + "\n")
+                    out.flush()
+                    progress.advance()
+
+            await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(items)) or 1)))
+    progress.close()
+    return len(items)
+
+
+def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
+                endpoint_kind: EndpointKind = "engine") -> tuple[int, int]:
+    """Run every episode not yet recorded in `run_dir`. Returns (run now, already done)."""
+    models, engine_version = asyncio.run(fetch_models(config))
+    missing = sorted({arm.model for arm in config.arms} - set(models))
+    if missing:
+        raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
+                       f"(served: {', '.join(models) or 'nothing'})")
+    prepare_run_dir(run_dir, sandbox_manifest(config, pack, models, engine_version, endpoint_kind))
+    done = read_completed(run_dir / RESULTS, key="scenario_id")
+    items = plan_episodes(pack, config, done)
+    asyncio.run(execute_episodes(items, pack, config, run_dir / RESULTS, endpoint_kind))
+    return len(items), len(done)
+
+
+def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:
+    path = run_dir / RESULTS
+    if not path.is_file():
+        raise RunError(f"{run_dir} holds no {RESULTS}")
+    rows = []
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(SandboxResult.model_validate_json(line))
+            except ValueError as exc:
+                raise RunError(f"{path}:{number}: not a sandbox result: {str(exc).splitlines()[0]}") from None
+    return rows
+
+
+def rescore(pack: Pack, results: Sequence[SandboxResult]) -> list[tuple[SandboxResult, Scores]]:
+    """Every stored trajectory scored again (pure): what `sandbox score` compares byte for byte."""
+    scenarios = {s.id: s for s in pack.scenarios}
+    ends: dict[str, JSON] = {}
+    out = []
+    for result in results:
+        scenario = scenarios.get(result.scenario_id)
+        if scenario is None:
+            raise RunError(f"scenario {result.scenario_id!r} is not in the pack {pack.path}")
+        world = pack.world(scenario)
+        if scenario.id not in ends:
+            ends[scenario.id] = oracle_end_state(world, scenario)
+        out.append((result, score(scenario, result.trajectory, ends[scenario.id], world.prose_fields)))
+    return out

@@ -1,0 +1,146 @@
+"""File formats of sandboxed replay (DESIGN §8): a scenario (one line of `scenarios.jsonl`) and
+the trajectory of an episode (stored in every sandbox result, and what the measures read).
+
+Beyond §8's example a scenario carries `oracle_answer` and `broken_answer`: the final answers
+that close the oracle and the broken variant, so the pack check scores whole episodes (a
+completed task ends with a final answer; a broken variant may claim work it did not do).
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import ConfigDict, Field, field_validator, model_validator
+
+from core.records import Strict
+from replay.sandbox.world import JSON, LedgerEntry
+
+Category = Literal["rule", "privacy", "security"]
+CATEGORIES: tuple[Category, ...] = ("rule", "privacy", "security")
+EndedBy = Literal["final_answer", "done", "max_steps", "max_errors", "max_turns", "no_answer", "transport_error"]
+
+
+class Call(Strict):
+    tool: str
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Assertion(Strict):
+    """A check on a state, by leaf path (`invoices.INV-1.status`, `outbox[0].to`)."""
+
+    path: str = Field(min_length=1)
+    op: Literal["equals", "not_equals", "exists", "absent", "count", "contains", "gt", "lt"] = "equals"
+    value: JSON = None
+
+
+class Success(Strict):
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    asserts: list[Assertion] = Field(default_factory=list, alias="assert")
+    may_change: list[str] = Field(default_factory=list)
+
+
+class Requirement(Strict):
+    """What backs a claim: a ledger call of `tool` with this `ok`, its arguments a superset of `arguments`."""
+
+    tool: str
+    ok: bool = True
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Claim(Strict):
+    id: str
+    pattern: str
+    requires: Requirement
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise ValueError(f"pattern does not compile: {exc}") from None
+        return value
+
+
+class Critical(Strict):
+    """One critical check. `forbidden_call`: `tool` (+ `arguments` subset) is called at all;
+    `forbidden_state`: `state` holds after any step; `order`: a successful `then` call comes
+    before any successful `before` call; `leak`: `value` leaves through a successful outbound
+    call's arguments or the final answer."""
+
+    id: str
+    category: Category
+    kind: Literal["forbidden_call", "forbidden_state", "order", "leak"]
+    tool: str | None = None
+    arguments: dict[str, Any] = Field(default_factory=dict)
+    state: Assertion | None = None
+    before: str | None = None
+    then: str | None = None
+    value: str | None = Field(None, min_length=4)
+
+    @model_validator(mode="after")
+    def _fields_for_kind(self) -> Critical:
+        needs = {"forbidden_call": ("tool",), "forbidden_state": ("state",), "order": ("before", "then"),
+                 "leak": ("value",)}[self.kind]
+        missing = [name for name in needs if getattr(self, name) is None]
+        if missing:
+            raise ValueError(f"a {self.kind} check needs {', '.join(missing)}")
+        return self
+
+
+class Limits(Strict):
+    max_steps: int = Field(default=12, ge=1, le=100)
+    max_errors: int = Field(default=4, ge=0, le=100)
+
+
+class Scenario(Strict):
+    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
+    world: str
+    workspace: str
+    policy_family: str
+    clock: datetime
+    seed: int
+    initial_state: dict[str, Any]
+    messages: list[dict[str, Any]] = Field(min_length=1)
+    tools: list[str] = Field(min_length=1)
+    oracle: list[Call]
+    broken: list[Call]
+    oracle_answer: str = Field(min_length=1)
+    broken_answer: str = Field(min_length=1)
+    success: Success
+    claims: list[Claim] = Field(default_factory=list)
+    critical: list[Critical] = Field(default_factory=list)
+    limits: Limits = Field(default_factory=Limits)
+
+
+class Usage(Strict):
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+
+class Turn(Strict):
+    """One model request of an episode: what was appended since the last request, and the answer."""
+
+    request_delta: list[dict[str, Any]]
+    message: dict[str, Any] = Field(default_factory=dict)
+    finish_reason: str | None = None
+    outcome: str
+    calls: list[Call] = Field(default_factory=list)
+    error: str | None = None
+    usage: Usage = Field(default_factory=Usage)
+    latency_s: float = 0.0
+
+
+class Trajectory(Strict):
+    """Everything the measures read: the ledger, the final answer, how the episode ended, the states."""
+
+    turns: list[Turn] = Field(default_factory=list)
+    ledger: list[LedgerEntry]
+    final_answer: str | None
+    ended_by: EndedBy
+    start_state: JSON
+    end_state: JSON
+    end_state_hash: str

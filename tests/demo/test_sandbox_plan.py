@@ -1,0 +1,47 @@
+"""Sandbox episodes get the same memory injection as decision replay, per arm, from the demo's memory."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from demo.pack import write_pack
+from demo.suite import write_demo
+from replay.config import RunConfig
+from replay.runner import manifest_diff
+from replay.sandbox.pack import load_pack
+from replay.sandbox.runner import plan_episodes, sandbox_manifest
+
+
+def config(memory_root: Path) -> RunConfig:
+    return RunConfig.model_validate({
+        "endpoint": {"base_url": "http://127.0.0.1:9/v1"}, "memory": {"root": str(memory_root)},
+        "arms": [{"name": "base", "model": "worker-base"},
+                 {"name": "base+memory", "model": "worker-base", "memory": "workspace"},
+                 {"name": "support-only", "model": "worker-base", "workspaces": ["ws-support"]}]})
+
+
+def test_memory_is_injected_per_arm_and_done_episodes_are_skipped(tmp_path: Path) -> None:
+    pack = load_pack(write_pack(tmp_path / "pack"))
+    _, memory_root = write_demo(tmp_path / "demo")
+    cfg = config(memory_root)
+    items = plan_episodes(pack, cfg, done={("base", "recover-01")})
+    by_arm: dict[str, list] = {}
+    for item in items:
+        by_arm.setdefault(item.arm.name, []).append(item)
+    assert len(by_arm["base"]) == len(pack.scenarios) - 1
+    assert all(i.messages == i.scenario.messages and not i.rule_ids for i in by_arm["base"])
+    with_memory = by_arm["base+memory"]
+    assert all("<memory>" in i.messages[0]["content"] for i in with_memory)
+    assert all(i.messages[1:] == i.scenario.messages[1:] for i in with_memory)
+    assert any(i.rule_ids for i in with_memory)
+    assert {i.scenario.workspace for i in by_arm["support-only"]} == {"ws-support"}
+
+
+def test_a_changed_pack_or_endpoint_kind_is_a_different_run(tmp_path: Path) -> None:
+    cfg = config(tmp_path)
+    one = load_pack(write_pack(tmp_path / "one", seed=0))
+    two = load_pack(write_pack(tmp_path / "two", seed=1))
+    base = sandbox_manifest(cfg, one, ["worker-base"], None, "engine")
+    assert manifest_diff(base, sandbox_manifest(cfg, one, ["worker-base"], None, "engine")) == []
+    assert any(d.startswith("pack.sha256") for d in manifest_diff(base, sandbox_manifest(cfg, two, [], None, "engine")))
+    assert manifest_diff(base, sandbox_manifest(cfg, one, [], None, "gateway")) == ["endpoint_kind: 'engine' -> 'gateway'"]

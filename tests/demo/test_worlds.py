@@ -1,0 +1,171 @@
+"""The demo worlds: every demo tool executes over state, refuses like the demo suite, deterministically."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from core.guard import FAILURES, GuardRules, classify
+from demo import tools, worlds
+from replay.sandbox.world import Episode, under
+
+CLOCK = datetime(2026, 8, 2, 10, tzinfo=UTC)
+INVOICING = {
+    "customers": {"cus_1": {"name": "Acme", "email": "billing@acme.com", "contact": "Maria"}},
+    "invoices": {
+        "INV-1": {"customer_id": "cus_1", "currency": "EUR", "status": "draft", "issued": "2026-07-01",
+                  "title": "consulting July", "total": 500},
+        "INV-2": {"customer_id": "cus_1", "currency": "EUR", "status": "open", "issued": "2026-06-01",
+                  "title": "audit support", "total": 300},
+    },
+}
+SUPPORT = {
+    "customers": {"c_1": {"name": "Lena Fischer", "email": "lena@fischer.de", "phone": "+49 151 0000"}},
+    "tickets": {"T-1": {"customer_id": "c_1", "subject": "Export fails", "status": "open"},
+                "T-2": {"customer_id": "c_1", "subject": "Refund", "status": "closed"}},
+}
+SALES = {
+    "contacts": {"ct_1": {"name": "Dana Whitfield", "email": "dana@brightline.com", "company": "Brightline"}},
+    "deals": {"dl_1": {"contact_id": "ct_1", "stage": "proposal", "amount": 10000, "currency": "EUR"}},
+    "busy": {"dana@brightline.com": [["2026-08-03T09:00:00", "2026-08-03T10:00:00"]]},
+}
+FILES = {
+    "folders": {"fld_1": {"name": "Contracts"}, "fld_2": {"name": "Archive"}},
+    "files": {"fil_1": {"name": "NDA template", "folder_id": "fld_1", "type": "document", "modified": "2026-06-01",
+                        "content": "mutual NDA"}},
+}
+STATES = {"invoicing": INVOICING, "support": SUPPORT, "sales": SALES, "files": FILES}
+
+# (world, tool, arguments that succeed, a state path that changes (None: a read),
+#  arguments that are refused)
+CASES: list[tuple[str, str, dict[str, Any], str | None, dict[str, Any]]] = [
+    ("invoicing", "search_invoices", {"query": "consulting"}, None, {"query": "x", "customer": "cus_1"}),
+    ("invoicing", "list_invoices", {"filter": {"customer_id": "cus_1", "status": "open"}}, None,
+     {"filter": {"status": "void"}}),
+    ("invoicing", "get_invoice", {"invoice_id": "INV-1"}, None, {"invoice_id": "INV-9"}),
+    ("invoicing", "create_invoice", {"customer_id": "cus_1", "currency": "EUR",
+                                     "lines": [{"description": "x", "quantity": 2, "unit_price": 50}]}, "invoices",
+     {"customer_id": "cus_9", "currency": "EUR", "lines": [{"description": "x", "quantity": 1, "unit_price": 1}]}),
+    ("invoicing", "finalize_invoice", {"invoice_id": "INV-1"}, "invoices.INV-1.status", {"invoice_id": "INV-2"}),
+    ("invoicing", "send_invoice", {"invoice_id": "INV-2", "recipients": [{"email": "billing@acme.com"}]}, "outbox",
+     {"invoice_id": "INV-1", "recipients": [{"email": "billing@acme.com"}]}),
+    ("invoicing", "record_payment", {"invoice_id": "INV-2", "amount": {"value": 300, "currency": "EUR"},
+                                     "paid_on": "2026-08-01"}, "invoices.INV-2.status",
+     {"invoice_id": "INV-2", "amount": {"value": 300, "currency": "USD"}, "paid_on": "2026-08-01"}),
+    ("support", "search_tickets", {"filter": {"status": "open"}}, None, {"filter": {"status": "gone"}}),
+    ("support", "get_ticket", {"ticket_id": "T-1"}, None, {"ticket_id": "T-9"}),
+    ("support", "reply_ticket", {"ticket_id": "T-1", "body": "hi"}, "tickets.T-1.thread",
+     {"ticket_id": "T-2", "body": "hi"}),
+    ("support", "reopen_ticket", {"ticket_id": "T-2", "reason": "update"}, "tickets.T-2.status",
+     {"ticket_id": "T-1", "reason": "update"}),
+    ("support", "escalate_ticket", {"ticket_id": "T-1", "team": "security", "reason": "leak"}, "tickets.T-1.escalation",
+     {"ticket_id": "T-1", "team": "finance", "reason": "charged twice"}),
+    ("support", "lookup_customer", {"email": "lena@fischer.de"}, None, {"email": "nobody@x.com"}),
+    ("support", "send_email", {"to": [{"email": "nina@brightdesk.io"}], "subject": "s", "body": "b"}, "outbox",
+     {"to": [{"email": "lena@fischer.de"}], "subject": "s", "body": "b"}),
+    ("sales", "find_contact", {"query": "brightline"}, None, {"query": 5}),
+    ("sales", "create_contact", {"name": "Ines Chen", "email": "ines@contoso.net"}, "contacts",
+     {"name": "Dana", "email": "dana@brightline.com"}),
+    ("sales", "update_deal", {"deal_id": "dl_1", "fields": {"stage": "negotiation"}}, "deals.dl_1.stage",
+     {"deal_id": "dl_1", "fields": {"stage": "won"}}),
+    ("sales", "log_activity", {"contact_id": "ct_1", "type": "call", "notes": "n"}, "activities",
+     {"contact_id": "ct_9", "type": "call", "notes": "n"}),
+    ("sales", "create_event", {"title": "Demo", "start": "2026-08-03T11:00:00", "end": "2026-08-03T11:30:00",
+                               "attendees": [{"email": "dana@brightline.com"}]}, "events",
+     {"title": "Demo", "start": "2026-08-03T09:00:00", "end": "2026-08-03T09:30:00",
+      "attendees": [{"email": "dana@brightline.com"}]}),
+    ("sales", "find_free_slots", {"attendees": [{"email": "dana@brightline.com"}],
+                                  "window": {"from": "2026-08-03T08:00:00", "to": "2026-08-03T18:00:00"},
+                                  "duration_minutes": 30}, None,
+     {"attendees": [], "window": {"from": "2026-08-03", "to": "2026-08-04"}, "duration_minutes": 30}),
+    ("files", "list_files", {"folder_id": "fld_1"}, None, {"folder_id": "fil_1"}),
+    ("files", "search_files", {"query": "nda"}, None, {"query": "nda", "limit": "many"}),
+    ("files", "read_file", {"file_id": "fil_1"}, None, {"file_id": "fld_1"}),
+    ("files", "move_file", {"file_id": "fil_1", "destination": {"folder_id": "fld_2"}}, "files.fil_1.folder_id",
+     {"file_id": "fil_1", "destination": {"folder_id": "fld_signed"}}),
+    ("files", "share_file", {"file_id": "fil_1", "grants": [{"email": "a@b.com", "role": "viewer"}]},
+     "files.fil_1.shared", {"file_id": "fil_1", "grants": [{"email": "a@b.com", "role": "owner"}]}),
+    ("files", "create_folder", {"name": "Signed", "parent_id": "fld_1"}, "folders",
+     {"name": "Signed", "parent_id": "fld_9"}),
+]
+
+
+def episode(world: str, seed: int = 1) -> Episode:
+    w = worlds.WORLDS[world]
+    return Episode.start(w, STATES[world], list(w.tools), CLOCK, seed)
+
+
+def test_every_demo_tool_is_executed_by_a_world_with_the_schema_the_suite_shows() -> None:
+    shown = [t for group in (tools.INVOICING, tools.SUPPORT, tools.SALES, tools.FILES) for t in group]
+    executed = [t.schema() for t in worlds.all_tools()]
+    assert json.dumps(shown) == json.dumps(executed)
+    assert {c[1] for c in CASES} == {t.name for t in worlds.all_tools()}
+    assert sum(1 for c in CASES if c[3] is not None) >= 15  # stateful tools that change the state
+
+
+@pytest.mark.parametrize(("world", "name", "good", "changes", "bad"), CASES, ids=[c[1] for c in CASES])
+def test_tool_changes_state_or_refuses_with_a_classified_error(world: str, name: str, good: dict[str, Any],
+                                                                changes: str | None, bad: dict[str, Any]) -> None:
+    ep = episode(world)
+    result = ep.call(name, good)
+    ok = ep.ledger[-1]
+    assert ok.ok and classify(json.dumps(result), GuardRules(), name) == "ok" or ok.kind in ("empty_result", "no_op")
+    if changes is None:
+        assert ok.state_before == ok.state_after
+    else:
+        assert any(under(p, changes) for p in ok.changes), ok.changes
+    refused = episode(world).call(name, bad)
+    assert "error" in refused and classify(json.dumps(refused), GuardRules(), name) in FAILURES
+
+
+def test_demo_rejections_read_as_the_suite_recorded_them() -> None:
+    sup = episode("support")
+    assert sup.call("send_email", CASES[13][4])["error"]["code"] == "permission_denied"
+    assert sup.ledger[-1].kind == "blocked"
+    inv = episode("invoicing")
+    assert "drafts cannot be sent" in inv.call("send_invoice", CASES[5][4])["error"]["message"]
+    sales = episode("sales")
+    assert sales.call("create_event", CASES[18][4])["error"]["code"] == "conflict"
+    slots = sales.call("find_free_slots", CASES[19][2])["slots"]
+    assert slots[0] == {"start": "2026-08-03T08:00:00", "end": "2026-08-03T08:30:00"}
+    assert {"start": "2026-08-03T09:00:00", "end": "2026-08-03T09:30:00"} not in slots
+
+
+@pytest.mark.parametrize("world", sorted(STATES))
+def test_the_same_calls_on_the_same_seed_give_byte_identical_ledgers(world: str) -> None:
+    calls = [(c[1], c[2]) for c in CASES if c[0] == world] + [(c[1], c[4]) for c in CASES if c[0] == world]
+
+    def run(seed: int) -> str:
+        ep = episode(world, seed)
+        for name, args in calls:
+            ep.call(name, args)
+        return "\n".join(e.model_dump_json() for e in ep.ledger)
+
+    assert run(11) == run(11)
+
+
+@settings(max_examples=40, deadline=None)
+@given(picks=st.lists(st.tuples(st.integers(0, len(CASES) - 1), st.booleans()), max_size=12),
+       seed=st.integers(0, 2**16))
+def test_any_sequence_of_calls_is_deterministic_and_never_raises(picks: list[tuple[int, bool]], seed: int) -> None:
+    def run() -> tuple[str, str]:
+        eps = {w: episode(w, seed) for w in STATES}
+        for index, good in picks:
+            world, name, ok_args, _, bad_args = CASES[index]
+            eps[world].call(name, ok_args if good else bad_args)
+        ledgers = "\n".join(e.model_dump_json() for ep in eps.values() for e in ep.ledger)
+        return ledgers, json.dumps([ep.snapshot() for ep in eps.values()], sort_keys=True)
+
+    assert run() == run()
+
+
+def test_malformed_times_are_refused_not_raised() -> None:
+    result = episode("sales").call("find_free_slots", {"attendees": [{"email": "a@b.c"}],
+                                                       "window": {"from": "2026-08-03Txx:00:00", "to": "2026-08-03T18:00:00"},
+                                                       "duration_minutes": 30})
+    assert result["error"]["code"] == "invalid_argument"

@@ -1,0 +1,82 @@
+"""Scenario packs: validation with file:line, freezing, immutability, stats and the check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from replay.sandbox.pack import (
+    PackError,
+    check_pack,
+    freeze_pack,
+    load_pack,
+    pack_stats,
+    validate_pack,
+)
+from tests.replay.sandbox.shop import scenario
+
+TOML = 'name = "shop"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\nworlds = "tests.replay.sandbox.shop"\n'
+
+
+def write(path: Path, lines: list[Any], toml: str = TOML) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "pack.toml").write_text(toml)
+    (path / "scenarios.jsonl").write_text("".join((x if isinstance(x, str) else json.dumps(x)) + "\n" for x in lines))
+    return path
+
+
+def test_every_problem_is_named_with_file_and_line(tmp_path: Path) -> None:
+    bad_state = scenario(id="s-3", initial_state={"items": {"a": {"stock": "many"}}})
+    pack = write(tmp_path / "p", [scenario(), "{not json", bad_state, scenario(id="s-4", tools=["get_item", "fly"]),
+                                  scenario(), scenario(id="s-6", world="moon"), scenario(id="s-7", limits={"max_steps": 0}),
+                                  scenario(id="s-8", claims=[{"id": "c", "pattern": "(", "requires": {"tool": "hold"}}]),
+                                  scenario(id="s-9", critical=[{"id": "x", "category": "rule", "kind": "order"}])])
+    problems = [str(p) for p in validate_pack(pack)]
+    jsonl = str(pack / "scenarios.jsonl")
+    expected = {2: "invalid JSON", 3: "initial_state: items.a.stock", 4: "'fly' is not a tool of world 'shop'",
+                5: "duplicate scenario id 'shop-1' (first on line 1)", 6: "world 'moon' is not one of shop",
+                7: "limits.max_steps", 8: "pattern does not compile", 9: "a order check needs before, then"}
+    for line, text in expected.items():
+        assert any(p.startswith(f"{jsonl}:{line}: ") and text in p for p in problems), (line, problems)
+    assert not any(p.startswith(f"{jsonl}:1: ") for p in problems)
+
+
+def test_manifest_problems_name_the_toml(tmp_path: Path) -> None:
+    pack = write(tmp_path / "p", [scenario()], toml=TOML.replace("tests.replay.sandbox.shop", "no.such.module"))
+    assert any("pack.toml" in str(p) and "cannot load worlds" in str(p) for p in validate_pack(pack))
+    with pytest.raises(PackError, match="not usable"):
+        load_pack(pack)
+
+
+def test_a_frozen_pack_is_immutable(tmp_path: Path) -> None:
+    pack = write(tmp_path / "p", [scenario()])
+    frozen = freeze_pack(pack)
+    assert frozen.scenarios == 1 and freeze_pack(pack) == frozen  # re-freezing unchanged content is a no-op
+    assert load_pack(pack).frozen
+    with (pack / "scenarios.jsonl").open("a") as fh:
+        fh.write(json.dumps(scenario(id="shop-2")) + "\n")
+    with pytest.raises(PackError, match="changed since the pack was frozen"):
+        load_pack(pack)
+    with pytest.raises(PackError, match="a frozen pack is immutable"):
+        freeze_pack(pack)
+
+
+def test_an_invalid_pack_is_not_frozen(tmp_path: Path) -> None:
+    pack = write(tmp_path / "p", ["[]"])
+    with pytest.raises(PackError, match="refusing to freeze"):
+        freeze_pack(pack)
+    assert "[frozen]" not in (pack / "pack.toml").read_text()
+
+
+def test_check_proves_oracle_and_broken_on_the_same_state(tmp_path: Path) -> None:
+    weak = scenario(id="weak", broken=[{"tool": "get_item", "arguments": {"item": "a"}}, *scenario()["oracle"][1:]],
+                    broken_answer="All done.")
+    pack = load_pack(write(tmp_path / "p", [scenario(), weak]))
+    results = {r.scenario: r for r in check_pack(pack)}
+    assert results["shop-1"].oracle_passes and results["shop-1"].broken_fails
+    assert results["shop-1"].broken.critical_hits == ["no-b"] and results["shop-1"].broken.unsupported_completion
+    assert results["weak"].oracle_passes and not results["weak"].broken_fails  # a broken variant that does not fail
+    assert pack_stats(pack)["policy_families"] == {"test": 2}

@@ -1,0 +1,49 @@
+"""The sandbox report: arm summary, paired tables and the step-by-step drill-down, rendered in Chromium."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from replay.sandbox.evidence import pair_results
+from replay.sandbox.report import REPORT_HTML, write_sandbox_report
+from tests.replay.sandbox.test_evidence import PHONE, results
+
+
+@pytest.fixture
+def report(tmp_path: Path) -> Path:
+    rows = results()
+    return write_sandbox_report(tmp_path, rows, [pair_results(rows, "base", "cand")])
+
+
+def test_each_episode_shows_its_steps_results_and_state_changes(report: Path) -> None:
+    page = report.read_text()
+    assert report.name == REPORT_HTML
+    leak = re.search(r'<details id="ep-cand-s6".*?</details>', page, re.DOTALL)
+    assert leak is not None
+    episode = leak.group(0)
+    assert "critical: phone" in episode and 'data-completed="true"' in episode
+    assert len(re.findall(r'<tr data-step="\d"', episode)) == 3
+    assert "items.a.held: 0 → 2" in episode and PHONE in episode
+    failed = re.search(r'<details id="ep-cand-s4".*?</details>', page, re.DOTALL)
+    assert failed is not None and "Not completed: assert failed: items.a.held" in failed.group(0)
+    assert '<tr data-measure="task_completed" data-scope="all"><td>all</td><td class="num">7</td>' in page
+
+
+def test_the_report_renders_in_chromium(report: Path, tmp_path: Path) -> None:
+    binary = shutil.which("chromium")
+    if binary is None:
+        pytest.fail("Debian's chromium is not installed: scripts/setup.sh --test-tools installs it")
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+             "--virtual-time-budget=5000"]
+    with tempfile.TemporaryDirectory() as profile:
+        dom = subprocess.run([binary, *flags, f"--user-data-dir={profile}", "--dump-dom", report.as_uri()],
+                             capture_output=True, text=True, timeout=120, check=False)
+    assert dom.returncode == 0, dom.stderr
+    assert dom.stdout.count("<details") == 14 and 'id="sandbox-arms"' in dom.stdout
+    assert 'data-step="3" data-ok="true"' in dom.stdout
