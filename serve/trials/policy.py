@@ -60,7 +60,7 @@ class Step(Strict):
 
 class Signal(Strict):
     enforced: bool = True
-    margin: float = Field(0.0, ge=0)
+    margin: float = Field(default=0.0, ge=0)
 
 
 class SlowSignal(Signal):
