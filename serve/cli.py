@@ -1,5 +1,5 @@
 """`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, export
-gate evidence from the gateway's stores."""
+gate evidence from the gateway's stores, run progressive adapter trials."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ import sys
 from pathlib import Path
 
 from serve.engine import launcher as engine_mod
-from serve.engine.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
+from serve.engine.modelbuild import (
+    ModelBuildError,
+    build_model,
+    cache_dir,
+    default_model_dir,
+)
 from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
+from serve.trials import cli as trial_cli
 
 
 def _model_build(args: argparse.Namespace) -> int:
@@ -37,7 +43,12 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
 
 
 def _adapter_train(args: argparse.Namespace) -> int:
-    from serve.engine.train import TrainDataError, load_training, select_examples, train_adapter
+    from serve.engine.train import (
+        TrainDataError,
+        load_training,
+        select_examples,
+        train_adapter,
+    )
 
     model_dir = _built_model(args.model)
     try:
@@ -76,8 +87,8 @@ def _gateway(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from serve.gateway.config import load_gateway_config
     from serve.evidence import EvidenceError, export
+    from serve.gateway.config import load_gateway_config
 
     config = load_gateway_config(args.config)
     try:
@@ -145,6 +156,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--arm", default=None, help="the candidate's arm name in the replay run, if not its version")
     ev.add_argument("--out", type=Path, required=True, help="directory for shadow.json, canary.json, registry.json")
     ev.set_defaults(func=_evidence)
+
+    trial_cli.add_parser(sub)
     return parser
 
 

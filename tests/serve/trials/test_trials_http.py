@@ -5,9 +5,13 @@ injector, used for the one fault a trial must catch: the candidate answering HTT
 from __future__ import annotations
 
 import hashlib
+import json
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from serve.cli import main
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import (
     RunningGateway,
@@ -127,3 +131,24 @@ def test_a_trial_without_enough_traffic_expires_back_to_control(tmp_path: Path, 
         done = wait_for(lambda: (s := status(gw))["phase"] == "expired" and s, "the trial to expire", limit_s=30)
         assert done["reason"] == "max duration 2 s reached in step 1"
         assert gw.ok("GET", "/state")["routes"]["worker"]["canary"] is None
+
+
+def test_the_command_line_drives_a_trial_through_the_admin_api(tmp_path: Path, root: Path, fault: FaultUpstream,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(tmp_path / "gw" / "gateway.toml")
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        assert main(["trial", "start", "t1", "--config", config, "--policy", str(policy(tmp_path))]) == 0
+        assert "trial t1 (cand-v1 on worker): step, step 1/2 at 25%" in capsys.readouterr().out
+        assert main(["trial", "status", "--config", config]) == 0
+        assert capsys.readouterr().out.startswith("t1\tworker\tcand-v1\tstep\t")
+        assert main(["trial", "evidence", "t1", "--config", config, "--out", str(tmp_path / "ev")]) == 0
+        assert json.loads((tmp_path / "ev" / "canary.json").read_text())["adapter"] == "cand-v1"
+        verdict = tmp_path / "verdict.json"
+        verdict.write_text(json.dumps({"policy": "production-candidate", "policy_sha256": "0" * 64,
+                                       "candidate": "cand-v1", "passed": True, "conditions": []}))
+        assert main(["trial", "gate", "t1", "--config", config, "--verdict", str(verdict)]) == 2
+        assert "not awaiting the gate" in capsys.readouterr().err
+        assert main(["trial", "abort", "t1", "--config", config, "--reason", "done"]) == 0
+        assert "aborted — operator: done" in capsys.readouterr().out
+        assert main(["trial", "status", "nope", "--config", config]) == 2
