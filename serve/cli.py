@@ -8,12 +8,7 @@ import sys
 from pathlib import Path
 
 from serve.engine import launcher as engine_mod
-from serve.engine.modelbuild import (
-    ModelBuildError,
-    build_model,
-    cache_dir,
-    default_model_dir,
-)
+from serve.engine.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
 from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
 from serve.trials import cli as trial_cli
 
@@ -43,12 +38,7 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
 
 
 def _adapter_train(args: argparse.Namespace) -> int:
-    from serve.engine.train import (
-        TrainDataError,
-        load_training,
-        select_examples,
-        train_adapter,
-    )
+    from serve.engine.train import TrainDataError, load_training, select_examples, train_adapter
 
     model_dir = _built_model(args.model)
     try:
@@ -87,8 +77,8 @@ def _gateway(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from serve.evidence import EvidenceError, export
     from serve.gateway.config import load_gateway_config
+    from serve.evidence import EvidenceError, export
 
     config = load_gateway_config(args.config)
     try:
