@@ -144,8 +144,8 @@ class Controller:
             return state
         percent = stored.policy.steps[state.step].percent
         counts = read_step(self.registry, self.capture_db, stored.policy, percent, state.step_started_at)
-        requests, signals = counts.since(_seen(stored, state))
-        return self.handle(trial_id, Tick(requests, signals), _seen_json(state, counts))
+        requests, signals, remembered = counts.since(_seen(stored, state))
+        return self.handle(trial_id, Tick(requests, signals), _seen_json(state, remembered))
 
     def look_all(self) -> dict[str, TrialState]:
         return {trial_id: self.look(trial_id) for trial_id, _, _ in self.store.running()}

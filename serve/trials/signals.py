@@ -46,20 +46,43 @@ class StepCounts:
     requests: tuple[int, int]
     signals: Mapping[str, Counts]
 
-    def since(self, earlier: StepCounts | None) -> tuple[tuple[int, int], dict[str, Counts]]:
-        """What is new since an earlier reading of the same step (a look's increments)."""
-        if earlier is None:
-            return self.requests, dict(self.signals)
+    def since(self, earlier: StepCounts | None) -> tuple[tuple[int, int], dict[str, Counts], StepCounts]:
+        """A look's news since an earlier reading of the same step: new requests per cohort, each
+        signal's new counts, and the reading to remember for the next look.
+
+        A signal's news is held back (and the remembered reading stays where it was for that
+        signal) until both cohorts have new exposure — a batch with one side empty says nothing
+        about the ratio and would be thrown away, so its events wait for the other side instead.
+        """
         zero = Counts()
-        requests = (self.requests[0] - earlier.requests[0], self.requests[1] - earlier.requests[1])
-        signals = {name: _minus(now, earlier.signals.get(name, zero)) for name, now in self.signals.items()}
-        return requests, signals
+        before = earlier.signals if earlier is not None else {}
+        requests = self.requests if earlier is None else (self.requests[0] - earlier.requests[0],
+                                                           self.requests[1] - earlier.requests[1])
+        news: dict[str, Counts] = {}
+        remembered: dict[str, Counts] = {}
+        for name, now in self.signals.items():
+            new = _minus(now, before.get(name, zero))
+            if informative(name, new):
+                news[name], remembered[name] = new, now
+            else:
+                remembered[name] = before.get(name, zero)
+        return requests, news, StepCounts(self.requests, remembered)
+
+
+def informative(name: str, counts: Counts) -> bool:
+    """Whether new counts can move the test: exposure on both sides (the candidate's alone for shadow)."""
+    if name == "shadow_disagreement":
+        return counts.candidate_exposure > 0
+    return counts.candidate_exposure > 0 and counts.control_exposure > 0
 
 
 def _minus(a: Counts, b: Counts) -> Counts:
-    # Request-log pruning can only shrink a cumulative count; never report negative news.
-    return Counts(max(a.candidate_bad - b.candidate_bad, 0), max(a.candidate_exposure - b.candidate_exposure, 0),
-                  max(a.control_bad - b.control_bad, 0), max(a.control_exposure - b.control_exposure, 0))
+    # Request-log pruning can only shrink a cumulative count: never report negative news, nor more
+    # bad events than exposure on a side (bad events are always a subset of that side's exposure).
+    cand = max(a.candidate_exposure - b.candidate_exposure, 0)
+    ctrl = max(a.control_exposure - b.control_exposure, 0)
+    return Counts(min(max(a.candidate_bad - b.candidate_bad, 0), cand), cand,
+                  min(max(a.control_bad - b.control_bad, 0), ctrl), ctrl)
 
 
 def side(route: str, candidate: str, percent: float, kind: str | None, adapter: str | None,

@@ -131,7 +131,8 @@ def test_suspend_takes_the_weight_to_zero_and_resume_restarts_the_step() -> None
     assert state.phase == "aborted" and actions == [StopCanary("operator: bad smell")]
 
 
-counts = st.builds(Counts, st.integers(0, 30), st.integers(0, 60), st.integers(0, 30), st.integers(0, 60))
+side = st.integers(0, 60).flatmap(lambda n: st.tuples(st.integers(0, n), st.just(n)))  # (bad, exposure)
+counts = st.builds(lambda c, k: Counts(c[0], c[1], k[0], k[1]), side, side)
 events = st.one_of(
     st.just(Start()), st.builds(PreflightResult, st.booleans()), st.just(Suspend()), st.just(Resume()),
     st.builds(Abort, st.just("x")), st.builds(GateVerdict, st.booleans(), st.sampled_from([GATE, "b" * 64])),

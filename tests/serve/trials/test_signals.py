@@ -64,12 +64,18 @@ def test_step_counts_per_signal() -> None:
     assert counts.signals["tool_anomalies"] == Counts(1, 2, 0, 1)  # per labelled tool result only
 
 
-def test_a_later_reading_yields_only_what_is_new() -> None:
-    earlier = StepCounts((3, 2), {"server_errors": Counts(1, 3, 0, 2)})
-    later = StepCounts((5, 6), {"server_errors": Counts(2, 5, 1, 6), "slow_requests": Counts(1, 5, 0, 6)})
-    assert later.since(earlier) == ((2, 4), {"server_errors": Counts(1, 2, 1, 4),
-                                             "slow_requests": Counts(1, 5, 0, 6)})
-    assert later.since(None) == ((5, 6), dict(later.signals))
+def test_a_later_reading_yields_only_what_is_new_and_holds_one_sided_news_back() -> None:
+    earlier = StepCounts((3, 2), {"server_errors": Counts(1, 3, 0, 2), "tool_anomalies": Counts(0, 1, 0, 1)})
+    later = StepCounts((5, 6), {"server_errors": Counts(2, 5, 1, 6), "tool_anomalies": Counts(2, 3, 0, 1),
+                                "slow_requests": Counts(1, 5, 0, 6)})
+    requests, news, remembered = later.since(earlier)
+    assert requests == (2, 4)
+    assert news == {"server_errors": Counts(1, 2, 1, 4), "slow_requests": Counts(1, 5, 0, 6)}
+    # the candidate's two new anomalies came without new control results: they wait for them
+    assert remembered.signals["tool_anomalies"] == Counts(0, 1, 0, 1)
+    assert remembered.signals["server_errors"] == later.signals["server_errors"]
+    requests, news, _ = later.since(None)
+    assert requests == (5, 6) and news == dict(later.signals)
 
 
 def test_the_trial_writes_the_gate_canary_evidence_from_its_own_cohorts() -> None:
