@@ -128,9 +128,7 @@ class Controller:
         if isinstance(action, SetCanary):
             self.registry.set_canary(route, stored.candidate, action.percent, stored.policy.sticky_by)
         elif isinstance(action, StopCanary):
-            canary = self.registry.state.routes[route].canary
-            if canary is not None and canary.candidate == stored.candidate:
-                self.registry.stop_canary(route)
+            self._stop_canary_of(route, stored.candidate)
         elif isinstance(action, Promote):
             self.registry.set_production(route, stored.candidate)
         elif isinstance(action, RequestGate):
@@ -151,22 +149,35 @@ class Controller:
         return {trial_id: self.look(trial_id) for trial_id, _, _ in self.store.running()}
 
     def recover(self) -> list[str]:
-        """At start-up: routing back to what every running trial's stored state says. Never promotes."""
+        """At start-up: routing back to what every trial's stored state says. Never promotes.
+
+        A running trial gets its step's weight back (or continues its preflight); a trial that
+        ended by abort, expiry or a failed gate but may not have routed back yet (killed between
+        the write and the routing) has its candidate's canary stopped; a trial whose state cannot
+        be read ends, with its candidate at weight 0.
+        """
         notes = []
         for trial_id, route, candidate in self.store.running():
             try:
                 stored = self.store.get(trial_id)
                 state = stored.state()
             except TrialStateUnreadable as exc:
-                canary = self.registry.state.routes[route].canary if route in self.registry.state.routes else None
-                if canary is not None and canary.candidate == candidate:
-                    self.registry.stop_canary(route)
-                self.store.note(trial_id, now(), {"type": "Unreadable", "error": str(exc)[:500],
-                                                  "candidate_weight": 0}, None)
+                self._stop_canary_of(route, candidate)
+                self.store.mark_unreadable(trial_id, now(), str(exc))
                 notes.append(f"trial {trial_id!r}: state unreadable, candidate {candidate!r} set to weight 0")
                 continue
             notes.append(self._reconcile(stored, state))
+        for trial_id, route, candidate, phase in self.store.latest():
+            if phase in ("aborted", "expired", "held") and self._stop_canary_of(route, candidate):
+                notes.append(f"trial {trial_id!r}: {phase}; its candidate's canary stopped")
         return notes
+
+    def _stop_canary_of(self, route: str, candidate: str) -> bool:
+        state = self.registry.state.routes.get(route)
+        if state is None or state.canary is None or state.canary.candidate != candidate:
+            return False
+        self.registry.stop_canary(route)
+        return True
 
     def _reconcile(self, stored: StoredTrial, state: TrialState) -> str:
         route = self.registry.state.routes[stored.route]
@@ -183,9 +194,11 @@ class Controller:
             return f"trial {stored.id!r}: resumed {state.phase} {state.step + 1} at {percent:g}%"
         if canary is not None:
             self.registry.stop_canary(stored.route)
-        if state.phase == "preflight":
-            self.handle(stored.id, self.preflight(stored))
         self.store.note(stored.id, now(), {"type": "Recovered", "percent": 0}, state)
+        if state.phase == "pending":  # killed between creating the trial and starting it
+            self.handle(stored.id, Start())
+        elif state.phase == "preflight":
+            self.handle(stored.id, self.preflight(stored))
         return f"trial {stored.id!r}: resumed {state.phase}{' (suspended)' if state.suspended else ''}"
 
 

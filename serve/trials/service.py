@@ -45,7 +45,7 @@ def abort_reason(reason: str | None) -> str:
 @dataclass(frozen=True)
 class Snapshot:
     stored: StoredTrial
-    state: TrialState | None  # None: unreadable
+    state: TrialState
 
 
 class TrialCollector(Collector):
@@ -66,9 +66,6 @@ class TrialCollector(Collector):
         for snap in self.snapshots:
             s, state = snap.stored, snap.state
             key = [s.id, s.route, s.candidate]
-            if state is None:
-                phase.add_metric([*key, "unreadable"], 1)
-                continue
             running = state.phase in ("step", "awaiting_gate")
             step.add_metric(key, state.step + 1 if running else 0)
             phase.add_metric([*key, state.phase], 1)
@@ -123,16 +120,12 @@ class TrialService:
             async with self.gw.lock:
                 try:
                     stored = self.store.get(trial_id)
-                except TrialStateUnreadable:
-                    self.controller.recover()
-                    self._refresh()
-                    continue
-                if force or now - self._looked.get(trial_id, -1e18) >= stored.policy.interval_s:
-                    self._looked[trial_id] = now
-                    try:
+                    if force or now - self._looked.get(trial_id, -1e18) >= stored.policy.interval_s:
+                        self._looked[trial_id] = now
                         self.controller.look(trial_id)
-                    except TrialStateUnreadable:
-                        self.controller.recover()
+                except TrialStateUnreadable:
+                    for note in self.controller.recover():  # ends it, candidate at weight 0
+                        log.warning("%s", note)
                 self._refresh()
 
     async def start_trial(self, trial_id: str, loaded: LoadedPolicy) -> TrialState:
@@ -155,9 +148,9 @@ class TrialService:
         self.gw.sync_gauges()
         snapshots = []
         for row in self.store.trials():
-            stored = self.store.get(row["id"])
             try:
+                stored = self.store.get(row["id"])
                 snapshots.append(Snapshot(stored, stored.state()))
             except TrialStateUnreadable:
-                snapshots.append(Snapshot(stored, None))
+                continue  # its journal says so; nothing to plot
         self.collector.snapshots = snapshots

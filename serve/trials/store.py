@@ -37,6 +37,8 @@ CREATE TABLE IF NOT EXISTS trial_journal (
     phase_before TEXT NOT NULL, phase_after TEXT NOT NULL, actions TEXT NOT NULL, evidence TEXT NOT NULL);
 """
 TERMINAL_PHASES = ("promoted", "held", "aborted", "expired")
+UNREADABLE = "unreadable"  # the phase column of a trial whose state could not be read: it is over
+ENDED = (*TERMINAL_PHASES, UNREADABLE)
 
 
 class TrialStateUnreadable(TrialError):
@@ -133,8 +135,8 @@ class TrialStore:
         """A new trial; refused while another trial on the same route has not ended."""
         with transaction(self._db):
             running = self._db.execute(
-                f"SELECT id FROM trials WHERE route = ? AND phase NOT IN ({', '.join('?' * len(TERMINAL_PHASES))})",
-                (policy.route, *TERMINAL_PHASES)).fetchone()
+                f"SELECT id FROM trials WHERE route = ? AND phase NOT IN ({', '.join('?' * len(ENDED))})",
+                (policy.route, *ENDED)).fetchone()
             if running is not None:
                 raise TrialError(f"route {policy.route!r} already runs trial {running['id']!r}")
             try:
@@ -183,12 +185,25 @@ class TrialStore:
                            row["policy_sha256"], row["gate_policy_sha256"], row["seen"], row["created_at"],
                            row["state"])
 
+    def mark_unreadable(self, trial_id: str, at: str, error: str) -> None:
+        """End a trial whose state cannot be read (the row keeps the state as found, for inspection)."""
+        with transaction(self._db):
+            self._db.execute("UPDATE trials SET phase = ?, updated_at = ? WHERE id = ?", (UNREADABLE, at, trial_id))
+            self._journal(trial_id, at, {"type": "Unreadable", "error": error[:500], "candidate_weight": 0}, None,
+                          None, [])
+
     def running(self) -> list[tuple[str, str, str]]:
         """(id, route, candidate) of every trial that has not ended, read without decoding its state."""
-        marks = ", ".join("?" * len(TERMINAL_PHASES))
+        marks = ", ".join("?" * len(ENDED))
         rows = self._db.execute(f"SELECT id, route, candidate FROM trials WHERE phase NOT IN ({marks}) ORDER BY "
-                                "created_at", TERMINAL_PHASES)
+                                "created_at", ENDED)
         return [(r["id"], r["route"], r["candidate"]) for r in rows]
+
+    def latest(self) -> list[tuple[str, str, str, str]]:
+        """(id, route, candidate, phase) of each route's most recent trial."""
+        rows = self._db.execute("SELECT id, route, candidate, phase FROM trials t WHERE created_at = "
+                                "(SELECT MAX(created_at) FROM trials WHERE route = t.route) ORDER BY route")
+        return [(r["id"], r["route"], r["candidate"], r["phase"]) for r in rows]
 
     def trials(self) -> list[dict[str, Any]]:
         rows = self._db.execute("SELECT id, route, candidate, phase, policy_sha256, created_at, updated_at "

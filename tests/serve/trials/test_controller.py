@@ -15,7 +15,7 @@ import pytest
 from serve.gateway.registry import AdapterFiles, Registry
 from serve.gateway.router import canary_bucket
 from serve.trials.controller import Controller, describe_state
-from serve.trials.machine import GateVerdict, Suspend
+from serve.trials.machine import GateVerdict, Suspend, TrialState, initial
 from serve.trials.policy import LoadedPolicy, Step, TrialError, TrialPolicy
 from serve.trials.signals import stamp
 from serve.trials.store import TrialStateUnreadable, TrialStore, encode
@@ -193,6 +193,7 @@ def test_an_unreadable_trial_state_takes_the_candidate_to_weight_zero(gw: Gatewa
     assert gw.controller.recover() == ["trial 't1': state unreadable, candidate 'cand' set to weight 0"]
     assert canary(gw) is None
     assert gw.store.journal("t1")[-1]["event"]["type"] == "Unreadable"
+    assert gw.store.running() == [] and gw.controller.recover() == []  # ended: not noted again
 
 
 def test_one_trial_per_route_and_names_are_never_reused(gw: Gateway) -> None:
@@ -202,3 +203,27 @@ def test_one_trial_per_route_and_names_are_never_reused(gw: Gateway) -> None:
     gw.controller.handle("t1", Suspend())
     assert canary(gw) is None
     assert encode(gw.store.get("t1").state()).startswith('{"format":1')
+
+
+@pytest.mark.parametrize(("phase", "suspended", "expected_percent", "expected_phase"), [
+    ("pending", False, 10, "step"),  # killed between creating and starting: it starts
+    ("preflight", False, 10, "step"),  # killed during preflight: it runs again
+    ("step", False, 30, "step"),
+    ("step", True, None, "step"),
+    ("awaiting_gate", False, 30, "awaiting_gate"),
+    ("aborted", False, None, "aborted"),  # killed after the write, before routing back
+    ("expired", False, None, "expired"),
+    ("held", False, None, "held"),
+])
+def test_a_gateway_killed_in_any_phase_comes_back_routed_as_its_state_says(
+        gw: Gateway, phase: str, suspended: bool, expected_percent: float | None, expected_phase: str) -> None:
+    gw.store.create("t1", POLICY, "trial.toml", "p" * 64, GATE, initial(POLICY), "2026-01-01T00:00:00.000Z")
+    crafted = TrialState(phase=phase, step=1, started_at=gw.clock.now, step_started_at=gw.clock.now,  # type: ignore[arg-type]
+                         suspended=suspended, signals=initial(POLICY).signals)
+    gw.store.record("t1", "2026-01-01T00:00:01.000Z", Suspend(), initial(POLICY), crafted, [])
+    gw.registry.set_canary("worker", "cand", 45, "workspace")  # whatever the routing was when it died
+    gw = gw.restart()
+    gw.controller.recover()
+    assert canary(gw) == expected_percent
+    assert gw.store.get("t1").state().phase == expected_phase
+    assert gw.registry.state.routes["worker"].production == "prod"  # never promoted by a restart
