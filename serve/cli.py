@@ -1,5 +1,5 @@
 """`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, export
-gate evidence from the gateway's stores."""
+gate evidence from the gateway's stores, run progressive adapter trials."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from core.cli import run_command
 from serve.engine import launcher as engine_mod
 from serve.engine.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
 from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
+from serve.trials import cli as trial_cli
 
 
 def _model_build(args: argparse.Namespace) -> int:
@@ -137,6 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--arm", default=None, help="the candidate's arm name in the replay run, if not its version")
     ev.add_argument("--out", type=Path, required=True, help="directory for shadow.json, canary.json, registry.json")
     ev.set_defaults(func=_evidence)
+
+    trial_cli.add_parser(sub)
     return parser
 
 

@@ -6,7 +6,7 @@
 | `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions. |
 | `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
 | `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
-| `/admin/...` | see serve/gateway/admin.py. |
+| `/admin/...` | see serve/gateway/admin.py; `/admin/trials/...`: serve/trials/admin.py. |
 """
 
 from __future__ import annotations
@@ -25,6 +25,8 @@ from serve.gateway import admin, proxy
 from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError, error_body
 from serve.gateway.service import Gateway
+from serve.trials import admin as trials_admin
+from serve.trials.service import TrialService
 
 
 class BodyLimit:
@@ -72,17 +74,22 @@ def _validation_message(exc: RequestValidationError) -> str:
 def create_app(config: GatewayConfig) -> FastAPI:
     """The FastAPI app of one gateway; its lifespan starts and stops the gateway's background work."""
     gateway = Gateway(config)
+    trials = TrialService(gateway)
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         await gateway.start()
+        await trials.start()  # before any request: running trials' routing is put back first
+        trials.run_in_background()
         try:
             yield
         finally:
+            await trials.stop()
             await gateway.stop()
 
     app = FastAPI(title="worker-tier gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
     app.state.gateway = gateway
+    app.state.trials = trials
     app.add_middleware(BodyLimit, limit=config.gateway.max_body_bytes, gateway=gateway)
 
     @app.exception_handler(GatewayError)
@@ -142,4 +149,5 @@ def create_app(config: GatewayConfig) -> FastAPI:
         return Response(gateway.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     app.include_router(admin.router)
+    app.include_router(trials_admin.router)
     return app

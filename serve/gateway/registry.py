@@ -417,16 +417,16 @@ class Registry:
     # second and on shutdown; every read flushes first): one commit per request would cost
     # more than the rest of the gateway's work for that request. Routing state is never buffered.
 
-    def record_request(self, row: RequestRow) -> None:
-        """Log one routed request (the canary split per request)."""
-        self._buffer("requests", row)
+    def record_request(self, row: RequestRow, at: str | None = None) -> None:
+        """Log one routed request (the canary split per request), stamped `at` (default: now)."""
+        self._buffer("requests", row, at)
 
     def record_shadow(self, row: ShadowRow) -> None:
         """Log one shadow comparison."""
         self._buffer("shadow_results", row)
 
-    def _buffer(self, table: str, row: RequestRow | ShadowRow) -> None:
-        self._pending.append((table, {"at": now(), **vars(row)}))
+    def _buffer(self, table: str, row: RequestRow | ShadowRow, at: str | None = None) -> None:
+        self._pending.append((table, {"at": at or now(), **vars(row)}))
         if len(self._pending) >= _FLUSH_AT and not self._failing:
             self._flush_quietly()
 

@@ -1,0 +1,142 @@
+"""Admin API for progressive trials, under `/admin/trials` (same bearer token as `/admin/`).
+
+| Method and path | Body | Does |
+|---|---|---|
+| `POST /admin/trials` | `{"id", "policy"}` | start a trial from a policy file on the gateway host (201): preflight, then the first step. `id` is new (never reused). |
+| `GET /admin/trials` | – | every trial with its phase. |
+| `GET /admin/trials/{id}?journal=` | – | phase, step, weight, evidence per signal, the policy's sha256, and the last `journal` transitions (default 20). |
+| `GET /admin/trials/{id}/evidence` | – | the trial's cohorts in the gate's canary evidence format (`--evidence canary=`). |
+| `POST /admin/trials/{id}/suspend` | – | candidate weight 0; the trial (and its maximum duration) keeps running. |
+| `POST /admin/trials/{id}/resume` | – | the current step again, its timer restarted. |
+| `POST /admin/trials/{id}/abort` | `{"reason"}` | end it; every cohort back to production. |
+| `POST /admin/trials/{id}/gate` | `{"passed", "policy_sha256", "summary"}` | the production-candidate gate's verdict, while awaiting it; only a pass for the gate policy the trial was started with promotes. |
+
+Errors: 404 unknown trial, 409 a change the trial's state refuses, 422 a bad policy or body.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+
+from serve.gateway.admin import require_token
+from serve.gateway.config import NAME_PATTERN
+from serve.gateway.errors import GatewayError
+from serve.trials.controller import describe_state
+from serve.trials.machine import Abort, Event, GateVerdict, Resume, Suspend
+from serve.trials.policy import TrialError, load_trial_policy
+from serve.trials.service import TrialService
+from serve.trials.signals import canary_evidence
+from serve.trials.store import TrialStateUnreadable
+
+
+def _trials(request: Request) -> TrialService:
+    service: TrialService = request.app.state.trials
+    return service
+
+
+router = APIRouter(prefix="/admin/trials", dependencies=[Depends(require_token)])
+TrialsDep = Annotated[TrialService, Depends(_trials)]
+Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
+
+
+class Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartBody(Body):
+    id: Name
+    policy: str = Field(min_length=1)
+
+
+class AbortBody(Body):
+    reason: str = Field(min_length=1, max_length=500)
+
+
+class GateBody(Body):
+    passed: bool
+    policy_sha256: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")]
+    summary: str = Field(default="", max_length=2000)
+
+
+def _error(exc: TrialError) -> GatewayError:
+    if isinstance(exc, TrialStateUnreadable):
+        return GatewayError(500, str(exc), "trial_state_unreadable")
+    if str(exc).startswith("no trial named"):
+        return GatewayError(404, str(exc), "trial_not_found")
+    return GatewayError(409, str(exc), "trial_conflict")
+
+
+def _status(service: TrialService, trial_id: str, journal: int = 20) -> dict[str, Any]:
+    try:
+        stored = service.store.get(trial_id)
+        status = describe_state(stored, stored.state())
+    except TrialError as exc:
+        raise _error(exc) from exc
+    return {**status, "journal": service.store.journal(trial_id)[-journal:] if journal else []}
+
+
+@router.post("", status_code=201)
+async def start(body: StartBody, service: TrialsDep) -> dict[str, Any]:
+    try:
+        loaded = load_trial_policy(Path(body.policy))
+    except TrialError as exc:
+        raise GatewayError(422, str(exc), "invalid_trial_policy") from exc
+    if loaded.policy.route not in service.gw.registry.state.routes:
+        raise GatewayError(404, f"the gateway has no route {loaded.policy.route!r}", "route_not_found")
+    try:
+        await service.start_trial(body.id, loaded)
+    except TrialError as exc:
+        raise _error(exc) from exc
+    return _status(service, body.id)
+
+
+@router.get("")
+async def trials(service: TrialsDep) -> dict[str, Any]:
+    return {"trials": service.store.trials()}
+
+
+@router.get("/{trial_id}")
+async def status(trial_id: str, service: TrialsDep, journal: Annotated[int, Query(ge=0, le=1000)] = 20
+                 ) -> dict[str, Any]:
+    return _status(service, trial_id, journal)
+
+
+@router.get("/{trial_id}/evidence")
+async def evidence(trial_id: str, service: TrialsDep) -> dict[str, Any]:
+    try:
+        stored = service.store.get(trial_id)
+        return canary_evidence(stored.state(), stored.candidate).model_dump(mode="json")
+    except TrialError as exc:
+        raise _error(exc) from exc
+
+
+async def _event(service: TrialService, trial_id: str, event: Event) -> dict[str, Any]:
+    try:
+        await service.handle(trial_id, event)
+    except TrialError as exc:
+        raise _error(exc) from exc
+    return _status(service, trial_id)
+
+
+@router.post("/{trial_id}/suspend")
+async def suspend(trial_id: str, service: TrialsDep) -> dict[str, Any]:
+    return await _event(service, trial_id, Suspend())
+
+
+@router.post("/{trial_id}/resume")
+async def resume(trial_id: str, service: TrialsDep) -> dict[str, Any]:
+    return await _event(service, trial_id, Resume())
+
+
+@router.post("/{trial_id}/abort")
+async def abort(trial_id: str, body: AbortBody, service: TrialsDep) -> dict[str, Any]:
+    return await _event(service, trial_id, Abort(body.reason))
+
+
+@router.post("/{trial_id}/gate")
+async def gate(trial_id: str, body: GateBody, service: TrialsDep) -> dict[str, Any]:
+    return await _event(service, trial_id, GateVerdict(body.passed, body.policy_sha256, body.summary))
