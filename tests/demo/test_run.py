@@ -34,7 +34,7 @@ def test_lesson_summary_keeps_the_causal_catch_apart_from_leave_one_out_eviction
 @pytest.mark.engine
 def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     out = tmp_path / "demo"
-    command = [sys.executable, "-m", "replay", "demo", "--quick", "--out", str(out)]
+    command = [sys.executable, "-m", "demo", "run", "--quick", "--out", str(out)]
     first = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "gateway healthy" in first.stderr and "replay done" in first.stderr
