@@ -144,3 +144,6 @@ class ResultRecord(Strict):
     injected_rule_ids: list[str] = Field(default_factory=list)
     attempts: int = 1
     finished_at: datetime
+    # The version that answered (a gateway's `X-Worker-Adapter`); None when the endpoint does
+    # not say (an engine serves the arm's model itself).
+    served_by: str | None = None
