@@ -15,7 +15,7 @@ import pytest
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import ResultsError, compare, compare_run
 from replay.config import RunConfig
-from replay.runner import execute, fetch_models, plan
+from replay.runner import execute, plan
 from replay.suite import Suite, SuiteManifest
 from tests.support.e13 import BASE, positive_record
 from tests.support.fault_upstream import BASE as SERVED_BASE
@@ -35,12 +35,11 @@ def suite(tmp_path: Path, n: int) -> Suite:
                  decisions, "0" * 64)
 
 
-def test_each_result_records_the_version_that_served_it_and_the_engine_version_is_read(tmp_path: Path) -> None:
+def test_each_result_records_the_version_that_served_it(tmp_path: Path) -> None:
     with FaultUpstream() as fault:
         cfg = RunConfig.model_validate({"endpoint": {"base_url": f"{fault.url}/v1", "timeout_s": 10},
                                         "runner": {"retries": 0, "concurrency": 1},
                                         "arms": [{"name": "cand", "model": SERVED_BASE}]})
-        assert asyncio.run(fetch_models(cfg))[1] == "0.0.0-fault"
         results = tmp_path / "results.jsonl"
         fault.served_by[SERVED_BASE] = "recovery-v1"
         asyncio.run(execute(plan(suite(tmp_path, 4), cfg, set())[:2], cfg, results))
@@ -69,15 +68,3 @@ def test_one_version_per_arm_compares(tmp_path: Path) -> None:
     (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
     assert compare_run(run, BASE, "cand").decisions == 5
 
-
-def test_the_engine_version_is_read_through_the_gateway(tmp_path: Path) -> None:
-    from tests.support.gateway_harness import start_gateway, wait_for
-
-    root = tmp_path / "adapters"
-    root.mkdir()
-    with FaultUpstream() as fault, start_gateway(tmp_path, root, [fault]) as gw:
-        fault.engine_version = "0.32.0"
-        wait_for(lambda: gw.client.get("/version").json().get("version") == "0.32.0", "the gateway to know it")
-        cfg = RunConfig.model_validate({"endpoint": {"base_url": f"{gw.url}/v1"}, "arms": [{"name": "a", "model": "worker"}]})
-        assert asyncio.run(fetch_models(cfg))[1] == "0.32.0"
-        assert gw.client.get("/version").json()["engines"] == {"engine-0": "0.32.0"}

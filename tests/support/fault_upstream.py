@@ -21,7 +21,6 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 request's path: a hop off the address the client was told to use. `served_by[model] = version`
 answers that model's completions with `X-Worker-Adapter: version`, as a gateway does: set it
 between calls to make a route resolve to another version under a running replay.
-`engine_version` is what `GET /version` answers (vLLM's shape).
 """
 
 from __future__ import annotations
@@ -53,7 +52,6 @@ class FaultUpstream:
         self.stream_disconnects = 0
         self.redirect_to: str | None = None
         self.served_by: dict[str, str] = {}
-        self.engine_version = "0.0.0-fault"
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -76,7 +74,6 @@ class FaultUpstream:
             app.router.add_get("/health", self._health)
             app.router.add_get("/v1/models", self._models)
             app.router.add_get("/metrics", self._metrics)
-            app.router.add_get("/version", self._version)
             app.router.add_post("/v1/load_lora_adapter", self._load)
             app.router.add_post("/v1/unload_lora_adapter", self._unload)
             app.router.add_post("/v1/chat/completions", self._complete)
@@ -131,9 +128,6 @@ class FaultUpstream:
         data = [{"id": BASE, "object": "model", "root": "/models/base", "parent": None}]
         data += [{"id": name, "object": "model", "root": path, "parent": BASE} for name, path in self.adapters.items()]
         return web.json_response({"object": "list", "data": data})
-
-    async def _version(self, _: web.Request) -> web.Response:
-        return web.json_response({"version": self.engine_version})
 
     async def _metrics(self, _: web.Request) -> web.Response:
         return web.Response(text=(
