@@ -137,3 +137,18 @@ def test_an_unreadable_store_or_ledger_is_one_line_naming_the_file(tmp_path, cap
     (tmp_path / "ledger-dir").mkdir()
     with pytest.raises(StoreError, match="ledger-dir"):
         Ledger(tmp_path / "ledger-dir")
+
+
+def test_a_built_suite_that_does_not_validate_writes_nothing(tmp_path, monkeypatch):
+    """Sibling of issue 14 item 5: check everything before writing (here: the built suite)."""
+    import replay.capture_suite as module
+    from replay.suite import SuiteProblem
+
+    db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok")])
+    monkeypatch.setattr(module, "validate_suite", lambda path: [SuiteProblem(str(path / "decisions.jsonl"), 1, "bad")])
+    out = tmp_path / "suite"
+    with pytest.raises(SuiteError, match="nothing written") as info:
+        build_suite(db, out)
+    assert "decisions.jsonl:1: bad" in str(info.value)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("capture.sqlite")] == []
