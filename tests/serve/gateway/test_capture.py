@@ -185,7 +185,7 @@ LIVE_TOOLS = [
                        "properties": {"customer": {"type": "string", "enum": ["ACME", "INITECH"]}}}}},
 ]
 CANARY_WORKSPACES = [f"ws-c{i}" for i in range(16)]
-POLICY = Path(__file__).resolve().parents[2] / "configs" / "gates" / "production-candidate.toml"
+POLICY = Path(__file__).resolve().parents[3] / "configs" / "gates" / "production-candidate.toml"
 
 
 def live_turn(gw: RunningGateway, history: list, session: str, force: str | None, workspace: str = "ws-live") -> dict:
