@@ -182,3 +182,6 @@ class ResultRecord(Strict):
     attempts: int = 1
     """Requests sent, retries included."""
     finished_at: datetime
+    # The version that answered (a gateway's `X-Worker-Adapter`); None when the endpoint does
+    # not say (an engine serves the arm's model itself).
+    served_by: str | None = None

@@ -27,7 +27,8 @@ Never silently wrong: a reading may be stricter than vLLM's own parsers (a typed
   Without schemas (none passed) a value that parses as JSON is decoded, others kept as text.
 
 Reasoning is not an action: `reasoning_content` is never searched for calls, and in
-`content` everything up to the last `</think>` (or inside `<think>…</think>`) is skipped.
+`content` `<think>…</think>` blocks (and everything before a first `</think>` that no `<think>`
+opened: the template opened it) are skipped; think tags inside a call are the call's text.
 
 Outcome precedence: `empty_response` (nothing but whitespace or reasoning) > `malformed_call`
 (the first call cannot be read; `calls` stays empty so `calls[0]` is always the scored call,
@@ -54,7 +55,6 @@ Source = Literal["structured", "hermes", "qwen3_coder"]
 # Tool name -> its JSON Schema `parameters` object, as the request offered it.
 Schemas = Mapping[str, Mapping[str, Any]]
 
-_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL)
 _TOOL_CALL_OPEN = "<tool_call>"
 _TOOL_CALL_CLOSE = "</tool_call>"
 _FUNCTION_OPEN = "<function="
@@ -63,6 +63,7 @@ _FUNCTION_CLOSE = "</function>"
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
 _PARAMETER_CLOSE = "</parameter>"
 _SPACE = re.compile(r"\s*")
+_TOP_LEVEL = re.compile(r"</?think>|<tool_call>|<function=")
 _JSON = json.JSONDecoder()
 # What json and ast raise on hostile input, deep nesting included: a parse never crashes.
 _DECODE_ERRORS = (ValueError, SyntaxError, RecursionError, MemoryError, TypeError)
@@ -129,10 +130,9 @@ def parse_text(
     text: str | None, tool_names: Collection[str] | None = None, *, schemas: Schemas | None = None
 ) -> ParsedResponse:
     """Read calls from raw model text, e.g. a `/v1/completions` choice's `text`."""
-    answer = _strip_reasoning(text or "")
-    if not answer.strip():
+    reads, content = _read_text(text or "", schemas)
+    if not content.strip():
         return ParsedResponse(outcome=ParseOutcome.EMPTY_RESPONSE, error="the answer has no content and no tool call")
-    reads = _read_text(answer, schemas)
     if not reads:
         return ParsedResponse(outcome=ParseOutcome.NO_CALL)
     return _outcome(reads, tool_names)
@@ -201,39 +201,52 @@ def _content_text(content: Any) -> str:
     return str(content)
 
 
-def _strip_reasoning(text: str) -> str:
-    """Drop thinking: `<think>…</think>` blocks, text before a final `</think>` (the template
-    opened the block), and an unclosed `<think>` with everything after it."""
-    text = _THINK_BLOCK.sub("", text)
-    if "</think>" in text:
-        text = text.rsplit("</think>", 1)[1]
-    if "<think>" in text:
-        text = text.split("<think>", 1)[0]
-    return text
-
-
 def _skip_space(text: str, pos: int) -> int:
     match = _SPACE.match(text, pos)
     return match.end() if match else pos
 
 
-def _read_text(text: str, schemas: Schemas | None) -> list[_Read]:
-    """All calls in the text, in order: `<tool_call>` blocks and bare `<function=` blocks."""
+def _read_text(text: str, schemas: Schemas | None) -> tuple[list[_Read], str]:
+    """All calls in the text, in order (`<tool_call>` blocks and bare `<function=` blocks), and
+    the text that is not reasoning.
+
+    Reasoning: `<think>…</think>` blocks, an unclosed `<think>` with everything after it, and
+    everything before a first `</think>` that no `<think>` opened (the template opened it).
+    Only tags between calls count: inside a call, `</think>` is the call's text (so reasoning
+    that mentions an unclosed `<tool_call>` before a template-opened `</think>` reads as a
+    malformed call: stricter, never silently another call).
+    """
     reads: list[_Read] = []
-    pos = 0
-    while True:
-        block = text.find(_TOOL_CALL_OPEN, pos)
-        bare = text.find(_FUNCTION_OPEN, pos)
-        if block < 0 and bare < 0:
-            return reads
-        if block >= 0 and (bare < 0 or block < bare):
-            found, pos = _read_block(text, block + len(_TOOL_CALL_OPEN), schemas)
-            reads += found
-        elif _FUNCTION.match(text, bare):
-            read, pos = _read_function(text, bare, schemas, wrapped=False)
-            reads.append(read)
+    kept: list[str] = []
+    pos = keep_from = 0
+    seen_think = False
+    while (tag := _TOP_LEVEL.search(text, pos)) is not None:
+        name, at = tag.group(0), tag.start()
+        if name == "<think>":
+            kept.append(text[keep_from:at])
+            seen_think = True
+            end = text.find("</think>", tag.end())
+            if end < 0:
+                return reads, "".join(kept)
+            pos = keep_from = end + len("</think>")
+            continue
+        if name == "</think>":
+            if not seen_think:
+                reads, kept, keep_from, seen_think = [], [], tag.end(), True
+            pos = tag.end()
+            continue
+        if name == _TOOL_CALL_OPEN:
+            found, end = _read_block(text, tag.end(), schemas)
+        elif _FUNCTION.match(text, at):
+            read, end = _read_function(text, at, schemas, wrapped=False)
+            found = [read]
         else:
-            pos = bare + len(_FUNCTION_OPEN)  # prose such as "<function=x" is not a call
+            pos = tag.end()  # prose such as "<function=x" is not a call
+            continue
+        reads += found
+        pos = end
+    kept.append(text[keep_from:])
+    return reads, "".join(kept)
 
 
 def _skip_block(text: str, pos: int) -> int:

@@ -23,7 +23,10 @@ the written suite is run through the privacy check.
 from __future__ import annotations
 
 import json
+import os
 import re
+import shutil
+import tempfile
 import tomllib
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -207,18 +210,28 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())) or "the store holds no captures"
         raise SuiteError(f"no decisions to build a suite from in {db}" + (f" since {since}" if since else "")
                          + f" ({why}); nothing written", [])
-    out.mkdir(parents=True, exist_ok=True)
-    (out / DECISIONS_JSONL).write_text("".join(d.model_dump_json(exclude_none=True) + "\n" for d in decisions),
-                                       encoding="utf-8")
     source = f"captured decisions from {db}" + (f" since {since}" if since else "")
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    (out / SUITE_TOML).write_text(f"name = {json.dumps(name)}\nversion = {json.dumps(version)}\n"
-                                  f"description = {json.dumps(source)}\ncreated = {created}\n", encoding="utf-8")
-    problems = validate_suite(out)
-    if problems:
-        raise SuiteError(f"the suite built in {out} does not validate", problems)
-    report.strata, report.skipped, report.refused = dict(Counter(d.stratum for d in decisions)), dict(skipped), \
-        dict(refused)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    # Written and validated beside `out` first: a suite that does not validate leaves nothing.
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
+    try:
+        (staging / DECISIONS_JSONL).write_text(
+            "".join(d.model_dump_json(exclude_none=True) + "\n" for d in decisions), encoding="utf-8")
+        (staging / SUITE_TOML).write_text(f"name = {json.dumps(name)}\nversion = {json.dumps(version)}\n"
+                                          f"description = {json.dumps(source)}\ncreated = {created}\n",
+                                          encoding="utf-8")
+        problems = [SuiteProblem(p.file.replace(str(staging), str(out)), p.line, p.reason)
+                    for p in validate_suite(staging)]
+        if problems:
+            raise SuiteError(f"the suite built for {out} does not validate; nothing written", problems)
+        out.mkdir(exist_ok=True)
+        for file in (DECISIONS_JSONL, SUITE_TOML):
+            os.replace(staging / file, out / file)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    report.strata, report.skipped, report.refused = (dict(Counter(d.stratum for d in decisions)), dict(skipped),
+                                                     dict(refused))
     if keys is not None:
         report.redactions = dict(redactions)
         report.residuals = [str(p) for p in check_privacy(out)]

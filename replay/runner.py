@@ -67,6 +67,7 @@ class Outcome:
     error: str | None
     attempts: int
     latency_s: float
+    served_by: str | None = None  # the answering version, as a gateway names it (X-Worker-Adapter)
 
 
 def config_fingerprint(config: RunConfig) -> dict[str, Any]:
@@ -235,7 +236,7 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
         usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
                     completion_tokens=usage.get("completion_tokens") or 0),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
-        attempts=outcome.attempts, finished_at=datetime.now(UTC),
+        attempts=outcome.attempts, finished_at=datetime.now(UTC), served_by=outcome.served_by,
     )
 
 
@@ -283,7 +284,8 @@ async def send_chat(session: aiohttp.ClientSession, url: str, body: dict[str, An
                     return Outcome(None, _redirect_error(resp), attempt, time.monotonic() - started)
                 if resp.status == 200:
                     try:
-                        return Outcome(json.loads(text), None, attempt, time.monotonic() - started)
+                        return Outcome(json.loads(text), None, attempt, time.monotonic() - started,
+                                       resp.headers.get("X-Worker-Adapter"))
                     except json.JSONDecodeError:
                         error = f"malformed JSON body from endpoint: {text[:200]!r}"
                 else:

@@ -11,6 +11,7 @@ counted as tainted so no table shows them as clean.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -242,6 +243,16 @@ def is_tainted(record: ResultRecord, tainted: Tainted) -> bool:
     return bool(_Disputed.of(tainted).carried(record))
 
 
+def _one_version(arm: str, records: Iterable[ResultRecord]) -> None:
+    """An arm is one served version: results a route answered with several (it moved while a
+    run was resumed) are not one arm's, and comparing them would credit a mix."""
+    versions = Counter(r.served_by for r in records if r.served_by is not None)
+    if len(versions) > 1:
+        counts = ", ".join(f"{version} ({n})" for version, n in sorted(versions.items()))
+        raise ResultsError(f"arm {arm!r} was served by {len(versions)} versions: {counts}; its route moved during "
+                           "the run. Replay into a new run directory, or pin the version as the arm's model")
+
+
 def _pair(records: list[ResultRecord], baseline: str, candidate: str, disputed: _Disputed) -> list[_Pair]:
     by_arm: dict[str, dict[str, ResultRecord]] = {}
     for record in records:
@@ -252,6 +263,8 @@ def _pair(records: list[ResultRecord], baseline: str, candidate: str, disputed: 
             raise ResultsError(f"no results for arm {arm!r} (arms in these results: {known})")
     if baseline == candidate:
         raise ResultsError(f"baseline and candidate are the same arm {baseline!r}")
+    for arm in (baseline, candidate):
+        _one_version(arm, by_arm[arm].values())
     base, cand = by_arm[baseline], by_arm[candidate]
     only_base, only_cand = sorted(base.keys() - cand.keys()), sorted(cand.keys() - base.keys())
     if only_base or only_cand:

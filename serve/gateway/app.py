@@ -135,6 +135,13 @@ def create_app(config: GatewayConfig) -> FastAPI:
                          "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at})
         return {"object": "list", "data": data}
 
+    @app.get("/version")
+    async def version() -> dict[str, object]:
+        """The engines' versions, as vLLM's `/version` says one (a replay run records it)."""
+        engines = {u.name: u.version for u in gateway.pool.upstreams}
+        known = sorted({v for u in gateway.pool.upstreams if u.healthy and (v := u.version) is not None})
+        return {"version": ", ".join(known) or None, "engines": engines}
+
     @app.get("/health")
     async def health() -> Response:
         upstreams = {u.name: u.healthy for u in gateway.pool.upstreams}

@@ -40,6 +40,7 @@ class Upstream:
     last_error: str | None = None
     checked_at: str | None = None
     models: dict[str, str | None] = field(default_factory=dict)  # served id -> root (adapter path)
+    version: str | None = None  # the engine's own `/version`, when it answers one
 
     def public(self) -> dict[str, object]:
         return {"name": self.name, "url": self.url, "healthy": self.healthy, "busy": self.busy,
@@ -112,7 +113,20 @@ class UpstreamPool:
             upstream.models = {m["id"]: m.get("root") for m in body["data"]}
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
             return f"{type(exc).__name__}: {exc}".rstrip(": ")
+        upstream.version = await self._version(upstream)
         return None
+
+    async def _version(self, upstream: Upstream) -> str | None:
+        """The engine's `/version` (vLLM answers `{"version": ...}`); None when it says none.
+        Not part of health: an engine without it still serves."""
+        try:
+            async with self.session.get(f"{upstream.url}/version",
+                                        timeout=self._timeout(self.probe_timeout_s)) as resp:
+                answer = await resp.json(content_type=None) if resp.status == 200 else None
+        except (aiohttp.ClientError, TimeoutError, ValueError):
+            return None
+        version = answer.get("version") if isinstance(answer, dict) else None
+        return version if isinstance(version, str) else None
 
     async def load_adapter(self, upstream: Upstream, name: str, path: str, timeout_s: float) -> bool:
         """Load `name` from `path`; False when the engine already serves that name from that path.

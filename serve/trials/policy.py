@@ -39,16 +39,16 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StringConstraints, model_validator
 
-from core.errors import WorkerTierError
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
+from serve.errors import ServeError
 
 Name = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")]
 SignalName = Literal["server_errors", "tool_anomalies", "slow_requests", "shadow_disagreement"]
 SIGNALS: tuple[SignalName, ...] = ("server_errors", "tool_anomalies", "slow_requests", "shadow_disagreement")
 
 
-class TrialError(WorkerTierError):
+class TrialError(ServeError):
     """A trial that cannot be started or changed: a bad policy, a wrong state, a stale gate verdict."""
 
 

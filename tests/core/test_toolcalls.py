@@ -426,3 +426,22 @@ def test_deeply_nested_arguments_are_malformed_not_a_crash() -> None:
     assert parsed.outcome is ParseOutcome.MALFORMED_CALL
     xml = f"<function=send_invoice><parameter=meta>{deep}</parameter></function>"
     assert parse_text(xml, TOOLS, schemas=SCHEMAS).outcome is ParseOutcome.OK
+
+
+@pytest.mark.parametrize("value", ["see </think> here", "x <think> y", "<think>a</think>", "</think><think>"])
+def test_think_tags_inside_a_call_are_text_not_reasoning(value: str) -> None:
+    """Sibling of the tag-in-a-value class: reasoning tags inside a call do not end or start reasoning."""
+    schemas = {"send_invoice": {"properties": {"note": {"type": "string"}}}}
+    xml = f"<tool_call>\n<function=send_invoice>\n<parameter=note>\n{value}\n</parameter>\n</function>\n</tool_call>"
+    hermes = "<tool_call>\n" + json.dumps({"name": "send_invoice", "arguments": {"note": value}}) + "\n</tool_call>"
+    for content in (xml, hermes, "<think>plan</think>\n" + xml, "plan</think>\n" + hermes):
+        parsed = parse_text(content, TOOLS, schemas=schemas)
+        assert parsed.outcome is ParseOutcome.OK, (content, parsed.error)
+        assert parsed.first is not None and parsed.first.arguments == {"note": value}
+
+
+def test_calls_between_thinking_blocks_are_kept() -> None:
+    content = ('<think>first</think>\n<tool_call>{"name": "finalize_invoice", "arguments": {}}</tool_call>\n'
+               '<think>second <tool_call>{"name": "send_invoice", "arguments": {}}</tool_call></think>')
+    parsed = parse_text(content, TOOLS)
+    assert parsed.outcome is ParseOutcome.OK and [c.tool for c in parsed.calls] == ["finalize_invoice"]

@@ -23,7 +23,7 @@ from core.toolcalls import parse_response, parse_text
 # XML parameter tag names a key the schema does not list (a listed one is ambiguous by nature:
 # see test_listed_parameter_tag_in_a_value_is_ambiguous_not_wrong).
 TAGS = ["<tool_call>", "</tool_call>", "<function=f>", "</function>", "<parameter=not_a_key>", "</parameter>",
-        "<function=", "<parameter=", "{", "}", "[", '"', "\\", "\n", " "]
+        "<function=", "<parameter=", "<think>", "</think>", "{", "}", "[", '"', "\\", "\n", " "]
 TOOLS = ["search", "send_invoice", "f"]
 
 names = st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True)

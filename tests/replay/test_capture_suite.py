@@ -141,6 +141,8 @@ def test_an_unreadable_store_or_ledger_is_one_line_naming_the_file(tmp_path, cap
     (tmp_path / "ledger-dir").mkdir()
     with pytest.raises(StoreError, match="ledger-dir"):
         Ledger(tmp_path / "ledger-dir")
+
+
 # --- descriptors resolved from the transcript corpus, redacted with workspace keys ---------------
 
 EMAIL, PHONE = "maria.lopez@acme-corp.com", "+49 30 1234 5678"
@@ -232,3 +234,18 @@ def test_descriptors_need_keys_and_a_suite_with_values_does_not_freeze(tmp_path,
     assert main(["suite", "freeze", str(out)]) == 2
     assert "the privacy check finds 1 detectable value(s)" in capsys.readouterr().err
     assert "frozen" not in (out / "suite.toml").read_text()
+
+
+def test_a_built_suite_that_does_not_validate_writes_nothing(tmp_path, monkeypatch):
+    """Sibling of issue 14 item 5: check everything before writing (here: the built suite)."""
+    import replay.capture_suite as module
+    from replay.suite import SuiteProblem
+
+    db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok")])
+    monkeypatch.setattr(module, "validate_suite", lambda path: [SuiteProblem(str(path / "decisions.jsonl"), 1, "bad")])
+    out = tmp_path / "suite"
+    with pytest.raises(SuiteError, match="nothing written") as info:
+        build_suite(db, out)
+    assert "decisions.jsonl:1: bad" in str(info.value)
+    assert not out.exists()
+    assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("capture.sqlite")] == []

@@ -18,7 +18,9 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 * `json_for_stream`: a plain JSON answer (`application/json`) to a stream request.
 
 `redirect_to = URL` makes every request (models and completions) answer `307` to `URL` + the
-request's path: a hop off the address the client was told to use.
+request's path: a hop off the address the client was told to use. `served_by[model] = version`
+answers that model's completions with `X-Worker-Adapter: version`, as a gateway does: set it
+between calls to make a route resolve to another version under a running replay.
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ class FaultUpstream:
         self.abandoned = 0
         self.stream_disconnects = 0
         self.redirect_to: str | None = None
+        self.served_by: dict[str, str] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -185,7 +188,8 @@ class FaultUpstream:
                 self.in_flight -= 1
         if body.get("stream") and mode != "json_for_stream":
             return await self._stream(request, body, chat, mode)
-        return web.json_response(_answer(body, chat))
+        headers = {"X-Worker-Adapter": self.served_by[model]} if model in self.served_by else None
+        return web.json_response(_answer(body, chat), headers=headers)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], chat: bool, mode: str) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

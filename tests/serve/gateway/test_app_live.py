@@ -185,6 +185,30 @@ def test_metrics_carry_gateway_engine_and_absent_gpu_series(gw):
     assert "worker_gpu_nvml_up 0.0" in text and "worker_gpu_utilization_ratio" not in text
 
 
+def test_a_replay_through_the_gateway_records_the_engine_and_the_serving_version(gw, engine, tmp_path):
+    """Issue 14 item 6 on the real engine: run.json's engine version and each result's served_by."""
+    import asyncio
+
+    from core.records import Decision
+    from replay.config import RunConfig
+    from replay.runner import execute, fetch_models, plan
+    from replay.suite import Suite, SuiteManifest
+
+    reset(gw, A)
+    _, engine_version = http_json("GET", f"{engine.base_url}/version")
+    wait_for(lambda: gw.client.get("/version").json()["version"] == engine_version["version"], "the engine version")
+    config = RunConfig.model_validate({"endpoint": {"base_url": f"{gw.url}/v1"}, "decoding": {"max_tokens": 4},
+                                       "arms": [{"name": "route", "model": "worker"}]})
+    assert asyncio.run(fetch_models(config))[1] == engine_version["version"]
+    decision = Decision.model_validate({
+        "id": "d-1", "stratum": "verified_action", "cluster": "c", "workspace": "ws-a", "session": "s-1",
+        "captured_at": "2026-07-01T10:00:00Z", "request": {"messages": ASK, "tools": TOOLS},
+        "target": {"tool": "lookup", "arg_keys": ["id"]}})
+    suite = Suite(tmp_path, SuiteManifest(name="t", version="1", created="2026-08-01T00:00:00Z"), (decision,), "0" * 64)
+    asyncio.run(execute(plan(suite, config, set()), config, tmp_path / "results.jsonl"))
+    assert json.loads((tmp_path / "results.jsonl").read_text())["served_by"] == A
+
+
 def test_models_lists_routes_and_loaded_versions(gw):
     reset(gw, A)
     models = {m["id"]: m for m in gw.client.get("/v1/models").json()["data"]}
