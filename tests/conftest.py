@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 from serve.engine.modelbuild import default_model_dir
-from tests.support.live import free_port
+from tests.support.live import free_port, http_json
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
@@ -45,3 +46,21 @@ def seeded_adapters(tmp_path_factory: pytest.TempPathFactory) -> dict[int, Path]
     root = tmp_path_factory.mktemp("adapters")
     return {seed: make_random_adapter(default_model_dir(), root / f"seed-{seed}", seed=seed) for seed in (1, 2)}
 
+
+
+@pytest.fixture(scope="session")
+def engine_adapter(engine: EngineProcess, seeded_adapters: dict[int, Path]) -> Callable[[int], str]:
+    """Load seeded adapter `seed` into the shared engine as `seed<N>-v1`, once per session: vLLM
+    refuses a second load of a name, and tests sharing the engine run in any order."""
+    loaded: set[int] = set()
+
+    def load(seed: int) -> str:
+        name = f"seed{seed}-v1"
+        if seed not in loaded:
+            status, body = http_json("POST", f"{engine.base_url}/v1/load_lora_adapter",
+                                     {"lora_name": name, "lora_path": str(seeded_adapters[seed])})
+            assert status == 200, body
+            loaded.add(seed)
+        return name
+
+    return load

@@ -22,10 +22,12 @@ class PrometheusError(RuntimeError):
 
 
 def scrape_config(jobs: dict[str, str], rule_files: list[Path]) -> str:
-    """A prometheus.yml (JSON is valid YAML): one job per `name: host:port`, scraped every second,
-    rules evaluated every second."""
+    """A prometheus.yml (JSON is valid YAML): one job per `name: host:port`, scraped every two
+    seconds with that long to answer (a CPU engine busy generating can take over a second to
+    render /metrics, and a failed scrape leaves rate() without its second sample), rules
+    evaluated every second."""
     return json.dumps({
-        "global": {"scrape_interval": "1s", "scrape_timeout": "1s", "evaluation_interval": "1s"},
+        "global": {"scrape_interval": "2s", "scrape_timeout": "2s", "evaluation_interval": "1s"},
         "rule_files": [str(p) for p in rule_files],
         "scrape_configs": [{"job_name": job, "static_configs": [{"targets": [target]}]}
                            for job, target in jobs.items()],

@@ -14,7 +14,6 @@ import pytest
 from core.records import ResultRecord
 from demo.suite import write_demo
 from replay.suite import freeze_suite, load_suite
-from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
 STRATA = ("verified_recovery", "clean_trajectory_action", "verified_action", "known_failure")
@@ -62,10 +61,8 @@ def result_lines(path):
     return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
 
 
-def test_replay_killed_midway_resumes_with_exactly_one_result_per_pair(engine, seeded_adapters, slice_suite, tmp_path):
-    status, body = http_json("POST", f"{engine.base_url}/v1/load_lora_adapter",
-                             {"lora_name": "seed2-v1", "lora_path": str(seeded_adapters[2])})
-    assert status == 200, body
+def test_replay_killed_midway_resumes_with_exactly_one_result_per_pair(engine, engine_adapter, slice_suite, tmp_path):
+    assert engine_adapter(2) == "seed2-v1"
     config, out, ledger = write_config(tmp_path / "run.toml", engine), tmp_path / "run", tmp_path / "ledger.sqlite"
     results = out / "results.jsonl"
 

@@ -19,7 +19,6 @@ from replay.analysis.gates import Status, evaluate, load_policy
 from replay.analysis.stats import overhead
 from replay.sandbox.pack import freeze_pack
 from replay.sandbox.runner import load_sandbox_results
-from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[3]
@@ -72,11 +71,9 @@ def lines(path: Path) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-def test_sandbox_run_killed_midway_resumes_rescores_and_feeds_the_gate(engine, seeded_adapters, slice_pack,
+def test_sandbox_run_killed_midway_resumes_rescores_and_feeds_the_gate(engine, engine_adapter, slice_pack,
                                                                        tmp_path: Path) -> None:
-    status, body = http_json("POST", f"{engine.base_url}/v1/load_lora_adapter",
-                             {"lora_name": "seed2-v1", "lora_path": str(seeded_adapters[2])})
-    assert status == 200 or "already" in str(body), body
+    assert engine_adapter(2) == "seed2-v1"
     config, out = write_config(tmp_path / "run.toml", engine.base_url), tmp_path / "run"
     results = out / "results.jsonl"
     run = cli("run", "--pack", slice_pack, "--config", config, "--out", out)
