@@ -12,35 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from core.records import Decision
 from replay.config import RunConfig
 from replay.runner import RunError, plan, run_lock, start_run
-from replay.suite import Suite, SuiteManifest
-
-BASE = "worker-base"
-
-TOOLS = [{"type": "function", "function": {"name": "list_invoices", "parameters": {"type": "object", "properties": {}}}}]
-
-
-def decision(i: int) -> Decision:
-    return Decision.model_validate({
-        "id": f"d-{i}", "stratum": "verified_action", "cluster": "c", "workspace": "ws-a", "session": f"s-{i}",
-        "captured_at": "2026-07-01T10:00:00Z",
-        "request": {"messages": [{"role": "user", "content": f"task {i}"}], "tools": TOOLS, "tool_choice": "auto"},
-        "target": {"tool": "list_invoices", "arg_keys": []},
-    })
-
-
-def suite(tmp_path: Path) -> Suite:
-    manifest = SuiteManifest(name="t", version="1", created="2026-08-01T00:00:00Z")
-    return Suite(tmp_path / "suite", manifest, (decision(1), decision(2)), "0" * 64)
-
-
-def config(base_url: str = "http://127.0.0.1:9/v1", memory: str = "withheld", **extra: object) -> RunConfig:
-    return RunConfig.model_validate({"endpoint": {"base_url": base_url, "timeout_s": 10},
-                                     "runner": {"retries": 0, "concurrency": 1},
-                                     "arms": [{"name": "base", "model": BASE, "memory": memory}], **extra})
-
+from tests.support.runs import BASE, config, suite
 
 # --- item 5: the whole plan is checked before anything is written ------------------------
 
