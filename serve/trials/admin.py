@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import Field, StringConstraints
 
-from serve.gateway.admin import require_token
-from serve.gateway.config import NAME_PATTERN
+from serve.gateway.admin import Body, Name, require_token
 from serve.gateway.errors import GatewayError
 from serve.trials.controller import describe_state
 from serve.trials.machine import Abort, Event, GateVerdict, Resume, Suspend
@@ -40,11 +39,6 @@ def _trials(request: Request) -> TrialService:
 
 router = APIRouter(prefix="/admin/trials", dependencies=[Depends(require_token)])
 TrialsDep = Annotated[TrialService, Depends(_trials)]
-Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
-
-
-class Body(BaseModel):
-    model_config = ConfigDict(extra="forbid")
 
 
 class StartBody(Body):
