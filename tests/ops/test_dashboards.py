@@ -108,11 +108,12 @@ def shadow_idle(gw: RunningGateway) -> bool:
     return shadow["queued"] == 0 and shadow["running"] == 0
 
 
-def drive_traffic(gw: RunningGateway) -> None:
+def drive_traffic(gw: RunningGateway, trial_policy: Path) -> None:
     """Two waves of every kind of request (a counter's first increment is invisible to rate():
-    the second wave gives every series a slope)."""
+    the second wave gives every series a slope), under a progressive trial of the canary."""
     gw.ok("POST", "/routes/worker/production", {"version": "worker-base"})
     gw.ok("POST", "/routes/worker/canary", {"candidate": ADAPTER, "percent": 50, "sticky_by": "workspace"})
+    assert gw.ok("POST", "/trials", {"id": "dash", "policy": str(trial_policy)})["percent"] == 50
     gw.ok("POST", "/routes/worker/shadow", {"candidate": ADAPTER, "sample_rate": 1.0})
     kinds = {w: gw.ok("GET", "/resolve", workspace=w)["kind"] for w in (f"ws-{i}" for i in range(20))}
     in_canary = next(w for w, k in kinds.items() if k == "canary")
@@ -132,6 +133,15 @@ def drive_traffic(gw: RunningGateway) -> None:
         wait_for(lambda: shadow_idle(gw), "the shadow queue to drain", 300)
     assert "worker_gateway_shadow_dropped_total{" in gw.metrics(), "the burst did not overflow the shadow queue"
     wait_for(lambda: 'kind="failed"' in gw.metrics(), "the guard to count the failed tool result", 30)
+
+
+def trial_policy(work: Path) -> Path:
+    """A trial of the canary that holds its first step for the whole test (its series exist from the start)."""
+    path = work / "trial.toml"
+    path.write_text(f'route = "worker"\ncandidate = "{ADAPTER}"\nname = "dash"\nalpha = 0.01\ninterval_s = 1\n'
+                    f'max_duration_s = 86400\ngate_policy = "{REPO / "configs" / "gates" / "production-candidate.toml"}"\n'
+                    '[[steps]]\npercent = 50\nmin_duration_s = 3600\nmin_requests = 1000000\n')
+    return path
 
 
 def settle(prom: RunningPrometheus) -> None:
@@ -158,7 +168,7 @@ def stack(engine, seeded_adapters, tmp_path_factory) -> Iterator[Stack]:
         gw.ok("POST", f"/adapters/{ADAPTER}/load")
         jobs = {ENGINE_JOB: urlsplit(engine.base_url).netloc, GATEWAY_JOB: urlsplit(gw.url).netloc}
         with RunningPrometheus(work / "prometheus", jobs, [RULES]) as prom:
-            drive_traffic(gw)
+            drive_traffic(gw, trial_policy(work))
             settle(prom)
             _, engine_text = http_json("GET", f"{engine.base_url}/metrics")
             yield Stack(prom, exported_names(engine_text) | exported_names(gw.metrics()) | PROMETHEUS_OWN)
