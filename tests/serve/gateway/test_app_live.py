@@ -15,6 +15,7 @@ import pytest
 from openai import NotFoundError, OpenAI
 
 from tests.support.gateway_harness import TOKEN, RunningGateway, wait_for, write_config
+from tests.support.gpu_host import nvml_gpu_count
 from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
@@ -171,7 +172,7 @@ def test_a_load_the_engine_refuses_leaves_registry_routes_and_engine_unchanged(g
     assert gw.chat(max_tokens=1).status_code == 200  # the engine is still serving
 
 
-def test_metrics_carry_gateway_engine_and_absent_gpu_series(gw):
+def test_metrics_carry_gateway_engine_and_the_hosts_gpu_series(gw):
     text = gw.metrics()
     for name in ("worker_gateway_requests_total", "worker_gateway_request_duration_seconds_bucket",
                  "worker_gateway_errors_total", "worker_gateway_shadow_comparisons_total"):
@@ -182,7 +183,12 @@ def test_metrics_carry_gateway_engine_and_absent_gpu_series(gw):
     assert re.search(r'^worker_engine_prefix_cache_hits_total\{upstream="engine-0"\} ', text, re.M)
     assert re.search(r'^worker_engine_requests_finished_total\{finished_reason="length",upstream="engine-0"\} '
                      r'[1-9]', text, re.M)
-    assert "worker_gpu_nvml_up 0.0" in text and "worker_gpu_utilization_ratio" not in text
+    gpus = nvml_gpu_count()
+    if gpus is None:  # no GPU: the series are absent, not zero
+        assert "worker_gpu_nvml_up 0.0" in text and "worker_gpu_memory_total_bytes" not in text
+    else:
+        assert "worker_gpu_nvml_up 1.0" in text
+        assert len(re.findall(r'^worker_gpu_memory_total_bytes\{gpu="\d+"\} ', text, re.M)) == gpus
 
 
 def test_a_replay_through_the_gateway_records_the_engine_and_the_serving_version(gw, engine, tmp_path):
