@@ -16,7 +16,7 @@ from openai import NotFoundError, OpenAI
 
 from tests.support.gateway_harness import TOKEN, RunningGateway, wait_for, write_config
 from tests.support.gpu_host import nvml_gpu_count
-from tests.support.live import http_json
+from tests.support.live import engine_value, http_json
 
 pytestmark = pytest.mark.engine
 
@@ -40,11 +40,6 @@ def gw(engine, seeded_adapters, tmp_path_factory):
             gateway.ok("POST", "/adapters", {"name": name, "path": seeded_adapters[seed].name})
             gateway.ok("POST", f"/adapters/{name}/load")
         yield gateway
-
-
-def engine_value(engine, name: str) -> float:
-    _, text = http_json("GET", f"{engine.base_url}/metrics")
-    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+]+)$", text, re.M))
 
 
 def reset(gw: RunningGateway, production: str) -> None:
@@ -128,7 +123,7 @@ def test_rollback_takes_effect_on_the_next_request(gw):
 @pytest.mark.parametrize("stream", [True, False], ids=["mid-stream", "unstreamed"])
 def test_client_leaving_aborts_the_generation(gw, engine, stream):
     reset(gw, "worker-base")
-    tokens_before = engine_value(engine, "vllm:generation_tokens_total")
+    tokens_before = engine_value(engine.base_url, "vllm:generation_tokens_total")
     body = {"model": "worker", "messages": ASK, "max_tokens": 400, "ignore_eos": True, "stream": stream}
     with httpx.Client(base_url=gw.url, timeout=httpx.Timeout(120, read=1.0)) as client:
         if stream:
@@ -138,20 +133,20 @@ def test_client_leaving_aborts_the_generation(gw, engine, stream):
         else:
             with pytest.raises(httpx.ReadTimeout):
                 client.post("/v1/chat/completions", json=body)
-    wait_for(lambda: engine_value(engine, "vllm:num_requests_running") == 0, "the engine to drop the request")
-    assert engine_value(engine, "vllm:generation_tokens_total") - tokens_before < 400
+    wait_for(lambda: engine_value(engine.base_url, "vllm:num_requests_running") == 0, "the engine to drop the request")
+    assert engine_value(engine.base_url, "vllm:generation_tokens_total") - tokens_before < 400
     logged = wait_for(lambda: gw.ok("GET", "/requests", limit=1)["requests"], "the request log")
     assert logged[0]["status"] == 499
 
 
 def test_upstream_timeout_is_504_and_the_generation_is_aborted(engine, seeded_adapters, tmp_path):
     config = write_config(tmp_path, [engine.base_url], seeded_adapters[1].parent, gateway="request_timeout_s = 1")
-    tokens_before = engine_value(engine, "vllm:generation_tokens_total")
+    tokens_before = engine_value(engine.base_url, "vllm:generation_tokens_total")
     with RunningGateway(config) as gw:
         slow = gw.chat(max_tokens=400, ignore_eos=True)
         assert slow.status_code == 504 and slow.json()["error"]["code"] == "upstream_timeout"
-    wait_for(lambda: engine_value(engine, "vllm:num_requests_running") == 0, "the engine to drop the request")
-    assert engine_value(engine, "vllm:generation_tokens_total") - tokens_before < 400
+    wait_for(lambda: engine_value(engine.base_url, "vllm:num_requests_running") == 0, "the engine to drop the request")
+    assert engine_value(engine.base_url, "vllm:generation_tokens_total") - tokens_before < 400
 
 
 def test_a_load_the_engine_refuses_leaves_registry_routes_and_engine_unchanged(gw, engine, seeded_adapters):
