@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import json
+import re
 import urllib.error
 import urllib.request
 
 from core.process import free_port
 
-__all__ = ["free_port", "http_json"]
+__all__ = ["engine_value", "free_port", "http_json"]
 
 
 def http_json(method: str, url: str, body: dict | None = None, timeout: float = 300.0) -> tuple[int, dict | str]:
@@ -24,3 +25,10 @@ def http_json(method: str, url: str, body: dict | None = None, timeout: float = 
         return status, json.loads(raw)
     except json.JSONDecodeError:
         return status, raw
+
+
+def engine_value(base_url: str, name: str) -> float:
+    """The sum of one metric's series on a running engine's /metrics (all label sets)."""
+    _, text = http_json("GET", f"{base_url}/metrics")
+    assert isinstance(text, str)
+    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+]+)$", text, re.M))

@@ -1,7 +1,12 @@
 """The admin API over HTTP: auth, status codes, all-or-nothing changes, serialised concurrent
-calls, the canary split, rollback and restart. Engines here are fault upstreams (they can be
-made to refuse a load or to come back empty); tests/serve/gateway/test_app_live.py repeats the key
-paths against the real engine."""
+calls, the canary split, rollback and restart.
+
+Checks the gateway answers before any upstream call run with no upstream at all. The adapters
+here are fake files no real engine would load, so the rest front the named fault injector as a
+stand-in that accepts loads (or is made to refuse one, delay one, or come back empty); what they
+assert is the gateway's registry, routing and the requests it sends, never an engine's answer.
+tests/serve/gateway/test_app_live.py repeats the key paths (routing kinds, rollback, a refused
+load) against the real engine with real adapters."""
 
 from __future__ import annotations
 
@@ -24,8 +29,8 @@ def status_and_code(response) -> tuple[int, str]:
     return response.status_code, response.json()["error"]["code"]
 
 
-def test_admin_needs_the_bearer_token(tmp_path, root, fault):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_admin_needs_the_bearer_token(tmp_path, root, no_upstream):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         assert status_and_code(gw.admin("GET", "/state", token=None)) == (401, "invalid_token")
         assert status_and_code(gw.admin("GET", "/state", token="wrong")) == (401, "invalid_token")
         refused = gw.admin("POST", "/adapters", {"name": "a-v1", "path": "a-v1"}, token=None)
@@ -33,8 +38,8 @@ def test_admin_needs_the_bearer_token(tmp_path, root, fault):
         assert gw.admin("GET", "/state").status_code == 200
 
 
-def test_admin_is_disabled_without_a_configured_token(tmp_path, root, fault):
-    path = write_config(tmp_path / "gw", [fault.url], root)
+def test_admin_is_disabled_without_a_configured_token(tmp_path, root, no_upstream):
+    path = write_config(tmp_path / "gw", [no_upstream.url], root)
     path.write_text(path.read_text().replace('token = "test-admin-token"\n', ""))
     with RunningGateway(path) as gw:
         assert status_and_code(gw.admin("GET", "/state")) == (401, "admin_disabled")
@@ -49,15 +54,15 @@ def test_admin_is_disabled_without_a_configured_token(tmp_path, root, fault):
     ("/routes/worker/shadow", {"candidate": "a-v1", "sample_rate": 1.5}, "sample_rate"),
     ("/routes/worker/production", {}, "version"),
 ])
-def test_bad_bodies_get_422_naming_the_field(tmp_path, root, fault, path, body, named):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_bad_bodies_get_422_naming_the_field(tmp_path, root, no_upstream, path, body, named):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         response = gw.admin("POST", path, body)
         assert status_and_code(response) == (422, "invalid_body")
         assert named in response.json()["error"]["message"]
 
 
-def test_adapters_that_do_not_fit_get_422(tmp_path, root, fault):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_adapters_that_do_not_fit_get_422(tmp_path, root, no_upstream):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         fake_adapter(root, "huge", rank=64)
         response = gw.admin("POST", "/adapters", {"name": "huge-v1", "path": "huge"})
         assert status_and_code(response) == (422, "invalid_adapter") and "rank 64" in response.text
@@ -65,8 +70,8 @@ def test_adapters_that_do_not_fit_get_422(tmp_path, root, fault):
         assert status_and_code(outside) == (422, "invalid_adapter") and "outside the adapter root" in outside.text
 
 
-def test_unknown_versions_and_routes_get_404(tmp_path, root, fault):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_unknown_versions_and_routes_get_404(tmp_path, root, no_upstream):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         assert status_and_code(gw.admin("POST", "/adapters/ghost/load")) == (404, "adapter_not_found")
         assert status_and_code(gw.admin("POST", "/routes/worker/production", {"version": "ghost"})) == (
             404, "adapter_not_found")
@@ -120,11 +125,11 @@ def test_changed_files_are_never_loaded_under_the_old_name(tmp_path, root, fault
         add(gw, root, "a-v1", load=False)
         (root / "a-v1" / "adapter_model.safetensors").write_bytes(b"retrained weights")
         assert status_and_code(gw.admin("POST", "/adapters/a-v1/load")) == (409, "files_changed")
-        assert fault.loads == []
+        assert fault.loads == []  # the stand-in engine was never asked to load
 
 
-def test_concurrent_registrations_of_one_name_admit_exactly_one(tmp_path, root, fault):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_concurrent_registrations_of_one_name_admit_exactly_one(tmp_path, root, no_upstream):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         for i in range(8):
             fake_adapter(root, f"copy-{i}")
         with ThreadPoolExecutor(8) as pool:
@@ -188,7 +193,7 @@ def test_thirty_percent_canary_sends_thirty_percent_of_workspaces_and_logs_the_s
         for workspace, adapter in ((canary, "cand-v1"), (stable, "worker-base")):
             response = gw.chat(headers={"X-Workspace-Id": workspace})
             assert response.headers["x-worker-adapter"] == adapter
-            assert response.json()["model"] == adapter
+            assert fault.requests[-1]["model"] == adapter  # what the gateway asked the upstream for
         logged = {r["sticky_key"]: (r["kind"], r["adapter"]) for r in gw.ok("GET", "/requests")["requests"]}
         assert logged == {canary: ("canary", "cand-v1"), stable: ("production", "worker-base")}
         gw.ok("DELETE", "/routes/worker/canary")
@@ -241,16 +246,16 @@ def test_a_restarted_gateway_comes_back_with_everything_and_re_applies_it(tmp_pa
     ("GET", "/resolve", None, {"model": "x\u0000y"}),
     ("GET", "/requests", None, {"limit": "lots"}),
 ])
-def test_bad_admin_input_is_a_4xx_with_a_message(tmp_path, root, fault, method, path, body, params):
+def test_bad_admin_input_is_a_4xx_with_a_message(tmp_path, root, no_upstream, method, path, body, params):
     """Issue 14 item 8 and its siblings: no admin input is a 500."""
-    with start_gateway(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         response = gw.admin(method, path, body, **params)
         assert 400 <= response.status_code < 500, response.text
         assert response.json()["error"]["message"]
 
 
-def test_a_deeply_nested_admin_body_is_a_4xx(tmp_path, root, fault):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_a_deeply_nested_admin_body_is_a_4xx(tmp_path, root, no_upstream):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         response = gw.client.post("/admin/adapters", content=b"[" * 100_000,
                                   headers={"Authorization": "Bearer test-admin-token",
                                            "Content-Type": "application/json"})
@@ -270,4 +275,4 @@ def test_loading_refuses_files_swapped_for_links_outside_the_root(tmp_path, root
         response = gw.admin("POST", "/adapters/a-v1/load")
         assert status_and_code(response) == (409, "files_changed")
         assert "outside the adapter root" in response.json()["error"]["message"]
-        assert fault.loads == []
+        assert fault.loads == []  # the stand-in engine was never asked to load

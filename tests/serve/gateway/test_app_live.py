@@ -15,7 +15,8 @@ import pytest
 from openai import NotFoundError, OpenAI
 
 from tests.support.gateway_harness import TOKEN, RunningGateway, wait_for, write_config
-from tests.support.live import http_json
+from tests.support.gpu_host import nvml_gpu_count
+from tests.support.live import engine_value, http_json
 
 pytestmark = pytest.mark.engine
 
@@ -39,11 +40,6 @@ def gw(engine, seeded_adapters, tmp_path_factory):
             gateway.ok("POST", "/adapters", {"name": name, "path": seeded_adapters[seed].name})
             gateway.ok("POST", f"/adapters/{name}/load")
         yield gateway
-
-
-def engine_value(engine, name: str) -> float:
-    _, text = http_json("GET", f"{engine.base_url}/metrics")
-    return sum(float(v) for v in re.findall(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+]+)$", text, re.M))
 
 
 def reset(gw: RunningGateway, production: str) -> None:
@@ -127,7 +123,7 @@ def test_rollback_takes_effect_on_the_next_request(gw):
 @pytest.mark.parametrize("stream", [True, False], ids=["mid-stream", "unstreamed"])
 def test_client_leaving_aborts_the_generation(gw, engine, stream):
     reset(gw, "worker-base")
-    tokens_before = engine_value(engine, "vllm:generation_tokens_total")
+    tokens_before = engine_value(engine.base_url, "vllm:generation_tokens_total")
     body = {"model": "worker", "messages": ASK, "max_tokens": 400, "ignore_eos": True, "stream": stream}
     with httpx.Client(base_url=gw.url, timeout=httpx.Timeout(120, read=1.0)) as client:
         if stream:
@@ -137,20 +133,20 @@ def test_client_leaving_aborts_the_generation(gw, engine, stream):
         else:
             with pytest.raises(httpx.ReadTimeout):
                 client.post("/v1/chat/completions", json=body)
-    wait_for(lambda: engine_value(engine, "vllm:num_requests_running") == 0, "the engine to drop the request")
-    assert engine_value(engine, "vllm:generation_tokens_total") - tokens_before < 400
+    wait_for(lambda: engine_value(engine.base_url, "vllm:num_requests_running") == 0, "the engine to drop the request")
+    assert engine_value(engine.base_url, "vllm:generation_tokens_total") - tokens_before < 400
     logged = wait_for(lambda: gw.ok("GET", "/requests", limit=1)["requests"], "the request log")
     assert logged[0]["status"] == 499
 
 
 def test_upstream_timeout_is_504_and_the_generation_is_aborted(engine, seeded_adapters, tmp_path):
     config = write_config(tmp_path, [engine.base_url], seeded_adapters[1].parent, gateway="request_timeout_s = 1")
-    tokens_before = engine_value(engine, "vllm:generation_tokens_total")
+    tokens_before = engine_value(engine.base_url, "vllm:generation_tokens_total")
     with RunningGateway(config) as gw:
         slow = gw.chat(max_tokens=400, ignore_eos=True)
         assert slow.status_code == 504 and slow.json()["error"]["code"] == "upstream_timeout"
-    wait_for(lambda: engine_value(engine, "vllm:num_requests_running") == 0, "the engine to drop the request")
-    assert engine_value(engine, "vllm:generation_tokens_total") - tokens_before < 400
+    wait_for(lambda: engine_value(engine.base_url, "vllm:num_requests_running") == 0, "the engine to drop the request")
+    assert engine_value(engine.base_url, "vllm:generation_tokens_total") - tokens_before < 400
 
 
 def test_a_load_the_engine_refuses_leaves_registry_routes_and_engine_unchanged(gw, engine, seeded_adapters):
@@ -171,7 +167,7 @@ def test_a_load_the_engine_refuses_leaves_registry_routes_and_engine_unchanged(g
     assert gw.chat(max_tokens=1).status_code == 200  # the engine is still serving
 
 
-def test_metrics_carry_gateway_engine_and_absent_gpu_series(gw):
+def test_metrics_carry_gateway_engine_and_the_hosts_gpu_series(gw):
     text = gw.metrics()
     for name in ("worker_gateway_requests_total", "worker_gateway_request_duration_seconds_bucket",
                  "worker_gateway_errors_total", "worker_gateway_shadow_comparisons_total"):
@@ -182,7 +178,12 @@ def test_metrics_carry_gateway_engine_and_absent_gpu_series(gw):
     assert re.search(r'^worker_engine_prefix_cache_hits_total\{upstream="engine-0"\} ', text, re.M)
     assert re.search(r'^worker_engine_requests_finished_total\{finished_reason="length",upstream="engine-0"\} '
                      r'[1-9]', text, re.M)
-    assert "worker_gpu_nvml_up 0.0" in text and "worker_gpu_utilization_ratio" not in text
+    gpus = nvml_gpu_count()
+    if gpus is None:  # no GPU: the series are absent, not zero
+        assert "worker_gpu_nvml_up 0.0" in text and "worker_gpu_memory_total_bytes" not in text
+    else:
+        assert "worker_gpu_nvml_up 1.0" in text
+        assert len(re.findall(r'^worker_gpu_memory_total_bytes\{gpu="\d+"\} ', text, re.M)) == gpus
 
 
 def test_a_replay_through_the_gateway_records_the_engine_and_the_serving_version(gw, engine, tmp_path):

@@ -1,13 +1,14 @@
 """Capture through the real gateway over HTTP.
 
-With the scripted fault upstream playing the engine (it calls the first tool offered with
-`{"id": "1"}`, so the test chooses the call by ordering the tools): fail-closed start-up, no
-message text in descriptor mode (the store's bytes are searched for the request's words), guard
-labels attached to the decision that made the call, the allowlist and sample rate, the store
-surviving a restart, and that a slow or failing capture neither slows nor fails a request.
+Without an engine: fail-closed start-up; with a stand-in upstream that only answers, a slow or
+failing capture neither slows nor fails a request (the fault is in the capture worker).
 
-With the real engine: a scripted tool loop under a shadow and then a canary of a real adapter,
-built into a suite, replayed against that candidate, and gated on the exported evidence.
+With the real engine: no message text nor answer text in descriptor mode (the store's bytes and
+its WAL are searched), guard labels attached to the decision that made the call, a client's
+request id kept but not the key, the store surviving a restart; full mode keeping an allowlisted
+request and the engine's call as they were; sample rate 0 for capture and shadow; and a scripted
+tool loop under a shadow and then a canary of a real adapter, built into a suite, replayed
+against that candidate, and gated on the exported evidence.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.capture import read_decisions
 from serve.engine.launcher import ConfigError
 from serve.gateway.config import load_gateway_config
-from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
+from tests.support.live import engine_value
 
 
 def tool(name: str) -> dict:
@@ -35,10 +36,10 @@ SECRET = "Zebrafinch-Quittung"  # a word of the user's message
 RESULT_WORD = "Marmelade-Konto"  # a word of a tool result
 
 
-def config(tmp_path: Path, fault: FaultUpstream, capture: str) -> Path:
+def config(tmp_path: Path, upstream_url: str, capture: str) -> Path:
     root = tmp_path / "adapters"
     root.mkdir(exist_ok=True)
-    return write_config(tmp_path / "gw", [fault.url], root, extra=f"[capture]\n{capture}\n")
+    return write_config(tmp_path / "gw", [upstream_url], root, extra=f"[capture]\n{capture}\n")
 
 
 def sample(gw: RunningGateway, name: str, **labels: str) -> float:
@@ -63,91 +64,27 @@ def turn(gw: RunningGateway, messages: list, tools: list[str], workspace: str = 
     return response.json()["choices"][0]["message"]
 
 
-def result(message: dict, content: object) -> dict:
-    call = message["tool_calls"][0]
-    return {"role": "tool", "tool_call_id": call["id"], "content": json.dumps(content)}
-
-
 def drained(gw: RunningGateway) -> bool:
     capture = gw.gateway.capture
     return capture.queue.empty() and capture.queue._unfinished_tasks == 0  # noqa: SLF001
 
 
-def stored(path: Path, count: int) -> list:
-    return wait_for(lambda: len(read_decisions(path)) >= count and read_decisions(path), f"{count} captures", 10)
-
-
-def test_unknown_mode_and_full_without_allowlist_fail_closed_at_start_up(tmp_path, fault):
+def test_unknown_mode_and_full_without_allowlist_fail_closed_at_start_up(tmp_path, no_upstream):
     with pytest.raises(ConfigError) as unknown:
-        load_gateway_config(config(tmp_path, fault, 'mode = "everything"'))
+        load_gateway_config(config(tmp_path, no_upstream.url, 'mode = "everything"'))
     assert "gateway.toml:" in str(unknown.value) and "capture.mode" in str(unknown.value)
     with pytest.raises(ConfigError, match="needs capture.workspaces, the allowlist"):
-        load_gateway_config(config(tmp_path, fault, 'mode = "full"\nsample_rate = 1.0'))
+        load_gateway_config(config(tmp_path, no_upstream.url, 'mode = "full"\nsample_rate = 1.0'))
     with pytest.raises(ConfigError, match="sample_rate"):
-        load_gateway_config(config(tmp_path, fault, 'mode = "descriptor"\nsample_rate = 2'))
-    default = load_gateway_config(config(tmp_path, fault, ""))
+        load_gateway_config(config(tmp_path, no_upstream.url, 'mode = "descriptor"\nsample_rate = 2'))
+    default = load_gateway_config(config(tmp_path, no_upstream.url, ""))
     assert (default.capture.mode, default.capture.sample_rate, default.capture.workspaces) == ("off", 0.0, [])
 
 
-def test_descriptors_hold_no_text_get_guard_labels_and_survive_a_restart(tmp_path, fault):
-    path = config(tmp_path, fault, 'mode = "descriptor"\nsample_rate = 1.0')
-    db = load_gateway_config(path).capture.db
-    history: list = [{"role": "system", "content": "You keep the ledger."},
-                     {"role": "user", "content": f"Find the {SECRET} for ACME."}]
-    with RunningGateway(path) as gw:
-        first = turn(gw, history, ["search", "lookup"])  # calls search
-        history += [first, result(first, {"error": f"Permission denied for {RESULT_WORD}"})]
-        second = turn(gw, history, ["lookup", "search"])  # the guard labels the first call: blocked
-        history += [second, result(second, {"invoices": [{"id": "inv-1", "note": RESULT_WORD}]})]
-        stored(db, 2)
-        assert sample(gw, "worker_guard_anomalies_total", workspace="ws-a", tool="search", kind="blocked") == 1
-    with RunningGateway(path) as gw:  # a restarted gateway: the store and the session go on
-        turn(gw, history, [])
-        history += [{"role": "assistant", "content": "Done."}]
-        wait_for(lambda: len(read_decisions(db)) == 3 and read_decisions(db)[1].outcome, "the third capture", 10)
-        assert sample(gw, "worker_capture_descriptors_total", mode="descriptor", workspace="ws-a") == 1
-    decisions = read_decisions(db)
-    assert [(d.chosen_tool, d.chosen_keys, d.outcome) for d in decisions] == [
-        ("search", ["id"], "blocked"), ("lookup", ["id"], "ok"), (None, [], None)]
-    assert [d.tools_offered for d in decisions] == [["lookup", "search"], ["lookup", "search"], []]
-    assert decisions[0].roles == ["system", "user"] and decisions[2].roles[-1] == "tool"
-    assert all(d.request is None and d.chosen_arguments is None and d.session == "s-1" for d in decisions)
-    assert all(d.route == "worker" and d.adapter == "worker-base" and d.duration_s > 0 for d in decisions)
-    raw = b"".join(p.read_bytes() for p in db.parent.glob(db.name + "*"))
-    for word in (SECRET, RESULT_WORD, "ledger", "ACME"):
-        assert word.encode() not in raw, word
-
-
-def test_full_mode_stores_requests_of_allowlisted_workspaces_only(tmp_path, fault):
-    path = config(tmp_path, fault, 'mode = "full"\nworkspaces = ["ws-a"]\nsample_rate = 1.0')
-    db = load_gateway_config(path).capture.db
-    messages = [{"role": "user", "content": f"Find the {SECRET}."}]
-    with RunningGateway(path) as gw:
-        turn(gw, messages, ["search"], workspace="ws-a")
-        answer = turn(gw, messages, ["search"], workspace="ws-b", session="s-2")
-        turn(gw, [*messages, answer, result(answer, [])], ["search"], workspace="ws-b", session="s-2")
-        turn(gw, messages, ["search"], workspace="ws-a", stream=True, session="s-3")
-        wait_for(lambda: drained(gw) and len(read_decisions(db)) == 2, "two captures", 10)
-        # the guard counts every workspace's tool results; capture keeps only the allowlisted ones
-        assert sample(gw, "worker_guard_anomalies_total", workspace="ws-b", tool="search", kind="empty_result") == 1
-    plain, streamed = read_decisions(db)
-    assert plain.workspace == streamed.workspace == "ws-a"
-    assert plain.request == {"messages": messages, "tools": [tool("search")]}
-    assert plain.chosen_arguments == {"id": "1"} and streamed.chosen_tool == "search"
-
-
-def test_sample_rate_zero_captures_nothing_but_the_guard_still_counts(tmp_path, fault):
-    path = config(tmp_path, fault, 'mode = "descriptor"')
-    with RunningGateway(path) as gw:
-        answer = turn(gw, [{"role": "user", "content": "x"}], ["search"])
-        turn(gw, [{"role": "user", "content": "x"}, answer, result(answer, {"status": "pending"})], ["search"])
-        wait_for(lambda: drained(gw) and sample(gw, "worker_guard_anomalies_total", kind="pending") == 1, "guard", 10)
-        assert sample(gw, "worker_capture_descriptors_total") == 0
-    assert read_decisions(load_gateway_config(path).capture.db) == []
-
-
 def test_a_slow_or_failing_capture_never_slows_or_fails_a_request(tmp_path, fault):
-    path = config(tmp_path, fault, 'mode = "descriptor"\nsample_rate = 1.0\nqueue_size = 1')
+    """The fault is injected into the capture worker; the stand-in upstream only answers, and
+    nothing about its answers is asserted (the real engine's are, in the engine tests below)."""
+    path = config(tmp_path, fault.url, 'mode = "descriptor"\nsample_rate = 1.0\nqueue_size = 1')
     release = threading.Event()
     with RunningGateway(path) as gw:
         capture = gw.gateway.capture
@@ -333,6 +270,114 @@ def test_a_captured_session_is_replayed_against_a_candidate_and_gated_on_live_ev
     assert "rollback target 'worker-base' is loaded" in printed
 
 
+SYSTEM_WORD = "Quokka-Hauptbuch"  # a word of the system prompt
+
+
+def chat(gw: RunningGateway, history: list, force: str | None, workspace: str = "ws-a", session: str = "s-1",
+         max_tokens: int = 48, request_id: str | None = None) -> dict:
+    """One real request: `force` names the tool the model must call; None asks for text,
+    `max_tokens` long whatever the model would say (ignore_eos), so the answer is distinctive."""
+    choice = {"type": "function", "function": {"name": force}} if force else "none"
+    headers = {"X-Workspace-Id": workspace, "X-Session-Id": session}
+    if request_id:
+        headers["X-Request-Id"] = request_id
+    response = gw.client.post("/v1/chat/completions", json={
+        "model": "worker", "messages": history, "tools": LIVE_TOOLS, "tool_choice": choice,
+        "max_tokens": max_tokens, "temperature": 0, "ignore_eos": force is None}, headers=headers)
+    assert response.status_code == 200, response.text
+    assert response.headers["x-worker-kind"] == "production" and response.json()["model"] == "worker-base"
+    if request_id:
+        assert response.headers["x-request-id"] == request_id
+    message = response.json()["choices"][0]["message"]
+    if force:
+        assert message["tool_calls"][0]["function"]["name"] == force, message
+    return {k: v for k, v in message.items() if k in ("role", "content", "tool_calls")}
+
+
+def store_bytes(db: Path) -> bytes:
+    """The capture store's whole file and its WAL (and shared-memory index) as they are on disk."""
+    return b"".join(p.read_bytes() for p in sorted(db.parent.glob(db.name + "*")))
+
+
+@pytest.mark.engine
+def test_descriptors_of_a_real_tool_loop_hold_no_text_get_guard_labels_and_survive_a_restart(engine, tmp_path):
+    """The descriptor-mode guarantee on the real serving path: the store's bytes hold none of
+    the system, user or tool text, nor the engine's answer; a client's request id is kept but is
+    not the capture key."""
+    (tmp_path / "adapters").mkdir()
+    path = write_config(tmp_path / "gw", [engine.base_url], tmp_path / "adapters",
+                        extra='[capture]\nmode = "descriptor"\nsample_rate = 1.0\n')
+    db = load_gateway_config(path).capture.db
+    history: list = [{"role": "system", "content": f"You keep the {SYSTEM_WORD} for ACME."},
+                     {"role": "user", "content": f"Is the {SECRET} invoice INV-7 paid?"}]
+    with RunningGateway(path) as gw:
+        call = chat(gw, history, "lookup")
+        history += [call, {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
+                           "content": json.dumps({"error": f"Permission denied for {RESULT_WORD}"})}]
+        answer = chat(gw, history, None, max_tokens=24)["content"]
+        assert isinstance(answer, str) and len(answer.strip()) >= 20, answer
+        wait_for(lambda: drained(gw) and len(read_decisions(db)) == 2, "two captures", 30)
+        assert sample(gw, "worker_guard_anomalies_total", workspace="ws-a", tool="lookup", kind="blocked") == 1
+        while_running = store_bytes(db)
+    with RunningGateway(path) as gw:  # a restarted gateway: the store goes on
+        for n in range(3):
+            chat(gw, [{"role": "user", "content": f"Step {n}: is INV-8 paid?"}], "lookup", session="s-2",
+                 request_id="same")
+        wait_for(lambda: drained(gw) and len(read_decisions(db)) == 5, "five captures", 30)
+        assert sample(gw, "worker_capture_descriptors_total", mode="descriptor", workspace="ws-a") == 3
+    decisions = read_decisions(db)
+    assert [(d.session, d.chosen_tool, d.chosen_keys, d.outcome) for d in decisions] == [
+        ("s-1", "lookup", ["id"], "blocked"), ("s-1", None, [], None)] + [("s-2", "lookup", ["id"], None)] * 3
+    assert decisions[0].roles == ["system", "user"] and decisions[1].roles == ["system", "user", "assistant", "tool"]
+    assert all(d.request is None and d.chosen_arguments is None for d in decisions)
+    assert all(d.route == "worker" and d.adapter == "worker-base" and d.duration_s > 0 for d in decisions)
+    assert [d.request_id for d in decisions[2:]] == ["same"] * 3 and len({d.id for d in decisions}) == 5
+    for raw in (while_running, store_bytes(db)):
+        for text in (SECRET, SYSTEM_WORD, RESULT_WORD, "ACME", "Permission denied", answer.strip()):
+            assert text.encode() not in raw, text
+
+
+@pytest.mark.engine
+def test_full_mode_keeps_allowlisted_requests_and_sample_rate_zero_captures_and_shadows_nothing(
+        engine, seeded_adapters, tmp_path):
+    """On the real engine: full mode stores an allowlisted workspace's request and the engine's
+    call as they were, and nothing of another workspace, whose tool results the guard still
+    counts; a shadow at sample rate 0 sends the engine nothing; capture at sample rate 0 stores
+    nothing while the guard goes on counting."""
+    quiet = f"quiet-{uuid.uuid4().hex[:6]}"  # adapter names are never reused on an engine
+    root = seeded_adapters[1].parent
+    full = write_config(tmp_path / "full", [engine.base_url], root,
+                        extra='[capture]\nmode = "full"\nworkspaces = ["ws-a"]\nsample_rate = 1.0\n')
+    ask: list = [{"role": "user", "content": "Is invoice INV-7 paid?"}]
+    with RunningGateway(full) as gw:
+        gw.ok("POST", "/adapters", {"name": quiet, "path": seeded_adapters[1].name})
+        gw.ok("POST", f"/adapters/{quiet}/load")
+        gw.ok("POST", "/routes/worker/shadow", {"candidate": quiet, "sample_rate": 0.0})
+        served = engine_value(engine.base_url, "vllm:request_success_total")
+        kept = chat(gw, ask, "lookup")
+        other = chat(gw, ask, "lookup", workspace="ws-b", session="s-b")
+        chat(gw, [*ask, other, {"role": "tool", "tool_call_id": other["tool_calls"][0]["id"], "content": "[]"}],
+             None, workspace="ws-b", session="s-b", max_tokens=2)
+        wait_for(lambda: drained(gw) and sample(gw, "worker_guard_anomalies_total", workspace="ws-b",
+                                                kind="empty_result") == 1, "the guard", 10)
+        assert gw.ok("GET", "/shadow")["results"] == []
+        assert engine_value(engine.base_url, "vllm:request_success_total") - served == 3  # no shadow request
+    [decision] = read_decisions(load_gateway_config(full).capture.db)
+    assert (decision.workspace, decision.chosen_tool) == ("ws-a", "lookup")
+    assert decision.request == {"messages": ask, "tools": LIVE_TOOLS,
+                                "tool_choice": {"type": "function", "function": {"name": "lookup"}}}
+    assert decision.chosen_arguments == json.loads(kept["tool_calls"][0]["function"]["arguments"])
+
+    unsampled = write_config(tmp_path / "unsampled", [engine.base_url], root, extra='[capture]\nmode = "descriptor"\n')
+    with RunningGateway(unsampled) as gw:
+        call = chat(gw, ask, "lookup")
+        chat(gw, [*ask, call, {"role": "tool", "tool_call_id": call["tool_calls"][0]["id"],
+                               "content": json.dumps({"status": "pending"})}], None, max_tokens=2)
+        wait_for(lambda: drained(gw) and sample(gw, "worker_guard_anomalies_total", kind="pending") == 1, "guard", 10)
+        assert sample(gw, "worker_capture_descriptors_total") == 0
+    assert read_decisions(load_gateway_config(unsampled).capture.db) == []
+
+
 def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
     from serve.gateway.capture import CaptureJob, describe
 
@@ -342,24 +387,6 @@ def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
     job = CaptureJob(key="k", request_id="r", workspace="ws-a", session="s", route="worker", adapter="base", kind="base",
                      body=body, answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
     assert describe(job, "descriptor").chosen_keys == ["filter", "filter.s"]
-
-
-def test_a_clients_request_id_is_not_the_capture_key(tmp_path, fault):
-    """Issue 14 item 14: three requests with one X-Request-Id are three captures, each keeping it."""
-    path = config(tmp_path, fault, 'mode = "descriptor"\nsample_rate = 1.0')
-    db = load_gateway_config(path).capture.db
-    with RunningGateway(path) as gw:
-        for n in range(3):
-            body = {"model": "worker", "messages": [{"role": "user", "content": f"step {n}"}], "max_tokens": 8,
-                    "tools": [tool("search")]}
-            response = gw.client.post("/v1/chat/completions", json=body,
-                                      headers={"X-Workspace-Id": "ws-a", "X-Session-Id": "s-1", "X-Request-Id": "same"})
-            assert response.status_code == 200 and response.headers["x-request-id"] == "same"
-        decisions = wait_for(lambda: drained(gw) and len(read_decisions(db)) == 3 and read_decisions(db),
-                             "three captures", 10)
-        assert sample(gw, "worker_capture_descriptors_total", mode="descriptor", workspace="ws-a") == 3
-    assert [d.request_id for d in decisions] == ["same"] * 3
-    assert len({d.id for d in decisions}) == 3
 
 
 def test_a_store_written_before_request_ids_were_kept_still_opens_and_stores(tmp_path):

@@ -1,4 +1,5 @@
-"""GPU series: absent (not zero, not a crash) without a GPU; converted units with one."""
+"""GPU series: absent (not zero, not a crash) without a GPU; one series per device with GPUs;
+converted units."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from types import SimpleNamespace
 from prometheus_client import CollectorRegistry, generate_latest
 
 from serve.gateway.gpu import GpuCollector
+from tests.support.gpu_host import nvml_gpu_count
 
 GPU_SERIES = ("worker_gpu_utilization_ratio", "worker_gpu_memory_used_bytes", "worker_gpu_memory_total_bytes",
               "worker_gpu_power_watts", "worker_gpu_temperature_celsius")
@@ -18,13 +20,21 @@ def scrape(collector: GpuCollector) -> CollectorRegistry:
     return registry
 
 
-def test_without_a_gpu_only_nvml_up_zero_is_exported():
-    # This machine has no NVIDIA driver: the real nvidia-ml-py fails to initialise.
+def test_the_real_nvml_exports_up_and_one_series_per_gpu_this_host_has():
+    """Without a driver (this CPU host) only `worker_gpu_nvml_up 0`; on a GPU host `1` and one
+    memory series per device NVML sees."""
+    gpus = nvml_gpu_count()
     collector = GpuCollector()
     registry = scrape(collector)
     text = generate_latest(registry).decode()
-    assert registry.get_sample_value("worker_gpu_nvml_up") == 0.0
-    assert not any(name in text for name in GPU_SERIES)
+    if gpus is None:
+        assert registry.get_sample_value("worker_gpu_nvml_up") == 0.0
+        assert not any(name in text for name in GPU_SERIES)
+    else:
+        assert registry.get_sample_value("worker_gpu_nvml_up") == 1.0
+        total = {s.labels["gpu"] for m in registry.collect() for s in m.samples
+                 if s.name == "worker_gpu_memory_total_bytes"}
+        assert total == {str(i) for i in range(gpus)}
     collector.close()
 
 

@@ -1,6 +1,8 @@
 """Faults the real engine cannot produce on demand, through the real gateway over HTTP:
 HTTP 500, malformed bodies, broken and endless streams, an engine that goes away and comes
-back empty, a hanging or failing shadow candidate. Bad client input is checked here too."""
+back empty, a hanging or failing shadow candidate. Bad client input is checked here too, with no
+upstream at all where the gateway answers before any upstream call. Shadow sampling and real
+answers are proven against the real engine (test_app_live.py, test_capture.py)."""
 
 from __future__ import annotations
 
@@ -99,31 +101,30 @@ def test_client_giving_up_on_an_unstreamed_answer_cancels_the_upstream_request(t
     (b'["not", "an", "object"]', "invalid_json"),
     (b'{"model": 7, "messages": []}', "invalid_model"),
 ])
-def test_bad_request_bodies_get_400(tmp_path, root, fault, content, code):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_bad_request_bodies_get_400(tmp_path, root, no_upstream, content, code):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         response = gw.client.post("/v1/chat/completions", content=content,
                                   headers={"Content-Type": "application/json"})
         assert response.status_code == 400 and error_of(response)["code"] == code
-        assert fault.requests == []
 
 
 @pytest.mark.parametrize("content", [b"[" * 100_000, b'{"a": ' * 100_000, b'{"model": "worker", "messages": '
                                      + b"[" * 100_000 + b"]" * 100_000 + b"}"])
-def test_deeply_nested_bodies_get_400_and_are_counted(tmp_path, root, fault, content):
+def test_deeply_nested_bodies_get_400_and_are_counted(tmp_path, root, no_upstream, content):
     """Issue 14 item 7: a body the parser cannot read is the client's error, never a 500."""
-    with start_gateway(tmp_path, root, [fault]) as gw:
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         response = gw.client.post("/v1/chat/completions", content=content,
                                   headers={"Content-Type": "application/json"})
         assert response.status_code == 400 and error_of(response)["code"] == "invalid_json"
         assert "nested" in error_of(response)["message"]
         assert sample(gw, "worker_gateway_requests_total", {"status": "400"}) == 1
         assert sample(gw, "worker_gateway_errors_total", {"reason": "invalid_json"}) == 1
-        assert fault.requests == []
 
 
 @pytest.mark.parametrize("stream", ["true", 1, "false", [], {}])
 def test_a_non_boolean_stream_flag_gets_400(tmp_path, root, fault, stream):
-    """Issue 14 item 12: not a 502 from the engine's answer, not a server error in canary evidence."""
+    """Issue 14 item 12: not a 502 from the engine's answer, not a server error in canary evidence.
+    The refused requests never reach the stand-in; it only shows that `null` is passed on."""
     with start_gateway(tmp_path, root, [fault]) as gw:
         response = gw.chat(stream=stream)
         assert response.status_code == 400 and error_of(response)["code"] == "invalid_stream"
@@ -155,6 +156,8 @@ def test_a_stream_that_never_starts_names_the_stream_idle_timeout(tmp_path, root
 
 
 def test_oversized_bodies_get_413_with_or_without_content_length(tmp_path, root, fault):
+    """Refused bodies never reach the stand-in upstream (its request log stays empty); it only
+    shows that a small body still passes the limit."""
     with start_gateway(tmp_path, root, [fault], gateway="max_body_bytes = 2048") as gw:
         big = json.dumps({"model": "worker", "messages": [{"role": "user", "content": "x" * 4096}]}).encode()
         assert gw.client.post("/v1/chat/completions", content=big).status_code == 413
@@ -167,8 +170,8 @@ def test_oversized_bodies_get_413_with_or_without_content_length(tmp_path, root,
         assert gw.chat().status_code == 200  # a small body still passes
 
 
-def test_unknown_or_unloaded_models_get_404(tmp_path, root, fault):
-    with start_gateway(tmp_path, root, [fault]) as gw:
+def test_unknown_or_unloaded_models_get_404(tmp_path, root, no_upstream):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
         missing = gw.chat("no-such-model")
         assert missing.status_code == 404 and error_of(missing)["code"] == "model_not_found"
         fake_adapter(root, "idle-v1")
@@ -248,15 +251,6 @@ def test_failing_shadow_is_recorded_and_production_is_unaffected(tmp_path, root,
         assert "engine exploded" in result["error"]
         assert sample(gw, "worker_gateway_errors_total", {"adapter": "broken-v1", "kind": "shadow",
                                                           "reason": "upstream_error"}) == 1
-
-
-def test_shadow_sample_rate_zero_sends_nothing(tmp_path, root, fault):
-    with start_gateway(tmp_path, root, [fault]) as gw:
-        add_adapter(gw, root, "quiet-v1")
-        gw.ok("POST", "/routes/worker/shadow", {"candidate": "quiet-v1", "sample_rate": 0.0})
-        for _ in range(5):
-            assert gw.chat().status_code == 200
-        assert [r["model"] for r in fault.requests] == ["worker-base"] * 5
 
 
 def test_workspaces_stick_to_a_replica_and_move_only_when_it_is_down(tmp_path, root):

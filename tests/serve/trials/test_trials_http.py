@@ -1,5 +1,7 @@
 """Trials through the gateway's admin API and controller loop. The upstream is the named fault
-injector, used for the one fault a trial must catch: the candidate answering HTTP 500
+injector: for the one fault a trial must catch (the candidate answering HTTP 500), and elsewhere
+as a stand-in that accepts the fake adapters and answers, so that what is asserted is the trial's
+state machine, journal and admin calls, never an engine's answer
 (tests/serve/trials/test_trials_live.py runs the same paths on the real engine)."""
 
 from __future__ import annotations
