@@ -9,15 +9,12 @@ healthy again when the test ends, also when it fails.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
-import httpx
 import pytest
 
-from tests.support.gateway_harness import TOKEN, wait_for, write_config
+from tests.support.gateway_harness import GatewayProcess, wait_for, write_config
 from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
@@ -25,49 +22,6 @@ pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[3]
 RUN = uuid.uuid4().hex[:6]
 C, D = f"gw-c-{RUN}", f"gw-d-{RUN}"
-
-
-class GatewayProcess:
-    """`worker-serve gateway` as its own process, as systemd runs it."""
-
-    def __init__(self, config: Path, log: Path) -> None:
-        self.config = config
-        self.log = log
-        self.proc: subprocess.Popen[bytes] | None = None
-        port = int(next(line.split("=")[1] for line in config.read_text().splitlines() if line.startswith("port")))
-        self.client = httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=300,
-                                   headers={"Authorization": f"Bearer {TOKEN}"})
-
-    def start(self) -> GatewayProcess:
-        with self.log.open("ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "serve", "gateway", "--config", str(self.config)],
-                                         cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
-        wait_for(self._up, "the gateway process to listen", limit_s=120, every_s=0.2)
-        return self
-
-    def _up(self) -> bool:
-        assert self.proc is not None
-        if self.proc.poll() is not None:
-            raise AssertionError(f"the gateway exited: {self.log.read_text()[-2000:]}")
-        try:
-            self.client.get("/health")
-        except httpx.TransportError:
-            return False
-        return True
-
-    def kill(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.kill()  # SIGKILL: no shutdown code runs
-            self.proc.wait()
-
-    def ok(self, method: str, path: str, body: dict | None = None, **params: str) -> dict:
-        response = self.client.request(method, f"/admin{path}", json=body, params=params or None)
-        assert response.status_code in (200, 201), response.text
-        return response.json()
-
-    def chat(self, headers: dict[str, str] | None = None) -> httpx.Response:
-        return self.client.post("/v1/chat/completions", headers=headers or {}, json={
-            "model": "worker", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0})
 
 
 def engine_models(engine) -> set[str]:

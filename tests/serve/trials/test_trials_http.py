@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +17,12 @@ import pytest
 from serve.cli import main
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import (
+    GatewayProcess,
     RunningGateway,
     fake_adapter,
     start_gateway,
     wait_for,
+    write_config,
 )
 
 GATE = Path(__file__).resolve().parents[3] / "configs" / "gates" / "production-candidate.toml"
@@ -48,7 +51,7 @@ min_requests = {min_requests}
     return path
 
 
-def setup(gw: RunningGateway, root: Path) -> None:
+def setup(gw: RunningGateway | GatewayProcess, root: Path) -> None:
     for name in ("prod-v1", "cand-v1"):
         fake_adapter(root, name)
         gw.ok("POST", "/adapters", {"name": name, "path": name})
@@ -56,12 +59,12 @@ def setup(gw: RunningGateway, root: Path) -> None:
     gw.ok("POST", "/routes/worker/production", {"version": "prod-v1"})
 
 
-def traffic(gw: RunningGateway, workspaces: int, start: int = 0) -> None:
+def traffic(gw: RunningGateway | GatewayProcess, workspaces: int, start: int = 0) -> None:
     for i in range(start, start + workspaces):
         gw.chat(headers={"X-Workspace-Id": f"ws-{i}"})
 
 
-def status(gw: RunningGateway, journal: int = 0) -> dict[str, Any]:
+def status(gw: RunningGateway | GatewayProcess, journal: int = 0) -> dict[str, Any]:
     return gw.ok("GET", "/trials/t1", journal=journal)
 
 
@@ -154,3 +157,35 @@ def test_the_command_line_drives_a_trial_through_the_admin_api(tmp_path: Path, r
         assert main(["trial", "abort", "t1", "--config", config, "--reason", "done"]) == 0
         assert "aborted — operator: done" in capsys.readouterr().out
         assert main(["trial", "status", "nope", "--config", config]) == 2
+
+
+def test_a_gateway_killed_9_resumes_its_trial_in_a_step_and_at_the_gate_and_never_promotes(
+        tmp_path: Path, root: Path, fault: FaultUpstream) -> None:
+    """`worker-serve gateway` as its own process, SIGKILLed twice: mid-step the trial comes back in
+    the same step with its start time and canary weight; at the gate it waits there, production
+    unchanged."""
+    gw = GatewayProcess(write_config(tmp_path / "gw", [fault.url], root), tmp_path / "gateway.log").start()
+    try:
+        setup(gw, root)
+        gw.ok("POST", "/trials", {"id": "t1", "policy": str(policy(tmp_path, min_requests=40))})
+        traffic(gw, 40)
+        before = wait_for(lambda: (s := status(gw))["evidence"]["server_errors"]["candidate_exposure"] > 0 and s,
+                          "a look")
+        gw.kill()
+        gw.start()
+        after = status(gw, journal=50)
+        assert (after["phase"], after["step"], after["started_at"]) == ("step", 1, before["started_at"])
+        assert gw.ok("GET", "/state")["routes"]["worker"]["canary"]["percent"] == 25
+        assert any(j["event"]["type"] == "Recovered" for j in after["journal"])
+        for start in range(40, 2440, 200):  # each batch gives both cohorts of either step ≥ 40 requests
+            traffic(gw, 200, start=start)
+            time.sleep(1.0)  # > the step's minimum duration and several looks
+            if status(gw)["phase"] == "awaiting_gate":
+                break
+        assert status(gw)["phase"] == "awaiting_gate"
+        gw.kill()
+        gw.start()
+        assert status(gw)["phase"] == "awaiting_gate"
+        assert gw.ok("GET", "/state")["routes"]["worker"]["production"] == "prod-v1"
+    finally:
+        gw.kill()
