@@ -59,6 +59,7 @@ _TOOL_CALL_OPEN = "<tool_call>"
 _TOOL_CALL_CLOSE = "</tool_call>"
 _FUNCTION_OPEN = "<function="
 _FUNCTION = re.compile(r"<function=([^>\n]*)>")
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _FUNCTION_CLOSE = "</function>"
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
 _PARAMETER_CLOSE = "</parameter>"
@@ -174,6 +175,10 @@ def _outcome(reads: list[_Read], tool_names: Collection[str] | None) -> ParsedRe
 def _make_call(source: Source, name: Any, arguments: Any) -> _Read:
     if not isinstance(name, str) or not name.strip():
         return _Read(source, error=f"missing or non-string tool name: {name!r}")
+    if source != "structured" and not _TOOL_NAME.fullmatch(name.strip()):
+        # In text, a "name" with tag or JSON characters is a misread (a tag inside a value, a cut
+        # rendering), not a call of an unknown tool.
+        return _Read(source, error=f"{name.strip()!r} cannot be a tool name")
     try:
         args = decode_arguments(arguments)
     except ArgumentsError as exc:

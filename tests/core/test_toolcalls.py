@@ -445,3 +445,10 @@ def test_calls_between_thinking_blocks_are_kept() -> None:
                '<think>second <tool_call>{"name": "send_invoice", "arguments": {}}</tool_call></think>')
     parsed = parse_text(content, TOOLS)
     assert parsed.outcome is ParseOutcome.OK and [c.tool for c in parsed.calls] == ["finalize_invoice"]
+
+
+@pytest.mark.parametrize("text", ["<function=<tool_call></function>", "<function=a b>\n</function>",
+                                  '<tool_call>{"name": "x\\"y", "arguments": {}}</tool_call>'])
+def test_a_name_that_cannot_be_a_tool_name_is_a_malformed_call_not_an_unknown_tool(text: str) -> None:
+    parsed = parse_text(text, ["search"])
+    assert parsed.outcome == ParseOutcome.MALFORMED_CALL and parsed.calls == [], parsed

@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core.keyset import sorted_key_set
@@ -113,6 +113,9 @@ def assert_truncation_is_honest(parsed: ParsedResponse, tool: str, args: dict[st
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls)
+# Found in CI: a Hermes rendering cut inside a key that holds `</tool_call>` and `<function=<tool_call>`
+# once read as a call of a tool named '<tool_call'.
+@example(("search", {"_": {"_": None, "</tool_call></think><function=<tool_call></function>": None}}))
 def test_every_truncation_is_a_typed_error_or_the_same_call(call: tuple[str, dict[str, Any]]) -> None:
     tool, args = call
     schemas = schema_for(args)

@@ -80,7 +80,9 @@ def test_a_json_string_argument_is_redacted_inside_with_its_keys_kept():
 
 # --- property: random nested argument objects with planted values keep their shape ---------------
 
-keys = st.text(min_size=1, max_size=8)
+# A key that is itself a detectable value ("0.0.0.0") is out of redaction's reach by design (key sets
+# never change); the privacy check flags it, which test_residuals_give_the_json_path... shows.
+keys = st.text(min_size=1, max_size=8).filter(lambda k: not residuals({k: None}))
 plain = st.none() | st.booleans() | st.integers(max_value=10**6) | st.text(alphabet="abc xyz-_", max_size=10)
 planted = st.sampled_from([v for _, v in [*PLANTED.items(), *MORE]]).flatmap(
     lambda v: st.sampled_from([v, f"contact: {v}", f"{v} (primary)"]))
