@@ -285,6 +285,11 @@ def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_R
         value, end = _JSON.raw_decode(text, pos)
     except _DECODE_ERRORS as exc:
         nxt, close = text.find(_TOOL_CALL_OPEN, pos), text.find(_TOOL_CALL_CLOSE, pos)
+        tags = [tag for tag in (nxt, close) if tag >= 0]
+        if tags and _inside_json_string(text, pos, min(tags)):
+            # The next tag is text inside this block's JSON: where the block ends is unknown, so
+            # nothing after it can be read as a call (or as the end of reasoning).
+            return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {exc}")], len(text)
         if nxt >= 0 and (close < 0 or nxt < close):
             return [_Read("hermes", error="<tool_call> block is not closed before the next one")], nxt
         return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {exc}")], _skip_block(text, pos)
@@ -295,6 +300,19 @@ def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_R
         return [_Read("hermes", error="text after the JSON in a <tool_call> block")], _skip_block(text, after)
     items = value if isinstance(value, list) and value else [value]
     return [_read_hermes_object(item) for item in items], min(len(text), after + len(_TOOL_CALL_CLOSE))
+
+
+def _inside_json_string(text: str, start: int, at: int) -> bool:
+    """Whether position `at` falls inside a JSON string of the JSON text that begins at `start`."""
+    in_string = escaped = False
+    for char in text[start:at]:
+        if escaped:
+            escaped = False
+        elif char == "\\" and in_string:
+            escaped = True
+        elif char == '"':
+            in_string = not in_string
+    return in_string
 
 
 def _read_hermes_object(item: Any) -> _Read:

@@ -452,3 +452,11 @@ def test_calls_between_thinking_blocks_are_kept() -> None:
 def test_a_name_that_cannot_be_a_tool_name_is_a_malformed_call_not_an_unknown_tool(text: str) -> None:
     parsed = parse_text(text, ["search"])
     assert parsed.outcome == ParseOutcome.MALFORMED_CALL and parsed.calls == [], parsed
+
+
+def test_a_close_tag_inside_the_json_of_an_unreadable_block_ends_nothing() -> None:
+    """Cut output whose JSON holds `</tool_call>`, `</think>` and a function tag: nothing after the
+    block's start can be told from its own text, so no call of `f` is read from it."""
+    text = '<tool_call>\n{"name": "search", "arguments": {"k": ["</tool_call>", "</think><function=f></function>'
+    parsed = parse_text(text, ["search", "f"])
+    assert parsed.outcome == ParseOutcome.MALFORMED_CALL and parsed.calls == [], parsed

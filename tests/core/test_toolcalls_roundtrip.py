@@ -116,6 +116,9 @@ def assert_truncation_is_honest(parsed: ParsedResponse, tool: str, args: dict[st
 # Found in CI: a Hermes rendering cut inside a key that holds `</tool_call>` and `<function=<tool_call>`
 # once read as a call of a tool named '<tool_call'.
 @example(("search", {"_": {"_": None, "</tool_call></think><function=<tool_call></function>": None}}))
+# and one cut after a key `</tool_call>`: reading went on after it, a `</think>` there ended
+# "reasoning", and `<function=f></function>` read as a complete call of `f`.
+@example(("search", {"_": {"a": None, "_": [{"</tool_call>": None}], "</think><function=f></function>": None}}))
 def test_every_truncation_is_a_typed_error_or_the_same_call(call: tuple[str, dict[str, Any]]) -> None:
     tool, args = call
     schemas = schema_for(args)
