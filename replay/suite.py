@@ -51,13 +51,18 @@ class FrozenManifest(Strict):
     frozen_at: datetime
 
 
-class SuiteManifest(Strict):
+class Manifest(Strict):
+    """What a suite's `suite.toml` and a pack's `pack.toml` both say (a bare `version = 2` reads as "2")."""
+
     model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
 
     name: str = Field(min_length=1)
     version: str = Field(min_length=1)
     description: str = ""
     created: datetime | date
+
+
+class SuiteManifest(Manifest):
     extra_strata: list[str] = Field(default_factory=list)
     frozen: FrozenManifest | None = None
 

@@ -29,18 +29,18 @@ import json
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from core.records import Strict
 from replay.errors import ReplayError
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.scenario import Call, EndedBy, Scenario, Trajectory, Turn
 from replay.sandbox.world import JSON, Episode, World, state_hash
-from replay.suite import SuiteProblem, read_manifest, schema_errors, write_frozen_block
+from replay.suite import Manifest, SuiteProblem, read_manifest, schema_errors, write_frozen_block
 
 PACK_TOML = "pack.toml"
 SCENARIOS_JSONL = "scenarios.jsonl"
@@ -60,13 +60,7 @@ class PackFrozen(Strict):
     frozen_at: datetime
 
 
-class PackManifest(Strict):
-    model_config = ConfigDict(extra="forbid", coerce_numbers_to_str=True)
-
-    name: str = Field(min_length=1)
-    version: str = Field(min_length=1)
-    description: str = ""
-    created: datetime | date
+class PackManifest(Manifest):
     worlds: str = Field(pattern=r"^[A-Za-z_][A-Za-z0-9_.]*$")
     frozen: PackFrozen | None = None
 
