@@ -110,15 +110,24 @@ def shadow_idle(gw: RunningGateway) -> bool:
     return shadow["queued"] == 0 and shadow["running"] == 0
 
 
-def drive_traffic(gw: RunningGateway, trial_policy: Path) -> None:
-    """Two waves of every kind of request (a counter's first increment is invisible to rate():
-    the second wave gives every series a slope), under a progressive trial of the canary."""
+def scraped(prom: RunningPrometheus) -> None:
+    """Wait until both targets were scraped after this moment."""
+    moment = time.time()
+    wait_for(lambda: prom.targets_scraped_since(moment), "a scrape of both targets", 30, 0.2)
+
+
+def drive_traffic(gw: RunningGateway, prom: RunningPrometheus, trial_policy: Path) -> None:
+    """Two waves of every kind of request under a progressive trial of the canary, with a scrape
+    before the first and after each: a counter's first increment is invisible to rate(), so the
+    second wave gives every series a slope only if a scrape saw the first (two waves between two
+    scrapes leave one sample)."""
     gw.ok("POST", "/routes/worker/production", {"version": "worker-base"})
     gw.ok("POST", "/routes/worker/canary", {"candidate": ADAPTER, "percent": 50, "sticky_by": "workspace"})
     assert gw.ok("POST", "/trials", {"id": "dash", "policy": str(trial_policy)})["percent"] == 50
     gw.ok("POST", "/routes/worker/shadow", {"candidate": ADAPTER, "sample_rate": 1.0})
     kinds = {w: gw.ok("GET", "/resolve", workspace=w)["kind"] for w in (f"ws-{i}" for i in range(20))}
     in_canary = next(w for w, k in kinds.items() if k == "canary")
+    scraped(prom)
     for _ in range(2):
         with ThreadPoolExecutor(BURST) as pool:
             assert min(pool.map(lambda _: production_chat(gw.url), range(BURST))) > 256
@@ -133,6 +142,7 @@ def drive_traffic(gw: RunningGateway, trial_policy: Path) -> None:
                                                       "messages": [{"role": "user", "content": "Count."}]}) as s:
             next(s.iter_bytes())  # then leave: the engine aborts the generation
         wait_for(lambda: shadow_idle(gw), "the shadow queue to drain", 300)
+        scraped(prom)
     assert "worker_gateway_shadow_dropped_total{" in gw.metrics(), "the burst did not overflow the shadow queue"
     wait_for(lambda: 'kind="failed"' in gw.metrics(), "the guard to count the failed tool result", 30)
 
@@ -148,10 +158,9 @@ def trial_policy(work: Path) -> Path:
 
 def settle(prom: RunningPrometheus) -> None:
     """Wait until both targets were scraped, and then the rules evaluated, after the traffic."""
-    done = time.time()
-    wait_for(lambda: prom.targets_scraped_since(done), "a scrape of both targets after the traffic", 30, 0.2)
-    scraped = time.time()
-    wait_for(lambda: prom.rules_evaluated_since(scraped), "a rule evaluation after that scrape", 30, 0.2)
+    scraped(prom)
+    after = time.time()
+    wait_for(lambda: prom.rules_evaluated_since(after), "a rule evaluation after that scrape", 30, 0.2)
 
 
 @dataclass(frozen=True)
@@ -170,7 +179,7 @@ def stack(engine, seeded_adapters, tmp_path_factory) -> Iterator[Stack]:
         gw.ok("POST", f"/adapters/{ADAPTER}/load")
         jobs = {ENGINE_JOB: urlsplit(engine.base_url).netloc, GATEWAY_JOB: urlsplit(gw.url).netloc}
         with RunningPrometheus(work / "prometheus", jobs, [RULES]) as prom:
-            drive_traffic(gw, trial_policy(work))
+            drive_traffic(gw, prom, trial_policy(work))
             settle(prom)
             _, engine_text = http_json("GET", f"{engine.base_url}/metrics")
             yield Stack(prom, exported_names(engine_text) | exported_names(gw.metrics()) | PROMETHEUS_OWN)
