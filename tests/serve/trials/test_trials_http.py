@@ -24,31 +24,11 @@ from tests.support.gateway_harness import (
     wait_for,
     write_config,
 )
-
-GATE = Path(__file__).resolve().parents[3] / "configs" / "gates" / "production-candidate.toml"
+from tests.support.trials import GATE, two_step_policy
 
 
 def policy(tmp_path: Path, min_requests: int = 10, max_duration_s: float = 600) -> Path:
-    path = tmp_path / "trial.toml"
-    path.write_text(f"""name = "http-trial"
-route = "worker"
-candidate = "cand-v1"
-alpha = 0.01
-interval_s = 0.2
-max_duration_s = {max_duration_s}
-gate_policy = "{GATE}"
-
-[[steps]]
-percent = 25
-min_duration_s = 0.5
-min_requests = {min_requests}
-
-[[steps]]
-percent = 50
-min_duration_s = 0.5
-min_requests = {min_requests}
-""")
-    return path
+    return two_step_policy(tmp_path / "trial.toml", "http-trial", "cand-v1", min_requests, 0.01, max_duration_s)
 
 
 def setup(gw: RunningGateway | GatewayProcess, root: Path) -> None:

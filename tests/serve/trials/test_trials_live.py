@@ -14,10 +14,10 @@ import pytest
 from serve.gateway.router import canary_bucket
 from tests.serve.gateway.test_capture import play
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
+from tests.support.trials import two_step_policy
 
 pytestmark = pytest.mark.engine
 
-GATE = Path(__file__).resolve().parents[3] / "configs" / "gates" / "production-candidate.toml"
 CANDIDATE = f"trial-{uuid.uuid4().hex[:6]}"  # adapter names are never reused on an engine
 
 
@@ -43,32 +43,9 @@ def gw(engine: Any, seeded_adapters: dict[int, Path], tmp_path_factory: pytest.T
 
 def policy(directory: Path, min_requests: int) -> str:
     """Two steps (25%, 50%) a few live requests can pass; only tool anomalies are enforced."""
-    path = directory / f"trial-{min_requests}.toml"
-    path.write_text(f"""name = "live"
-route = "worker"
-candidate = "{CANDIDATE}"
-alpha = 0.05
-interval_s = 0.2
-max_duration_s = 900
-gate_policy = "{GATE}"
-
-[[steps]]
-percent = 25
-min_duration_s = 0.5
-min_requests = {min_requests}
-
-[[steps]]
-percent = 50
-min_duration_s = 0.5
-min_requests = {min_requests}
-
-[signals.server_errors]
-enforced = false
-
-[signals.tool_anomalies]
-enforced = true
-""")
-    return str(path)
+    signals = "\n[signals.server_errors]\nenforced = false\n\n[signals.tool_anomalies]\nenforced = true\n"
+    return str(two_step_policy(directory / f"trial-{min_requests}.toml", "live", CANDIDATE, min_requests, 0.05,
+                               900, signals))
 
 
 def status(gw: RunningGateway, trial: str) -> dict[str, Any]:
