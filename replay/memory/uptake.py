@@ -201,6 +201,8 @@ def _by_arm(results: Iterable[ResultRecord], arms: Sequence[str]) -> dict[str, d
     return found
 
 
+UPTAKE_NOTE = ("uptake = moved to / pairs where the arm without the rule did not already do what it says; "
+               "away = it did, and with the rule it no longer does.")
 UPTAKE_COLUMNS = ("rule", "says", "without → with", "n", "moved to", "elsewhere", "away", "already", "unchanged",
                   "uptake")
 
@@ -227,8 +229,7 @@ def format_uptake(uptakes: Sequence[Uptake]) -> str:
                                                                                                  strict=True)))
 
     lines = [line(rows[0]), "-" * len(line(rows[0])), *(line(r) for r in rows[1:])]
-    lines.append("uptake = moved to / pairs where the arm without the rule did not already do what it says; "
-                 "away = it did, and with the rule it no longer does.")
+    lines.append(UPTAKE_NOTE)
     unanswered = [f"{u.claim.rule_id} ({u.with_arm}): {u.unanswered}" for u in uptakes if u.unanswered]
     if unanswered:
         lines.append("Pairs left out for a transport error: " + ", ".join(unanswered) + ".")

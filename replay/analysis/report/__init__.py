@@ -5,7 +5,12 @@ stable `id` and `data-*` attributes (raw numbers in `data-value`) so a browser t
 cell values without parsing formatted text. The plot is drawn here, not by a plotting
 library, so the report renders the same on a machine without one.
 
-Modules: `plot` (the SVG), `drill` (discordant decisions), `markdown_report`, `html_report`.
+Both open with the answer (`summary`: per-arm summary table, one line per gate; the lesson
+verdicts and rule uptake when given), the plot beside it; the run's metadata, the paired
+tables, the full gate verdicts and the drill-down follow.
+
+Modules: `summary` (the answer's numbers), `plot` (the SVG), `drill` (discordant decisions),
+`markdown_report`, `html_report`.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ from replay.analysis.gates import Verdict, read_verdict
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
+from replay.memory.lessons import RuleVerdict
+from replay.memory.uptake import Uptake
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -61,8 +68,13 @@ def write_report(
     results: Sequence[ResultRecord],
     decisions: Iterable[Decision] = (),
     tainted: Tainted = (),
+    lessons: Sequence[RuleVerdict] | None = None,
+    uptake: Sequence[Uptake] | None = None,
 ) -> tuple[Path, Path]:
-    """Write report.md, report.html and plot.svg into the run directory; returns (md, html)."""
+    """Write report.md, report.html and plot.svg into the run directory; returns (md, html).
+
+    `lessons` (lesson-gate verdicts) and `uptake` (rule uptake rows) add their blocks to the
+    answer section; None leaves the block out."""
     run = Path(run_dir)
     tainted = tuple(tainted)
     info = read_run_info(run)
@@ -70,6 +82,8 @@ def write_report(
     by_id = {d.id: d for d in decisions}
     (run / PLOT_SVG).write_text(svg, encoding="utf-8")
     md_path, html_path = run / REPORT_MD, run / REPORT_HTML
-    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted), encoding="utf-8")
-    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted), encoding="utf-8")
+    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted, lessons, uptake),
+                       encoding="utf-8")
+    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted, lessons, uptake),
+                         encoding="utf-8")
     return md_path, html_path

@@ -17,6 +17,7 @@ from replay.analysis.compare import (
     CorrectnessRow,
     RepeatRow,
     Tainted,
+    arms_of,
     correctness_cells,
     format_overhead,
     format_p,
@@ -29,6 +30,19 @@ from replay.analysis.compare import (
 from replay.analysis.gates import STATUS_LABEL, Verdict
 from replay.analysis.report.drill import DrillRow, drill_rows
 from replay.analysis.report.markdown_report import summary, tests_note
+from replay.analysis.report.summary import (
+    LESSON_COLUMNS,
+    SUMMARY_NOTE,
+    SummaryRow,
+    gate_line,
+    lesson_cells,
+    lesson_order,
+    summary_cells,
+    summary_columns,
+    summary_rows,
+)
+from replay.memory.lessons import RuleVerdict
+from replay.memory.uptake import UPTAKE_COLUMNS, UPTAKE_NOTE, Uptake, uptake_cells
 
 RAW_OUTPUT_LIMIT = 2400
 
@@ -43,7 +57,7 @@ def comparison_id(comparison: Comparison) -> str:
 
 
 CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1400px}
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1800px}
 table{border-collapse:collapse;margin:0.5em 0 1.5em}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 thead th{background:#f3f3f3}
@@ -58,6 +72,12 @@ pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:12px;max-width
 tr[data-outcome=win] td.outcome{color:#176b1c}
 tr[data-outcome=loss] td.outcome{color:#a31515}
 .note{color:#555;font-size:90%}
+.answer-top{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}
+.answer-top figure{margin:0;flex:1 1 360px;min-width:360px}
+.answer-top figure svg{width:100%;height:auto}
+.answer-top .note{max-width:70ch}
+ul.gates li.passed{color:#176b1c}
+ul.gates li.rejected{color:#a31515}
 """
 
 SCRIPT = """
@@ -107,9 +127,12 @@ def render_html(
     svg: str,
     decisions: Mapping[str, Decision],
     tainted: Tainted = (),
+    lessons: Sequence[RuleVerdict] | None = None,
+    uptake: Sequence[Uptake] | None = None,
 ) -> str:
     body = [
         f"<h1>Replay report: {_e(run.name)}</h1>",
+        _answer_section(verdicts, results, svg, lessons, uptake),
         '<section id="summary"><h2>Run</h2>',
         _summary_table(info, results),
         "</section>",
@@ -120,11 +143,6 @@ def render_html(
         *(_verdict_table(v) for v in verdicts),
         "" if verdicts else '<p class="note">No gate was evaluated on this run.</p>',
         "</section>",
-        '<section id="plot"><h2>Correctness per stratum</h2>',
-        '<p class="note">Joint correctness per stratum and arm with 95% Wilson intervals; known-failure states are '
-        "judged by repeats and appear in the tables only.</p>",
-        svg,
-        "</section>",
         _drilldown(comparisons, results, decisions, tainted),
     ]
     return (
@@ -133,6 +151,72 @@ def render_html(
         + "\n".join(body)
         + f"\n<script>{SCRIPT}</script>\n</body></html>\n"
     )
+
+
+def _answer_section(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], svg: str,
+                    lessons: Sequence[RuleVerdict] | None, uptake: Sequence[Uptake] | None) -> str:
+    """The opening section: the summary table with the plot beside it, one line per gate, the
+    lesson verdicts and rule uptake (each block only when given)."""
+    rows = summary_rows(results, arms_of(results))
+    gates = "".join(
+        f'<li class="{"passed" if v.passed else "rejected"}" data-policy="{_e(v.policy)}" '
+        f'data-candidate="{_e(v.candidate)}" data-passed="{str(v.passed).lower()}">{_e(gate_line(v))}</li>'
+        for v in verdicts)
+    parts = [
+        '<section id="answer"><h2>Answer</h2><div class="answer-top">',
+        f'<div><p class="note">{_e(SUMMARY_NOTE)}</p>{_answer_summary(rows)}</div>',
+        '<figure id="plot">', svg,
+        '<figcaption class="note">Joint correctness per stratum and arm with 95% Wilson intervals; known-failure '
+        "states are judged by repeats and appear in the tables only.</figcaption></figure></div>",
+        "<h3>Gates</h3>",
+        f'<ul class="gates" id="gate-lines">{gates}</ul>' if verdicts else
+        '<p class="note">No gate was evaluated on this run.</p>',
+    ]
+    if lessons is not None:
+        cells = [lesson_cells(v) for v in lesson_order(lessons)]
+        parts += ["<h3>Lesson verdicts</h3>",
+                  _text_table("lesson-verdicts", LESSON_COLUMNS, cells) if cells else
+                  '<p class="note">No rule was judged.</p>']
+    if uptake is not None:
+        parts += ["<h3>Rule uptake</h3>",
+                  _uptake_table(uptake) + f'<p class="note">{_e(UPTAKE_NOTE)}</p>' if uptake else
+                  '<p class="note">No rule with a claim was injected.</p>']
+    parts.append("</section>")
+    return "\n".join(parts)
+
+
+def _answer_summary(rows: Sequence[SummaryRow]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in summary_columns(rows))
+    body = []
+    for row in rows:
+        counts = [("positives", row.positives), *row.strata, ("tool-correct", row.tool_correct),
+                  ("exact-repeats", row.exact_repeats), ("changed", row.changed)]
+        cells = "".join(_cell(text, field, None, hits=count.hits if count else None, n=count.n if count else None)
+                        for text, (field, count) in zip(summary_cells(row)[1:], counts, strict=True))
+        body.append(f'<tr data-arm="{_e(row.arm)}"><th>{_e(row.arm)}</th>{cells}</tr>')
+    return f'<table id="answer-summary"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
+
+
+def _text_table(table_id: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in columns)
+    body = "".join("<tr>" + "".join(_cell(c, col, css="") for c, col in zip(row, columns, strict=True)) + "</tr>"
+                   for row in rows)
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _uptake_table(uptake: Sequence[Uptake]) -> str:
+    head = "".join(f"<th>{_e(h)}</th>" for h in UPTAKE_COLUMNS)
+    body = []
+    for u in uptake:
+        counts = (u.n, u.moved_to, u.moved_elsewhere, u.away, u.already, u.unchanged)
+        fields = ("n", "moved-to", "moved-elsewhere", "away", "already", "unchanged")
+        text = uptake_cells(u)
+        cells = "".join(_cell(c, col, css="") for c, col in zip(text[:3], ("rule", "says", "arms"), strict=True))
+        cells += "".join(_cell(c, f, v) for c, f, v in zip(text[3:-1], fields, counts, strict=True))
+        cells += _cell(text[-1], "uptake", None, moved_to=u.moved_to, open=u.open)
+        body.append(f'<tr data-rule="{_e(u.claim.rule_id)}" data-without="{_e(u.without_arm)}" '
+                    f'data-with="{_e(u.with_arm)}">{cells}</tr>')
+    return f'<table id="rule-uptake"><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table>'
 
 
 def _summary_table(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> str:

@@ -1,4 +1,6 @@
-"""`report.md`: the run summary, the comparisons, the gate verdicts and the discordant decisions as text."""
+"""`report.md`: the answer first (summary table, plot, one line per gate, lesson verdicts, rule
+uptake), then the run's metadata, the paired comparisons, the full gate verdicts and the
+discordant decisions."""
 
 from __future__ import annotations
 
@@ -23,6 +25,18 @@ from replay.analysis.compare import (
 from replay.analysis.gates import STATUS_LABEL, Verdict
 from replay.analysis.report.drill import discordant_ids
 from replay.analysis.report.plot import PLOT_SVG
+from replay.analysis.report.summary import (
+    LESSON_COLUMNS,
+    SUMMARY_NOTE,
+    gate_line,
+    lesson_cells,
+    lesson_order,
+    summary_cells,
+    summary_columns,
+    summary_rows,
+)
+from replay.memory.lessons import RuleVerdict
+from replay.memory.uptake import UPTAKE_COLUMNS, UPTAKE_NOTE, Uptake, uptake_cells
 
 
 def render_markdown(
@@ -32,8 +46,10 @@ def render_markdown(
     verdicts: Sequence[Verdict],
     results: Sequence[ResultRecord],
     tainted: Tainted = (),
+    lessons: Sequence[RuleVerdict] | None = None,
+    uptake: Sequence[Uptake] | None = None,
 ) -> str:
-    lines = [f"# Replay report: {run.name}", "", "## Run", ""]
+    lines = [f"# Replay report: {run.name}", "", *answer(verdicts, results, lessons, uptake), "## Run", ""]
     lines += [f"- **{key}**: {_md(value)}" for key, value in summary(info, results)]
     lines += ["", "## Paired comparisons", ""]
     for c in comparisons:
@@ -64,10 +80,33 @@ def render_markdown(
             label = f"{_md(cond.id)}: {_md(cond.description)}" + (f" {TAINT_MARK}" if cond.tainted_rule_ids else "")
             lines.append(f"| {label} | {STATUS_LABEL[cond.status]} | {_md(cond.reason)} |")
         lines.append("")
-    lines += ["## Correctness per stratum", "", f"![Joint correctness per stratum and arm]({PLOT_SVG})", ""]
     if any(is_tainted(r, tainted) for r in results):
         lines += [f"{TAINT_MARK} Some results carried a disputed rule; the HTML drill-down marks them.", ""]
     return "\n".join(lines)
+
+
+def answer(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], lessons: Sequence[RuleVerdict] | None,
+           uptake: Sequence[Uptake] | None) -> list[str]:
+    """The report's opening section: what a reader came for."""
+    rows = summary_rows(results, arms_of(results))
+    lines = ["## Answer", "", SUMMARY_NOTE, "", *_table(summary_columns(rows), [summary_cells(r) for r in rows]), ""]
+    lines += [f"![Joint correctness per stratum and arm]({PLOT_SVG})", "", "### Gates", ""]
+    lines += [f"- {_md(gate_line(v))}" for v in verdicts] or ["No gate was evaluated on this run."]
+    lines.append("")
+    if lessons is not None:
+        lines += ["### Lesson verdicts", ""]
+        cells = [lesson_cells(v) for v in lesson_order(lessons)]
+        lines += [*_table(LESSON_COLUMNS, cells), ""] if cells else ["No rule was judged.", ""]
+    if uptake is not None:
+        lines += ["### Rule uptake", ""]
+        lines += [*_table(UPTAKE_COLUMNS, [uptake_cells(u) for u in uptake]), "", UPTAKE_NOTE, ""] if uptake else [
+            "No rule with a claim was injected.", ""]
+    return lines
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    return ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(_md(c) for c in row) + " |" for row in rows)]
 
 
 def _md(value: Any) -> str:

@@ -18,7 +18,9 @@ from core.records import Decision, ResultRecord
 from replay.analysis.compare import ResultsError, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run, write_report
-from replay.analysis.stats import wilson_interval
+from replay.analysis.stats import paired_comparison, wilson_interval
+from replay.memory.lessons import AblationEvidence, LiftEvidence, RuleVerdict, Verdict
+from replay.memory.uptake import RuleClaim, Uptake
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, positive_record
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -87,6 +89,16 @@ def cell(row: Node, name: str) -> Node:
     return node
 
 
+LESSONS = [
+    RuleVerdict("lc:retry", "ws-a", Verdict.HOLD, "leave-one-out", "lift within the margins",
+                LiftEvidence(carried=6, absent=6, carried_mean=0.5, absent_mean=0.5, lift=0.0)),
+    RuleVerdict("lc:flaky", "ws-a", Verdict.EVICT, "ablation", "eval-gate:harmful",
+                AblationEvidence("worker", paired_comparison([(True, False)] * 6))),
+]
+UPTAKE = [Uptake(RuleClaim("lc:flaky", repeat_rejected=True), "base", "only-flaky", already=1, moved_to=3,
+                 moved_elsewhere=1, away=0, unchanged=2)]
+
+
 @pytest.fixture(scope="module")
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[ResultRecord]]:
     run = tmp_path_factory.mktemp("run")
@@ -97,7 +109,7 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[ResultR
     tainted = {"lc:disputed"}
     comparisons = [compare(records, BASE, Q_ONLY, tainted=tainted), compare(records, BASE, MIXED, tainted=tainted)]
     verdict = evaluate_gate(SERIOUS, run, BASE, Q_ONLY, tainted=tainted)
-    md, html_path = write_report(run, comparisons, [verdict], records, tainted=tainted)
+    md, html_path = write_report(run, comparisons, [verdict], records, tainted=tainted, lessons=LESSONS, uptake=UPTAKE)
     assert (md, html_path) == (run / "report.md", run / "report.html")
     return run, records
 
@@ -217,6 +229,52 @@ def test_markdown_report(report) -> None:
     assert "13 paired tests" in text
 
 
+def test_the_answer_comes_first(report) -> None:
+    run, _ = report
+    html_text, md = (run / "report.html").read_text(), (run / "report.md").read_text()
+    html_order = [html_text.index(f'<section id="{s}"') for s in ("answer", "summary", "comparisons", "gates", "drilldown")]
+    assert html_order == sorted(html_order)
+    md_order = [md.index(h) for h in ("## Answer", "### Gates", "### Lesson verdicts", "### Rule uptake", "## Run",
+                                      "## Paired comparisons", "## Gate verdicts")]
+    assert md_order == sorted(md_order)
+    answer = md[md.index("## Answer"):md.index("## Run")]
+    table_end = answer.index("| mixed |")
+    assert answer[table_end:].splitlines()[2] == "![Joint correctness per stratum and arm](plot.svg)"
+    line = ("q-only against base (serious-candidate v1): REJECT (failed: paired-gain, clean-non-inferiority; not run: "
+            "critical-failures, unsupported-completion, isolated-replay-completion, overhead, confirmation-run)")
+    assert f"- {line}" in answer
+
+
+def test_answer_section_carries_the_summary_gates_lessons_and_uptake(report) -> None:
+    run, _ = report
+    doc = parse(run / "report.html")
+    answer = doc.by_id("answer")
+    summary = answer.by_id("answer-summary")
+    rows = {r.attrs["data-arm"]: r for r in summary.find_all("tr") if "data-arm" in r.attrs}
+    assert list(rows) == list(ARMS)
+    # 001's numbers (tests/support/e13.py): joint correct over the 264 held-out positives, tool correct, exact repeats
+    assert [(cell(rows[a], "positives").attrs["data-hits"], cell(rows[a], "positives").attrs["data-n"])
+            for a in ARMS] == [("138", "264"), ("141", "264"), ("139", "264")]
+    assert cell(rows[Q_ONLY], "verified_recovery").all_text() == "38/73"
+    assert cell(rows[Q_ONLY], "tool-correct").all_text() == "204/264"
+    assert [cell(rows[a], "exact-repeats").all_text() for a in (BASE, Q_ONLY)] == ["32/160", "24/160"]
+    assert cell(rows[BASE], "changed").all_text() == "—"
+    assert answer.by_id("correctness-plot").tag == "svg"
+    (gate,) = answer.by_id("gate-lines").find_all("li")
+    assert (gate.attrs["data-candidate"], gate.attrs["data-passed"]) == (Q_ONLY, "false")
+    assert "REJECT (failed: paired-gain, clean-non-inferiority;" in gate.all_text()
+    lessons = [[td.all_text() for td in tr.find_all("td")] for tr in answer.by_id("lesson-verdicts").find_all("tr")[1:]]
+    assert [row[:4] for row in lessons] == [["ws-a", "lc:flaky", "causal (ablation)", "evict"],
+                                            ["ws-a", "lc:retry", "leave-one-out", "hold"]]
+    (uptake,) = answer.by_id("rule-uptake").find_all("tr", data_rule="lc:flaky")
+    assert (uptake.attrs["data-without"], uptake.attrs["data-with"]) == ("base", "only-flaky")
+    assert cell(uptake, "moved-to").attrs["data-value"] == "3" and cell(uptake, "n").attrs["data-value"] == "7"
+    assert cell(uptake, "uptake").all_text() == "3/6"
+    md = (run / "report.md").read_text()
+    assert "| lc:flaky | repeat the rejected call | base → only-flaky | 7 | 3 | 1 | 0 | 1 | 2 | 3/6 |" in md
+    assert "| base | 138/264 | 31/73 |" in md
+
+
 def test_report_run_compares_the_first_arm_with_the_others_and_reads_verdicts(tmp_path: Path) -> None:
     records = e13_results(ARMS)
     (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
@@ -226,6 +284,9 @@ def test_report_run_compares_the_first_arm_with_the_others_and_reads_verdicts(tm
     tables = doc.find_all("table", **{"class": "comparison"})
     assert {t.attrs["id"] for t in tables} == {"cmp-base-vs-q-only", "cmp-base-vs-mixed"}
     assert doc.by_id("gate-serious-candidate-mixed").attrs["data-passed"] == "false"
+    assert not doc.find_all("table", id="lesson-verdicts") and not doc.find_all("table", id="rule-uptake")
+    markdown = html_path.with_suffix(".md").read_text()
+    assert "### Gates" in markdown and "Lesson verdicts" not in markdown and "Rule uptake" not in markdown
 
 
 def test_report_run_on_an_empty_run_is_an_error(tmp_path: Path) -> None:

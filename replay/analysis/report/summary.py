@@ -1,0 +1,114 @@
+"""The answer a reader came for, in a few lines: per arm, joint correctness on the held-out
+positives and per stratum, tool correctness, exact repeats, and how many chosen calls differ
+from the baseline's; each gate verdict in one line. Pure: shared by the report and the
+console (the demo prints the same table it writes). Lesson verdicts as table cells, too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from core.records import KNOWN_FAILURE, ResultRecord
+from replay.analysis.compare import ALL_POSITIVE, is_held_out_positive, scope_order
+from replay.analysis.gates import Status, Verdict
+from replay.memory.lessons import RuleVerdict
+from replay.memory.uptake import choice
+
+SUMMARY_NOTE = ("Joint correct (the recorded tool with exactly its key set) unless the column says otherwise; "
+                "positives are the held-out positive decisions.")
+STRATUM_LABELS = {"verified_recovery": "recovery", "clean_trajectory_action": "clean", "verified_action": "action"}
+
+
+@dataclass(frozen=True)
+class Count:
+    hits: int
+    n: int
+
+    def __str__(self) -> str:
+        return f"{self.hits}/{self.n}" if self.n else "—"
+
+
+@dataclass(frozen=True)
+class SummaryRow:
+    arm: str
+    positives: Count
+    """Joint correct over the held-out positive decisions."""
+    strata: tuple[tuple[str, Count], ...]
+    """Joint correct per held-out positive stratum."""
+    tool_correct: Count
+    """The recorded tool, whatever the arguments, over the held-out positives."""
+    exact_repeats: Count
+    """Known failures where the failed call was repeated exactly (arguments known)."""
+    changed: Count | None
+    """Decisions whose chosen call (tool + key set) differs from the baseline's; None for the baseline."""
+
+
+def summary_rows(results: Sequence[ResultRecord], arms: Sequence[str]) -> list[SummaryRow]:
+    """One row per arm, in the given order; the first arm is the baseline of `changed`."""
+    strata = [s for s in scope_order({r.stratum for r in results if is_held_out_positive(r)}) if s != ALL_POSITIVE]
+    baseline = {r.decision_id: choice(r.parsed) for r in results if arms and r.arm == arms[0]}
+    rows = []
+    for arm in arms:
+        own = [r for r in results if r.arm == arm]
+        positives = [r for r in own if is_held_out_positive(r)]
+        failures = [r for r in own if r.stratum == KNOWN_FAILURE and r.score.exact_repeat is not None]
+        paired = [r for r in own if r.decision_id in baseline]
+        changed = Count(sum(choice(r.parsed) != baseline[r.decision_id] for r in paired), len(paired))
+        rows.append(SummaryRow(
+            arm, _joint(positives), tuple((s, _joint([r for r in positives if r.stratum == s])) for s in strata),
+            Count(sum(bool(r.score.tool_correct) for r in positives), len(positives)),
+            Count(sum(bool(r.score.exact_repeat) for r in failures), len(failures)),
+            None if arm == arms[0] else changed))
+    return rows
+
+
+def _joint(rows: Sequence[ResultRecord]) -> Count:
+    return Count(sum(bool(r.score.joint_correct) for r in rows), len(rows))
+
+
+def summary_columns(rows: Sequence[SummaryRow]) -> list[str]:
+    baseline = rows[0].arm if rows else "baseline"
+    strata = [STRATUM_LABELS.get(s, s) for s, _ in rows[0].strata] if rows else []
+    return ["arm", "all positives", *strata, "tool correct", "exact repeats", f"calls changed vs {baseline}"]
+
+
+def summary_cells(row: SummaryRow) -> list[str]:
+    """Text cells in `summary_columns` order."""
+    return [row.arm, str(row.positives), *(str(c) for _, c in row.strata), str(row.tool_correct),
+            str(row.exact_repeats), "—" if row.changed is None else str(row.changed)]
+
+
+def format_summary(rows: Sequence[SummaryRow]) -> str:
+    """The summary as a plain-text table (joint correct unless the column says otherwise)."""
+    table = [summary_columns(rows), *(summary_cells(r) for r in rows)]
+    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True)))
+             for line in table]
+    lines.insert(1, "-" * len(lines[0]))
+    return "\n".join([SUMMARY_NOTE, *lines])
+
+
+def gate_line(verdict: Verdict) -> str:
+    """One gate verdict: candidate, decision and the conditions that kept it from passing."""
+    failed = [c.id for c in verdict.conditions if c.status is Status.FAIL]
+    not_run = [c.id for c in verdict.conditions if c.status is Status.NOT_RUN]
+    decision = "PASS" if verdict.passed else "REJECT"
+    why = "; ".join(f"{label}: {', '.join(ids)}" for label, ids in (("failed", failed), ("not run", not_run)) if ids)
+    return (f"{verdict.candidate} against {verdict.baseline} ({verdict.policy} v{verdict.policy_version}): {decision}"
+            + (f" ({why})" if why else ""))
+
+
+LESSON_COLUMNS = ("workspace", "rule", "method", "verdict", "reason", "evidence")
+
+
+def lesson_order(verdicts: Sequence[RuleVerdict]) -> list[RuleVerdict]:
+    """Causal verdicts first, then leave-one-out, each in the given order."""
+    return sorted(verdicts, key=lambda v: v.method != "ablation")
+
+
+def lesson_cells(verdict: RuleVerdict) -> tuple[str, ...]:
+    """Text cells in `LESSON_COLUMNS` order."""
+    method = "causal (ablation)" if verdict.method == "ablation" else verdict.method
+    outcome = verdict.verdict.value + (" (forced at max trials)" if verdict.forced else "")
+    return (verdict.workspace, verdict.rule_id, method, outcome, verdict.reason, verdict.evidence.summary())
