@@ -3,7 +3,8 @@
 001 §10 item 1 asks whether one injected rule, or the workspace's real memory, recovers what a
 LoRA adapter learned, at zero training cost. The demo asks it of the embedded model on the demo
 suite: base × {withheld, one rule, workspace memory}, two trained adapters × withheld, and one
-`workspace-minus:<id>` ablation arm per injected rule (the causal lesson gate). Everything runs
+`workspace-minus:<id>` ablation arm per injected rule (the causal lesson gate), and one
+`rules:<id>` arm per rule with a claim (demo/claims.py), for rule uptake. Everything runs
 against the real CPU engine behind the real gateway. Re-running into the same directory resumes.
 """
 
@@ -25,17 +26,20 @@ from typing import Any
 
 from core.errors import WorkerTierError
 from core.process import ServiceProcess, free_port
-from core.records import KNOWN_FAILURE, Decision, ResultRecord
+from core.records import Decision, ResultRecord
 from demo.adapters import build_demo_adapters
+from demo.claims import CLAIMS
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
+from replay.analysis.report.summary import format_summary, summary_rows
 from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
 from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
+from replay.memory.uptake import format_uptake, uptake_table
 from replay.runner import run
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack
@@ -128,6 +132,29 @@ def ablation_arms(suite: Suite, memory_root: Path) -> list[dict[str, Any]]:
     return arms
 
 
+def uptake_arms(suite: Suite) -> list[dict[str, Any]]:
+    """One `rules:<id>` arm per claimed rule (demo/claims.py), on that rule's workspace: uptake
+    compares it with the base, which carries no rule."""
+    workspaces = {d.workspace for d in suite.decisions}
+    return [{"name": f"only-{rule.slug}", "model": "worker", "memory": f"rules:{rule.id}", "workspaces": [workspace]}
+            for workspace, rules in sorted(RULES.items()) if workspace in workspaces
+            for rule in rules if rule.id in CLAIMS]
+
+
+def uptake_pairs(results: Sequence[ResultRecord]) -> list[tuple[str, str, str]]:
+    """(rule id, arm without it, arm with it) per claimed rule: the base against the arm that
+    injects only that rule, and the ablation arm against the full memory (the pair the causal
+    lesson gate judges). Arms are found by their memory condition."""
+    arm_of = {r.memory: r.arm for r in results}
+    pairs = []
+    for rule_id in CLAIMS:
+        if (only := arm_of.get(f"rules:{rule_id}")) is not None:
+            pairs.append((rule_id, BASELINE, only))
+        if (minus := arm_of.get(f"workspace-minus:{rule_id}")) is not None:
+            pairs.append((rule_id, minus, "base+memory"))
+    return pairs
+
+
 def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_root: Path) -> RunConfig:
     arms = [
         {"name": BASELINE, "model": "worker", "memory": "withheld"},
@@ -135,6 +162,7 @@ def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_roo
         {"name": "base+memory", "model": "worker", "memory": "workspace"},
         *({"name": arm, "model": versions[arm], "memory": "withheld"} for arm in ADAPTER_ARMS),
         *ablation_arms(suite, memory_root),
+        *uptake_arms(suite),
     ]
     return RunConfig.model_validate({
         "endpoint": {"base_url": f"{base_url}/v1", "api_key_env": None},
@@ -220,29 +248,6 @@ def _started(service: ServiceProcess, what: str) -> Iterator[ServiceProcess]:
         service.stop()
 
 
-SUMMARY_COLUMNS = (("recovery", "verified_recovery"), ("clean", "clean_trajectory_action"),
-                   ("action", "verified_action"))
-
-
-def summary_table(results: list[ResultRecord], arms: list[str]) -> str:
-    """Joint-correct counts per arm (all positives and per held-out stratum) and exact repeats."""
-    header = f"{'arm':<13}{'all positives':>15}" + "".join(f"{label:>10}" for label, _ in SUMMARY_COLUMNS)
-    header += f"{'exact repeats':>15}"
-    lines = [header, "-" * len(header)]
-    for arm in arms:
-        own = [r for r in results if r.arm == arm]
-        positives = [r for r in own if r.stratum in dict(SUMMARY_COLUMNS).values()]
-        cells = [_count(positives)] + [_count([r for r in own if r.stratum == s]) for _, s in SUMMARY_COLUMNS]
-        failures = [r for r in own if r.stratum == KNOWN_FAILURE and r.score.exact_repeat is not None]
-        repeats = f"{sum(bool(r.score.exact_repeat) for r in failures)}/{len(failures)}"
-        lines.append(f"{arm:<13}{cells[0]:>15}" + "".join(f"{c:>10}" for c in cells[1:]) + f"{repeats:>15}")
-    return "\n".join(lines)
-
-
-def _count(rows: list[ResultRecord]) -> str:
-    return f"{sum(bool(r.score.joint_correct) for r in rows)}/{len(rows)}"
-
-
 def lesson_summary(verdicts: Sequence[RuleVerdict]) -> str:
     """What each method evicted: did the causal test catch the planted rule, and spare the genuine ones?"""
     evicted = {(v.method, v.rule_id) for v in verdicts if v.verdict is Verdict.EVICT}
@@ -292,9 +297,12 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     print(lesson_summary(plan.verdicts))
     for workspace, diff in plan.diffs.items():
         (run_dir / f"lessons-{workspace}.diff").write_text(diff)
+    uptake = uptake_table(CLAIMS, uptake_pairs(results), results, suite.decisions)
+    print("\nRule uptake (demo/claims.py says what each rule asks for):")
+    print(format_uptake(uptake))
     _, html = write_report(run_dir, comparisons, verdicts, [r for r in results if r.arm in main_arms],
-                           decisions=suite.decisions)
-    print("\n" + summary_table(results, main_arms))
+                           decisions=suite.decisions, lessons=plan.verdicts, uptake=uptake)
+    print("\n" + format_summary(summary_rows(results, main_arms)))
     return html
 
 
