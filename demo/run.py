@@ -35,11 +35,11 @@ from demo.suite import write_demo
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
-from replay.analysis.report.summary import format_summary, summary_rows
+from replay.analysis.report.summary import format_summary, format_uptake, summary_rows
 from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
 from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
-from replay.memory.uptake import format_uptake, uptake_table
+from replay.memory.uptake import uptake_table
 from replay.runner import run
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack

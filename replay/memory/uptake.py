@@ -73,7 +73,8 @@ class RuleClaim:
 
 @dataclass(frozen=True)
 class Uptake:
-    """Counts of one rule's uptake between two arms, on the concerned decisions both answered."""
+    """Counts of one rule's uptake between two arms, on the concerned decisions both answered:
+    `n` is the five categories together; `unanswered` pairs (a transport error) are in none."""
 
     claim: RuleClaim
     without_arm: str
@@ -125,7 +126,10 @@ def rejected_call(decision: Decision, guard: GuardRules = GUARD) -> RejectedCall
 
 def concerns(claim: RuleClaim, decision: Decision, guard: GuardRules = GUARD) -> bool:
     """Whether the claim can be judged on this decision."""
-    rejected = rejected_call(decision, guard)
+    return _concerns(claim, decision, rejected_call(decision, guard))
+
+
+def _concerns(claim: RuleClaim, decision: Decision, rejected: RejectedCall | None) -> bool:
     if claim.repeat_rejected:
         return rejected is not None
     if claim.tool not in (request_schemas(decision.request.tools) or {}):
@@ -140,6 +144,7 @@ def choice(parsed: ParsedResponse) -> Choice:
 
 
 def does_what_it_says(claim: RuleClaim, chosen: Choice, rejected: RejectedCall | None) -> bool:
+    """Whether the chosen call is the one the claim names (a repeat: the rejected call's tool and key set)."""
     if not isinstance(chosen, tuple):
         return False
     if claim.repeat_rejected:
@@ -169,9 +174,9 @@ def rule_uptake(
         decision = by_id.get(decision_id)
         if decision is None:
             raise UptakeError(f"decision {decision_id} of arm {with_arm} is not among the given decisions")
-        if not concerns(claim, decision, guard):
-            continue
-        counts[_category(claim, without_result.parsed, with_result.parsed, rejected_call(decision, guard))] += 1
+        rejected = rejected_call(decision, guard)
+        if _concerns(claim, decision, rejected):
+            counts[_category(claim, without_result.parsed, with_result.parsed, rejected)] += 1
     return Uptake(claim, without_arm, with_arm, **counts)
 
 
@@ -214,26 +219,6 @@ def uptake_cells(uptake: Uptake) -> tuple[str, ...]:
     arms = f"{u.without_arm} → {u.with_arm}"
     counts = (u.n, u.moved_to, u.moved_elsewhere, u.away, u.already, u.unchanged)
     return (u.claim.rule_id, u.claim.says(), arms, *(str(c) for c in counts), rate)
-
-
-def format_uptake(uptakes: Sequence[Uptake]) -> str:
-    """A plain-text table, one row per rule and pair of arms."""
-    if not uptakes:
-        return "Rule uptake: no rule with a claim was injected."
-    rows = [UPTAKE_COLUMNS, *(uptake_cells(u) for u in uptakes)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(UPTAKE_COLUMNS))]
-    numeric = range(3, len(UPTAKE_COLUMNS))
-
-    def line(row: Sequence[str]) -> str:
-        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w) for i, (c, w) in enumerate(zip(row, widths,
-                                                                                                 strict=True)))
-
-    lines = [line(rows[0]), "-" * len(line(rows[0])), *(line(r) for r in rows[1:])]
-    lines.append(UPTAKE_NOTE)
-    unanswered = [f"{u.claim.rule_id} ({u.with_arm}): {u.unanswered}" for u in uptakes if u.unanswered]
-    if unanswered:
-        lines.append("Pairs left out for a transport error: " + ", ".join(unanswered) + ".")
-    return "\n".join(lines).rstrip()
 
 
 def uptake_table(claims: Mapping[str, RuleClaim], pairs: Iterable[tuple[str, str, str]],

@@ -1,7 +1,7 @@
 """The answer a reader came for, in a few lines: per arm, joint correctness on the held-out
 positives and per stratum, tool correctness, exact repeats, and how many chosen calls differ
 from the baseline's; each gate verdict in one line. Pure: shared by the report and the
-console (the demo prints the same table it writes). Lesson verdicts as table cells, too.
+console (the demo prints the same tables it writes). Lesson verdicts and rule uptake, too.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from core.records import KNOWN_FAILURE, ResultRecord
 from replay.analysis.compare import ALL_POSITIVE, is_held_out_positive, scope_order
 from replay.analysis.gates import Status, Verdict
 from replay.memory.lessons import RuleVerdict
-from replay.memory.uptake import choice
+from replay.memory.uptake import UPTAKE_COLUMNS, UPTAKE_NOTE, Uptake, choice, uptake_cells
 
 SUMMARY_NOTE = ("Joint correct (the recorded tool with exactly its key set) unless the column says otherwise; "
                 "positives are the held-out positive decisions.")
@@ -79,14 +79,29 @@ def summary_cells(row: SummaryRow) -> list[str]:
             str(row.exact_repeats), "—" if row.changed is None else str(row.changed)]
 
 
+def text_table(rows: Sequence[Sequence[str]], left: int = 1) -> list[str]:
+    """Rows (the first is the header) as aligned text under a rule; the first `left` columns
+    are left-aligned, the others (counts) right-aligned."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
+             for row in rows]
+    return [lines[0], "-" * len(lines[0]), *lines[1:]]
+
+
 def format_summary(rows: Sequence[SummaryRow]) -> str:
-    """The summary as a plain-text table (joint correct unless the column says otherwise)."""
-    table = [summary_columns(rows), *(summary_cells(r) for r in rows)]
-    widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths, strict=True)))
-             for line in table]
-    lines.insert(1, "-" * len(lines[0]))
-    return "\n".join([SUMMARY_NOTE, *lines])
+    """The summary as a plain-text table under its note."""
+    return "\n".join([SUMMARY_NOTE, *text_table([summary_columns(rows), *(summary_cells(r) for r in rows)])])
+
+
+def format_uptake(uptakes: Sequence[Uptake]) -> str:
+    """Rule uptake as a plain-text table, one row per rule and pair of arms."""
+    if not uptakes:
+        return "Rule uptake: no rule with a claim was injected."
+    lines = [*text_table([UPTAKE_COLUMNS, *(uptake_cells(u) for u in uptakes)], left=3), UPTAKE_NOTE]
+    unanswered = [f"{u.claim.rule_id} ({u.with_arm}): {u.unanswered}" for u in uptakes if u.unanswered]
+    if unanswered:
+        lines.append("Pairs left out for a transport error: " + ", ".join(unanswered) + ".")
+    return "\n".join(lines)
 
 
 def gate_line(verdict: Verdict) -> str:

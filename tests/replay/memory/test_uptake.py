@@ -13,11 +13,11 @@ from hypothesis import strategies as st
 
 from core.keyset import sorted_key_set
 from core.records import Decision, DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
+from replay.analysis.report.summary import format_uptake
 from replay.memory.uptake import (
     RuleClaim,
     Uptake,
     UptakeError,
-    format_uptake,
     rejected_call,
     rule_uptake,
     uptake_table,
