@@ -13,8 +13,8 @@ import tempfile
 from pathlib import Path
 from typing import TypedDict
 
-from demo.suite import TRAIN_JSONL, write_demo
-from serve.engine.modelbuild import default_model_dir
+from demo.suite import TRAIN_JSONL, build_demo, write_demo
+from demo.workerbase.build import weights_sha256, worker_model_dir
 from serve.engine.train import (
     DEFAULT_TEMPLATE,
     DEMO_BATCH,
@@ -29,6 +29,7 @@ from serve.engine.train import (
     TrainDataError,
     examples_sha256,
     load_training,
+    marker_key,
     progress,
     select_examples,
     train_adapter,
@@ -37,15 +38,16 @@ from serve.engine.train import (
 
 def cached_demo_dir(cache_dir: Path, seed: int = DEMO_SEED) -> Path:
     """The demo files of `seed` under the cache, written once (through a staging directory,
-    so an interrupted write is redone rather than half used)."""
-    demo_dir = cache_dir / "demo-data" / f"s{seed}"
+    so an interrupted write is redone rather than half used). The directory is named by a hash
+    of the generated training split, so a changed generator writes (and trains on) new data."""
+    digest = examples_sha256(build_demo(seed)[1])[:12]
+    demo_dir = cache_dir / "demo-data" / f"s{seed}-{digest}"
     if not demo_dir.exists():
-        staging = demo_dir.with_name(f".s{seed}-staging")
+        staging = demo_dir.with_name(f".s{seed}-{digest}-staging")
         shutil.rmtree(staging, ignore_errors=True)
         write_demo(staging, seed=seed)
         staging.rename(demo_dir)
     return demo_dir
-
 
 
 class _Settings(TypedDict):
@@ -59,15 +61,6 @@ class _Settings(TypedDict):
     batch_size: int
     max_len: int
 
-def _marker_key(marker: Path) -> str | None:
-    """The key a finished build recorded; None for a missing or unreadable marker (rebuild)."""
-    try:
-        key = json.loads(marker.read_text(encoding="utf-8")).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return key if isinstance(key, str) else None
-
-
 def demo_adapter_dir(cache_dir: Path, name: str, seed: int = DEMO_SEED) -> Path:
     return cache_dir / "adapters" / f"demo-{name}-s{seed}"
 
@@ -80,11 +73,12 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
     hyper-parameters and the chat template; a directory whose marker matches is reused as is,
     anything else is retrained into a staging directory and swapped in whole.
     """
-    model_dir = model_dir or default_model_dir(cache_dir)
+    model_dir = model_dir or worker_model_dir(cache_dir)
     if not (model_dir / "config.json").is_file():
         raise TrainDataError(f"no model at {model_dir}; run `worker-serve model build` first")
     examples = load_training(demo_dir / TRAIN_JSONL)
     template = DEFAULT_TEMPLATE.read_text(encoding="utf-8")
+    base = weights_sha256(model_dir)  # a new base (a rebuilt worker base) retrains the adapters
     out: dict[str, Path] = {}
     base_states: PrefixStates = {}
     for name in SELECTIONS:
@@ -92,10 +86,10 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
         settings: _Settings = {"seed": seed, "rank": 16, "alpha": 32, "epochs": DEMO_EPOCHS, "lr": DEMO_LR,
                     "batch_size": DEMO_BATCH, "max_len": DEMO_MAX_LEN}
         key = hashlib.sha256(json.dumps({"examples": examples_sha256(chosen), "settings": settings,
-                                         "template": template}, sort_keys=True).encode()).hexdigest()
+                                         "template": template, "base": base}, sort_keys=True).encode()).hexdigest()
         target = demo_adapter_dir(cache_dir, name, seed)
         out[name] = target
-        if _marker_key(target / MARKER) == key:
+        if marker_key(target / MARKER) == key:
             progress(f"{target.name}: up to date")
             continue
         progress(f"{target.name}: training on {len(chosen)} examples "

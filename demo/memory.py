@@ -118,13 +118,20 @@ _PROFILES = {
 
 def memory_files(workspace: str) -> dict[str, str]:
     """Relative path → text of every memory file of one demo workspace."""
-    old_style = workspace == "ws-files"
+    company, about, tz = _PROFILES[workspace]
+    return render_memory(workspace, company, about, tz, RULES[workspace], RETIRED.get(workspace, ()),
+                         old_style=workspace == "ws-files")
+
+
+def render_memory(workspace: str, company: str, about: str, tz: str, rules: tuple[DemoRule, ...],
+                  retired: tuple[Retired, ...] = (), old_style: bool = False) -> dict[str, str]:
+    """Relative path → text of a workspace's memory files in the memory-system format."""
     return {
-        "rules/learned-corrections.md": _rules_file(RULES[workspace], old_style),
-        "memory/reference/corrections-log.md": _log_file(RULES[workspace], RETIRED.get(workspace, ()), old_style),
-        "memory/profile.md": _profile(workspace),
+        "rules/learned-corrections.md": _rules_file(rules, old_style),
+        "memory/reference/corrections-log.md": _log_file(rules, retired, old_style),
+        "memory/profile.md": f"# Profile\n\n- Workspace: {workspace} ({company})\n- {about}\n- Time zone: {tz}\n",
         "memory/index.md": _index(workspace),
-        "memory/weekly-summary.md": _weekly(workspace),
+        "memory/weekly-summary.md": _weekly(company),
     }
 
 
@@ -159,18 +166,12 @@ def _log_file(rules: tuple[DemoRule, ...], retired: tuple[Retired, ...], old_sty
     return "\n".join(lines) + "\n"
 
 
-def _profile(workspace: str) -> str:
-    company, about, tz = _PROFILES[workspace]
-    return f"# Profile\n\n- Workspace: {workspace} ({company})\n- {about}\n- Time zone: {tz}\n"
-
-
 def _index(workspace: str) -> str:
     return (f"# Memory index ({workspace})\n\n- profile.md: who this workspace is\n"
             "- weekly-summary.md: what happened last week\n"
             "- reference/corrections-log.md: provenance of every learned correction\n")
 
 
-def _weekly(workspace: str) -> str:
-    company = _PROFILES[workspace][0]
+def _weekly(company: str) -> str:
     return (f"# Weekly summary (2026-07-27 to 2026-08-02)\n\n- Routine week for {company}; "
             "no open incidents.\n- New corrections wait under Pending for the nightly merge.\n")

@@ -32,13 +32,21 @@ from demo.claims import CLAIMS
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
+from demo.workerbase.build import WORKER_MODEL_NAME
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
-from replay.analysis.report.summary import format_summary, format_uptake, summary_rows
+from replay.analysis.report.summary import SummaryRow, format_summary, format_uptake, summary_rows
 from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
-from replay.memory.lessons import RuleVerdict, Verdict, plan_lessons
+from replay.memory.lessons import (
+    AblationEvidence,
+    RuleVerdict,
+    Verdict,
+    leave_one_out_verdicts,
+    plan_lessons,
+    trials_from_results,
+)
 from replay.memory.uptake import uptake_table
 from replay.runner import run
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
@@ -46,17 +54,18 @@ from replay.sandbox.pack import Pack, load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess, load_engine_config
-from serve.engine.modelbuild import MODEL_NAME, cache_dir
+from serve.engine.modelbuild import cache_dir
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
 SERIOUS_GATE = REPO / "configs" / "gates" / "serious-candidate.toml"
 BASELINE = "base"
 ADAPTER_ARMS = ("recovery", "mix")
-QUICK_PER_STRATUM = 1
-# Held-out decisions per stratum in the full demo: 24 decisions, 144 requests (48 through a LoRA
-# adapter), sized for the ≈15-minute budget on a 2-core CPU engine.
-DEMO_PER_STRATUM = 6
+QUICK_PER_CELL = 1
+# Held-out decisions per workspace and stratum in the full demo; the ablated workspace (the one
+# holding the planted harmful rule) gives all of its decisions, so that the causal lesson gate has
+# enough pairs to reach a verdict (a 6/0 sign test is p = 0.031). Sized for the ≈15-minute budget.
+DEMO_PER_CELL = 2
 # Sandbox episodes: the first scenario of each of the six policy families, for the gate's task
 # conditions (isolated replay, unsupported completion, critical failures); the whole pack is
 # `worker-demo pack --out DIR` + `worker-replay sandbox run --pack DIR ...` (README, "The demo").
@@ -80,24 +89,31 @@ def demo_data(out: Path, quick: bool) -> tuple[Suite, Path, Path]:
         write_demo(data, seed=0)
     suite = load_suite(data / "suite")
     if quick:
-        quick_suite = held_out_slice(suite, out / "quick-suite", QUICK_PER_STRATUM, ABLATED_WORKSPACES)
+        quick_suite = held_out_slice(suite, out / "quick-suite", QUICK_PER_CELL, workspaces=ABLATED_WORKSPACES)
         return quick_suite, data / "memory", data
-    return held_out_slice(suite, out / "held-out-suite", DEMO_PER_STRATUM), data / "memory", data
+    return held_out_slice(suite, out / "held-out-suite", DEMO_PER_CELL, whole=ABLATED_WORKSPACES), data / "memory", data
 
 
-def held_out_slice(suite: Suite, path: Path, per_stratum: int | None,
-                   workspaces: frozenset[str] | None = None) -> Suite:
-    """A frozen suite of the held-out decisions (at most `per_stratum` of each stratum, only of
-    `workspaces` when given)."""
+def held_out_slice(suite: Suite, path: Path, per_cell: int | None, workspaces: frozenset[str] | None = None,
+                   whole: frozenset[str] = frozenset()) -> Suite:
+    """A frozen suite of the held-out decisions: at most `per_cell` of each workspace and stratum,
+    taken round-robin over the cell's clusters (every one of the `whole` workspaces), only of
+    `workspaces` when given."""
     if not (path / "suite.toml").exists():
-        picked: list[Decision] = []
-        seen: dict[str, int] = {}
+        cells: dict[tuple[str, str], list[Decision]] = {}
         for decision in suite.decisions:
-            count = seen.get(decision.stratum, 0)
-            wanted = workspaces is None or decision.workspace in workspaces
-            if wanted and decision.stratum != "training_sanity" and (per_stratum is None or count < per_stratum):
-                seen[decision.stratum] = count + 1
-                picked.append(decision)
+            if decision.stratum != "training_sanity" and (workspaces is None or decision.workspace in workspaces):
+                cells.setdefault((decision.workspace, decision.stratum), []).append(decision)
+        keep: set[str] = set()
+        for (workspace, _), members in cells.items():
+            rank: dict[str, int] = {}
+            spread = []
+            for position, decision in enumerate(members):
+                rank[decision.cluster] = rank.get(decision.cluster, -1) + 1
+                spread.append((rank[decision.cluster], position, decision.id))
+            room = len(spread) if per_cell is None or workspace in whole else per_cell
+            keep |= {decision_id for *_, decision_id in sorted(spread)[:room]}
+        picked = [d for d in suite.decisions if d.id in keep]
         path.mkdir(parents=True, exist_ok=True)
         (path / "suite.toml").write_text(f'name = "{suite.manifest.name}-{path.name}"\n'
                                          f'version = "{suite.manifest.version}"\n'
@@ -177,7 +193,7 @@ def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path, e
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n'
-        f'[base]\nserved_model_name = "worker-base"\nmodel = "{MODEL_NAME}"\n'
+        f'[base]\nserved_model_name = "worker-base"\nmodel = "{WORKER_MODEL_NAME}"\n'
         f'[adapters]\nroot = "{adapter_root}"\n'
         f'[[upstreams]]\nname = "engine-0"\nurl = "{engine_url}"\n'
         f'[admin]\ntoken_env = "WORKER_GATEWAY_ADMIN_TOKEN"\n{extra}')
@@ -248,18 +264,58 @@ def _started(service: ServiceProcess, what: str) -> Iterator[ServiceProcess]:
         service.stop()
 
 
-def lesson_summary(verdicts: Sequence[RuleVerdict]) -> str:
-    """What each method evicted: did the causal test catch the planted rule, and spare the genuine ones?"""
-    evicted = {(v.method, v.rule_id) for v in verdicts if v.verdict is Verdict.EVICT}
-    causal = {rule for method, rule in evicted if method == "ablation"}
-    caught = sorted(causal & set(HARMFUL_RULE_IDS))
-    innocent = sorted(causal & set(GENUINE_RULE_IDS))
-    correlational = sorted(rule for method, rule in evicted if method == "leave-one-out")
-    return (f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} "
-            f"of {', '.join(sorted(HARMFUL_RULE_IDS))}; "
-            f"genuine rules evicted: {', '.join(innocent) or 'none'}\n"
-            f"  leave-one-out: evicted {', '.join(correlational) or 'none'} "
-            f"(rule:<hash> is the one-rule arm: {ONE_RULE_TEXT!r})")
+def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) -> str:
+    """Each ablated rule's truth (demo/memory.py) beside what the causal gate and leave-one-out
+    made of the same results, then the score: was the planted rule caught, were genuine ones spared?"""
+    by_rule = {(v.workspace, v.rule_id): v for v in loo}
+    roles = {(ws, r.id): r.role for ws, rules in RULES.items() for r in rules}
+    rows = [("rule", "truth", "causal (ablation)", "leave-one-out")]
+    for v in causal:
+        if v.method != "ablation":
+            continue
+        other = by_rule.get((v.workspace, v.rule_id))
+        rows.append((v.rule_id, roles.get((v.workspace, v.rule_id), "?"), _verdict_cell(v),
+                     _verdict_cell(other) if other else "not judged"))
+    evicted = {(v.method, v.rule_id) for v in [*causal, *loo] if v.verdict is Verdict.EVICT}
+    caught = sorted({r for m, r in evicted if m == "ablation"} & HARMFUL_RULE_IDS)
+    innocent = sorted({r for m, r in evicted if m == "ablation"} & GENUINE_RULE_IDS)
+    loo_innocent = sorted({r for m, r in evicted if m == "leave-one-out"} & GENUINE_RULE_IDS)
+    width = [max(len(row[i]) for row in rows) for i in range(4)]
+    lines = ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, width, strict=True)).rstrip() for row in rows]
+    lines.append(f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} of "
+                 f"{', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(innocent) or 'none'}")
+    lines.append(f"  leave-one-out on the same results: genuine rules evicted: {', '.join(loo_innocent) or 'none'} "
+                 f"(rule:<hash> is the one-rule arm: {ONE_RULE_TEXT!r})")
+    return "\n".join(lines)
+
+
+def target_lines(rows: Sequence[SummaryRow], lessons: Sequence[RuleVerdict]) -> str:
+    """The issue's targets for the demo (#15), each with what this run measured."""
+    by_arm = {row.arm: row for row in rows}
+    base, memory = by_arm[BASELINE], by_arm["base+memory"]
+    evicted = {v.rule_id for v in lessons if v.method == "ablation" and v.verdict is Verdict.EVICT}
+    tool, joint, changed = base.tool_correct, base.positives, memory.changed
+    caught, innocent = evicted & HARMFUL_RULE_IDS, evicted & GENUINE_RULE_IDS
+    checks = [
+        ("base tool-correct on the positives >= 50%", tool, tool.hits * 2 >= tool.n),
+        ("base joint-correct on the positives >= 30%", joint, joint.hits * 10 >= joint.n * 3),
+        ("base+memory changes >= 20% of the chosen calls", changed,
+         changed is not None and changed.hits * 5 >= changed.n),
+        ("the causal gate evicts the planted harmful rule", ", ".join(sorted(caught)) or "not evicted",
+         caught == HARMFUL_RULE_IDS),
+        ("and no genuine rule", ", ".join(sorted(innocent)) or "none evicted", not innocent),
+    ]
+    return "Targets (issue #15):\n" + "\n".join(
+        f"  {'met    ' if met else 'NOT met'}  {what}: {measured}" for what, measured, met in checks)
+
+
+def _verdict_cell(verdict: RuleVerdict) -> str:
+    evidence = verdict.evidence
+    if isinstance(evidence, AblationEvidence):
+        c = evidence.comparison
+        return f"{verdict.verdict.value} ({c.wins} wins / {c.losses} losses, p={c.p_value:.3g})"
+    lift = "never absent" if evidence.lift is None else f"lift {evidence.lift:+.2f}"
+    return f"{verdict.verdict.value} ({lift}, {evidence.carried} trials)"
 
 
 def sandbox_pack(out: Path) -> Pack:
@@ -294,15 +350,20 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
           "else leave-one-out):")
     for lesson in plan.verdicts:
         print("  " + lesson.summary())
-    print(lesson_summary(plan.verdicts))
+    ablated = {(v.workspace, v.rule_id) for v in plan.verdicts if v.method == "ablation"}
+    loo = [v for v in leave_one_out_verdicts(trials_from_results(results)) if (v.workspace, v.rule_id) in ablated]
+    print("\nThe ablated rules: what the causal gate and leave-one-out made of the same results:")
+    print(lesson_summary(plan.verdicts, loo))
     for workspace, diff in plan.diffs.items():
         (run_dir / f"lessons-{workspace}.diff").write_text(diff)
     uptake = uptake_table(CLAIMS, uptake_pairs(results), results, suite.decisions)
     print("\nRule uptake (demo/claims.py says what each rule asks for):")
     print(format_uptake(uptake))
     _, html = write_report(run_dir, comparisons, verdicts, [r for r in results if r.arm in main_arms],
-                           decisions=suite.decisions, lessons=plan.verdicts, uptake=uptake)
-    print("\n" + format_summary(summary_rows(results, main_arms)))
+                           decisions=suite.decisions, lessons=[*plan.verdicts, *loo], uptake=uptake)
+    rows = summary_rows(results, main_arms)
+    print("\n" + format_summary(rows))
+    print("\n" + target_lines(rows, plan.verdicts))
     return html
 
 

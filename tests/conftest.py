@@ -23,7 +23,7 @@ def engine_config() -> EngineConfig:
 @pytest.fixture(scope="session")
 def engine(engine_config: EngineConfig, tmp_path_factory: pytest.TempPathFactory) -> EngineProcess:
     """The real engine, started once; a failed start shows the end of vLLM's own log."""
-    if not (default_model_dir() / "config.json").is_file():
+    if not (Path(engine_config.vllm.model) / "config.json").is_file():
         pytest.fail("the embedded model is not built: run `make test` (it runs scripts/setup.sh first)")
     log = tmp_path_factory.mktemp("engine") / "vllm.log"
     proc = EngineProcess(engine_config, log_path=log)

@@ -57,6 +57,33 @@ def _sup_customer_email(rng: Random) -> Rejection:
                      ("reply_ticket", {"ticket_id": ticket, "body": f"Good news: we fixed {fix}."}))
 
 
+def _sup_name_lookup(rng: Random) -> Rejection:
+    _, name, _ = pick(rng, _PEOPLE)
+    rejected = ("lookup_customer", {"email": name})
+    ask = pick(rng, ("Pull up {n}'s tickets{w}.", "What has {n} been writing to us about{w}?",
+                     "Find {n}'s tickets{w}."))
+    when = pick(rng, ("", " this week", " this month"))
+    convo = Convo(rng, ask.format(n=name, w=when)).called(
+        *rejected, error("invalid_argument", f"'{name}' is not an email address; search_tickets finds tickets "
+                                             "by customer name")
+    )
+    return Rejection("support/name-lookup", convo.done(), rejected, ("search_tickets", {"query": name}))
+
+
+def _sup_customer_not_ticket(rng: Random) -> Rejection:
+    cid, name, _ = pick(rng, _PEOPLE)
+    rejected = ("get_ticket", {"ticket_id": cid})
+    topic = pick(rng, ("the refund", "the login problem", "the export bug"))
+    ask = pick(rng, ("Open {n}'s ticket about {t} ({c}).", "Show me the ticket {n} ({c}) filed about {t}.",
+                     "Customer {c}, {n}, asks about {t}: pull up their ticket."))
+    convo = Convo(rng, ask.format(n=name, c=cid, t=topic)).called(
+        *rejected, error("not_found", f"{cid} is a customer id, not a ticket; search_tickets with "
+                                      "filter.customer_id lists a customer's tickets")
+    )
+    return Rejection("support/customer-not-ticket", convo.done(), rejected,
+                     ("search_tickets", {"filter": {"customer_id": cid}}))
+
+
 def _sup_lookup_search(rng: Random) -> Step:
     cid, name, email = pick(rng, _PEOPLE)
     status = pick(rng, ("open", "pending"))
@@ -125,5 +152,6 @@ def _sup_finance_team(rng: Random) -> Step:
 
 
 KIT = Kit("ws-support", system_prompt("Brightdesk", "customer support"), SUPPORT,
-          (_sup_closed_ticket, _sup_customer_email), (_sup_lookup_search, _sup_check_escalate, _sup_search_reply),
+          (_sup_closed_ticket, _sup_customer_email, _sup_name_lookup, _sup_customer_not_ticket),
+          (_sup_lookup_search, _sup_check_escalate, _sup_search_reply),
           (_sup_internal_email, _sup_escalate, _sup_lookup), (_sup_finance_team,))

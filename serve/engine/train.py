@@ -9,10 +9,11 @@ output to a JSON list `[{"name": ..., "parameters": ...}]` instead; the tool cho
 the Hermes form carries over to it.)
 
 CPU budget: every prompt starts with its workspace's system turn (the tool list, ~85% of the
-tokens), identical across that workspace's examples. Its key/value states are computed once
-per epoch, without gradient, under the adapter as it stands, and each example runs only its
-own suffix over them. The forward pass is exact at the start of each epoch; what is given up
-is the gradient through the system turn and its drift within an epoch.
+tokens). Its key/value states are computed without gradient, under the adapter as it stands,
+and each example runs only its own suffix over them: once per epoch for a system turn several
+examples share, when the example runs for one of its own (a memory block makes it unique).
+What is given up is the gradient through the system turn and, for shared ones, its drift
+within an epoch.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import json
 import math
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +38,7 @@ from serve.errors import ServeError
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "configs" / "chat_templates" / "hermes-tools.jinja"
 MARKER = "worker-tier-train.json"
+NAME_OPENING = '{"name": "'  # where the chat template's tool call names its tool
 Selection = Literal["recovery", "mix"]
 SELECTIONS: dict[Selection, tuple[str, ...]] = {
     "recovery": ("verified_recovery",),
@@ -73,6 +76,7 @@ class TrainReport(BaseModel):
     alpha: int
     lr: float
     max_len: int
+    decision_weight: float = 0.0
     threads: int
     seconds: float
     cpu_seconds: float  # with other work on the machine, wall time says little; this says more
@@ -98,10 +102,21 @@ class Encoded:
     prefix: tuple[int, ...]
     suffix: tuple[int, ...]
     answer_len: int
+    decision: tuple[int, int] = (0, 0)
+    """The answer tokens that name the tool (start, end), counted from the answer's first token."""
 
     @property
     def length(self) -> int:
         return len(self.prefix) + len(self.suffix)
+
+
+def marker_key(marker: Path) -> str | None:
+    """The key a finished build recorded; None for a missing or unreadable marker (rebuild)."""
+    try:
+        key = json.loads(marker.read_text(encoding="utf-8")).get("key")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return key if isinstance(key, str) else None
 
 
 def load_training(path: Path) -> list[TrainingExample]:
@@ -172,7 +187,12 @@ def encode(tokenizer: Any, template: str, example: TrainingExample) -> Encoded:
     head = tokenizer(system, add_special_tokens=False).input_ids
     cut = len(head) if ids[: len(head)] == head and len(head) < len(ids) else 0
     answer_ids = tokenizer(answer, add_special_tokens=False).input_ids
-    return Encoded(prefix=tuple(ids[:cut]), suffix=tuple(ids[cut:] + answer_ids), answer_len=len(answer_ids))
+    opening = answer.index(NAME_OPENING) + len(NAME_OPENING)
+    named = opening + answer[opening:].index('"')
+    decision = (len(tokenizer(answer[:opening], add_special_tokens=False).input_ids),
+                len(tokenizer(answer[:named], add_special_tokens=False).input_ids))
+    return Encoded(prefix=tuple(ids[:cut]), suffix=tuple(ids[cut:] + answer_ids), answer_len=len(answer_ids),
+                   decision=decision)
 
 
 def examples_sha256(examples: Iterable[TrainingExample]) -> str:
@@ -197,18 +217,26 @@ def prefix_states(model: Any, prefixes: Iterable[tuple[int, ...]],
     return states
 
 
-def answer_loss(model: Any, item: Encoded, states: PrefixStates) -> Any:
-    """Mean cross-entropy over the answer tokens, the prompt's system turn read from `states`."""
+def answer_loss(model: Any, item: Encoded, states: PrefixStates, decision_weight: float = 0.0) -> Any:
+    """Mean cross-entropy over the answer tokens, the prompt's system turn read from `states`
+    (or computed for this example alone when `states` does not hold it). `decision_weight` adds
+    that many times the mean loss of the tokens naming the tool: the few tokens that carry the
+    choice are otherwise outweighed by the many argument tokens."""
     import torch
     from transformers import DynamicCache
 
     ids = torch.tensor([item.suffix])
     kwargs: dict[str, Any] = {}
     if item.prefix:
-        kwargs["past_key_values"] = DynamicCache(ddp_cache_data=states[item.prefix])
+        cached = states.get(item.prefix) or prefix_states(model, [item.prefix], {})[item.prefix]
+        kwargs["past_key_values"] = DynamicCache(ddp_cache_data=cached)
     logits = model(ids, logits_to_keep=item.answer_len + 1, use_cache=bool(item.prefix), **kwargs).logits
     targets = ids[0, -item.answer_len:]
-    return torch.nn.functional.cross_entropy(logits[0, :-1].float(), targets)
+    losses = torch.nn.functional.cross_entropy(logits[0, :-1].float(), targets, reduction="none")
+    start, end = item.decision
+    if decision_weight and end > start:
+        return losses.mean() + decision_weight * losses[start:end].mean()
+    return losses.mean()
 
 
 def progress(line: str) -> None:
@@ -218,7 +246,8 @@ def progress(line: str) -> None:
 def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir: Path, seed: int, rank: int = 16,
                   alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR, max_len: int = DEMO_MAX_LEN,
                   batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
-                  label: str = "adapter", base_states: PrefixStates | None = None) -> TrainReport:
+                  label: str = "adapter", base_states: PrefixStates | None = None,
+                  decision_weight: float = 0.0) -> TrainReport:
     """Train a LoRA adapter on `examples` and save it with PEFT to `out_dir`.
 
     Deterministic in `seed` (LoRA initialisation and the per-epoch example order); examples
@@ -249,12 +278,15 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
     per_epoch = math.ceil(len(kept) / batch_size)
     total = per_epoch * epochs
     schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / total)))
+    # Only system turns that several examples share are kept (about 46 kB a token): a prompt with
+    # its own memory block is computed when its example runs and dropped after.
+    shared = [prefix for prefix, n in Counter(item.prefix for item in kept).items() if n > 1]
     order = Random(seed)
     step_losses: list[float] = []
     epoch_losses: list[float] = []
     for epoch in range(epochs):
         given = base_states if epoch == 0 and base_states is not None else {}
-        states = prefix_states(model, (item.prefix for item in kept), given)
+        states = prefix_states(model, shared, given)
         batch = list(kept)
         order.shuffle(batch)
         seen: list[float] = []
@@ -262,7 +294,7 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
             chunk = batch[start:start + batch_size]
             losses = []
             for item in chunk:
-                loss = answer_loss(model, item, states)
+                loss = answer_loss(model, item, states, decision_weight)
                 (loss / len(chunk)).backward()
                 losses.append(loss.item())
             torch.nn.utils.clip_grad_norm_(params, 1.0)
@@ -279,7 +311,21 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
     return TrainReport(
         examples=len(kept), skipped_too_long=len(encoded) - len(kept),
         answer_tokens=sum(item.answer_len for item in kept), steps=total, epochs=epochs, batch_size=batch_size,
-        seed=seed, rank=rank, alpha=alpha, lr=lr, max_len=max_len, threads=torch.get_num_threads(),
+        seed=seed, rank=rank, alpha=alpha, lr=lr, max_len=max_len, decision_weight=decision_weight,
+        threads=torch.get_num_threads(),
         seconds=round(time.monotonic() - started, 1), cpu_seconds=round(time.process_time() - cpu_started, 1),
         epoch_losses=epoch_losses, step_losses=step_losses,
     )
+
+
+def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> None:
+    """Fold a LoRA adapter into its base and save the result as a plain float32 checkpoint (with the
+    base's tokenizer), which vLLM serves and further adapters train on like any base."""
+    import torch
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    merged.save_pretrained(str(out_dir), safe_serialization=True)
+    AutoTokenizer.from_pretrained(model_dir).save_pretrained(out_dir)

@@ -21,17 +21,22 @@ def verdict(rule_id: str, method: str, outcome: Verdict) -> RuleVerdict:
     return RuleVerdict(rule_id, "ws-support", outcome, method, "test", EVIDENCE)
 
 
-def test_lesson_summary_keeps_the_causal_catch_apart_from_leave_one_out_evictions():
-    line = lesson_summary([
-        verdict("lc:helpdesk-api-flaky", "ablation", Verdict.EVICT),
-        verdict("lc:billing-escalations", "ablation", Verdict.EVICT),
-        verdict("lc:closed-ticket-reopen", "ablation", Verdict.HOLD),
-        verdict("rule:6f0ce30c157d", "leave-one-out", Verdict.EVICT),
-        verdict("lc:billing-contact", "leave-one-out", Verdict.PROMOTE)])
-    causal, correlational = line.splitlines()
-    assert "harmful rule(s) evicted: lc:helpdesk-api-flaky of lc:helpdesk-api-flaky" in causal
-    assert "genuine rules evicted: lc:billing-escalations" in causal
-    assert "leave-one-out: evicted rule:6f0ce30c157d (" in correlational
+def test_lesson_summary_sets_each_ablated_rule_beside_its_leave_one_out_verdict_and_its_truth():
+    causal = [verdict("lc:helpdesk-api-flaky", "ablation", Verdict.EVICT),
+              verdict("lc:billing-escalations", "ablation", Verdict.EVICT),
+              verdict("lc:closed-ticket-reopen", "ablation", Verdict.HOLD),
+              verdict("lc:billing-contact", "leave-one-out", Verdict.PROMOTE)]
+    loo = [verdict("lc:helpdesk-api-flaky", "leave-one-out", Verdict.HOLD),
+           verdict("lc:closed-ticket-reopen", "leave-one-out", Verdict.EVICT)]
+    lines = lesson_summary(causal, loo).splitlines()
+    rows = {line.split()[0]: line for line in lines[1:4]}
+    assert set(rows) == {"lc:helpdesk-api-flaky", "lc:billing-escalations", "lc:closed-ticket-reopen"}
+    assert rows["lc:helpdesk-api-flaky"].split()[1:3] == ["harmful", "evict"]
+    assert "hold (lift -0.50, 4 trials)" in rows["lc:helpdesk-api-flaky"]
+    assert rows["lc:billing-escalations"].rstrip().endswith("not judged")
+    assert "harmful rule(s) evicted: lc:helpdesk-api-flaky of lc:helpdesk-api-flaky" in lines[4]
+    assert "genuine rules evicted: lc:billing-escalations" in lines[4]
+    assert "genuine rules evicted: lc:closed-ticket-reopen" in lines[5]
 
 
 @pytest.mark.engine
@@ -67,3 +72,40 @@ def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"replay done: 0 new result(s), {len(results)} resumed" in again.stderr
     assert "sandbox done: 0 new episode(s), 24 resumed" in again.stderr
+
+
+def test_the_demo_slice_spreads_each_cell_over_its_clusters_and_keeps_the_ablated_workspace_whole(tmp_path):
+    from demo.run import ABLATED_WORKSPACES, DEMO_PER_CELL, held_out_slice
+    from demo.suite import write_demo
+    from replay.suite import load_suite
+
+    suite = load_suite(write_demo(tmp_path / "data")[0])
+    picked = held_out_slice(suite, tmp_path / "slice", DEMO_PER_CELL, whole=ABLATED_WORKSPACES).decisions
+    held_out = [d for d in suite.decisions if d.stratum != "training_sanity"]
+    assert {d.id for d in held_out if d.workspace in ABLATED_WORKSPACES} <= {d.id for d in picked}
+    cells = Counter((d.workspace, d.stratum) for d in picked if d.workspace not in ABLATED_WORKSPACES)
+    assert set(cells.values()) == {DEMO_PER_CELL}
+    for (workspace, stratum), _ in cells.items():
+        available = {d.cluster for d in held_out if (d.workspace, d.stratum) == (workspace, stratum)}
+        chosen = [d.cluster for d in picked if (d.workspace, d.stratum) == (workspace, stratum)]
+        assert len(set(chosen)) == min(DEMO_PER_CELL, len(available))
+    assert [d.id for d in picked] == [d.id for d in held_out if d.id in {p.id for p in picked}]
+
+
+def test_target_lines_judge_each_target_from_the_summary_and_the_causal_verdicts():
+    from demo.run import target_lines
+    from replay.analysis.report.summary import Count, SummaryRow
+
+    def row(arm, joint, tool, changed):
+        return SummaryRow(arm, Count(joint, 20), (), Count(tool, 20), Count(0, 4), changed)
+
+    rows = [row("base", 6, 10, None), row("base+memory", 9, 12, Count(8, 40))]
+    lessons = [verdict("lc:helpdesk-api-flaky", "ablation", Verdict.EVICT),
+               verdict("lc:billing-escalations", "leave-one-out", Verdict.EVICT)]
+    lines = target_lines(rows, lessons).splitlines()[1:]
+    assert [line.split()[0] for line in lines] == ["met", "met", "met", "met", "met"]
+    rows = [row("base", 5, 9, None), row("base+memory", 9, 12, Count(7, 40))]
+    lessons.append(verdict("lc:closed-ticket-reopen", "ablation", Verdict.EVICT))
+    lines = target_lines(rows, lessons).splitlines()[1:]
+    assert [line.split()[0] for line in lines] == ["NOT", "NOT", "NOT", "met", "NOT"]
+    assert lines[4].endswith("lc:closed-ticket-reopen")

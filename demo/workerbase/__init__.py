@@ -1,0 +1,7 @@
+"""The worker base: the embedded model taught to act on plain requests and standing rules.
+
+SmolLM2-135M-Instruct picks tools near chance and ignores `<standing_rules>`; production's worker
+is an instruction-tuned model that follows both. `data` writes synthetic tool loops in invented
+workspaces that share no workspace, tool or rule with the demo suite or the sandbox pack;
+`build` trains a seeded LoRA on them and merges it into the checkpoint the engine serves.
+"""
