@@ -36,7 +36,7 @@ from demo.workerbase.build import WORKER_MODEL_NAME
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
-from replay.analysis.report.summary import SummaryRow, format_summary, format_uptake, summary_rows
+from replay.analysis.report.summary import SummaryRow, format_summary, format_uptake, summary_rows, text_table
 from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
 from replay.memory.lessons import (
@@ -280,8 +280,7 @@ def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) ->
     caught = sorted({r for m, r in evicted if m == "ablation"} & HARMFUL_RULE_IDS)
     innocent = sorted({r for m, r in evicted if m == "ablation"} & GENUINE_RULE_IDS)
     loo_innocent = sorted({r for m, r in evicted if m == "leave-one-out"} & GENUINE_RULE_IDS)
-    width = [max(len(row[i]) for row in rows) for i in range(4)]
-    lines = ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, width, strict=True)).rstrip() for row in rows]
+    lines = ["  " + line.rstrip() for line in text_table(rows, left=4)]
     lines.append(f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} of "
                  f"{', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(innocent) or 'none'}")
     lines.append(f"  leave-one-out on the same results: genuine rules evicted: {', '.join(loo_innocent) or 'none'} "

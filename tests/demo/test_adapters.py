@@ -15,7 +15,7 @@ from serve.engine.train import MARKER, TrainReport
 from tests.serve.engine.test_train import example
 
 
-def test_build_demo_trains_once_and_again_only_when_the_data_changes(tmp_path: Path,
+def test_build_demo_trains_once_and_again_only_when_the_data_or_the_base_changes(tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[tuple[str, int]] = []
 
@@ -32,6 +32,7 @@ def test_build_demo_trains_once_and_again_only_when_the_data_changes(tmp_path: P
     model = tmp_path / "model"
     model.mkdir()
     (model / "config.json").write_text("{}")
+    (model / "model.safetensors").write_bytes(b"base weights")
     demo = tmp_path / "demo"
     demo.mkdir()
     strata = ["verified_recovery", "clean_trajectory_action", "verified_action"] * 8
@@ -55,4 +56,7 @@ def test_build_demo_trains_once_and_again_only_when_the_data_changes(tmp_path: P
     (demo / "train.jsonl").write_text("".join(e.model_dump_json() + "\n" for e in changed))
     build_demo_adapters(demo, cache, model_dir=model)
     assert [label for label, _ in calls[2:]] == ["demo-mix-s0"], "only the arm whose examples changed"
+    (model / "model.safetensors").write_bytes(b"a rebuilt worker base")
+    build_demo_adapters(demo, cache, model_dir=model)
+    assert [label for label, _ in calls[3:]] == ["demo-recovery-s0", "demo-mix-s0"], "a new base retrains both"
     assert not list((cache / "adapters").glob(".*")), "no staging directory left behind"

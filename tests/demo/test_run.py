@@ -29,14 +29,14 @@ def test_lesson_summary_sets_each_ablated_rule_beside_its_leave_one_out_verdict_
     loo = [verdict("lc:helpdesk-api-flaky", "leave-one-out", Verdict.HOLD),
            verdict("lc:closed-ticket-reopen", "leave-one-out", Verdict.EVICT)]
     lines = lesson_summary(causal, loo).splitlines()
-    rows = {line.split()[0]: line for line in lines[1:4]}
+    rows = {line.split()[0]: line for line in lines[2:5]}
     assert set(rows) == {"lc:helpdesk-api-flaky", "lc:billing-escalations", "lc:closed-ticket-reopen"}
     assert rows["lc:helpdesk-api-flaky"].split()[1:3] == ["harmful", "evict"]
     assert "hold (lift -0.50, 4 trials)" in rows["lc:helpdesk-api-flaky"]
     assert rows["lc:billing-escalations"].rstrip().endswith("not judged")
-    assert "harmful rule(s) evicted: lc:helpdesk-api-flaky of lc:helpdesk-api-flaky" in lines[4]
-    assert "genuine rules evicted: lc:billing-escalations" in lines[4]
-    assert "genuine rules evicted: lc:closed-ticket-reopen" in lines[5]
+    assert "harmful rule(s) evicted: lc:helpdesk-api-flaky of lc:helpdesk-api-flaky" in lines[5]
+    assert "genuine rules evicted: lc:billing-escalations" in lines[5]
+    assert "genuine rules evicted: lc:closed-ticket-reopen" in lines[6]
 
 
 @pytest.mark.engine
