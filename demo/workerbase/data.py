@@ -1,7 +1,7 @@
-"""The worker base's training split: one drawn situation per example, answered as its rules say.
+"""The worker base's training split: situations drawn four to a workspace, answered as its rules say.
 
-A situation is a request, sometimes a prior call and its result, a small tool list, and the right
-next call. Kinds (weights in `KINDS`):
+A situation is a request, sometimes a prior call and its result, and the right next call; the
+four of a workspace share its tool list and memory (`workspace_examples`). Kinds (weights in `KINDS`):
 
 * `action` — the request names the action and the thing; optional keys only when asked for.
 * `flow` — the thing is named, not numbered; a `find_<thing>` call already returned its id.

@@ -1,7 +1,7 @@
 """The worker base's invented world: things, verbs, and the tools built from them.
 
-Every training example draws its own small tool list (five to eight tools) from verbs × things,
-so the base cannot learn which tool a workspace wants; it must read the request, the tool names
+Every drawn workspace gets its own small tool list from verbs × things, so the base cannot
+learn which tool a workspace wants; it must read the request, the tool names
 and descriptions, the error and the standing rules. None of the things, tool names, workspaces
 or rule texts occurs in the demo suite or the sandbox pack (`tests/demo/workerbase/test_data.py`
 checks it).
