@@ -187,10 +187,12 @@ def encode(tokenizer: Any, template: str, example: TrainingExample) -> Encoded:
     head = tokenizer(system, add_special_tokens=False).input_ids
     cut = len(head) if ids[: len(head)] == head and len(head) < len(ids) else 0
     answer_ids = tokenizer(answer, add_special_tokens=False).input_ids
-    opening = answer.index(NAME_OPENING) + len(NAME_OPENING)
-    named = opening + answer[opening:].index('"')
-    decision = (len(tokenizer(answer[:opening], add_special_tokens=False).input_ids),
-                len(tokenizer(answer[:named], add_special_tokens=False).input_ids))
+    decision = (0, 0)  # a template that names the tool otherwise: no tokens are weighted
+    if (found := answer.find(NAME_OPENING)) >= 0:
+        opening = found + len(NAME_OPENING)
+        named = answer.find('"', opening)
+        decision = (len(tokenizer(answer[:opening], add_special_tokens=False).input_ids),
+                    len(tokenizer(answer[:named], add_special_tokens=False).input_ids))
     return Encoded(prefix=tuple(ids[:cut]), suffix=tuple(ids[cut:] + answer_ids), answer_len=len(answer_ids),
                    decision=decision)
 

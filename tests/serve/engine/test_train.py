@@ -106,6 +106,8 @@ def test_the_loss_covers_exactly_the_assistant_call(tokenizer: Any) -> None:
     assert system.startswith("<|im_start|>system\nYou are the invoicing assistant.") and "<tools>" in system
     assert system.endswith("<|im_end|>\n") and "<|im_start|>user" not in system
     assert encode(tokenizer, template, EXAMPLES[1]).prefix == item.prefix, "one workspace, one shared prefix"
+    start, end = item.decision
+    assert tokenizer.decode(answer[start:end]) == "finalize_invoice", "the decision tokens name the tool"
 
 
 def test_cached_system_turn_gives_the_full_sequence_loss(model_dir: Path, tokenizer: Any) -> None:
@@ -122,6 +124,11 @@ def test_cached_system_turn_gives_the_full_sequence_loss(model_dir: Path, tokeni
         n = item.answer_len
         full = torch.nn.functional.cross_entropy(logits[-n - 1:-1], ids[0, -n:]).item()
     assert cached == pytest.approx(full, abs=1e-4)
+    with torch.no_grad():
+        weighted = answer_loss(model, item, states, decision_weight=4.0).item()
+        start, end = item.decision
+        per_token = torch.nn.functional.cross_entropy(logits[-n - 1:-1], ids[0, -n:], reduction="none")
+    assert weighted == pytest.approx(full + 4.0 * per_token[start:end].mean().item(), abs=1e-4)
 
 
 def test_training_lowers_the_answer_loss_on_its_examples(trained: tuple[Path, TrainReport]) -> None:
