@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from pathlib import Path
 from typing import TypedDict
 
@@ -31,6 +30,7 @@ from serve.engine.train import (
     load_training,
     marker_key,
     progress,
+    replaced_whole,
     select_examples,
     train_adapter,
 )
@@ -94,20 +94,11 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
             continue
         progress(f"{target.name}: training on {len(chosen)} examples "
                   f"({', '.join(sorted({e.stratum for e in chosen}))})")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        for stale in target.parent.glob(f".{target.name}-*"):  # left by a killed build
-            shutil.rmtree(stale, ignore_errors=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-        try:
+        with replaced_whole(target) as staging:
             report = train_adapter(model_dir, chosen, staging, label=target.name, base_states=base_states, **settings)
             strata = {s: sum(e.stratum == s for e in chosen) for s in SELECTIONS[name]}
             (staging / MARKER).write_text(json.dumps(
                 {"key": key, "selection": name, "strata": strata, "report": report.model_dump()}, indent=2) + "\n",
                 encoding="utf-8")
-            if target.exists():
-                shutil.rmtree(target)
-            staging.rename(target)
-        finally:
-            shutil.rmtree(staging, ignore_errors=True)
         progress(f"{target.name}: {report.summary()}")
     return out

@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -27,6 +26,7 @@ from serve.engine.train import (
     marker_key,
     merge_adapter,
     progress,
+    replaced_whole,
     train_adapter,
 )
 
@@ -74,23 +74,16 @@ def build_worker_base(cache_dir: Path, settings: BaseSettings = BaseSettings(),
         progress(f"{target.name}: up to date")
         return target
     progress(f"{target.name}: training on {len(examples)} synthetic tool-loop examples (a few minutes on CPU)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}-*"):  # left by a killed build
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        report = train_adapter(source, examples, staging / "adapter", seed=settings.seed, rank=settings.rank,
+    with replaced_whole(target) as staging:
+        adapter = staging / "adapter"
+        report = train_adapter(source, examples, adapter, seed=settings.seed, rank=settings.rank,
                                alpha=settings.alpha, epochs=settings.epochs, lr=settings.lr,
                                max_len=settings.max_len, batch_size=settings.batch_size, label=target.name,
                                decision_weight=settings.decision_weight)
-        merge_adapter(source, staging / "adapter", staging / "model")
-        (staging / "model" / MARKER).write_text(json.dumps(
-            {"key": key, "settings": asdict(settings), "weights_sha256": weights_sha256(staging / "model"),
+        merge_adapter(source, adapter, staging)
+        shutil.rmtree(adapter)
+        (staging / MARKER).write_text(json.dumps(
+            {"key": key, "settings": asdict(settings), "weights_sha256": weights_sha256(staging),
              "report": report.model_dump()}, indent=2) + "\n", encoding="utf-8")
-        if target.exists():
-            shutil.rmtree(target)
-        (staging / "model").rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
     progress(f"{target.name}: {report.summary()}")
     return target

@@ -21,10 +21,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import shutil
 import sys
+import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from random import Random
@@ -117,6 +120,23 @@ def marker_key(marker: Path) -> str | None:
     except (OSError, ValueError, AttributeError):
         return None
     return key if isinstance(key, str) else None
+
+
+@contextmanager
+def replaced_whole(target: Path) -> Iterator[Path]:
+    """A staging directory beside `target` that replaces it whole when the block succeeds: a build
+    killed halfway leaves the old `target` (and a stale staging directory the next build removes)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    for stale in target.parent.glob(f".{target.name}-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
+    try:
+        yield staging
+        if target.exists():
+            shutil.rmtree(target)
+        staging.rename(target)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
 
 
 def load_training(path: Path) -> list[TrainingExample]:
