@@ -276,10 +276,9 @@ def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) ->
         other = by_rule.get((v.workspace, v.rule_id))
         rows.append((v.rule_id, roles.get((v.workspace, v.rule_id), "?"), _verdict_cell(v),
                      _verdict_cell(other) if other else "not judged"))
-    evicted = {(v.method, v.rule_id) for v in [*causal, *loo] if v.verdict is Verdict.EVICT}
-    caught = sorted({r for m, r in evicted if m == "ablation"} & HARMFUL_RULE_IDS)
-    innocent = sorted({r for m, r in evicted if m == "ablation"} & GENUINE_RULE_IDS)
-    loo_innocent = sorted({r for m, r in evicted if m == "leave-one-out"} & GENUINE_RULE_IDS)
+    caught, innocent = map(sorted, _causal_evictions(causal))
+    loo_innocent = sorted({v.rule_id for v in [*causal, *loo] if v.method == "leave-one-out"
+                           and v.verdict is Verdict.EVICT} & GENUINE_RULE_IDS)
     lines = ["  " + line.rstrip() for line in text_table(rows, left=4)]
     lines.append(f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} of "
                  f"{', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(innocent) or 'none'}")
@@ -288,13 +287,18 @@ def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) ->
     return "\n".join(lines)
 
 
+def _causal_evictions(verdicts: Sequence[RuleVerdict]) -> tuple[set[str], set[str]]:
+    """(the planted harmful rules, the genuine rules) that the causal gate evicted."""
+    evicted = {v.rule_id for v in verdicts if v.method == "ablation" and v.verdict is Verdict.EVICT}
+    return evicted & HARMFUL_RULE_IDS, evicted & GENUINE_RULE_IDS
+
+
 def target_lines(rows: Sequence[SummaryRow], lessons: Sequence[RuleVerdict]) -> str:
     """The issue's targets for the demo (#15), each with what this run measured."""
     by_arm = {row.arm: row for row in rows}
     base, memory = by_arm[BASELINE], by_arm["base+memory"]
-    evicted = {v.rule_id for v in lessons if v.method == "ablation" and v.verdict is Verdict.EVICT}
     tool, joint, changed = base.tool_correct, base.positives, memory.changed
-    caught, innocent = evicted & HARMFUL_RULE_IDS, evicted & GENUINE_RULE_IDS
+    caught, innocent = _causal_evictions(lessons)
     checks = [
         ("base tool-correct on the positives >= 50%", tool, tool.hits * 2 >= tool.n),
         ("base joint-correct on the positives >= 30%", joint, joint.hits * 10 >= joint.n * 3),
