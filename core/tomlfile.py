@@ -25,8 +25,10 @@ class ConfigError(WorkerTierError, ValueError):
 def load_toml(path: Path, model: type[Model], what: str) -> Model:
     """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
     try:
-        text = path.read_text()
+        text = path.read_text(encoding="utf-8")
         raw = tomllib.loads(text)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from exc
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     try:
