@@ -47,5 +47,5 @@ def excerpt(value: object, limit: int = 40) -> str:
     """A printable, bounded rendering of an untrusted value for an error message: never longer than
     about `limit` characters, never a lone surrogate or a control character."""
     text = value if isinstance(value, str) else repr(value)
-    shown = ascii(text[:limit])
-    return shown if len(text) <= limit else f"{shown}… ({len(text)} characters)"
+    shown = ascii(text)
+    return shown if len(shown) <= limit + 2 else f"{shown[:limit]}… ({len(text)} characters)"
