@@ -40,9 +40,9 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic import BaseModel, ConfigDict, Field
 
-from serve.gateway.config import NAME_PATTERN
+from core.names import Name
 from serve.gateway.errors import GatewayError, unavailable
 from serve.gateway.registry import Adapter, AdapterError, NameTaken, Route, inspect_adapter
 from serve.gateway.service import FilesChanged, Gateway
@@ -69,7 +69,6 @@ async def require_token(request: Request) -> None:
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_token)])
 GatewayDep = Annotated[Gateway, Depends(_gateway)]
-Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 class Body(BaseModel):
@@ -78,21 +77,21 @@ class Body(BaseModel):
 
 class RegisterBody(Body):
     name: Name
-    path: str = Field(min_length=1)
+    path: str = Field(min_length=1, max_length=4096)
 
 
 class ProductionBody(Body):
-    version: str
+    version: Name
 
 
 class CanaryBody(Body):
-    candidate: str
+    candidate: Name
     percent: float = Field(gt=0, le=100)
     sticky_by: Literal["workspace", "session"] = "workspace"
 
 
 class ShadowBody(Body):
-    candidate: str
+    candidate: Name
     sample_rate: float = Field(ge=0, le=1)
 
 
@@ -162,7 +161,7 @@ async def adapters(gw: GatewayDep) -> dict[str, Any]:
 
 
 @router.post("/adapters/{name}/load")
-async def load(name: str, gw: GatewayDep) -> dict[str, Any]:
+async def load(name: Name, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         adapter = _adapter(gw, name)
         if adapter.state == "loaded":
@@ -196,7 +195,7 @@ async def _undo_loads(gw: Gateway, upstreams: list[Upstream], name: str) -> None
 
 
 @router.post("/adapters/{name}/unload")
-async def unload(name: str, gw: GatewayDep) -> dict[str, Any]:
+async def unload(name: Name, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         adapter = _adapter(gw, name)
         if adapter.state != "loaded":
@@ -215,14 +214,14 @@ async def unload(name: str, gw: GatewayDep) -> dict[str, Any]:
 
 
 @router.post("/routes/{route}/production")
-async def set_production(route: str, body: ProductionBody, gw: GatewayDep) -> dict[str, Any]:
+async def set_production(route: Name, body: ProductionBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         _route(gw, route)
         return _route_out(gw, gw.registry.set_production(route, _servable(gw, body.version)))
 
 
 @router.post("/routes/{route}/rollback")
-async def rollback(route: str, gw: GatewayDep) -> dict[str, Any]:
+async def rollback(route: Name, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
         if current.previous is None:
@@ -240,7 +239,7 @@ def _check_candidate(gw: Gateway, route: Route, candidate: str, running: str | N
 
 
 @router.post("/routes/{route}/canary")
-async def start_canary(route: str, body: CanaryBody, gw: GatewayDep) -> dict[str, Any]:
+async def start_canary(route: Name, body: CanaryBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
         _check_candidate(gw, current, body.candidate, current.canary.candidate if current.canary else None, "canary")
@@ -248,14 +247,14 @@ async def start_canary(route: str, body: CanaryBody, gw: GatewayDep) -> dict[str
 
 
 @router.delete("/routes/{route}/canary")
-async def stop_canary(route: str, gw: GatewayDep) -> dict[str, Any]:
+async def stop_canary(route: Name, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
         return _route_out(gw, gw.registry.stop_canary(route) if current.canary else current)
 
 
 @router.post("/routes/{route}/shadow")
-async def start_shadow(route: str, body: ShadowBody, gw: GatewayDep) -> dict[str, Any]:
+async def start_shadow(route: Name, body: ShadowBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
         _check_candidate(gw, current, body.candidate, current.shadow.candidate if current.shadow else None, "shadow")
@@ -263,7 +262,7 @@ async def start_shadow(route: str, body: ShadowBody, gw: GatewayDep) -> dict[str
 
 
 @router.delete("/routes/{route}/shadow")
-async def stop_shadow(route: str, gw: GatewayDep) -> dict[str, Any]:
+async def stop_shadow(route: Name, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
         return _route_out(gw, gw.registry.stop_shadow(route) if current.shadow else current)
@@ -275,8 +274,8 @@ async def state(gw: GatewayDep) -> JSONResponse:
 
 
 @router.get("/resolve")
-async def resolve(gw: GatewayDep, model: str | None = None, workspace: str | None = None,
-                  session: str | None = None) -> dict[str, Any]:
+async def resolve(gw: GatewayDep, model: Name | None = None, workspace: Name | None = None,
+                  session: Name | None = None) -> dict[str, Any]:
     res = gw.resolve(model or gw.config.gateway.default_route, workspace, session)
     order = gw.pool.order(res.replica_key)
     return {"route": res.route, "adapter": res.target, "kind": res.kind, "cohort_key": res.cohort_key,
@@ -289,7 +288,7 @@ async def requests(gw: GatewayDep, limit: Annotated[int, Query(ge=1, le=10_000)]
 
 
 @router.get("/shadow")
-async def shadow_results(gw: GatewayDep, route: str | None = None,
+async def shadow_results(gw: GatewayDep, route: Name | None = None,
                          limit: Annotated[int, Query(ge=1, le=10_000)] = 100) -> dict[str, Any]:
     return {"results": gw.registry.shadow_results(route, limit)}
 

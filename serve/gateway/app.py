@@ -14,15 +14,17 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, Request, Response
+from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from core.names import excerpt, is_name
 from serve.gateway import admin, proxy
 from serve.gateway.config import GatewayConfig
+from serve.gateway.edge import valid_text_body
 from serve.gateway.errors import GatewayError, error_body
 from serve.gateway.service import Gateway
 from serve.trials import admin as trials_admin
@@ -64,10 +66,11 @@ class BodyLimit:
 
 
 def _validation_message(exc: RequestValidationError) -> str:
+    """Where and why, never the value: a location may be a key the client chose, so it is excerpted."""
     parts = []
-    for err in exc.errors():
-        loc = ".".join(str(p) for p in err["loc"] if p != "body")
-        parts.append(f"{loc or 'body'}: {err['msg']}")
+    for err in exc.errors()[:5]:
+        loc = ".".join(p if is_name(p) else excerpt(p, 20) for p in map(str, err["loc"]) if p != "body")
+        parts.append(f"{loc or 'body'}: {err['msg'][:300]}")
     return "; ".join(parts)
 
 
@@ -155,6 +158,6 @@ def create_app(config: GatewayConfig) -> FastAPI:
         await gateway.scrape_engines()
         return Response(gateway.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
-    app.include_router(admin.router)
-    app.include_router(trials_admin.router)
+    app.include_router(admin.router, dependencies=[Depends(valid_text_body)])
+    app.include_router(trials_admin.router, dependencies=[Depends(valid_text_body)])
     return app

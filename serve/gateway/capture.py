@@ -1,9 +1,12 @@
 """Capture of live decisions (001 S13) and the tool-outcome guard (S11), off the production path.
 
-A chat request that has been answered becomes a `CaptureJob`, handed over only after the
-response was sent (JSON: a background task of the response; streams: when the relay closes).
-`Capture.submit` never waits: a full queue drops the job and counts it. One worker does the
-rest in a thread, and any error there is logged and counted, never raised into a request:
+A chat request that has been answered becomes a `CaptureJob`, queued on the event loop before
+the client can see the end of the answer (JSON: as soon as the engine's answer is read; streams:
+at the engine's `[DONE]`, else the stream's end). A client's next turn comes after it has seen
+the answer, so a session's turns are queued in order, whatever the thread pool does; a job is
+never queued from another thread (asyncio queues are not thread-safe). `Capture.submit` never
+waits: a full queue drops the job and counts it. One worker does the rest, one job at a time in
+queue order, in a thread, and any error there is logged and counted, never raised into a request:
 
 * **guard**: the tool results at the end of the request (the results of the previous turn's
   calls) are classified (core/guard.py) and anomalies counted per workspace, tool and kind.
@@ -173,10 +176,11 @@ class Capture:
         decisions with those outcomes and store this one."""
         messages = job.body.get("messages")
         results = tool_results(messages, self.settings) if isinstance(messages, list) else []
-        workspace = job.workspace or ""
+        workspace = self.metrics.bounded("workspace", job.workspace or "")
         for result in results:
             if result.kind != "ok":
-                self.metrics.guard_anomalies.labels(workspace, result.tool, result.kind).inc()
+                self.metrics.guard_anomalies.labels(workspace, self.metrics.bounded("tool", result.tool),
+                                                    result.kind).inc()
         if not self.captures(job):
             return
         assert self.store is not None

@@ -12,15 +12,13 @@ import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints, field_validator, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from core.guard import GuardRules
+from core.names import Name
 from core.records import Strict
 from core.tomlfile import load_toml
 from serve.engine.modelbuild import cache_dir
-
-NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-Name = Annotated[str, StringConstraints(pattern=NAME_PATTERN)]
 
 
 class GatewaySection(Strict):
@@ -125,8 +123,9 @@ class CaptureSection(Strict):
 
     mode: Literal["off", "descriptor", "full"] = "off"
     """`descriptor` stores no message text; `full` also stores the request (only for `workspaces`)."""
-    workspaces: list[str] = Field(default_factory=list)
-    """Allowlist of workspaces captured (empty: every workspace); required for `full`."""
+    workspaces: list[Name] = Field(default_factory=list)
+    """Allowlist of workspaces captured (empty: every workspace); required for `full`. Names, as the
+    `X-Workspace-Id` header must be one (an empty or padded name could never match a request)."""
     sample_rate: float = Field(0.0, ge=0.0, le=1.0)
     """Share of sessions captured, chosen by a hash of `X-Session-Id` (a session is all in or all out)."""
     db: Path = Path("capture.sqlite")
@@ -135,16 +134,6 @@ class CaptureSection(Strict):
     """When full, capture jobs are dropped and counted."""
     guard: GuardRules = Field(default_factory=GuardRules)
     """The tool-outcome guard's rules (`[capture.guard]`); it runs in every capture mode."""
-
-    @field_validator("workspaces")
-    @classmethod
-    def _real_workspace_names(cls, names: list[str]) -> list[str]:
-        """An empty name would allowlist every request without a workspace header; a padded one
-        never matches a header."""
-        bad = [name for name in names if not name.strip() or name != name.strip()]
-        if bad:
-            raise ValueError(f"workspace names must be non-empty and unpadded, not {', '.join(map(repr, bad))}")
-        return names
 
     @model_validator(mode="after")
     def _full_needs_an_allowlist(self) -> CaptureSection:

@@ -34,7 +34,10 @@ def error_type(status: int) -> str:
 
 
 def error_body(message: str, code: str, status: int, type_: str | None = None) -> dict[str, Any]:
-    return {"error": {"message": message, "type": type_ or error_type(status), "code": code}}
+    """The OpenAI error object; a message that is not valid Unicode (an engine's, say) is escaped so
+    the error can always be sent."""
+    text = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    return {"error": {"message": text, "type": type_ or error_type(status), "code": code}}
 
 
 class GatewayError(HTTPException):

@@ -20,12 +20,16 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disa
 from prometheus_client.core import CounterMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.names import is_name
 from serve.gateway.gpu import GpuCollector
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
 ENGINE_QUERIES = ("vllm:prefix_cache_queries_total", "vllm:gpu_prefix_cache_queries_total")
 ENGINE_HITS = ("vllm:prefix_cache_hits_total", "vllm:gpu_prefix_cache_hits_total")
 ENGINE_FINISHED = "vllm:request_success_total"
+LABEL_VALUES_MAX = 100
+"""Distinct values each label that comes from requests (workspace, tool) may take; later ones share `_other`."""
+OTHER = "_other"  # no name starts with "_", so it is never a real workspace's or tool's
 
 
 @dataclass(frozen=True)
@@ -104,20 +108,35 @@ class GatewayMetrics:
         self.canary_percent = Gauge("worker_gateway_canary_percent", "Percent of sticky keys sent to the canary",
                                     ["route", "candidate"], registry=r)
         self.capture_descriptors = Counter("worker_capture_descriptors_total", "Decisions captured, by capture "
-                                           "mode and workspace", ["mode", "workspace"], registry=r)
+                                           "mode and workspace (bounded: see `bounded`)", ["mode", "workspace"],
+                                           registry=r)
         self.guard_anomalies = Counter("worker_guard_anomalies_total", "Tool results the guard classified as an "
-                                       "anomaly, by workspace, tool and kind", ["workspace", "tool", "kind"],
-                                       registry=r)
+                                       "anomaly, by workspace, tool (both bounded: see `bounded`) and kind",
+                                       ["workspace", "tool", "kind"], registry=r)
         self.log_write_errors = Counter("worker_gateway_log_write_errors_total", "Failed writes of the request/"
                                         "shadow log to the state store (rows kept for the next try)", registry=r)
-        self.log_rows_dropped = Counter("worker_gateway_log_rows_dropped_total", "Request/shadow log rows given up "
-                                        "after the state store failed too long", registry=r)
+        self.log_rows_dropped = Counter("worker_gateway_log_rows_dropped_total", "Request/shadow log rows given up, "
+                                        "by table and reason: unwritable (the row's own values cannot be stored; "
+                                        "the others are written) or overflow (the store failed too long)",
+                                        ["table", "reason"], registry=r)
         self.capture_errors = Counter("worker_capture_errors_total", "Capture jobs lost (queue_full) or failed "
                                       "(process); the production request is never affected", ["reason"], registry=r)
+        self._label_values: dict[str, set[str]] = {}
         self.engine = EngineCollector()
         r.register(self.engine)
         self.gpu = GpuCollector(enabled=nvml)
         r.register(self.gpu)
+
+    def bounded(self, label: str, value: str) -> str:
+        """A label value taken from a request, so that clients cannot grow the series without bound:
+        itself while it is a name among the first LABEL_VALUES_MAX seen for `label`, else `_other`."""
+        seen = self._label_values.setdefault(label, set())
+        if value == "" or value in seen:
+            return value
+        if not is_name(value) or len(seen) >= LABEL_VALUES_MAX:
+            return OTHER
+        seen.add(value)
+        return value
 
     def observe(self, route: str, adapter: str, kind: str, status: int, seconds: float,
                 reason: str | None = None) -> None:

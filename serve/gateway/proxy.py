@@ -36,14 +36,15 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import aiohttp
 from fastapi import Request, Response
 from fastapi.responses import StreamingResponse
-from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
 from core.capture import request_sha256
+from core.names import BadName, check_name
 from serve.gateway.capture import CaptureJob, now_iso
+from serve.gateway.edge import REQUEST_ID_HEADER, SESSION_HEADER, WORKSPACE_HEADER, header_name, parse_json
 from serve.gateway.errors import GatewayError, error_body, unavailable
 from serve.gateway.registry import RequestRow
-from serve.gateway.router import SESSION_HEADER, WORKSPACE_HEADER, Resolution
+from serve.gateway.router import Resolution
 from serve.gateway.shadow import (
     Answer,
     BadAnswer,
@@ -64,6 +65,7 @@ _SEQUENCE = itertools.count(1)
 T = TypeVar("T")
 PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 JSON_HEADERS = {"Content-Type": "application/json"}
+ENGINE_MESSAGE_MAX = 2000
 
 
 @dataclass
@@ -103,13 +105,8 @@ def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> N
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a JSON object, else a 400 in OpenAI's shape."""
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
-    except RecursionError as exc:
-        raise GatewayError(400, "the request body is nested too deeply to read", "invalid_json") from exc
+    """The request body as a JSON object of valid Unicode text, else a 400 in OpenAI's shape."""
+    body = parse_json(raw)
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
     return body
@@ -118,15 +115,17 @@ def parse_body(raw: bytes) -> dict[str, Any]:
 async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
     """One OpenAI request end to end: resolve, forward (relaying streams), shadow, capture, count and log."""
     key = f"{_BOOT}-{next(_SEQUENCE)}"
-    call = Call(request.headers.get("x-request-id") or key, endpoint, time.perf_counter(), key)
+    call = Call(key, endpoint, time.perf_counter(), key)
     try:
+        call.request_id = header_name(request, REQUEST_ID_HEADER) or key
+        call.workspace = header_name(request, WORKSPACE_HEADER)
+        call.session = header_name(request, SESSION_HEADER)
         body = parse_body(await request.body())
         model = body.get("model", gw.config.gateway.default_route)
-        if not isinstance(model, str):
-            raise GatewayError(400, "'model' must be a string: a route, an adapter version or the base model",
-                               "invalid_model")
-        call.requested = model
-        call.workspace, call.session = request.headers.get(WORKSPACE_HEADER), request.headers.get(SESSION_HEADER)
+        try:
+            call.requested = check_name(model, "'model' (a route, an adapter version or the base model)")
+        except BadName as exc:
+            raise GatewayError(400, str(exc), "invalid_model") from exc
         call.resolution = gw.resolve(model, call.workspace, call.session)
         body["model"] = call.resolution.target
         stream = body.get("stream")
@@ -219,11 +218,13 @@ async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse, s
 
 
 def _engine_message(raw: bytes) -> str:
+    """The engine's error message, bounded (it is passed on to the client and stored with a shadow result)."""
     try:
         body = json.loads(raw)
-        return str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
+        message = str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
     except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
-        return raw.decode(errors="replace").strip()[:500] or "(empty body)"
+        message = raw.decode(errors="replace").strip() or "(empty body)"
+    return message if len(message) <= ENGINE_MESSAGE_MAX else f"{message[:ENGINE_MESSAGE_MAX]}… (cut)"
 
 
 def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, raw: bytes) -> GatewayError:
@@ -257,8 +258,9 @@ async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request)
     finish(gw, call, 200)
     if candidate is not None:
         _submit_shadow(gw, call, body, candidate, answer)
-    return Response(raw, 200, media_type="application/json", headers=call.headers(),
-                    background=_capture_after(gw, call, body, answer))
+    if call.endpoint == "chat" and gw.capture.wants(body):
+        _submit_capture(gw, call, body, answer)  # queued before the client can see the answer
+    return Response(raw, 200, media_type="application/json", headers=call.headers())
 
 
 async def _exchange(gw: Gateway, call: Call, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
@@ -323,13 +325,24 @@ class Relay:
         self.reason: str | None = "client_disconnected"
         self.closed = False
 
+    def _capture(self) -> None:
+        """Queue the capture once the answer is whole: at the engine's `[DONE]`, before that
+        event is relayed (a client may send its next turn as soon as it reads it), else at the
+        stream's end. Either way before the client can see the end."""
+        if self.captured and self.accumulator is not None:
+            self.captured = False
+            _submit_capture(self.gw, self.call, self.body, self.accumulator.answer())
+
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self.resp.content.iter_any():
                 if self.accumulator is not None:
                     self.accumulator.feed(chunk)
+                    if self.accumulator.done:
+                        self._capture()
                 yield chunk
             self.status, self.reason = 200, None
+            self._capture()
         except (TimeoutError, aiohttp.ClientError) as exc:
             timed_out = isinstance(exc, TimeoutError)
             self.status, self.reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
@@ -349,8 +362,6 @@ class Relay:
         finish(self.gw, self.call, self.status, self.reason)
         if self.status == 200 and self.accumulator is not None and self.candidate is not None:
             _submit_shadow(self.gw, self.call, self.body, self.candidate, self.accumulator.answer())
-        if self.status == 200 and self.accumulator is not None and self.captured:
-            _submit_capture(self.gw, self.call, self.body, self.accumulator.answer())
 
 
 class RelayResponse(StreamingResponse):
@@ -369,13 +380,8 @@ class RelayResponse(StreamingResponse):
             self.relay.close()
 
 
-# --- capture: handed over after the response is sent; serve/gateway/capture.py does the rest off-path ---
-
-def _capture_after(gw: Gateway, call: Call, body: dict[str, Any], answer: Answer) -> BackgroundTask | None:
-    if call.endpoint != "chat" or not gw.capture.wants(body):
-        return None
-    return BackgroundTask(_submit_capture, gw, call, body, answer)
-
+# --- capture: queued on the event loop in the order the answers are seen; serve/gateway/capture.py ---
+# --- does the rest off-path, one job at a time --------------------------------------------------
 
 def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answer) -> None:
     res = call.resolution

@@ -15,15 +15,17 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from core.names import excerpt
 from core.sqlitedb import open_wal, transaction
 from serve.errors import ServeError
 
@@ -34,6 +36,10 @@ WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 _PRUNE_EVERY = 1000  # log rows written between two prunes
 _FLUSH_AT = 1000  # buffered log rows that force a flush before the periodic one
 _MAX_PENDING = 100_000  # log rows kept for a retry while the store fails; the oldest go first
+# A log row's own values cannot be written (text that is not valid Unicode, an integer beyond 64 bits,
+# a constraint): that row is dropped, the others are written. Any other sqlite3.Error is the store's.
+_ROW_ERRORS = (ValueError, TypeError, OverflowError, sqlite3.InterfaceError, sqlite3.IntegrityError, sqlite3.DataError)
+log = logging.getLogger(__name__)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -270,8 +276,11 @@ class LogWriteError(ServeError, RuntimeError):
 class Registry:
     """Durable gateway state. Single-writer: the app serialises admin changes with one lock."""
 
-    def __init__(self, path: Path, routes: Sequence[str], base: str, keep_rows: int = 100_000):
+    def __init__(self, path: Path, routes: Sequence[str], base: str, keep_rows: int = 100_000,
+                 on_drop: Callable[[str, str], None] | None = None):
         self._path = path
+        self._on_drop = on_drop or (lambda _table, _reason: None)
+        self._drop_logged: set[str] = set()
         self._db = open_wal(path, SCHEMA)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA synchronous=NORMAL")
@@ -281,7 +290,6 @@ class Registry:
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._written = 0
         self._failing = False  # the last flush failed: only the periodic flush retries
-        self.dropped_rows = 0  # log rows given up because the store failed too long
         with self._tx():
             self._db.execute("INSERT OR IGNORE INTO meta VALUES ('revision', '0')")
             for name in routes:
@@ -439,32 +447,50 @@ class Registry:
     def flush(self) -> None:
         """Write buffered log rows; rows beyond `keep_rows` per table are pruned now and then.
 
-        On a store error the rows stay buffered for the next try (beyond `_MAX_PENDING` the
-        oldest are given up and counted in `dropped_rows`) and LogWriteError says why.
+        A row that cannot be written (text that is not valid Unicode, a number SQLite cannot hold)
+        is dropped alone: counted through `on_drop(table, "unwritable")`, logged once per table,
+        never blocking the rows after it. On a store error (disk full, table gone) every row stays
+        buffered for the next try (beyond `_MAX_PENDING` the oldest are given up, counted as
+        `overflow`) and LogWriteError says why.
         """
         if not self._pending:
             return
         pending = self._pending
+        dropped: list[tuple[str, Exception]] = []
         try:
             with self._tx():
                 for table, row in pending:
-                    marks = ", ".join("?" for _ in row)
-                    self._db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({marks})", tuple(row.values()))
+                    try:
+                        self._db.execute(f"INSERT INTO {table} ({', '.join(row)}) VALUES ({', '.join('?' * len(row))})",
+                                         tuple(row.values()))
+                    except _ROW_ERRORS as exc:  # this row's values; the statement left no trace
+                        dropped.append((table, exc))
         except sqlite3.Error as exc:
             self._failing = True
             overflow = len(pending) - _MAX_PENDING
             if overflow > 0:
+                for table, _ in pending[:overflow]:
+                    self._on_drop(table, "overflow")
                 del pending[:overflow]
-                self.dropped_rows += overflow
             raise LogWriteError(f"{self._path}: cannot write the request log ({len(pending)} rows kept for the "
                                 f"next try): {exc}") from exc
+        for table, error in dropped:
+            self._dropped(table, error)
         self._pending, self._failing = [], False
-        self._written += len(pending)
+        self._written += len(pending) - len(dropped)
         if self._keep and self._written >= _PRUNE_EVERY:
             self._written = 0
             with self._tx():
                 for name in ("requests", "shadow_results"):
                     self._db.execute(f"DELETE FROM {name} WHERE id <= (SELECT MAX(id) FROM {name}) - ?", (self._keep,))
+
+    def _dropped(self, table: str, error: Exception) -> None:
+        self._on_drop(table, "unwritable")
+        if table not in self._drop_logged:
+            self._drop_logged.add(table)
+            log.warning("%s: a %s row could not be written and was dropped (%s: %s); further drops are only "
+                        "counted (worker_gateway_log_rows_dropped_total)", self._path, table, type(error).__name__,
+                        excerpt(str(error), 200))
 
     def requests(self, limit: int = 100) -> list[dict[str, Any]]:
         """The latest routed requests, newest first."""

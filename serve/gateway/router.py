@@ -22,8 +22,6 @@ from serve.errors import ServeError
 from serve.gateway.registry import State
 
 Kind = Literal["production", "canary", "shadow", "pinned"]
-WORKSPACE_HEADER = "x-workspace-id"
-SESSION_HEADER = "x-session-id"
 
 
 class ModelNotFound(ServeError, LookupError):

@@ -39,10 +39,12 @@ class FilesChanged(ServeError, RuntimeError):
 class Gateway:
     def __init__(self, config: GatewayConfig) -> None:
         self.config = config
-        self.registry = Registry(config.gateway.state_db, config.gateway.routes, config.base.served_model_name,
-                                 config.gateway.request_log_keep)
-        self.pool = UpstreamPool(config.upstreams, config.gateway.connect_timeout_s, config.health.timeout_s)
         self.metrics = GatewayMetrics(nvml=config.metrics.nvml)
+        dropped = self.metrics.log_rows_dropped
+        self.registry = Registry(config.gateway.state_db, config.gateway.routes, config.base.served_model_name,
+                                 config.gateway.request_log_keep,
+                                 on_drop=lambda table, reason: dropped.labels(table, reason).inc())
+        self.pool = UpstreamPool(config.upstreams, config.gateway.connect_timeout_s, config.health.timeout_s)
         self.shadow = ShadowRunner(config.shadow.queue_size, config.shadow.concurrency, config.shadow.timeout_s,
                                    lambda job: send_shadow(self, job), self.registry, self.metrics)
         self.capture = Capture(config.capture, self.metrics)  # off the production path: serve/gateway/capture.py
@@ -105,8 +107,8 @@ class Gateway:
 
     async def _flush_loop(self) -> None:
         """Write the request/shadow log every LOG_FLUSH_S; a store error is logged and counted
-        and the rows wait for the next try: the loop itself never ends on an error."""
-        dropped = 0
+        and the rows wait for the next try (a row that cannot be written is dropped alone by
+        the registry): the loop itself never ends on an error."""
         while True:
             await asyncio.sleep(LOG_FLUSH_S)
             try:
@@ -114,8 +116,6 @@ class Gateway:
             except Exception as exc:  # noqa: BLE001 (any failure: the next tick tries again)
                 log.error("request log: %s", exc)
                 self.metrics.log_write_errors.inc()
-            self.metrics.log_rows_dropped.inc(self.registry.dropped_rows - dropped)
-            dropped = self.registry.dropped_rows
 
     async def _health_loop(self) -> None:
         while True:

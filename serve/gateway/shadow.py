@@ -70,6 +70,8 @@ class StreamAccumulator:
         self._buffer = b""
         self._content: list[str] = []
         self._calls: dict[int, dict[str, Any]] = {}
+        self.done = False
+        """The stream's `data: [DONE]` was seen: the answer is whole."""
 
     def feed(self, chunk: bytes) -> None:
         """Take the next bytes of the stream (SSE lines may be split across chunks)."""
@@ -81,6 +83,7 @@ class StreamAccumulator:
                 continue
             data = line[5:].strip()
             if data == b"[DONE]":
+                self.done = True
                 continue
             try:
                 event = json.loads(data)

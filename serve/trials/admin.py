@@ -22,7 +22,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field, StringConstraints
 
-from serve.gateway.admin import Body, Name, require_token
+from core.names import Name
+from serve.gateway.admin import Body, require_token
 from serve.gateway.errors import GatewayError
 from serve.trials.controller import describe_state
 from serve.trials.machine import Abort, Event, GateVerdict, Resume, Suspend

@@ -190,14 +190,16 @@ def test_the_rows_kept_for_a_retry_are_bounded(tmp_path, monkeypatch):
     import serve.gateway.registry as module
 
     monkeypatch.setattr(module, "_MAX_PENDING", 2)
-    registry = open_registry(tmp_path)
+    drops: list[tuple[str, str]] = []
+    registry = Registry(tmp_path / "state.sqlite", ["worker"], "worker-base",
+                        on_drop=lambda table, reason: drops.append((table, reason)))
     _log_rows(tmp_path, registry)
     saboteur = sqlite3.connect(tmp_path / "state.sqlite")
     saboteur.execute("ALTER TABLE requests RENAME TO requests_away")
     saboteur.commit()
     with pytest.raises(module.LogWriteError):
         registry.flush()
-    assert registry.dropped_rows == 1
+    assert drops == [("requests", "overflow")]
     saboteur.execute("ALTER TABLE requests_away RENAME TO requests")
     saboteur.commit()
     saboteur.close()

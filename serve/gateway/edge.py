@@ -1,0 +1,114 @@
+"""What the gateway refuses at its edge, before anything reaches a store, a log, a metric label or
+a response header: bodies that are not valid Unicode text, and header values that should be names.
+
+A body must be UTF-8 (RFC 8259 §8.1) and may not hold a lone surrogate anywhere (`"\\ud800"` is
+valid JSON but no text: SQLite, the logs and every UTF-8 encoder refuse it later, far from the
+request that brought it). Python's `json.loads` of bytes would accept UTF-16 and surrogates
+encoded as UTF-8 bytes, so the body is decoded strictly first. The id headers are echoed and
+stored, so they must be names (core/names.py), or the request is refused whole.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from fastapi import Request
+
+from core.names import BadName, check_name, excerpt
+from serve.gateway.errors import GatewayError
+
+REQUEST_ID_HEADER = "X-Request-Id"
+WORKSPACE_HEADER = "X-Workspace-Id"
+SESSION_HEADER = "X-Session-Id"
+# Only a \u escape can put a surrogate into text decoded strictly from UTF-8: the walk over the
+# parsed body runs only when the raw text has one (an escaped non-BMP character, or an attack).
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _is_text(value: str) -> bool:
+    if value.isascii():
+        return True
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
+    """Every string of a parsed JSON value (keys too) with where it is; iterative, as bodies nest deeply."""
+    stack = [(value, where)]
+    while stack:
+        item, at = stack.pop()
+        if isinstance(item, str):
+            yield item, at
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                yield key, f"{at} (a key)"
+                stack.append((child, f"{at}.{key}" if _is_text(key) and len(key) <= 40 else f"{at}.{excerpt(key)}"))
+        elif isinstance(item, list):
+            stack.extend((child, f"{at}[{i}]") for i, child in enumerate(item))
+
+
+def read_text(raw: bytes) -> str:
+    """The body as text: strict UTF-8, else 400 `invalid_unicode` naming the byte."""
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise GatewayError(400, f"the request body is not UTF-8 text (byte {exc.start}: {exc.reason})",
+                           "invalid_unicode") from exc
+
+
+def check_text(text: str, parsed: Any) -> None:
+    """400 `invalid_unicode` when a string of the parsed body (`text` as sent) holds a lone surrogate."""
+    if not _SURROGATE_ESCAPE.search(text):
+        return
+    for value, where in _strings(parsed, "body"):
+        if not _is_text(value):
+            raise GatewayError(400, f"{where} is not valid Unicode text (it holds a lone surrogate escape, "
+                                    "e.g. \\ud800)", "invalid_unicode")
+
+
+def parse_json(raw: bytes) -> Any:
+    """A JSON body that is valid Unicode text, else a 400 in OpenAI's shape."""
+    text = read_text(raw)
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
+    except RecursionError as exc:
+        raise GatewayError(400, "the request body is nested too deeply to read", "invalid_json") from exc
+    check_text(text, parsed)
+    return parsed
+
+
+async def valid_text_body(request: Request) -> None:
+    """A dependency of every JSON API route: its body is refused before validation when it is not text.
+
+    FastAPI parses JSON bodies leniently (UTF-16, surrogates), so routes with a body model check it
+    here; an unparsable body is left to FastAPI's own 422."""
+    raw = await request.body()
+    if not raw:
+        return
+    text = read_text(raw)
+    if _SURROGATE_ESCAPE.search(text):
+        try:
+            parsed = json.loads(text)
+        except (ValueError, RecursionError):
+            return
+        check_text(text, parsed)
+
+
+def header_name(request: Request, header: str) -> str | None:
+    """A header that must be a name when given (it is echoed, stored or a label), else 400 `invalid_header`;
+    an empty one counts as not given."""
+    value = request.headers.get(header)
+    if not value:
+        return None
+    try:
+        return check_name(value, f"the {header} header")
+    except BadName as exc:
+        raise GatewayError(400, str(exc), "invalid_header") from exc
