@@ -13,19 +13,21 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, PlainTextResponse
 from prometheus_client import CONTENT_TYPE_LATEST
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.names import excerpt, is_name
+from core.names import NAME_PATTERN, excerpt, is_name
 from serve.gateway import admin, proxy
 from serve.gateway.config import GatewayConfig
 from serve.gateway.edge import valid_text_body
-from serve.gateway.errors import GatewayError, error_body
+from serve.gateway.errors import ErrorResponse, GatewayError, error_body
 from serve.gateway.service import Gateway
 from serve.trials import admin as trials_admin
 from serve.trials.service import TrialService
@@ -74,6 +76,40 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
+# The OpenAPI shape of what the gateway itself reads from an OpenAI body (`model`, `stream`, and for
+# chat the messages and tools that capture and the guard read); every other field is the engine's.
+_MODEL = {"type": "string", "pattern": NAME_PATTERN, "description": "a route, an adapter version or the base model"}
+_STREAM = {"type": ["boolean", "null"]}
+CHAT_BODY: dict[str, Any] = {
+    "type": "object", "required": ["messages"],
+    "properties": {
+        "model": _MODEL, "stream": _STREAM, "max_tokens": {"type": "integer", "minimum": 1},
+        "messages": {"type": "array", "items": {
+            "type": "object", "required": ["role"],
+            "properties": {"role": {"enum": ["system", "user", "assistant", "tool"]},
+                           "content": {"type": ["string", "null"]}, "tool_call_id": {"type": "string"}}}},
+        "tools": {"type": "array", "items": {
+            "type": "object", "required": ["type", "function"],
+            "properties": {"type": {"const": "function"}, "function": {
+                "type": "object", "required": ["name"],
+                "properties": {"name": {"type": "string"}, "parameters": {"type": "object"}}}}}}}}
+COMPLETION_BODY: dict[str, Any] = {
+    "type": "object", "required": ["prompt"],
+    "properties": {"model": _MODEL, "stream": _STREAM, "prompt": {"type": "string"},
+                   "max_tokens": {"type": "integer", "minimum": 1}}}
+ANSWER: dict[int | str, dict[str, Any]] = {200: {"description": "The engine's answer, or its SSE stream", "content": {
+    "application/json": {"schema": {"type": "object"}}, "text/event-stream": {"schema": {"type": "string"}}}}}
+
+
+def _openapi_body(schema: dict[str, Any]) -> dict[str, Any]:
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+
+
+class Health(BaseModel):
+    status: str
+    upstreams: dict[str, bool]
+
+
 def create_app(config: GatewayConfig) -> FastAPI:
     """The FastAPI app of one gateway; its lifespan starts and stops the gateway's background work."""
     gateway = Gateway(config)
@@ -90,7 +126,9 @@ def create_app(config: GatewayConfig) -> FastAPI:
             await trials.stop()
             await gateway.stop()
 
-    app = FastAPI(title="worker-tier gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="worker-tier gateway", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None,
+                  responses={"4XX": {"model": ErrorResponse, "description": "Refused (OpenAI-shaped error)"},
+                             "5XX": {"model": ErrorResponse, "description": "Failed (OpenAI-shaped error)"}})
     app.state.gateway = gateway
     app.state.trials = trials
     app.add_middleware(BodyLimit, limit=config.gateway.max_body_bytes, gateway=gateway)
@@ -112,11 +150,11 @@ def create_app(config: GatewayConfig) -> FastAPI:
     async def internal_error(_: Request, exc: Exception) -> Response:
         return JSONResponse(error_body(f"internal gateway error: {type(exc).__name__}", "internal_error", 500), 500)
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=_openapi_body(CHAT_BODY), responses=ANSWER)
     async def chat_completions(request: Request) -> Response:
         return await proxy.handle(gateway, request, "chat")
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", openapi_extra=_openapi_body(COMPLETION_BODY), responses=ANSWER)
     async def completions(request: Request) -> Response:
         return await proxy.handle(gateway, request, "completions")
 
@@ -145,7 +183,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
         known = sorted({v for u in gateway.pool.upstreams if u.healthy and (v := u.version) is not None})
         return {"version": ", ".join(known) or None, "engines": engines}
 
-    @app.get("/health")
+    @app.get("/health", responses={200: {"model": Health}, 503: {"model": Health}})
     async def health() -> Response:
         upstreams = {u.name: u.healthy for u in gateway.pool.upstreams}
         if any(upstreams.values()):
@@ -153,7 +191,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
         return JSONResponse({"status": "unavailable", "upstreams": upstreams}, 503,
                             headers={"Retry-After": str(gateway.retry_after_s)})
 
-    @app.get("/metrics")
+    @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics() -> Response:
         await gateway.scrape_engines()
         return Response(gateway.metrics.render(), media_type=CONTENT_TYPE_LATEST)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.responses import JSONResponse
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 
 ERROR_TYPES = {
@@ -27,6 +28,18 @@ ERROR_TYPES = {
     503: "service_unavailable",
     504: "upstream_timeout",
 }
+
+
+class ErrorObject(BaseModel):
+    message: str
+    type: str
+    code: str
+
+
+class ErrorResponse(BaseModel):
+    """Every error the gateway answers (its OpenAPI schema declares it for every 4xx and 5xx)."""
+
+    error: ErrorObject
 
 
 def error_type(status: int) -> str:
