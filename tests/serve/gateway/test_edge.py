@@ -217,6 +217,8 @@ def test_metric_labels_from_requests_are_bounded(tmp_path, root, fault, monkeypa
 # --- item 3: capture keeps a session's order whatever the thread pool does --------------------
 
 TOOLS = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object"}}}]
+STREAMED_CALL = {"role": "assistant", "content": None, "tool_calls": [  # what the stand-in streams
+    {"id": "call-1", "type": "function", "function": {"name": "lookup", "arguments": '{"id": "1"}'}}]}
 
 
 def test_no_outcome_label_is_lost_when_the_thread_pool_is_slow(tmp_path, root, fault, monkeypatch):
@@ -253,12 +255,13 @@ def test_no_outcome_label_is_lost_when_the_thread_pool_is_slow(tmp_path, root, f
         def loop(session: str) -> None:
             with httpx.Client(base_url=gw.url, timeout=60) as client:
                 messages: list[dict] = [{"role": "user", "content": "find it"}]
-                for _ in range(turns):
-                    response = client.post("/v1/chat/completions",
-                                           json={"model": "worker", "messages": messages, "tools": TOOLS},
-                                           headers={"X-Workspace-Id": "ws", "X-Session-Id": session})
+                for i in range(turns):
+                    stream = i % 3 == 2  # streams too: their capture is queued at the engine's [DONE]
+                    response = client.post("/v1/chat/completions", json={
+                        "model": "worker", "messages": messages, "tools": TOOLS, "stream": stream},
+                        headers={"X-Workspace-Id": "ws", "X-Session-Id": session})
                     assert response.status_code == 200, response.text
-                    message = response.json()["choices"][0]["message"]
+                    message = STREAMED_CALL if stream else response.json()["choices"][0]["message"]
                     messages += [message, {"role": "tool", "tool_call_id": message["tool_calls"][0]["id"],
                                            "content": '{"found": true}'}]
 
