@@ -98,7 +98,9 @@ COMPLETION_BODY: dict[str, Any] = {
     "properties": {"model": _MODEL, "stream": _STREAM, "prompt": {"type": "string"},
                    "max_tokens": {"type": "integer", "minimum": 1}}}
 ANSWER: dict[int | str, dict[str, Any]] = {200: {"description": "The engine's answer, or its SSE stream", "content": {
-    "application/json": {"schema": {"type": "object"}}, "text/event-stream": {"schema": {"type": "string"}}}}}
+    "application/json": {"schema": {"type": "object"}},
+    "text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {
+        "type": "string", "description": "a JSON chunk, an OpenAI-shaped error, or [DONE]"}}}}}}}
 
 
 def _openapi_body(schema: dict[str, Any]) -> dict[str, Any]:

@@ -28,6 +28,7 @@ ERROR_TYPES = {
     503: "service_unavailable",
     504: "upstream_timeout",
 }
+MESSAGE_MAX = 2000
 
 
 class ErrorObject(BaseModel):
@@ -46,10 +47,15 @@ def error_type(status: int) -> str:
     return ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "internal_server_error")
 
 
+def bounded_message(message: str) -> str:
+    """A message cut to MESSAGE_MAX characters: a backstop for any that quotes what a client or an engine sent."""
+    return message if len(message) <= MESSAGE_MAX else f"{message[:MESSAGE_MAX]}… (cut)"
+
+
 def error_body(message: str, code: str, status: int, type_: str | None = None) -> dict[str, Any]:
-    """The OpenAI error object; a message that is not valid Unicode (an engine's, say) is escaped so
-    the error can always be sent."""
-    text = message.encode("utf-8", "backslashreplace").decode("utf-8")
+    """The OpenAI error object; the message is bounded, and escaped where it is not valid Unicode (an
+    engine's may not be) so the error can always be sent."""
+    text = bounded_message(message).encode("utf-8", "backslashreplace").decode("utf-8")
     return {"error": {"message": text, "type": type_ or error_type(status), "code": code}}
 
 

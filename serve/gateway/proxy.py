@@ -42,7 +42,7 @@ from core.capture import request_sha256
 from core.names import BadName, check_name
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.edge import REQUEST_ID_HEADER, SESSION_HEADER, WORKSPACE_HEADER, header_name, parse_json
-from serve.gateway.errors import GatewayError, error_body, unavailable
+from serve.gateway.errors import GatewayError, bounded_message, error_body, unavailable
 from serve.gateway.registry import RequestRow
 from serve.gateway.router import Resolution
 from serve.gateway.shadow import (
@@ -65,7 +65,6 @@ _SEQUENCE = itertools.count(1)
 T = TypeVar("T")
 PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 JSON_HEADERS = {"Content-Type": "application/json"}
-ENGINE_MESSAGE_MAX = 2000
 
 
 @dataclass
@@ -224,7 +223,7 @@ def _engine_message(raw: bytes) -> str:
         message = str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
     except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
         message = raw.decode(errors="replace").strip() or "(empty body)"
-    return message if len(message) <= ENGINE_MESSAGE_MAX else f"{message[:ENGINE_MESSAGE_MAX]}… (cut)"
+    return bounded_message(message)
 
 
 def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, raw: bytes) -> GatewayError:

@@ -5,7 +5,8 @@ stream off, refuse an adapter load, go down and come back empty).
 Used ONLY for those faults; everything else in the gateway tests runs against the real engine.
 The behaviour is chosen per served model name with `behaviour[model] = mode`:
 
-* `ok` (default): a well-formed answer; with `tools` it calls the first tool with `{"id": "1"}`;
+* `ok` (default): a well-formed answer; with `tools` it calls the first tool with `{"id": "1"}`; a body
+  it cannot read (say, a tool without a function name) gets a 400, as from vLLM;
 * `fail`: HTTP 500 with an OpenAI-shaped error;
 * `malformed`: HTTP 200 with a body that is not JSON;
 * `no_choices`: HTTP 200 with JSON that has no `choices`;
@@ -186,10 +187,15 @@ class FaultUpstream:
                 raise
             finally:
                 self.in_flight -= 1
+        try:  # like vLLM, a body it cannot read is a 400 (the gateway passes bodies on unchecked)
+            answer, _ = _answer(body, chat), _stream_events(body, chat)
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            return web.json_response({"error": {"message": f"cannot read the request: {exc!r}",
+                                                "type": "BadRequestError", "code": 400}}, status=400)
         if body.get("stream") and mode != "json_for_stream":
             return await self._stream(request, body, chat, mode)
         headers = {"X-Worker-Adapter": self.served_by[model]} if model in self.served_by else None
-        return web.json_response(_answer(body, chat), headers=headers)
+        return web.json_response(answer, headers=headers)
 
     async def _stream(self, request: web.Request, body: dict[str, Any], chat: bool, mode: str) -> web.StreamResponse:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})

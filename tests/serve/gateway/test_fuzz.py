@@ -52,6 +52,7 @@ def test_every_route_answers_its_schema_for_any_input(gateway: RunningGateway):
     schema = schemathesis.openapi.from_dict(gateway.app.openapi())
     operations = [result.ok() for result in schema.get_all_operations()]
     assert any(op.path == "/admin/trials" for op in operations)  # the trials routes are fuzzed too
+    calls: dict[str, int] = {}
     for operation in operations:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
@@ -62,11 +63,13 @@ def test_every_route_answers_its_schema_for_any_input(gateway: RunningGateway):
                     response = case.call(base_url=gateway.url, headers=headers, timeout=60)
                     case.validate_response(response, checks=CHECKS, headers=headers)
                     _no_traceback(response)
+                    calls[case.operation.label] = calls.get(case.operation.label, 0) + 1
 
             try:
                 run()
             except Unsatisfiable:  # a route without inputs has no invalid ones
                 assert mode is GenerationMode.NEGATIVE
+    assert set(calls) == {op.label for op in operations} and sum(calls.values()) > 20 * len(operations), calls
 
 
 # --- hostile values in every field and header ----------------------------------------------------
