@@ -47,7 +47,7 @@ def _strings(value: Any, where: str) -> Iterator[tuple[str, str]]:
             yield item, at
         elif isinstance(item, dict):
             for key, child in item.items():
-                yield key, f"{at} (a key)"
+                yield key, f"a key of {at}"
                 stack.append((child, f"{at}.{key}" if _is_text(key) and len(key) <= 40 else f"{at}.{excerpt(key)}"))
         elif isinstance(item, list):
             stack.extend((child, f"{at}[{i}]") for i, child in enumerate(item))
