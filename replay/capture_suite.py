@@ -35,7 +35,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.capture import CapturedDecision, read_decisions
+from core.capture import CapturedDecision, read_decisions, session_key
 from core.guard import FAILURES
 from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
@@ -51,10 +51,13 @@ _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((M
 
 
 def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
-    """The stratum of each decision (in capture order), None when its outcome proves nothing."""
-    sessions: dict[str, list[CapturedDecision]] = {}
+    """The stratum of each decision (in capture order), None when its outcome proves nothing.
+
+    A session is a (workspace, session) pair: session ids are the client's, and two tenants may
+    use the same one."""
+    sessions: dict[tuple[str, str], list[CapturedDecision]] = {}
     for d in decisions:
-        sessions.setdefault(d.session, []).append(d)
+        sessions.setdefault(session_key(d), []).append(d)
     anomalous = {s for s, ds in sessions.items() if any(d.outcome not in (None, "ok") for d in ds)}
     strata: list[str | None] = []
     for d in decisions:
@@ -65,11 +68,11 @@ def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
         elif d.outcome != "ok":
             strata.append(None)
         else:
-            session = sessions[d.session]
+            session = sessions[session_key(d)]
             previous = session[session.index(d) - 1] if session.index(d) > 0 else None
             if previous is not None and previous.outcome in FAILURES and previous.chosen_tool != d.chosen_tool:
                 strata.append("verified_recovery")
-            elif d.session not in anomalous:
+            elif session_key(d) not in anomalous:
                 strata.append("clean_trajectory_action")
             else:
                 strata.append("verified_action")

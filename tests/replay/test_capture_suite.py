@@ -22,10 +22,10 @@ MEMORY = "You keep the ledger.\n\n<memory>\n[memory/profile.md]\nACME pays late.
 
 
 def captured(n: int, session: str, tool: str | None, *, outcome: str | None = None, full: bool = True,
-             at: str = "2026-08-02T10:00:00Z") -> CapturedDecision:
+             at: str = "2026-08-02T10:00:00Z", workspace: str = "ws-a") -> CapturedDecision:
     messages = [{"role": "system", "content": MEMORY}, {"role": "user", "content": f"task {session} step {n}"}]
     return CapturedDecision(
-        id=f"r-{session}-{n}", captured_at=at, mode="full" if full else "descriptor", workspace="ws-a",
+        id=f"r-{workspace}-{session}-{n}", captured_at=at, mode="full" if full else "descriptor", workspace=workspace,
         session=session, route="worker", adapter="worker-base", kind="production", request_sha256="0" * 64,
         message_hashes=[], roles=["system", "user"], tools_offered=["lookup", "search"], tool_choice="auto",
         parse_outcome="ok" if tool else "no_call", chosen_tool=tool, chosen_keys=["id"] if tool else [],
@@ -52,6 +52,15 @@ def test_strata_follow_the_outcomes():
     ]
 
 
+def test_a_session_id_reused_by_another_workspace_is_another_session():
+    """The demo's two workspaces both use `s-remind`: one tenant's blocked call must not make the
+    other's clean session anomalous, nor count as the previous call of its recovery."""
+    decisions = [captured(1, "s-remind", "search", outcome="blocked", workspace="ws-a"),
+                 captured(1, "s-remind", "lookup", outcome="ok", workspace="ws-b"),
+                 captured(2, "s-remind", "search", outcome="ok", workspace="ws-b")]
+    assert assign_strata(decisions) == ["known_failure", "clean_trajectory_action", "clean_trajectory_action"]
+
+
 def test_memory_blocks_are_stripped():
     assert strip_memory([{"role": "system", "content": MEMORY}, {"role": "user", "content": "hi"}]) == [
         {"role": "system", "content": "You keep the ledger."}, {"role": "user", "content": "hi"}]
@@ -69,8 +78,9 @@ def test_store_labels_the_call_that_produced_a_result(tmp_path):
     db = CaptureStore(tmp_path / "c.sqlite")
     db.insert(captured(1, "a", "search"))
     db.insert(captured(2, "a", "lookup"))
-    db.label("a", [ToolResult("c-1", "search", "blocked"), ToolResult(None, "lookup", "ok")])
-    db.label("b", [ToolResult("c-1", "search", "failed")])  # another session's result touches nothing
+    db.label("ws-a", "a", [ToolResult("c-1", "search", "blocked"), ToolResult(None, "lookup", "ok")])
+    db.label("ws-a", "b", [ToolResult("c-1", "search", "failed")])  # another session's result touches nothing
+    db.label("ws-b", "a", [ToolResult("c-1", "search", "failed")])  # and so does another workspace's
     db.close()
     assert [d.outcome for d in read_decisions(tmp_path / "c.sqlite")] == ["blocked", "ok"]
 
@@ -230,7 +240,7 @@ def test_descriptors_need_keys_and_a_suite_with_values_does_not_freeze(tmp_path,
     capsys.readouterr()
     assert main(["suite", "check-privacy", str(out)]) == 1
     assert capsys.readouterr().out.strip() == \
-        f"{out / 'decisions.jsonl'}:1: decision 'cap-r-a-1': EMAIL value at $.request.messages[0].content"
+        f"{out / 'decisions.jsonl'}:1: decision 'cap-r-ws-a-a-1': EMAIL value at $.request.messages[0].content"
     assert main(["suite", "freeze", str(out)]) == 2
     assert "the privacy check finds 1 detectable value(s)" in capsys.readouterr().err
     assert "frozen" not in (out / "suite.toml").read_text()
