@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from core.guard import Kind
-from core.sqlitedb import StoreError, open_wal, transaction
+from core.sqlitedb import StoreError, connect_readonly, open_wal, transaction
 
 
 def message_hash(message: Any) -> str:
@@ -68,7 +68,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     chosen_arguments TEXT,
     request_id TEXT
 );
-CREATE INDEX IF NOT EXISTS decisions_session ON decisions (session, seq);
+DROP INDEX IF EXISTS decisions_session;
+CREATE INDEX IF NOT EXISTS decisions_workspace_session ON decisions (workspace, session, seq);
 """
 _JSON_COLUMNS = ("message_hashes", "roles", "tools_offered", "chosen_keys", "request", "chosen_arguments")
 
@@ -112,6 +113,12 @@ class CapturedDecision:
     seq: int | None = None
 
 
+def session_key(decision: CapturedDecision) -> tuple[str, str]:
+    """What identifies a decision's session: session ids are the client's own, and two workspaces
+    (tenants) may use the same one, so a session is always grouped with its workspace."""
+    return decision.workspace, decision.session
+
+
 class CaptureStore:
     def __init__(self, path: Path) -> None:
         self._db = open_wal(path, SCHEMA)
@@ -125,19 +132,20 @@ class CaptureStore:
     def _tx(self) -> AbstractContextManager[None]:
         return transaction(self._db)
 
-    def label(self, session: str, results: list[ToolResult]) -> None:
-        """Attach each result's kind to the session's decision whose call produced it."""
+    def label(self, workspace: str, session: str, results: list[ToolResult]) -> None:
+        """Attach each result's kind to the session's decision whose call produced it. A session is a
+        (workspace, session) pair: two tenants may use the same session id."""
         with self._tx():
             for result in results:
                 row = None
                 if result.call_id is not None:
-                    row = self._db.execute("SELECT seq FROM decisions WHERE session = ? AND call_id = ? AND "
-                                           "outcome IS NULL ORDER BY seq DESC LIMIT 1",
-                                           (session, result.call_id)).fetchone()
+                    row = self._db.execute("SELECT seq FROM decisions WHERE workspace = ? AND session = ? AND "
+                                           "call_id = ? AND outcome IS NULL ORDER BY seq DESC LIMIT 1",
+                                           (workspace, session, result.call_id)).fetchone()
                 if row is None:
-                    row = self._db.execute("SELECT seq FROM decisions WHERE session = ? AND chosen_tool = ? AND "
-                                           "outcome IS NULL ORDER BY seq DESC LIMIT 1",
-                                           (session, result.tool)).fetchone()
+                    row = self._db.execute("SELECT seq FROM decisions WHERE workspace = ? AND session = ? AND "
+                                           "chosen_tool = ? AND outcome IS NULL ORDER BY seq DESC LIMIT 1",
+                                           (workspace, session, result.tool)).fetchone()
                 if row is not None:
                     self._db.execute("UPDATE decisions SET outcome = ? WHERE seq = ?", (result.kind, row[0]))
 
@@ -153,16 +161,16 @@ class CaptureStore:
 
 
 def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedDecision]:
-    """Every stored decision (at or after `since`, an ISO time), in capture order."""
+    """Every stored decision (at or after `since`, an ISO time), in capture order; read-only, and a
+    missing store is a `StoreError` (never created)."""
+    db = connect_readonly(path)
     try:
-        db = sqlite3.connect(f"file:{Path(path)}?mode=ro", uri=True)
-        try:
-            db.row_factory = sqlite3.Row
-            rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
-        finally:
-            db.close()
+        db.row_factory = sqlite3.Row
+        rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: cannot read this capture store: {exc}") from exc
+    finally:
+        db.close()
     cut = parse_instant(since) if since else None
     decisions = []
     known = {f.name for f in fields(CapturedDecision)}

@@ -13,6 +13,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from core.names import Name
+
 
 class Strict(BaseModel):
     """Base of every file format and API body: unknown keys are errors, and a field's docstring
@@ -58,8 +60,9 @@ class FailedAction(Strict):
 class MemoryRef(Strict):
     """Whose memory a replay arm injects for this decision."""
 
-    workspace: str | None = None
-    """The workspace's memory directory under the run's `memory.root` (None: the decision's own workspace)."""
+    workspace: Name | None = None
+    """The workspace's memory directory under the run's `memory.root` (None: the decision's own workspace);
+    a name, so it never climbs out of the root."""
 
 
 class Decision(Strict):
@@ -72,8 +75,10 @@ class Decision(Strict):
     of the suite's extra strata; strata are disjoint."""
     cluster: str
     """The situation the decision comes from; decisions of one cluster are not independent."""
-    workspace: str
-    session: str
+    workspace: Name
+    """Whose decision it is; names its memory (`<memory.root>/<workspace>`) and transcripts."""
+    session: Name
+    """The session it was captured in (unique within its workspace, not across workspaces)."""
     captured_at: datetime
     request: ChatRequest
     """The frozen request up to the decision: never the target action, never a memory block."""
@@ -163,7 +168,7 @@ class ResultRecord(Strict):
     decision_id: str
     stratum: str
     cluster: str
-    workspace: str
+    workspace: Name
     target_tool: str | None = None
     """The decision's target tool (None: no call, or no target), kept for per-tool breakdowns."""
     model: str

@@ -1,4 +1,5 @@
-"""The SQLite conventions of the gateway's stores (registry, capture): WAL, explicit transactions."""
+"""The SQLite conventions of the gateway's stores (registry, capture): WAL, explicit transactions, and
+the one read-only opener."""
 
 from __future__ import annotations
 
@@ -28,6 +29,23 @@ def open_wal(path: Path, schema: str) -> sqlite3.Connection:
         raise StoreError(f"{path}: cannot open this SQLite store: {why}{hint}; check the path and that the "
                          "service user may create and write it and its directory") from exc
     return db
+
+
+def connect_readonly(path: Path | str) -> sqlite3.Connection:
+    """A read-only connection to the existing file `path`, whatever characters its name holds.
+
+    Read-only needs a SQLite URI, and a path pasted into one unescaped is reinterpreted: `#` cuts it
+    (`cap#1.sqlite` opened, and created, `cap`), `%41` decodes (`cap%41.sqlite` read `capA.sqlite`),
+    `?` starts parameters. `Path.as_uri` percent-quotes every such character. A missing file is a
+    `StoreError`, never a new empty store."""
+    path = Path(path)
+    if not path.is_file():
+        why = "it is not a file" if path.exists() else "no such file"
+        raise StoreError(f"{path}: cannot open this SQLite store read-only: {why}")
+    try:
+        return sqlite3.connect(f"{path.absolute().as_uri()}?mode=ro", uri=True, check_same_thread=False)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{path}: cannot open this SQLite store read-only: {exc}") from exc
 
 
 @contextmanager

@@ -11,6 +11,8 @@ from its session (disjoint, first match wins):
 
 Decisions without a label (no call, or no next turn yet) and decisions whose label is an
 anomaly that is no verdict (`empty_result`, `partial`, `pending`, `no_op`) get no stratum.
+A capture whose workspace or session (request headers) is no name (`core.names`) is left out:
+those ids become paths (`<memory.root>/<workspace>`, the corpus's `<workspace>/<session>.jsonl`).
 A `full`-mode capture holds its request; a `descriptor` holds only hashes and becomes a
 decision when a transcript corpus resolves it (replay/resolve.py: proven by hash, or refused
 with its reason). Requests end before the answer (the contract excludes its target), memory
@@ -35,15 +37,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.capture import CapturedDecision, read_decisions
+from core.capture import CapturedDecision, read_decisions, session_key
 from core.guard import FAILURES
+from core.names import is_name
 from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from replay.redact import Pseudonymizer
+from replay.redact import PSEUDONYM, Pseudonymizer
 from replay.resolve import NO_KEY, Refusal, Verify, resolve
 from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, check_privacy, validate_suite
 from replay.suite_checks import request_hash
-from replay.transcripts import TranscriptSource
+from replay.transcripts import TranscriptDir, TranscriptSource
 
 _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
                                                                              (RULES_OPEN, RULES_CLOSE))),
@@ -51,10 +54,13 @@ _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((M
 
 
 def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
-    """The stratum of each decision (in capture order), None when its outcome proves nothing."""
-    sessions: dict[str, list[CapturedDecision]] = {}
+    """The stratum of each decision (in capture order), None when its outcome proves nothing.
+
+    A session is a (workspace, session) pair: session ids are the client's, and two tenants may
+    use the same one."""
+    sessions: dict[tuple[str, str], list[CapturedDecision]] = {}
     for d in decisions:
-        sessions.setdefault(d.session, []).append(d)
+        sessions.setdefault(session_key(d), []).append(d)
     anomalous = {s for s, ds in sessions.items() if any(d.outcome not in (None, "ok") for d in ds)}
     strata: list[str | None] = []
     for d in decisions:
@@ -65,11 +71,11 @@ def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
         elif d.outcome != "ok":
             strata.append(None)
         else:
-            session = sessions[d.session]
+            session = sessions[session_key(d)]
             previous = session[session.index(d) - 1] if session.index(d) > 0 else None
             if previous is not None and previous.outcome in FAILURES and previous.chosen_tool != d.chosen_tool:
                 strata.append("verified_recovery")
-            elif d.session not in anomalous:
+            elif session_key(d) not in anomalous:
                 strata.append("clean_trajectory_action")
             else:
                 strata.append("verified_action")
@@ -113,10 +119,12 @@ def to_decision(captured: CapturedDecision, stratum: str, request: dict[str, Any
 
 def redact_decision(decision: Decision, pseudonymizer: Pseudonymizer) -> Decision:
     """The decision with detected values pseudonymised: request, failed-action arguments, session
-    and cluster (ids, strata, tool names and key sets are structure and stay)."""
+    and cluster (ids, strata, tool names and key sets are structure and stay). The session stays a
+    name: its pseudonyms are written without their angle brackets (`s-IP_99da6347`)."""
     data = decision.model_dump(mode="json", exclude_none=True)
-    for name in ("request", "session", "cluster"):
+    for name in ("request", "cluster"):
         data[name] = pseudonymizer.value(data[name])
+    data["session"] = PSEUDONYM.sub(lambda found: found.group(0)[1:-1], pseudonymizer.value(data["session"]))
     if "arguments" in data.get("failed_action", {}):
         data["failed_action"]["arguments"] = pseudonymizer.value(data["failed_action"]["arguments"])
     return Decision.model_validate(data)
@@ -162,9 +170,12 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     (left out without them). With `keys` (workspace → key), every decision is redacted with its
     workspace's key, and one whose workspace has none is refused. Refuses a frozen suite in
     `out` (new cases go into the next version) and a directory that holds anything but a
-    suite; rebuilds an unfrozen one."""
+    suite; rebuilds an unfrozen one. Never writes into the transcript directory (DESIGN §9)."""
     if not db.is_file():
         raise SuiteError(f"no capture store at {db}", [])
+    if isinstance(transcripts, TranscriptDir) and transcripts.holds(out):
+        raise SuiteError(f"refusing to write into {out}: it is inside the transcript directory {transcripts.root}, "
+                         "which is only ever read; build the suite elsewhere", [])
     _check_target_dir(out)
     captured = read_decisions(db, since)
     report = BuildReport(out, {}, {}, redactions=None if keys is None else {})
@@ -174,6 +185,9 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     for item, stratum in zip(captured, assign_strata(captured), strict=True):
         if stratum is None:
             skipped["no verdict from its outcome"] += 1
+            continue
+        if not (is_name(item.workspace) and is_name(item.session)):
+            skipped["workspace or session is not a name"] += 1
             continue
         if item.request is not None:
             request, arguments = item.request, item.chosen_arguments

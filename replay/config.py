@@ -9,6 +9,7 @@ from urllib.parse import urlparse
 
 from pydantic import Field, field_validator, model_validator
 
+from core.names import Name
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
 from replay.errors import ReplayError
@@ -73,7 +74,7 @@ class Arm(Strict):
     memory: str = "withheld"
     """The memory condition (withheld, workspace, workspace-minus:<id>, rules:<id,id>, rule:<text>)."""
     decoding: DecodingOverride = Field(default_factory=DecodingOverride)
-    workspaces: list[str] | None = None
+    workspaces: list[Name] | None = None
     """Only decisions of these workspaces (None: all). An ablation `workspace-minus:<id>` arm names the
     rule's own workspace: the rule exists nowhere else."""
 

@@ -25,6 +25,7 @@ The corpus is only read. `load_keys` reads the workspace keys redaction needs (r
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -32,6 +33,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from core.capture import CapturedDecision, choice_label, message_hash, request_sha256
+from core.names import Name
 from core.records import ChatRequest, Strict
 from core.scoring import chosen_call
 from core.tomlfile import ConfigError, load_toml
@@ -111,7 +113,7 @@ class PseudonymKeys(Strict):
     """The workspace keys file (TOML): `[keys]` then `"<workspace>" = "<key>"`, each key at least
     32 hex digits (16 bytes; `openssl rand -hex 32` makes one)."""
 
-    keys: dict[str, Annotated[str, Field(pattern=r"^(?:[0-9a-fA-F]{2}){16,}$")]] = Field(default_factory=dict)
+    keys: dict[Name, Annotated[str, Field(pattern=r"^(?:[0-9a-fA-F]{2}){16,}$")]] = Field(default_factory=dict)
 
 
 class KeysError(ReplayError):
@@ -119,10 +121,20 @@ class KeysError(ReplayError):
 
 
 def load_keys(path: Path | None) -> dict[str, bytes]:
-    """Workspace → key bytes, from `path` or the file named by $WORKER_REPLAY_PSEUDONYM_KEYS."""
+    """Workspace → key bytes, from `path` or the file named by $WORKER_REPLAY_PSEUDONYM_KEYS.
+
+    The file must be readable by its owner only (docs/production.md: mode 600): keys others can
+    read are refused, with the `chmod` that fixes it, before they are used."""
     path = path or (Path(os.environ[KEYS_ENV]) if os.environ.get(KEYS_ENV) else None)
     if path is None:
         raise KeysError(f"resolving descriptors needs the workspace keys: --keys FILE or ${KEYS_ENV}")
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except OSError as exc:
+        raise KeysError(f"{path}: cannot read the workspace keys file: {exc.strerror or exc}") from exc
+    if mode & 0o077:
+        raise KeysError(f"{path}: other users can access the workspace keys file (mode {mode:o}); it must be "
+                        f"readable by its owner only: run `chmod 600 {path}`")
     try:
         keys = load_toml(path, PseudonymKeys, "workspace keys file")
     except ConfigError as exc:

@@ -33,7 +33,7 @@ from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
 from replay.config import Arm, RunConfig
 from replay.errors import ReplayError
-from replay.memory.files import WorkspaceMemory, load_memory
+from replay.memory.files import WorkspaceMemory, load_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, parse_condition
 from replay.suite import Suite
 
@@ -179,15 +179,19 @@ def _memory_hint(config: RunConfig, workspace: str) -> str:
     """Where the memory a condition needs was looked for."""
     if config.memory.root is None:
         return " (the run config has no [memory] root: a directory with one sub-directory per workspace)"
-    if not (config.memory.root / workspace).is_dir():
+    if not workspace_dir(config.memory.root, workspace).is_dir():
         return f" (no directory {config.memory.root / workspace} under [memory] root)"
     return ""
 
 
 def load_workspace_memory(config: RunConfig, workspace: str) -> WorkspaceMemory | None:
-    if config.memory.root is None or not (config.memory.root / workspace).is_dir():
+    """The workspace's memory under `[memory] root`, None when it has none; `MemoryLoadError` for a
+    workspace that is no name or whose directory resolves outside the root (defence in depth
+    behind the `Name` fields of decisions and scenarios)."""
+    if config.memory.root is None:
         return None
-    return load_memory(config.memory.root / workspace)
+    path = workspace_dir(config.memory.root, workspace)
+    return load_memory(path) if path.is_dir() else None
 
 
 def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkItem]:

@@ -27,6 +27,12 @@ runtime left out must be absent (writing `"tool_calls": null` for a message that
 key changes its hash), a key sent as `null` must be `null`, and numbers keep their JSON
 spelling (`1` and `1.0` differ). `transcript_lines` writes a session that way. Validation
 (`TranscriptMessage`) checks the shape without touching the stored dict.
+
+The corpus is another system's data, read off the serving host, so reading it is bounded:
+workspace and session are names (`core.names`), a file or workspace directory that is a link
+out of the corpus is refused, and a line longer than `MAX_LINE_BYTES` refuses its session as
+unreadable (checked on the line's size, before any JSON is parsed) rather than stalling the
+build on one pathological message.
 """
 
 from __future__ import annotations
@@ -34,13 +40,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.names import Name, is_name
 from core.records import Strict
 from replay.errors import ReplayError
+
+MAX_LINE_BYTES = 1 << 20
+"""The longest transcript line read (1 MiB): far more than any one message a model's context holds."""
 
 
 class TranscriptError(ReplayError):
@@ -50,8 +61,8 @@ class TranscriptError(ReplayError):
 class TranscriptHeader(Strict):
     """The first line of a session file."""
 
-    workspace: str = Field(min_length=1)
-    session: str = Field(min_length=1)
+    workspace: Name
+    session: Name
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     params: dict[str, Any] = Field(default_factory=dict)
@@ -102,17 +113,22 @@ class TranscriptDir:
             raise TranscriptError(f"no transcript directory at {root}")
         self.root = root
 
+    def holds(self, path: Path) -> bool:
+        """Whether `path` (resolved, symlinks followed) is in the corpus: nothing may be written there."""
+        return path.resolve().is_relative_to(self.root.resolve())
+
     def path(self, workspace: str, session: str) -> Path | None:
-        """The session's file, None for an id that is no plain file name (it cannot name a file here)."""
-        for part in (workspace, session):
-            if not part or part in (".", "..") or "/" in part or "\\" in part or "\0" in part:
-                return None
+        """The session's file, None for an id that is no name (it cannot name a file here)."""
+        if not (is_name(workspace) and is_name(session)):
+            return None
         return self.root / workspace / f"{session}.jsonl"
 
     def session(self, workspace: str, session: str) -> Transcript | None:
         path = self.path(workspace, session)
         if path is None or not path.is_file():
             return None
+        if not self.holds(path):
+            raise TranscriptError(f"{path}: a link out of the transcript directory {self.root}; refused")
         transcript = read_transcript(path)
         if (transcript.header.workspace, transcript.header.session) != (workspace, session):
             raise TranscriptError(f"{path}:1: the header names workspace {transcript.header.workspace!r}, session "
@@ -122,13 +138,7 @@ class TranscriptDir:
 
 def read_transcript(path: Path) -> Transcript:
     """One session file, validated line by line (errors name `file:line`)."""
-    with path.open("rb") as handle:
-        raw = handle.read()
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(f"{path}: not UTF-8: {exc}") from exc
-    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+    lines = [(n, line) for n, line in _lines(path) if line.strip()]
     if not lines:
         raise TranscriptError(f"{path}: empty (a transcript starts with its header line)")
     header_line, header_data = lines[0][0], _json_object(path, *lines[0])
@@ -151,6 +161,23 @@ def transcript_lines(header: TranscriptHeader, messages: Sequence[dict[str, Any]
     """A session file's text: the header, then each message verbatim (keys as sent, nothing added)."""
     head = header.model_dump(exclude_none=True, exclude_defaults=False)
     return "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in (head, *messages))
+
+
+def _lines(path: Path) -> list[tuple[int, str]]:
+    """(number, text) of every line, each read with a bound: a longer line is an error, and is
+    never held in memory whole."""
+    lines = []
+    with path.open("rb") as handle:
+        for number, raw in enumerate(iter(partial(handle.readline, MAX_LINE_BYTES + 1), b""), start=1):
+            body = raw.removesuffix(b"\n")
+            if len(body) > MAX_LINE_BYTES:
+                raise TranscriptError(f"{path}:{number}: the line is longer than {MAX_LINE_BYTES} bytes; "
+                                      "the session is not read")
+            try:
+                lines.append((number, body.decode("utf-8")))
+            except UnicodeDecodeError as exc:
+                raise TranscriptError(f"{path}:{number}: not UTF-8: {exc}") from exc
+    return lines
 
 
 def _json_object(path: Path, number: int, line: str) -> dict[str, Any]:

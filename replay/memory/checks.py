@@ -71,8 +71,11 @@ def has_violations(problems: Iterable[MemoryProblem]) -> bool:
     return any(p.severity == "violation" for p in problems)
 
 
-def _text(path: Path) -> str | None:
-    """Text for a check, None if unreadable (`load_memory` already reported why)."""
+def _text(path: Path, workspace: Path) -> str | None:
+    """Text for a check, None if unreadable or a link out of the workspace (`load_memory` already
+    reported why)."""
+    if not path.resolve().is_relative_to(workspace.resolve()):
+        return None
     try:
         return path.read_bytes().decode("utf-8-sig", errors="replace")
     except OSError:
@@ -91,7 +94,7 @@ def _check_essentials(root: Path) -> list[MemoryProblem]:
             problems.append(MemoryProblem("violation", path, None,
                                           f"{Path(name).name} is missing (it is injected every turn)"))
             continue
-        text = _text(path)
+        text = _text(path, root)
         if text is None:
             continue
         count, cap = _non_empty_lines(text), ESSENTIAL_LINE_CAPS[name]
@@ -106,7 +109,7 @@ def _check_essentials(root: Path) -> list[MemoryProblem]:
 
 def _check_rules(memory: WorkspaceMemory) -> list[MemoryProblem]:
     path = memory.root / LC_FILE
-    text = _text(path) if path.is_file() else None
+    text = _text(path, memory.root) if path.is_file() else None
     if text is None:
         return []
     problems: list[MemoryProblem] = []

@@ -17,6 +17,11 @@ Reading never fails on a messy file: what cannot be understood is reported by
 `checks.check_memory` (with file:line) and left out of the parsed rules, so a replay arm never
 injects text whose authority it could not establish (004). Only a missing directory is an
 error, because injecting "nothing" for a mistyped path would silently look like `withheld`.
+
+Workspaces live under a memory root, one directory per tenant. A workspace is a name
+(`core.names`), and its directory must resolve inside the root: `..`, an absolute path or a
+symlink to elsewhere would inject another tenant's rules. Inside a workspace, a file that is a
+link out of the workspace directory is reported and not read.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
+from core.names import BadName, check_name
 from replay.errors import ReplayError
 
 LC_FILE = "rules/learned-corrections.md"
@@ -169,32 +175,59 @@ def load_memory(root: str | Path) -> WorkspaceMemory:
         raise MemoryLoadError(f"{root}: workspace memory directory not found")
     problems: list[MemoryProblem] = []
     lc_path, log_path = root / LC_FILE, root / LOG_FILE
-    raw_rules = _parse_corrections(_read(lc_path, problems), lc_path, problems)
-    log, retirements = _parse_log(_read(log_path, problems), log_path, problems)
+    raw_rules = _parse_corrections(_read(lc_path, problems, root), lc_path, problems)
+    log, retirements = _parse_log(_read(log_path, problems, root), log_path, problems)
     retired = {r.id for r in raw_rules if r.section is Section.RETIRED and r.id} | {t.id for t in retirements}
     rules = tuple(_settle(r, retired) for r in raw_rules)
     essentials = []
     for name in ESSENTIAL_FILES:
-        text = _read(root / name, problems)
+        text = _read(root / name, problems, root)
         if text is not None and text.strip():
             essentials.append(Essential(name=name, text=text))
     return WorkspaceMemory(root, rules, tuple(log), tuple(retirements), tuple(essentials), tuple(problems))
 
 
 def workspace_dirs(memory_root: str | Path) -> dict[str, Path]:
-    """The workspaces under a memory root, laid out `<memory_root>/<workspace>/` (one tree per tenant)."""
+    """The workspaces under a memory root, laid out `<memory_root>/<workspace>/` (one tree per tenant).
+    A directory linked out of the root is refused, not followed."""
     memory_root = Path(memory_root)
     if not memory_root.is_dir():
         raise MemoryLoadError(f"{memory_root}: memory root directory not found")
-    return {p.name: p for p in sorted(memory_root.iterdir()) if p.is_dir() and not p.name.startswith(".")}
+    dirs = [p for p in sorted(memory_root.iterdir()) if p.is_dir() and not p.name.startswith(".")]
+    for path in dirs:
+        _inside(path, memory_root.resolve(), "the memory root")
+    return {p.name: p for p in dirs}
+
+
+def workspace_dir(memory_root: Path, workspace: str) -> Path:
+    """`<memory_root>/<workspace>`, resolved; `MemoryLoadError` when `workspace` is no name or the
+    directory (through a symlink) lies outside the root. It may not exist: the caller says what then."""
+    try:
+        check_name(workspace, "a workspace")
+    except BadName as exc:
+        raise MemoryLoadError(f"{memory_root}: {exc}") from exc
+    return _inside(memory_root / workspace, memory_root.resolve(), "the memory root")
+
+
+def _inside(path: Path, root: Path, what: str) -> Path:
+    """`path` resolved (symlinks followed), refused unless it lies in the resolved `root`."""
+    resolved = path.resolve()
+    if not resolved.is_relative_to(root):
+        raise MemoryLoadError(f"{path}: resolves to {resolved}, outside {what} {root}; refused")
+    return resolved
 
 
 # ── reading ──────────────────────────────────────────────────────────────────
 
 
-def _read(path: Path, problems: list[MemoryProblem]) -> str | None:
-    """File text, or None when absent. Undecodable bytes are replaced and reported."""
+def _read(path: Path, problems: list[MemoryProblem], workspace: Path) -> str | None:
+    """File text, or None when absent. Undecodable bytes are replaced and reported; a file that
+    resolves outside the workspace directory (a symlink to elsewhere) is reported and not read."""
     if not path.exists():
+        return None
+    if not path.resolve().is_relative_to(workspace.resolve()):
+        problems.append(MemoryProblem("violation", path, None, "is a link to a file outside the workspace "
+                                      "directory; not read (memory is per tenant)"))
         return None
     try:
         data = path.read_bytes()

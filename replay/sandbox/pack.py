@@ -15,6 +15,11 @@ scenarios = 42
 frozen_at = 2026-08-01T00:00:00Z
 ```
 
+`worlds` names code, and a pack is data: the module is imported only from the installed
+packages (or the project's own source tree), never from the pack directory or the current
+directory, so `worker-replay sandbox validate .` run inside a pack never runs a `worlds.py`
+that came with it.
+
 Frozen packs are immutable like suites; problems name the file and line (the suite's
 helpers in `replay/suite.py` read the manifest and write the frozen block). `check_pack`
 proves a pack: every oracle completes with no unsupported completion and no critical
@@ -25,12 +30,15 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import importlib.util
 import json
+import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from pydantic import Field, ValidationError
@@ -44,6 +52,7 @@ from replay.suite import Manifest, SuiteProblem, read_manifest, schema_errors, w
 
 PACK_TOML = "pack.toml"
 SCENARIOS_JSONL = "scenarios.jsonl"
+_PROJECT_ROOT = Path(__file__).resolve().parents[2]  # holds the project's packages (replay, demo, …)
 
 
 class PackError(ReplayError):
@@ -85,15 +94,49 @@ def scenarios_sha256(pack_dir: Path | str) -> str:
     return hashlib.sha256((Path(pack_dir) / SCENARIOS_JSONL).read_bytes()).hexdigest()
 
 
-def load_worlds(module: str) -> Mapping[str, World]:
-    """The `WORLDS` mapping of an importable module (named in pack.toml; imported, never evaluated)."""
+def load_worlds(module: str, pack_dir: Path) -> Mapping[str, World]:
+    """The `WORLDS` mapping of an installed module (named in pack.toml; imported, never evaluated),
+    never one that lies in the pack directory or is found through the current directory."""
     try:
-        worlds = importlib.import_module(module).WORLDS
+        worlds = _import_installed(module, pack_dir.resolve()).WORLDS
     except (ImportError, AttributeError) as exc:
         raise PackError(f"cannot load worlds from {module!r}: {exc}", []) from exc
     if not isinstance(worlds, Mapping) or not all(isinstance(w, World) for w in worlds.values()):
         raise PackError(f"{module}.WORLDS is not a mapping of World objects", [])
     return worlds
+
+
+def _import_installed(module: str, pack_dir: Path) -> ModuleType:
+    """Import `module` with the current and pack directories off `sys.path` (`python -m` puts the
+    current one first), checking each package on the way before it runs: nothing whose file lies
+    in the pack directory is executed."""
+    local = {Path.cwd().resolve(), pack_dir} - {_PROJECT_ROOT}
+    saved = list(sys.path)
+    sys.path[:] = [entry for entry in saved if _resolved(entry) not in local]
+    try:
+        parts = module.split(".")
+        for depth in range(1, len(parts) + 1):
+            name = ".".join(parts[:depth])
+            loaded = sys.modules.get(name)
+            spec = loaded.__spec__ if loaded is not None else importlib.util.find_spec(name)
+            if spec is None:
+                raise ImportError(f"no installed module named {name!r}")
+            origin = spec.origin if spec.has_location else None  # not "built-in" or "frozen"
+            places = [_resolved(p) for p in (origin, *(spec.submodule_search_locations or [])) if p]
+            if any(place is not None and place.is_relative_to(pack_dir) for place in places):
+                raise ImportError(f"{name!r} lies in the pack directory {pack_dir}; a pack's worlds come from an "
+                                  "installed package, never from the pack")
+            importlib.import_module(name)
+        return sys.modules[module]
+    finally:
+        sys.path[:] = saved
+
+
+def _resolved(entry: str) -> Path | None:
+    try:
+        return Path(entry or ".").resolve()
+    except (OSError, RuntimeError):  # unreadable, or a symlink loop
+        return None
 
 
 def validate_pack(pack_dir: Path | str) -> list[SuiteProblem]:
@@ -227,7 +270,7 @@ def _read(path: Path) -> tuple[PackManifest | None, list[Scenario], Mapping[str,
     worlds: Mapping[str, World] = {}
     if manifest is not None:
         try:
-            worlds = load_worlds(manifest.worlds)
+            worlds = load_worlds(manifest.worlds, path)
         except PackError as exc:
             problems.append(SuiteProblem(str(toml_path), None, str(exc)))
     if not jsonl_path.is_file():

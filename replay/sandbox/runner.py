@@ -29,6 +29,7 @@ from typing import Any, Literal
 import aiohttp
 
 from core.guard import tool_text
+from core.names import Name
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response
 from replay.config import Arm, RunConfig
@@ -60,7 +61,7 @@ class SandboxResult(Strict):
     arm: str
     scenario_id: str
     world: str
-    workspace: str
+    workspace: Name
     policy_family: str
     model: str
     memory: str

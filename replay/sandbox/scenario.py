@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field, field_validator, model_validator
 
+from core.names import Name
 from core.records import Strict
 from replay.sandbox.world import JSON, LedgerEntry
 
@@ -99,7 +100,8 @@ class Limits(Strict):
 class Scenario(Strict):
     id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
     world: str
-    workspace: str
+    workspace: Name
+    """Whose memory an arm injects (`<memory.root>/<workspace>`): a name, so it never leaves the root."""
     policy_family: str
     clock: datetime
     seed: int

@@ -185,6 +185,6 @@ class Capture:
             return
         assert self.store is not None
         if results and job.session:
-            self.store.label(job.session, results)
+            self.store.label(workspace, job.session, results)
         self.store.insert(describe(job, self.settings.mode))
         self.metrics.capture_descriptors.labels(self.settings.mode, workspace).inc()

@@ -22,10 +22,10 @@ MEMORY = "You keep the ledger.\n\n<memory>\n[memory/profile.md]\nACME pays late.
 
 
 def captured(n: int, session: str, tool: str | None, *, outcome: str | None = None, full: bool = True,
-             at: str = "2026-08-02T10:00:00Z") -> CapturedDecision:
+             at: str = "2026-08-02T10:00:00Z", workspace: str = "ws-a") -> CapturedDecision:
     messages = [{"role": "system", "content": MEMORY}, {"role": "user", "content": f"task {session} step {n}"}]
     return CapturedDecision(
-        id=f"r-{session}-{n}", captured_at=at, mode="full" if full else "descriptor", workspace="ws-a",
+        id=f"r-{workspace}-{session}-{n}", captured_at=at, mode="full" if full else "descriptor", workspace=workspace,
         session=session, route="worker", adapter="worker-base", kind="production", request_sha256="0" * 64,
         message_hashes=[], roles=["system", "user"], tools_offered=["lookup", "search"], tool_choice="auto",
         parse_outcome="ok" if tool else "no_call", chosen_tool=tool, chosen_keys=["id"] if tool else [],
@@ -52,6 +52,15 @@ def test_strata_follow_the_outcomes():
     ]
 
 
+def test_a_session_id_reused_by_another_workspace_is_another_session():
+    """The demo's two workspaces both use `s-remind`: one tenant's blocked call must not make the
+    other's clean session anomalous, nor count as the previous call of its recovery."""
+    decisions = [captured(1, "s-remind", "search", outcome="blocked", workspace="ws-a"),
+                 captured(1, "s-remind", "lookup", outcome="ok", workspace="ws-b"),
+                 captured(2, "s-remind", "search", outcome="ok", workspace="ws-b")]
+    assert assign_strata(decisions) == ["known_failure", "clean_trajectory_action", "clean_trajectory_action"]
+
+
 def test_memory_blocks_are_stripped():
     assert strip_memory([{"role": "system", "content": MEMORY}, {"role": "user", "content": "hi"}]) == [
         {"role": "system", "content": "You keep the ledger."}, {"role": "user", "content": "hi"}]
@@ -69,8 +78,9 @@ def test_store_labels_the_call_that_produced_a_result(tmp_path):
     db = CaptureStore(tmp_path / "c.sqlite")
     db.insert(captured(1, "a", "search"))
     db.insert(captured(2, "a", "lookup"))
-    db.label("a", [ToolResult("c-1", "search", "blocked"), ToolResult(None, "lookup", "ok")])
-    db.label("b", [ToolResult("c-1", "search", "failed")])  # another session's result touches nothing
+    db.label("ws-a", "a", [ToolResult("c-1", "search", "blocked"), ToolResult(None, "lookup", "ok")])
+    db.label("ws-a", "b", [ToolResult("c-1", "search", "failed")])  # another session's result touches nothing
+    db.label("ws-b", "a", [ToolResult("c-1", "search", "failed")])  # and so does another workspace's
     db.close()
     assert [d.outcome for d in read_decisions(tmp_path / "c.sqlite")] == ["blocked", "ok"]
 
@@ -175,6 +185,7 @@ def test_descriptors_become_a_redacted_suite_and_refusals_are_counted(tmp_path, 
     db = store(tmp_path / "capture.sqlite", decisions)
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[keys]\n"ws-a" = "{"a1" * 16}"\n"ws-b" = "{"b2" * 16}"\n')
+    keys.chmod(0o600)
     out = tmp_path / "suite"
     assert main(["suite", "build", "--from-capture", str(db), "--transcripts", str(corpus), "--keys", str(keys),
                  "--out", str(out)]) == 0
@@ -208,6 +219,7 @@ def test_messages_mode_accepts_what_the_request_hash_cannot_prove(tmp_path, caps
     write_session(corpus, messages, tools=SEND)
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[keys]\n"ws-a" = "{"a1" * 16}"\n')
+    keys.chmod(0o600)
     with pytest.raises(SuiteError, match="2 refused: hash mismatch"):  # an empty suite is never written
         build_suite(db, tmp_path / "strict", transcripts=TranscriptDir(corpus), keys=load_keys(keys))
     assert not (tmp_path / "strict").exists()
@@ -230,7 +242,7 @@ def test_descriptors_need_keys_and_a_suite_with_values_does_not_freeze(tmp_path,
     capsys.readouterr()
     assert main(["suite", "check-privacy", str(out)]) == 1
     assert capsys.readouterr().out.strip() == \
-        f"{out / 'decisions.jsonl'}:1: decision 'cap-r-a-1': EMAIL value at $.request.messages[0].content"
+        f"{out / 'decisions.jsonl'}:1: decision 'cap-r-ws-a-a-1': EMAIL value at $.request.messages[0].content"
     assert main(["suite", "freeze", str(out)]) == 2
     assert "the privacy check finds 1 detectable value(s)" in capsys.readouterr().err
     assert "frozen" not in (out / "suite.toml").read_text()
@@ -249,3 +261,64 @@ def test_a_built_suite_that_does_not_validate_writes_nothing(tmp_path, monkeypat
     assert "decisions.jsonl:1: bad" in str(info.value)
     assert not out.exists()
     assert [p.name for p in tmp_path.iterdir() if not p.name.startswith("capture.sqlite")] == []
+
+
+def test_out_inside_the_transcript_directory_is_refused(tmp_path, capsys):
+    """DESIGN §9: the resolver never writes into the corpus."""
+    corpus = tmp_path / "transcripts"
+    captured_, messages = session("ws-a", "s-1")
+    write_session(corpus, messages, tools=SEND)
+    db = store(tmp_path / "capture.sqlite", captured_)
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"ws-a" = "{"a1" * 16}"\n')
+    keys.chmod(0o600)
+    before = sorted(corpus.rglob("*"))
+    for out in (corpus / "suite", corpus / "ws-a", corpus):
+        assert main(["suite", "build", "--from-capture", str(db), "--transcripts", str(corpus), "--keys", str(keys),
+                     "--out", str(out)]) == 2
+        assert "inside the transcript directory" in capsys.readouterr().err
+    (tmp_path / "link").symlink_to(corpus, target_is_directory=True)
+    with pytest.raises(SuiteError, match="inside the transcript directory"):
+        build_suite(db, tmp_path / "link" / "suite", transcripts=TranscriptDir(corpus), keys=load_keys(keys))
+    assert sorted(corpus.rglob("*")) == before
+
+
+def test_an_unreadable_session_is_refused_and_the_build_goes_on(tmp_path):
+    from replay.transcripts import MAX_LINE_BYTES
+
+    corpus, decisions = tmp_path / "transcripts", []
+    for name in ("s-1", "s-huge"):
+        captured_, messages = session("ws-a", name)
+        decisions += captured_
+        write_session(corpus, messages, session=name, tools=SEND)
+    with (corpus / "ws-a" / "s-huge.jsonl").open("a") as fh:
+        fh.write(json.dumps({"role": "user", "content": "x" * MAX_LINE_BYTES}) + "\n")
+    keys = {"ws-a": bytes.fromhex("a1" * 16)}
+    report = build_suite(store(tmp_path / "capture.sqlite", decisions), tmp_path / "suite",
+                         transcripts=TranscriptDir(corpus), keys=keys)
+    assert report.refused == {"transcript unreadable": 2} and report.resolved == 2
+    assert any(f"longer than {MAX_LINE_BYTES} bytes" in line for line in report.refusals)
+
+
+@pytest.mark.parametrize(("workspace", "name"), [("../other-tenant", "s-1"), ("", "s-1"), ("ws-a", "../s-1"),
+                                                 ("ws-a", "")])
+def test_a_capture_whose_workspace_or_session_is_no_name_is_left_out(tmp_path, workspace, name):
+    """Captured workspace and session ids come from request headers: a row with a name that could
+    climb out of `<memory.root>` or the corpus never becomes a decision."""
+    db = store(tmp_path / "capture.sqlite", [captured(1, name, "search", outcome="ok", workspace=workspace),
+                                             captured(1, "s-2", "lookup", outcome="ok")])
+    report = build_suite(db, tmp_path / "suite")
+    assert report.skipped == {"workspace or session is not a name": 1}
+    assert [d.session for d in load_suite(tmp_path / "suite").decisions] == ["s-2"]
+
+
+def test_a_session_id_that_holds_a_detectable_value_stays_a_name_when_redacted(tmp_path):
+    captured_, messages = session("ws-a", "s-10.0.0.1")
+    corpus = tmp_path / "transcripts"
+    write_session(corpus, messages, session="s-10.0.0.1", tools=SEND)
+    captured_ = [replace(d, id=f"g-{i}") for i, d in enumerate(captured_)]  # the gateway's ids hold no session
+    report = build_suite(store(tmp_path / "capture.sqlite", captured_), tmp_path / "suite",
+                         transcripts=TranscriptDir(corpus), keys={"ws-a": bytes.fromhex("a1" * 16)})
+    assert report.resolved == 2 and not report.residuals
+    sessions = {d.session for d in load_suite(tmp_path / "suite").decisions}
+    assert len(sessions) == 1 and sessions.pop().startswith("s-IP_")

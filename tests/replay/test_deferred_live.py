@@ -60,6 +60,7 @@ def test_descriptor_captures_are_resolved_redacted_and_replayed(engine, tmp_path
 
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[keys]\n"ws-live" = "{"5a" * 32}"\n"ws-other" = "{"c3" * 32}"\n')
+    keys.chmod(0o600)
     suite = tmp_path / "suite"
     assert replay_main(["suite", "build", "--from-capture", str(db), "--transcripts", str(transcripts),
                         "--keys", str(keys), "--out", str(suite), "--version", "deferred-1"]) == 0

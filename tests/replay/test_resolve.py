@@ -159,6 +159,7 @@ def test_the_corpus_is_only_read(tmp_path):
 def test_workspace_keys_file(tmp_path, monkeypatch):
     keys = tmp_path / "keys.toml"
     keys.write_text('[keys]\n"ws-a" = "' + "ab" * 16 + '"\n')
+    keys.chmod(0o600)
     assert load_keys(keys) == {"ws-a": bytes.fromhex("ab" * 16)}
     monkeypatch.setenv("WORKER_REPLAY_PSEUDONYM_KEYS", str(keys))
     assert load_keys(None) == {"ws-a": bytes.fromhex("ab" * 16)}
@@ -168,3 +169,23 @@ def test_workspace_keys_file(tmp_path, monkeypatch):
     monkeypatch.delenv("WORKER_REPLAY_PSEUDONYM_KEYS")
     with pytest.raises(KeysError, match="--keys FILE"):
         load_keys(None)
+
+
+@pytest.mark.parametrize("mode", [0o644, 0o604, 0o640, 0o660])
+def test_a_keys_file_others_can_read_is_refused_with_the_chmod_to_run(tmp_path, mode):
+    """docs/production.md: the keys file is readable by the replay user only (mode 600)."""
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys]\n"ws-a" = "' + "ab" * 16 + '"\n')
+    keys.chmod(mode)
+    with pytest.raises(KeysError, match=rf"other users can access the workspace keys file \(mode {mode:o}\).*chmod 600 {keys}"):
+        load_keys(keys)
+    keys.chmod(0o400)
+    assert load_keys(keys) == {"ws-a": bytes.fromhex("ab" * 16)}
+
+
+def test_keys_are_per_workspace_name(tmp_path):
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys]\n"../ws-a" = "' + "ab" * 16 + '"\n')
+    keys.chmod(0o600)
+    with pytest.raises(KeysError, match="keys"):
+        load_keys(keys)

@@ -69,3 +69,10 @@ def test_field_docstrings_reach_the_json_schema():
 
     arm = RunConfig.model_json_schema()["$defs"]["Arm"]["properties"]
     assert "workspace-minus:<id>" in arm["memory"]["description"]
+
+
+def test_arm_workspaces_are_names(tmp_path):
+    body = ('[endpoint]\nbase_url = "http://127.0.0.1:1/v1"\n[[arms]]\nname = "a"\nmodel = "m"\n'
+            'workspaces = ["../other-tenant"]\n')
+    with pytest.raises(RunConfigError, match="arms.0.workspaces.0"):
+        load_run_config(write(tmp_path, body))

@@ -343,7 +343,8 @@ def test_stats_count_by_stratum_cluster_workspace_and_tool(tmp_path: Path) -> No
 
 PLANTS = {"EMAIL": "maria.lopez@acme-corp.com", "IBAN": "DE89 3704 0044 0532 0130 00", "CARD": "4111111111111111",
           "SECRET": "AKIAIOSFODNN7EXAMPLE", "IP": "10.20.30.40", "PHONE": "+44 20 7946 0958"}
-STRUCTURE = {"id", "stratum", "captured_at", "tool", "name", "role", "tool_choice", "type", "workspace", "arg_keys"}
+STRUCTURE = {"id", "stratum", "captured_at", "tool", "name", "role", "tool_choice", "type", "workspace", "session",
+             "arg_keys"}  # names (core.names) cannot hold a planted value with spaces
 
 
 def rich_record() -> dict[str, Any]:
@@ -392,3 +393,16 @@ def test_a_planted_value_in_any_field_fails_the_check_and_freeze_refuses(tmp_pat
 def check_decision_ok(factory: pytest.TempPathFactory, line: dict[str, Any]) -> bool:
     suite_dir = write(factory.mktemp("ok"), [line])
     return validate_suite(suite_dir) == [] and check_privacy(suite_dir) == []
+
+
+@pytest.mark.parametrize(("over", "field"), [
+    ({"workspace": "../other-tenant"}, "workspace"), ({"session": "../s-1"}, "session"),
+    ({"memory": {"workspace": "../other-tenant"}}, "memory.workspace"), ({"workspace": ""}, "workspace"),
+    ({"session": "s/1"}, "session"), ({"workspace": "ws-a" * 40}, "workspace"),
+])
+def test_workspace_and_session_are_names_that_cannot_climb_out_of_a_root(tmp_path: Path, over: dict[str, Any],
+                                                                         field: str) -> None:
+    """`<memory.root>/<workspace>` and `<corpus>/<workspace>/<session>.jsonl` are paths: a name with
+    `..` or `/` would read another tenant's memory."""
+    suite = write(tmp_path / "s", [record(1, **over)])
+    assert only_problem(suite, 1).startswith(f"field {field}: String should match pattern")

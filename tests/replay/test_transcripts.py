@@ -3,10 +3,22 @@
 from __future__ import annotations
 
 import json
+import os
+import tempfile
+from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from replay.transcripts import TranscriptDir, TranscriptError, TranscriptHeader, read_transcript, transcript_lines
+from replay.transcripts import (
+    MAX_LINE_BYTES,
+    TranscriptDir,
+    TranscriptError,
+    TranscriptHeader,
+    read_transcript,
+    transcript_lines,
+)
 
 HEADER = {"workspace": "ws-a", "session": "s-1", "tools": [], "tool_choice": "auto"}
 
@@ -51,6 +63,8 @@ def test_missing_sessions_and_ids_that_are_no_file_names(tmp_path):
     ([HEADER, {"content": "no role"}], ":2:", "invalid message: role"),
     ([HEADER, {"role": "user"}, {"role": "assistant", "tool_calls": "c1"}], ":3:", "invalid message: tool_calls"),
     ([HEADER, "[1, 2]"], ":2:", "must be a JSON object"),
+    ([{**HEADER, "workspace": "../ws-b"}], ":1:", "invalid header: workspace"),
+    ([{**HEADER, "session": "s-1/../../x"}], ":1:", "invalid header: session"),
 ])
 def test_errors_name_the_file_and_line(tmp_path, lines, where, what):
     write(tmp_path, "ws-a", "s-1", lines)
@@ -66,3 +80,43 @@ def test_the_header_must_name_its_own_file(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(TranscriptError, match="empty"):
         read_transcript(tmp_path / "empty.jsonl")
+
+
+def test_links_out_of_the_corpus_are_refused(tmp_path):
+    """A session file or workspace directory that is a symlink to elsewhere is not the corpus."""
+    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    write(elsewhere, "ws-b", "s-1", [{**HEADER, "workspace": "ws-a"}])
+    write(corpus, "ws-a", "s-0", [{**HEADER, "session": "s-0"}])
+    (corpus / "ws-a" / "s-1.jsonl").symlink_to(elsewhere / "ws-b" / "s-1.jsonl")
+    (corpus / "ws-c").symlink_to(elsewhere / "ws-b", target_is_directory=True)
+    source = TranscriptDir(corpus)
+    assert source.session("ws-a", "s-0") is not None
+    with pytest.raises(TranscriptError, match="s-1.jsonl: a link out of the transcript directory"):
+        source.session("ws-a", "s-1")
+    with pytest.raises(TranscriptError, match="ws-c/s-1.jsonl: a link out of the transcript directory"):
+        source.session("ws-c", "s-1")
+    (corpus / "ws-a" / "s-2.jsonl").symlink_to(corpus / "ws-a" / "s-0.jsonl")  # inside: still the corpus
+    with pytest.raises(TranscriptError, match="the header names"):
+        source.session("ws-a", "s-2")
+
+
+def test_an_overlong_line_refuses_the_session_without_reading_it_whole(tmp_path):
+    """A line longer than MAX_LINE_BYTES is refused by its size before any JSON is parsed."""
+    big = json.dumps({"role": "user", "content": "x" * MAX_LINE_BYTES})
+    write(tmp_path, "ws-a", "s-1", [HEADER, {"role": "user", "content": "hi"}, big])
+    with pytest.raises(TranscriptError, match=rf"s-1.jsonl:3: the line is longer than {MAX_LINE_BYTES} bytes"):
+        TranscriptDir(tmp_path).session("ws-a", "s-1")
+    fits = json.dumps({"role": "user", "content": "x" * (MAX_LINE_BYTES - 40)})
+    write(tmp_path, "ws-a", "s-2", [{**HEADER, "session": "s-2"}, fits])
+    transcript = TranscriptDir(tmp_path).session("ws-a", "s-2")
+    assert transcript is not None and len(transcript.messages) == 1
+
+
+@settings(max_examples=200, deadline=None)
+@given(workspace=st.text(max_size=12) | st.sampled_from(["..", ".", "../ws-a", "ws-a/..", "/etc"]),
+       session=st.text(max_size=12) | st.sampled_from(["..", "../../x", "s-1"]))
+def test_no_id_names_a_file_outside_the_corpus(workspace, session):
+    root = Path(tempfile.gettempdir())
+    path = TranscriptDir(root).path(workspace, session)
+    assert path is None or (path.parent.parent == root and path.name == f"{session}.jsonl"
+                            and os.path.normpath(path) == str(path))

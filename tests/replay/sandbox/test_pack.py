@@ -80,3 +80,51 @@ def test_check_proves_oracle_and_broken_on_the_same_state(tmp_path: Path) -> Non
     assert results["shop-1"].broken.critical_hits == ["no-b"] and results["shop-1"].broken.unsupported_completion
     assert results["weak"].oracle_passes and not results["weak"].broken_fails  # a broken variant that does not fail
     assert pack_stats(pack)["policy_families"] == {"test": 2}
+
+
+@pytest.mark.parametrize("workspace", ["../other-tenant", "ws/a", ""])
+def test_a_scenario_workspace_is_a_name(tmp_path: Path, workspace: str) -> None:
+    pack = write(tmp_path / "p", [scenario(workspace=workspace)])
+    assert any(":1: " in str(p) and "workspace" in str(p) for p in validate_pack(pack)), validate_pack(pack)
+
+
+PLANTED = "import pathlib\npathlib.Path({marker!r}).write_text('ran')\nWORLDS = {{}}\n"
+
+
+@pytest.mark.parametrize("entry", ["", ".", "pack"])
+def test_a_packs_own_python_file_is_never_imported(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                   entry: str) -> None:
+    """`python -m replay sandbox validate .` from inside a pack puts the pack directory on sys.path
+    (as '', '.' or its path): neither a module nor a package beside `pack.toml` may run."""
+    import sys
+    import uuid
+
+    marker, name = tmp_path / "ran", f"planted_{uuid.uuid4().hex}"
+    pack = write(tmp_path / "p", [scenario()])
+    (pack / f"{name}.py").write_text(PLANTED.format(marker=str(marker)))
+    (pack / f"{name}_pkg").mkdir()
+    (pack / f"{name}_pkg" / "__init__.py").write_text(PLANTED.format(marker=str(marker)))
+    monkeypatch.chdir(pack)
+    monkeypatch.setattr(sys, "path", [str(pack) if entry == "pack" else entry, *sys.path])
+    for module in (name, f"{name}_pkg.worlds"):
+        (pack / "pack.toml").write_text(TOML.replace("tests.replay.sandbox.shop", module))
+        assert any("cannot load worlds" in str(p) for p in validate_pack(Path("."))), module
+    assert not marker.exists()
+    (pack / "pack.toml").write_text(TOML)  # an installed module still loads from here
+    assert validate_pack(Path(".")) == []
+
+
+def test_the_cli_inside_a_pack_does_not_run_its_python(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    marker = tmp_path / "ran"
+    pack = write(tmp_path / "p", [scenario()], toml=TOML.replace("tests.replay.sandbox.shop", "worlds"))
+    (pack / "worlds.py").write_text(PLANTED.format(marker=str(marker)))
+    root = Path(__file__).resolve().parents[3]
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    done = subprocess.run([sys.executable, "-m", "replay", "sandbox", "validate", "."], cwd=pack, env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert not marker.exists(), done.stderr
+    assert done.returncode == 1 and "cannot load worlds from 'worlds'" in done.stdout
