@@ -6,10 +6,16 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 from serve.engine.modelbuild import default_model_dir
 from tests.support.live import free_port, http_json
+
+# Hypothesis' per-example deadline times the machine, not the code: on a loaded 2-core runner a 200 ms
+# deadline fails tests whose properties hold. Example counts stay each test's own.
+settings.register_profile("worker-tier", deadline=None)
+settings.load_profile("worker-tier")
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
