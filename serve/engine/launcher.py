@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -184,22 +183,17 @@ class EngineProcess(ServiceProcess):
 
 
 def run_foreground(config: EngineConfig) -> int:
-    """`worker-serve engine`: start, report health, forward SIGINT/SIGTERM, exit with vLLM's status."""
+    """`worker-serve engine`: start vLLM, report health, exit with its status. A stop signal (SIGTERM as
+    Ctrl-C: `core.cli` makes both unwind) stops vLLM's whole process group on the way out."""
     engine = EngineProcess(config)
     engine.start()
     assert engine.proc is not None
-
-    def forward(signum: int, _frame: object) -> None:
-        if engine.proc and engine.proc.poll() is None:
-            os.killpg(engine.proc.pid, signum)
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
     try:
         seconds = engine.wait_healthy()
         print(f"engine healthy at {engine.base_url} after {seconds:.0f} s", file=sys.stderr, flush=True)
+        return engine.proc.wait()
     except (RuntimeError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        engine.stop()
         return 1
-    return engine.proc.wait()
+    finally:
+        engine.stop()
