@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from pydantic import BaseModel
 
+from core.names import excerpt
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
@@ -111,6 +113,43 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
             out.update(_flatten(item, f"{prefix}[{i}]"))
         return out or {prefix: []}
     return {prefix: value}
+
+
+class _Part(BaseModel, extra="allow"):
+    path: str | None = None
+    sha256: str | None = None
+
+
+class _Arm(BaseModel, extra="allow"):
+    name: str
+
+
+class _Config(BaseModel, extra="allow"):
+    arms: list[_Arm] = []
+
+
+class _RunJson(BaseModel, extra="allow"):
+    """What the readers of run.json rely on (the rest is a record for people and for `manifest_diff`)."""
+
+    config: _Config | None = None
+    suite: _Part | None = None
+    pack: _Part | None = None
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    """A run directory's run.json ({} when it has none). One that is not UTF-8 JSON, not an object,
+    or whose config, suite or pack is the wrong shape, is a RunError naming the file."""
+    path = run_dir / RUN_JSON
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        _RunJson.model_validate(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError, ValidationError
+        raise RunError(f"{path}: not a run's run.json ({excerpt(str(exc).splitlines()[0])}); "
+                       "use another --out, or restore the file") from None
+    assert isinstance(data, dict)
+    return data
 
 
 def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
@@ -390,10 +429,9 @@ def run_lock(run_dir: Path) -> Iterator[None]:
 def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
     """Whether `run_dir` already holds this run (resume); a different config or suite is refused
     with what changed. Writes nothing."""
-    run_json = run_dir / RUN_JSON
-    if not run_json.exists():
+    if not (run_dir / RUN_JSON).exists():
         return False
-    old = json.loads(run_json.read_text())
+    old = read_run_json(run_dir)
     changes = manifest_diff(old, manifest)
     if changes:
         raise RunError(f"{run_dir} holds a run with a different config, suite or pack; refusing to mix results:\n  "
