@@ -107,19 +107,22 @@ def load_results(run_dir: str | Path) -> list[ResultRecord]:
         raise ResultsError(f"{path}: not found (is {run_dir} a run directory?)")
     records: list[ResultRecord] = []
     seen: dict[tuple[str, str], int] = {}
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = _parse_line(path, number, line)
-            key = (record.arm, record.decision_id)
-            if key in seen:
-                raise ResultsError(
-                    f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
-                    f"(first at line {seen[key]}); a run has one line per arm × decision"
-                )
-            seen[key] = number
-            records.append(record)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        record = _parse_line(path, number, line)
+        key = (record.arm, record.decision_id)
+        if key in seen:
+            raise ResultsError(
+                f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
+                f"(first at line {seen[key]}); a run has one line per arm × decision"
+            )
+        seen[key] = number
+        records.append(record)
     return records
 
 
