@@ -99,9 +99,11 @@ class ServiceProcess:
         self.name, self.command, self.env = name, command, env
         self.base_url, self.health_timeout_s, self.log_path = base_url, health_timeout_s, log_path
         self.proc: subprocess.Popen[bytes] | None = None
+        self.stopped = False
 
     def start(self) -> None:
         """Start the process in its own session (so `stop` ends its children too), logging to `log_path`."""
+        self.stopped = False
         if self.log_path is None:
             self.proc = subprocess.Popen(self.command, env=self.env, start_new_session=True)
             return
@@ -129,8 +131,8 @@ class ServiceProcess:
         """SIGTERM the process group, SIGKILL what is left of it after `grace_s` (at once if a second
         stop signal interrupts the wait), and reap the leader; returns its exit status (None if never
         started). The group is signalled even when the leader is gone: its children may not be."""
-        if self.proc is None:
-            return None
+        if self.proc is None or self.stopped:
+            return None if self.proc is None else self.proc.returncode
         try:
             if self.proc.poll() is None:
                 _signal_group(self.proc.pid, signal.SIGTERM)
@@ -139,6 +141,7 @@ class ServiceProcess:
         finally:
             _signal_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
+            self.stopped = True  # never signal the group's id again: it may be reused
         return self.proc.returncode
 
     def __enter__(self) -> ServiceProcess:

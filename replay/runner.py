@@ -186,8 +186,9 @@ def read_completed(results_path: Path, key: str = "decision_id") -> set[tuple[st
         try:
             row = json.loads(line)
             done.add((row["arm"], row[key]))
-        except (json.JSONDecodeError, KeyError) as exc:
-            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from exc
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # not UTF-8 JSON, or not a result object
+            raise RunError(f"{results_path}:{number}: unreadable result line ({excerpt(str(exc))}); "
+                           "fix or move the file") from None
     return done
 
 

@@ -106,12 +106,22 @@ def template_tool_format(template: str) -> str | None:
     return None
 
 
+def _template_text(path: Path) -> str:
+    """A chat template's text; one that is not UTF-8 text is a ConfigError naming it."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): a chat template is UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read this chat template ({exc.strerror})") from None
+
+
 def _model_template(model: str) -> tuple[Path, str] | None:
     """The chat template shipped with a local model directory (vLLM's default when none is set)."""
     directory = Path(model)
     jinja = directory / "chat_template.jinja"
     if jinja.is_file():
-        return jinja, jinja.read_text(encoding="utf-8")
+        return jinja, _template_text(jinja)
     tokenizer_config = directory / "tokenizer_config.json"
     if not tokenizer_config.is_file():
         return None
@@ -130,7 +140,7 @@ def check_tool_format(path: Path, args: VllmArgs) -> None:
     expected = PARSER_FORMATS.get(args.tool_call_parser or "")
     if expected is None:
         return
-    found = (Path(args.chat_template), Path(args.chat_template).read_text(encoding="utf-8")) \
+    found = (Path(args.chat_template), _template_text(Path(args.chat_template))) \
         if args.chat_template else _model_template(args.model)
     if found is None:
         return
