@@ -37,6 +37,7 @@ from typing import Any
 
 from core.capture import CapturedDecision, read_decisions
 from core.guard import FAILURES
+from core.names import excerpt
 from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.redact import Pseudonymizer
@@ -189,7 +190,11 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
             report.resolved += 1
             report.request_verified += resolved.request_verified
             request, arguments = resolved.request, resolved.arguments
-        decision = to_decision(item, stratum, request, arguments)
+        try:
+            decision = to_decision(item, stratum, request, arguments)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
+            raise SuiteError(f"{db}: decision {item.id}: its stored request is not a chat request "
+                             f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
         if keys is not None:
             if item.workspace not in keys:
                 refused[NO_KEY] += 1

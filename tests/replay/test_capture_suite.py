@@ -286,3 +286,14 @@ def test_a_capture_row_that_is_not_a_decision_is_one_error_line_naming_the_store
     assert len(err) == 1 and err[0].startswith("error: ") and str(db) in err[0], err
     with pytest.raises(StoreError, match="decision 1"):
         read_decisions(db)
+
+
+@pytest.mark.parametrize("request_", [{"tools": TOOLS}, {"messages": "hi"}, {"messages": [7]},
+                                      {"messages": [{"role": "user", "content": "x"}], "tools": "all"}])
+def test_a_stored_request_that_is_not_a_chat_request_is_one_error_line_naming_the_decision(tmp_path, capsys,
+                                                                                        request_):
+    bad = replace(captured(1, "b", "search", outcome="ok"), request=request_)
+    db = store(tmp_path / "capture.sqlite", [bad])
+    assert main(["suite", "build", "--from-capture", str(db), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and bad.id in err[0], err
