@@ -24,10 +24,10 @@ from serve.cli import build_parser as serve_parser
 CLIS: dict[str, Callable[[], argparse.ArgumentParser]] = {
     "worker-serve": serve_parser, "worker-replay": replay_parser, "worker-demo": demo_parser}
 
-# What would do real, slow work whatever its paths: the demo itself, and training the worker base
-# and the demo adapters (their paths are only caches and outputs).
-NOT_WALKED = {("worker-demo", "run"), ("worker-demo", "deferred"), ("worker-demo", "base"),
-              ("worker-demo", "adapters")}
+# What starts the engine and the gateway once its inputs are good: the demo itself (its only path
+# is where it writes). `base` and `adapters` are walked: with the cache empty (WORKER_TIER_CACHE
+# below) they stop at "no model" before any training.
+NOT_WALKED = {("worker-demo", "run"), ("worker-demo", "deferred")}
 # Validators report what is wrong with their input as a listing and exit 1 (README).
 LISTS_PROBLEMS = {("worker-replay", "suite", "validate"), ("worker-replay", "suite", "check-privacy"),
                   ("worker-replay", "sandbox", "validate"), ("worker-replay", "memory", "check")}
