@@ -65,12 +65,15 @@ def die_by(signum: int) -> None:
 def run_main(main: Callable[[], int]) -> int:
     """Every command that starts processes runs through here (the three CLIs via `core.cli`, the
     scripts directly): a stop signal unwinds `main`, stopping every child it started on the way out,
-    and then ends this process by that signal."""
+    and then ends this process by that signal — unless a caller already unwinds on stop signals (the
+    test session running a CLI in-process): then the exception goes on up to it."""
+    nested = signal.getsignal(signal.SIGTERM) is raise_terminated
     try:
         with unwinding_stop_signals():
             return main()
     except KeyboardInterrupt as exc:
-        die_by(getattr(exc, "signum", signal.SIGINT))
+        if not nested:
+            die_by(getattr(exc, "signum", signal.SIGINT))
         raise
 
 

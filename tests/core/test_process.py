@@ -13,7 +13,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.process import ServiceProcess, free_port, run_to_end
+from core.process import ServiceProcess, Terminated, free_port, run_main, run_to_end, unwinding_stop_signals
 from tests.support.fake_engine import STUBBORN_WORKER
 from tests.support.procs import alive, descendants, driver, sigterm_leaves_nothing, terminate_tree, wait_until
 
@@ -141,3 +141,12 @@ def test_run_to_end_passes_the_stop_signal_on_and_waits(tmp_path: Path) -> None:
 
 def test_run_to_end_returns_the_status() -> None:
     assert run_to_end([sys.executable, "-c", "raise SystemExit(3)"]) == 3
+
+
+def test_inside_a_caller_that_unwinds_run_main_passes_the_stop_on_instead_of_dying() -> None:
+    """The test session (tests/conftest.py) runs CLIs in-process: a SIGTERM must reach its teardown."""
+    def stopped() -> int:
+        raise Terminated(signal.SIGTERM)
+
+    with unwinding_stop_signals(), pytest.raises(Terminated):
+        run_main(stopped)
