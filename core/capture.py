@@ -19,7 +19,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.errors import WorkerTierError
 from core.guard import Kind
+from core.names import excerpt
 from core.sqlitedb import StoreError, connect_readonly, open_wal, transaction
 
 
@@ -162,7 +164,13 @@ class CaptureStore:
 
 def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedDecision]:
     """Every stored decision (at or after `since`, an ISO time), in capture order; read-only, and a
-    missing store is a `StoreError` (never created)."""
+    missing store is a `StoreError` (never created). A `since` that is not an ISO time is a TimeError;
+    a row that is not a decision (a column missing, not JSON, of the wrong shape, a bad time) is a
+    StoreError naming the store and the row."""
+    try:
+        cut = None if since is None else parse_instant(since)
+    except TimeError:
+        raise TimeError(f"--since {excerpt(since or '')!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from None
     db = connect_readonly(path)
     try:
         db.row_factory = sqlite3.Row
@@ -171,21 +179,47 @@ def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedD
         raise StoreError(f"{path}: cannot read this capture store: {exc}") from exc
     finally:
         db.close()
-    cut = parse_instant(since) if since else None
     decisions = []
-    known = {f.name for f in fields(CapturedDecision)}
     for row in rows:
-        values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
-        for column in _JSON_COLUMNS:
-            values[column] = None if values[column] is None else json.loads(values[column])
-        if cut is None or parse_instant(values["captured_at"]) >= cut:
-            decisions.append(CapturedDecision(**values))
+        try:
+            decision = _decision(row)
+        except (ValueError, TypeError, KeyError, RecursionError) as exc:
+            raise StoreError(f"{path}: decision {row['seq']}: not a captured decision "
+                             f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})") from None
+        if cut is None or parse_instant(decision.captured_at) >= cut:
+            decisions.append(decision)
     return decisions
 
 
-def parse_instant(value: str) -> datetime:
-    """An ISO time (`Z` allowed); one without a zone is UTC."""
-    parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+_KNOWN = frozenset(f.name for f in fields(CapturedDecision))
+_LIST_COLUMNS = ("message_hashes", "roles", "tools_offered", "chosen_keys")
+
+
+def _decision(row: sqlite3.Row) -> CapturedDecision:
+    """One row as a decision; raises ValueError, TypeError or KeyError when it is not one."""
+    values = {k: row[k] for k in row.keys() if k in _KNOWN}  # noqa: SIM118 (sqlite3.Row iterates values)
+    for column in _JSON_COLUMNS:
+        if column not in values:
+            raise KeyError(f"no column {column}")
+        if values[column] is not None:
+            values[column] = json.loads(values[column])
+            shape = list if column in _LIST_COLUMNS else dict
+            if not isinstance(values[column], shape):
+                raise ValueError(f"{column} is not a JSON {'list' if shape is list else 'object'}")
+    parse_instant(values.get("captured_at"))
+    return CapturedDecision(**values)
+
+
+class TimeError(WorkerTierError, ValueError):
+    """A time that is not ISO 8601."""
+
+
+def parse_instant(value: Any) -> datetime:
+    """An ISO time (`Z` allowed); one without a zone is UTC. Anything else is a TimeError."""
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except (ValueError, TypeError, AttributeError):
+        raise TimeError(f"{excerpt(str(value))!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from None
     return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 

@@ -14,6 +14,7 @@ from typing import TypedDict
 
 from demo.suite import TRAIN_JSONL, build_demo, write_demo
 from demo.workerbase.build import weights_sha256, worker_model_dir
+from serve.engine.modelbuild import check_model_dir
 from serve.engine.train import (
     DEFAULT_TEMPLATE,
     DEMO_BATCH,
@@ -25,7 +26,6 @@ from serve.engine.train import (
     MARKER,
     SELECTIONS,
     PrefixStates,
-    TrainDataError,
     examples_sha256,
     load_training,
     marker_key,
@@ -74,8 +74,7 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
     anything else is retrained into a staging directory and swapped in whole.
     """
     model_dir = model_dir or worker_model_dir(cache_dir)
-    if not (model_dir / "config.json").is_file():
-        raise TrainDataError(f"no model at {model_dir}; run `worker-serve model build` first")
+    check_model_dir(model_dir, "worker-demo base")
     examples = load_training(demo_dir / TRAIN_JSONL)
     template = DEFAULT_TEMPLATE.read_text(encoding="utf-8")
     base = weights_sha256(model_dir)  # a new base (a rebuilt worker base) retrains the adapters

@@ -27,6 +27,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+from core.errors import WorkerTierError
 from demo.scenarios import KITS
 from demo.worlds import WORKSPACE_WORLD, WORLDS
 from replay.sandbox.pack import PACK_TOML, SCENARIOS_JSONL, freeze_pack, start_episode
@@ -319,7 +320,10 @@ def build_scenarios(seed: int = 0) -> list[Scenario]:
 def write_pack(out_dir: Path, seed: int = 0, per_family: int = PER_FAMILY) -> Path:
     """Write and freeze the demo pack (or its slice: the first `per_family` scenarios of each
     family, the same lines as in the whole pack); the same arguments give the same bytes."""
-    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise WorkerTierError(f"{out_dir}: cannot write the pack there ({exc.strerror})") from None
     name = "demo-sandbox" if per_family >= PER_FAMILY else f"demo-sandbox-slice{per_family}"
     (out_dir / PACK_TOML).write_text(
         f'name = "{name}"\nversion = "1"\ndescription = "Demo scenario pack, seed {seed}: six policy families '

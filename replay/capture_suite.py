@@ -39,7 +39,7 @@ from typing import Any
 
 from core.capture import CapturedDecision, read_decisions, session_key
 from core.guard import FAILURES
-from core.names import is_name
+from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.redact import PSEUDONYM, Pseudonymizer
@@ -203,7 +203,11 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
             report.resolved += 1
             report.request_verified += resolved.request_verified
             request, arguments = resolved.request, resolved.arguments
-        decision = to_decision(item, stratum, request, arguments)
+        try:
+            decision = to_decision(item, stratum, request, arguments)
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
+            raise SuiteError(f"{db}: decision {item.id}: its stored request is not a chat request "
+                             f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
         if keys is not None:
             if item.workspace not in keys:
                 refused[NO_KEY] += 1

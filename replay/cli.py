@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from datetime import UTC, datetime
@@ -17,7 +16,7 @@ from replay.config import load_run_config
 from replay.memory.checks import check_memory, has_violations
 from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
-from replay.runner import run
+from replay.runner import read_run_json, run
 from replay.sandbox import cli as sandbox_cli
 from replay.suite import check_privacy, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
@@ -109,12 +108,12 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    info = json.loads((args.run_dir / "run.json").read_text()) if (args.run_dir / "run.json").exists() else {}
-    suite_path = info.get("suite", {}).get("path")
+    info = read_run_json(args.run_dir)
+    suite_path = (info.get("suite") or {}).get("path")
     decisions = load_suite(suite_path).decisions if suite_path and Path(suite_path).is_dir() else ()
-    configured = [arm["name"] for arm in info.get("config", {}).get("arms", [])]
+    configured = [arm["name"] for arm in (info.get("config") or {}).get("arms", [])]
     # Default: the run config's first arm is the baseline of every other arm.
-    pairs = [tuple(p.split(":", 1)) for p in args.pair] or [(configured[0], a) for a in configured[1:]] or None
+    pairs = args.pair or [(configured[0], a) for a in configured[1:]] or None
     md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args))
     print(f"report: {md}\nreport: {html}")
     return 0
@@ -237,7 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write report.md and a self-contained report.html")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE")
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=sandbox_cli.arm_pair)
     ledger_option(p)
     p.set_defaults(func=_report)
 

@@ -27,7 +27,9 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from pydantic import BaseModel
 
+from core.names import excerpt
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
@@ -113,6 +115,43 @@ def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: value}
 
 
+class _Part(BaseModel, extra="allow"):
+    path: str | None = None
+    sha256: str | None = None
+
+
+class _Arm(BaseModel, extra="allow"):
+    name: str
+
+
+class _Config(BaseModel, extra="allow"):
+    arms: list[_Arm] = []
+
+
+class _RunJson(BaseModel, extra="allow"):
+    """What the readers of run.json rely on (the rest is a record for people and for `manifest_diff`)."""
+
+    config: _Config | None = None
+    suite: _Part | None = None
+    pack: _Part | None = None
+
+
+def read_run_json(run_dir: Path) -> dict[str, Any]:
+    """A run directory's run.json ({} when it has none). One that is not UTF-8 JSON, not an object,
+    or whose config, suite or pack is the wrong shape, is a RunError naming the file."""
+    path = run_dir / RUN_JSON
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+        _RunJson.model_validate(data)
+    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError, ValidationError
+        raise RunError(f"{path}: not a run's run.json ({excerpt(str(exc).splitlines()[0])}); "
+                       "use another --out, or restore the file") from None
+    assert isinstance(data, dict)
+    return data
+
+
 def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What changed between the recorded run and this invocation, in what decides the results.
 
@@ -147,8 +186,9 @@ def read_completed(results_path: Path, key: str = "decision_id") -> set[tuple[st
         try:
             row = json.loads(line)
             done.add((row["arm"], row[key]))
-        except (json.JSONDecodeError, KeyError) as exc:
-            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from exc
+        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # not UTF-8 JSON, or not a result object
+            raise RunError(f"{results_path}:{number}: unreadable result line ({excerpt(str(exc))}); "
+                           "fix or move the file") from None
     return done
 
 
@@ -394,10 +434,9 @@ def run_lock(run_dir: Path) -> Iterator[None]:
 def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
     """Whether `run_dir` already holds this run (resume); a different config or suite is refused
     with what changed. Writes nothing."""
-    run_json = run_dir / RUN_JSON
-    if not run_json.exists():
+    if not (run_dir / RUN_JSON).exists():
         return False
-    old = json.loads(run_json.read_text())
+    old = read_run_json(run_dir)
     changes = manifest_diff(old, manifest)
     if changes:
         raise RunError(f"{run_dir} holds a run with a different config, suite or pack; refusing to mix results:\n  "

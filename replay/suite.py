@@ -129,8 +129,14 @@ def check_privacy(suite_dir: Path | str) -> list[SuiteProblem]:
     path = Path(suite_dir) / DECISIONS_JSONL
     if not path.is_file():
         return [SuiteProblem(str(path), None, "missing")]
-    problems = []
-    for number, raw in enumerate(path.read_text(encoding="utf-8").split("\n"), start=1):
+    content = path.read_bytes()
+    try:
+        text = content.decode("utf-8")
+        problems = []
+    except UnicodeDecodeError as exc:  # still searched, with the bad bytes replaced
+        text = content.decode("utf-8", errors="replace")
+        problems = [SuiteProblem(str(path), None, f"not UTF-8 text (byte {exc.start})")]
+    for number, raw in enumerate(text.split("\n"), start=1):
         try:
             data = json.loads(raw) if raw.strip() else None
         except json.JSONDecodeError:

@@ -16,14 +16,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 from pathlib import Path
 
-from core.process import free_port
+from core.process import free_port, run_main, run_to_end
 from demo.suite import write_demo
 from replay.config import RunConfig
 from replay.runner import run
@@ -136,10 +135,11 @@ def main() -> int:
         rows += settings
     if not args.skip_gateway and (REPO / "scripts" / "bench_gateway.py").exists():
         print("\n## gateway", flush=True)
-        subprocess.run([sys.executable, str(REPO / "scripts" / "bench_gateway.py")], check=True)
+        if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_gateway.py")]):
+            raise SystemExit(f"bench_gateway.py failed with status {status}")
     print(json.dumps({"replay": dict(rows)}, indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

@@ -21,19 +21,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 import uuid
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from core.process import ServiceProcess, free_port, run_main  # noqa: E402
 from serve.engine.launcher import EngineProcess, load_engine_config  # noqa: E402
 
 TOKEN = "bench-token"
@@ -63,32 +65,11 @@ class Result:
         return self.requests / self.seconds
 
 
-def free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def http(method: str, url: str, body: dict | None = None) -> dict:
     request = urllib.request.Request(url, method=method, data=None if body is None else json.dumps(body).encode(),
                                      headers={"Content-Type": "application/json", "Authorization": f"Bearer {TOKEN}"})
     with urllib.request.urlopen(request, timeout=600) as response:
         return json.loads(response.read() or b"{}")
-
-
-def wait_up(url: str, limit_s: float = 120) -> None:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        try:
-            with urllib.request.urlopen(url, timeout=2) as response:
-                if response.status == 200:
-                    return
-        except OSError:
-            pass
-        time.sleep(0.2)
-    raise TimeoutError(f"{url} did not come up")
 
 
 async def load(base_url: str, model: str, requests: int, concurrency: int,
@@ -162,11 +143,15 @@ class Gateway:
             f'[base]\nserved_model_name = "worker-base"\nmodel = "SmolLM2-135M-Instruct"\n'
             f'[adapters]\nroot = "{adapter_root}"\n[[upstreams]]\nname = "engine-0"\nurl = "{upstream}"\n'
             f'[admin]\ntoken = "{TOKEN}"\n[metrics]\nnvml = false\n{extra}')
-        self.proc = subprocess.Popen([sys.executable, "-m", "serve", "gateway", "--config", str(config),
-                                      "--log-level", "warning"], cwd=REPO)
-        wait_up(f"{self.url}/health")
-        http("POST", f"{self.url}/admin/adapters", {"name": candidate, "path": "candidate"})
-        http("POST", f"{self.url}/admin/adapters/{candidate}/load")
+        self.service = ServiceProcess("gateway", [sys.executable, "-m", "serve", "gateway", "--config", str(config),
+                                                  "--log-level", "warning"], dict(os.environ), self.url, 120)
+        self.service.__enter__()
+        try:
+            http("POST", f"{self.url}/admin/adapters", {"name": candidate, "path": "candidate"})
+            http("POST", f"{self.url}/admin/adapters/{candidate}/load")
+        except BaseException:
+            self.service.stop()
+            raise
         self.candidate = candidate
 
     def shadow(self, rate: float) -> None:
@@ -194,8 +179,7 @@ class Gateway:
         return now
 
     def stop(self) -> None:
-        self.proc.terminate()
-        self.proc.wait(30)
+        self.service.stop()
 
 
 def merge(results: list[Result], latencies: list[list[float]]) -> Result:
@@ -212,9 +196,11 @@ def measure(name: str, upstream: str, work: Path, adapter_root: Path, requests: 
     def run(url: str, model: str, n: int) -> tuple[Result, list[float]]:
         return asyncio.run(load(url, model, n, concurrency, max_tokens))
 
-    gateway = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}")
-    capturing = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}", CAPTURE)
-    try:
+    with ExitStack() as stack:
+        gateway = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}")
+        stack.callback(gateway.stop)
+        capturing = Gateway(work, upstream, adapter_root, f"bench-{uuid.uuid4().hex[:8]}", CAPTURE)
+        stack.callback(capturing.stop)
         run(upstream, "worker-base", max(concurrency, requests // 10))  # warm-up
         run(gateway.url, "worker", max(concurrency, requests // 10))
         run(capturing.url, "worker", max(concurrency, requests // 10))
@@ -231,9 +217,6 @@ def measure(name: str, upstream: str, work: Path, adapter_root: Path, requests: 
         runs["gateway, shadow 100%"] = [run(gateway.url, "worker", requests)]
         compared = sum(sum(levels.values()) for levels in gateway.drain()["agreement"].values())
         dropped = gateway.counter("worker_gateway_shadow_dropped_total")
-    finally:
-        gateway.stop()
-        capturing.stop()
     rows = {label: merge([r for r, _ in done], [lat for _, lat in done]) for label, done in runs.items()}
     direct = rows["direct"]
     print(f"\n### {name}: {requests} requests per measurement, concurrency {concurrency}, max_tokens {max_tokens}")
@@ -279,34 +262,24 @@ def main() -> int:
         make_random_adapter(default_model_dir(), adapter_root / "candidate", seed=7)
 
         fast_port = free_port()
-        fast = subprocess.Popen([sys.executable, __file__, "--serve-fast-upstream", str(fast_port)])
-        try:
-            wait_up(f"http://127.0.0.1:{fast_port}/health")
+        fast = ServiceProcess("fast upstream", [sys.executable, __file__, "--serve-fast-upstream", str(fast_port)],
+                              dict(os.environ), f"http://127.0.0.1:{fast_port}", 120)
+        with fast:
             results["fast_upstream"] = measure("minimal instant upstream (the gateway's own cost)",
                                                f"http://127.0.0.1:{fast_port}", work, adapter_root,
                                                args.fast_requests, args.fast_concurrency, args.max_tokens)
-        finally:
-            fast.terminate()
-            fast.wait(30)
 
-        engine = None
-        url = args.engine_url
-        if url is None:
-            config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
-            engine = EngineProcess(config, log_path=work / "vllm.log")
-            print("starting the engine (about a minute on CPU)...", flush=True)
-            engine.start()
-            engine.wait_healthy()
-            url = engine.base_url
-        try:
+        with ExitStack() as stack:
+            url = args.engine_url
+            if url is None:
+                config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
+                print("starting the engine (about a minute on CPU)...", flush=True)
+                url = stack.enter_context(EngineProcess(config, log_path=work / "vllm.log")).base_url
             results["engine"] = measure("real vLLM engine (CPU, SmolLM2-135M)", url, work, adapter_root,
                                         args.engine_requests, args.engine_concurrency, args.max_tokens)
-        finally:
-            if engine is not None:
-                engine.stop()
     print(json.dumps({"gateway": results}, indent=2))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

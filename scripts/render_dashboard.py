@@ -30,6 +30,8 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from core.process import run_main
+
 WIDTH = 1600
 UNIT_ROW = 34  # pixels per gridPos row
 PALETTE = ("#73bf69", "#f2cc0c", "#8ab8ff", "#ff780a", "#f2495c", "#5794f2", "#b877d9", "#fade2a", "#96d98d")
@@ -222,4 +224,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(run_main(main))

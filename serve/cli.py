@@ -9,7 +9,7 @@ from pathlib import Path
 
 from core.cli import run_command
 from serve.engine import launcher as engine_mod
-from serve.engine.modelbuild import ModelBuildError, build_model, cache_dir, default_model_dir
+from serve.engine.modelbuild import build_model, cache_dir, check_model_dir, default_model_dir
 from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
 from serve.trials import cli as trial_cli
 
@@ -23,10 +23,7 @@ def _model_build(args: argparse.Namespace) -> int:
 
 def _built_model(given: Path | None) -> Path:
     """The base model directory to train on: `--model`, else the embedded one, which must be built."""
-    model_dir = given or default_model_dir()
-    if not (model_dir / "config.json").is_file():
-        raise ModelBuildError(f"no model at {model_dir}; run `worker-serve model build` first")
-    return model_dir
+    return check_model_dir(given or default_model_dir())
 
 
 def _adapter_make_random(args: argparse.Namespace) -> int:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import signal
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from hypothesis import settings
 
+from core.process import raise_terminated
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 from serve.engine.modelbuild import default_model_dir
 from tests.support.live import free_port, http_json
@@ -19,6 +21,12 @@ settings.load_profile("worker-tier")
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """SIGTERM (a CI job's timeout) unwinds the session like Ctrl-C: fixtures tear down, so the engine
+    and every gateway or upstream a test started are stopped instead of outliving the run."""
+    signal.signal(signal.SIGTERM, raise_terminated)
 
 
 @pytest.fixture(scope="session")
@@ -40,6 +48,9 @@ def engine(engine_config: EngineConfig, tmp_path_factory: pytest.TempPathFactory
         proc.stop()
         tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
         pytest.fail(f"{exc}\n--- vllm.log (tail) ---\n{tail}")
+    except BaseException:  # a stop signal while it starts
+        proc.stop()
+        raise
     yield proc
     proc.stop()
 

@@ -17,11 +17,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from demo.workerbase.data import build_examples
-from serve.engine.modelbuild import default_model_dir, sha256_file
+from serve.engine.modelbuild import check_model_dir, default_model_dir, sha256_file
 from serve.engine.train import (
     DEFAULT_TEMPLATE,
     MARKER,
-    TrainDataError,
     examples_sha256,
     marker_key,
     merge_adapter,
@@ -62,8 +61,7 @@ def build_worker_base(cache_dir: Path, settings: BaseSettings = BaseSettings(),
                       out_dir: Path | None = None) -> Path:
     """Train and merge the worker base into `out_dir` (default: the cache's), unless it is current."""
     source = default_model_dir(cache_dir)
-    if not (source / "config.json").is_file():
-        raise TrainDataError(f"no model at {source}; run `worker-serve model build` first")
+    check_model_dir(source)
     target = out_dir or worker_model_dir(cache_dir)
     examples = build_examples(settings.examples, settings.seed)
     key = hashlib.sha256(json.dumps({

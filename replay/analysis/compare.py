@@ -10,12 +10,11 @@ counted as tainted so no table shows them as clean.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
@@ -33,7 +32,6 @@ from replay.memory.ledger import RuleRef
 from replay.suite import NO_CALL
 
 RESULTS_FILE = "results.jsonl"
-RUN_FILE = "run.json"
 ALL_POSITIVE = "all_positive"
 BY_FIELDS = ("workspace", "cluster", "tool")
 Measure = Literal["joint", "tool"]
@@ -107,19 +105,22 @@ def load_results(run_dir: str | Path) -> list[ResultRecord]:
         raise ResultsError(f"{path}: not found (is {run_dir} a run directory?)")
     records: list[ResultRecord] = []
     seen: dict[tuple[str, str], int] = {}
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = _parse_line(path, number, line)
-            key = (record.arm, record.decision_id)
-            if key in seen:
-                raise ResultsError(
-                    f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
-                    f"(first at line {seen[key]}); a run has one line per arm × decision"
-                )
-            seen[key] = number
-            records.append(record)
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ResultsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
+    for number, line in enumerate(text.split("\n"), start=1):
+        if not line.strip():
+            continue
+        record = _parse_line(path, number, line)
+        key = (record.arm, record.decision_id)
+        if key in seen:
+            raise ResultsError(
+                f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
+                f"(first at line {seen[key]}); a run has one line per arm × decision"
+            )
+        seen[key] = number
+        records.append(record)
     return records
 
 
@@ -131,20 +132,6 @@ def _parse_line(path: Path, number: int, line: str) -> ResultRecord:
         where = ".".join(str(part) for part in first["loc"]) or "line"
         more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
         raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from exc
-
-
-def read_run_info(run_dir: str | Path) -> dict[str, Any]:
-    """`run.json` as a dict, or {} when the run has none; a broken file is an error."""
-    path = Path(run_dir) / RUN_FILE
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: expected a JSON object")
-    return data
 
 
 def arms_of(results: Iterable[ResultRecord]) -> list[str]:

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from core.names import excerpt
 from replay.config import load_run_config
-from replay.runner import RunError
+from replay.runner import RunError, read_run_json
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.measures import scores_json
 from replay.sandbox.pack import (
@@ -71,8 +71,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _pack_of(run_dir: Path) -> Pack:
-    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
-    path = info.get("pack", {}).get("path")
+    path = (read_run_json(run_dir).get("pack") or {}).get("path")
     if not path:
         raise RunError(f"{run_dir} is not a sandbox run (no pack in run.json)")
     return load_pack(path)
@@ -107,10 +106,18 @@ def _evidence(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     results = load_sandbox_results(args.run_dir)
     arms = list(dict.fromkeys(r.arm for r in results))
-    wanted = [tuple(p.split(":", 1)) for p in args.pair] or [(arms[0], a) for a in arms[1:]]
+    wanted = args.pair or [(arms[0], a) for a in arms[1:]]
     pairs = [pair_results(results, baseline, candidate) for baseline, candidate in wanted]
     print(f"report: {write_sandbox_report(args.run_dir, results, pairs)}")
     return 0
+
+
+def arm_pair(text: str) -> tuple[str, str]:
+    """One `--pair BASELINE:CANDIDATE`; anything else is a usage error, not a traceback."""
+    baseline, sep, candidate = text.partition(":")
+    if not sep or not baseline or not candidate:
+        raise argparse.ArgumentTypeError(f"expected BASELINE:CANDIDATE, got {excerpt(text)!r}")
+    return baseline, candidate
 
 
 def add_parser(sub: Any) -> None:
@@ -141,6 +148,6 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_evidence)
     p = actions.add_parser("report", help="sandbox-report.html: arms, paired tables, every episode step by step")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE",
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=arm_pair,
                    help="default: the first arm against every other")
     p.set_defaults(func=_report)

@@ -248,8 +248,12 @@ def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:
     path = run_dir / RESULTS
     if not path.is_file():
         raise RunError(f"{run_dir} holds no {RESULTS}")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise RunError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
                 rows.append(SandboxResult.model_validate_json(line))

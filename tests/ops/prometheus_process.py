@@ -59,11 +59,15 @@ class RunningPrometheus:
         with self.log.open("wb") as log:
             self.proc = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
-        while not self._ready():
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.__exit__()
-                raise PrometheusError(f"prometheus did not start:\n{self.log.read_text(errors='replace')[-3000:]}")
-            time.sleep(0.1)
+        try:
+            while not self._ready():
+                if self.proc.poll() is not None or time.monotonic() > deadline:
+                    raise PrometheusError(
+                        f"prometheus did not start:\n{self.log.read_text(errors='replace')[-3000:]}")
+                time.sleep(0.1)
+        except BaseException:  # a failed start, or a stop signal while it starts: nothing left running
+            self.__exit__()
+            raise
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
+from core.sqlitedb import StoreError
 from replay.capture_suite import assign_strata, build_suite, strip_memory
 from replay.cli import main
 from replay.resolve import load_keys
@@ -322,3 +323,50 @@ def test_a_session_id_that_holds_a_detectable_value_stays_a_name_when_redacted(t
     assert report.resolved == 2 and not report.residuals
     sessions = {d.session for d in load_suite(tmp_path / "suite").decisions}
     assert len(sessions) == 1 and sessions.pop().startswith("s-IP_")
+
+
+@pytest.mark.parametrize("since", ["yesterday", "2026-13-01", "", "7"])
+def test_a_since_that_is_not_an_iso_time_is_one_error_line(tmp_path, capsys, since):
+    db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok")])
+    assert main(["suite", "build", "--from-capture", str(db), "--out", str(tmp_path / "s"), "--since", since]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "--since" in err[0] and "ISO time" in err[0], err
+    assert not (tmp_path / "s").exists()
+
+
+BAD_ROWS = {
+    "not JSON": "UPDATE decisions SET roles = '[\"system\", '",
+    "a JSON column of the wrong type": "UPDATE decisions SET chosen_keys = '{\"a\": 1}'",
+    "a bad time": "UPDATE decisions SET captured_at = 'yesterday'",
+    "no time": "UPDATE decisions SET captured_at = 7",
+    "a missing column": "ALTER TABLE decisions DROP COLUMN duration_s",
+    "a missing JSON column": "ALTER TABLE decisions DROP COLUMN roles",
+}
+
+
+@pytest.mark.parametrize("change", BAD_ROWS.values(), ids=BAD_ROWS.keys())
+@pytest.mark.parametrize("since", [None, "2026-08-01T00:00:00Z"])
+def test_a_capture_row_that_is_not_a_decision_is_one_error_line_naming_the_store(tmp_path, capsys, change, since):
+    import sqlite3
+
+    db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok")])
+    with sqlite3.connect(db) as conn:
+        conn.execute(change)
+    conn.close()
+    argv = ["suite", "build", "--from-capture", str(db), "--out", str(tmp_path / "s")]
+    assert main([*argv, *(["--since", since] if since else [])]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and str(db) in err[0], err
+    with pytest.raises(StoreError, match="decision 1"):
+        read_decisions(db)
+
+
+@pytest.mark.parametrize("request_", [{"tools": TOOLS}, {"messages": "hi"}, {"messages": [7]},
+                                      {"messages": [{"role": "user", "content": "x"}], "tools": "all"}])
+def test_a_stored_request_that_is_not_a_chat_request_is_one_error_line_naming_the_decision(tmp_path, capsys,
+                                                                                        request_):
+    bad = replace(captured(1, "b", "search", outcome="ok"), request=request_)
+    db = store(tmp_path / "capture.sqlite", [bad])
+    assert main(["suite", "build", "--from-capture", str(db), "--out", str(tmp_path / "s")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and bad.id in err[0], err

@@ -64,6 +64,14 @@ def test_unreadable_middle_line_is_an_error_with_file_and_line(tmp_path):
         read_completed(results)
 
 
+@pytest.mark.parametrize("line", [b"\xff\xfe{}", b"[]", b"7", b'{"arm": "a"}'])
+def test_a_middle_line_that_is_not_a_result_object_is_an_error_with_file_and_line(tmp_path, line):
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b'{"arm": "a", "decision_id": "x"}\n' + line + b'\n{"arm": "a", "decision_id": "y"}\n')
+    with pytest.raises(RunError, match=r"results.jsonl:2"):
+        read_completed(results)
+
+
 def test_a_changed_config_or_suite_is_refused_with_what_changed(tmp_path):
     manifest = {"config": {"decoding": {"max_tokens": 32}}, "suite": {"sha256": "aaa"}}
     assert prepare_run_dir(tmp_path / "run", manifest) is False

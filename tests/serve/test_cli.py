@@ -22,7 +22,7 @@ def test_user_errors_print_one_error_line_and_exit_2(args, needles, tmp_path: Pa
 def test_a_bad_training_file_names_its_line(tmp_path: Path):
     model = tmp_path / "model"
     model.mkdir()
-    (model / "config.json").write_text("{}")
+    (model / "config.json").write_text('{"model_type": "llama"}')  # a model's config; the data is what is bad
     (tmp_path / "train.jsonl").write_text("not json\n")
     result = run_cli("serve", "adapter", "train", "--data", "train.jsonl", "--select", "mix", "--seed", "1",
                      "--model", str(model), "out", cwd=tmp_path)

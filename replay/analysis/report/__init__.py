@@ -27,7 +27,6 @@ from replay.analysis.compare import (
     arms_of,
     compare,
     load_results,
-    read_run_info,
 )
 from replay.analysis.gates import Verdict, read_verdict
 from replay.analysis.report.html_report import render_html
@@ -35,6 +34,7 @@ from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
+from replay.runner import read_run_json
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -77,7 +77,7 @@ def write_report(
     answer section; None leaves the block out."""
     run = Path(run_dir)
     tainted = tuple(tainted)
-    info = read_run_info(run)
+    info = read_run_json(run)
     svg = plot_svg(results)
     by_id = {d.id: d for d in decisions}
     (run / PLOT_SVG).write_text(svg, encoding="utf-8")

@@ -109,6 +109,18 @@ def test_a_parser_that_does_not_read_the_templates_call_format_is_refused(tmp_pa
         load_engine_config(model_config(tmp_path, "hermes", XML_TEMPLATE, where))
 
 
+@pytest.mark.parametrize("configured", [False, True])
+def test_a_chat_template_that_is_not_utf8_is_a_config_error_naming_it(tmp_path, capsys, configured):
+    path = model_config(tmp_path, "hermes", "")
+    template = tmp_path / "model" / "chat_template.jinja"
+    template.write_bytes(b"{{ caf\xe9 }}")
+    if configured:
+        path.write_text(path.read_text() + f'chat_template = "{template}"\n')
+    assert main(["engine", "--config", str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: ") and "not UTF-8" in err[0] and str(template) in err[0], err
+
+
 @pytest.mark.parametrize(("parser", "template"), [("qwen3_coder", XML_TEMPLATE), ("hermes", JSON_TEMPLATE),
                                                   ("qwen3_xml", XML_TEMPLATE), ("llama3_json", XML_TEMPLATE)])
 def test_a_parser_matching_the_templates_call_format_is_accepted(tmp_path, parser, template):
