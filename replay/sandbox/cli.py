@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from replay.config import load_run_config
-from replay.runner import RunError
+from replay.rundir import RunError
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.measures import scores_json
 from replay.sandbox.pack import (
