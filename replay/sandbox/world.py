@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -214,6 +215,49 @@ def diff(before: Mapping[str, JSON], after: Mapping[str, JSON]) -> dict[str, dic
         change = {side: values[path] for side, values in (("before", before), ("after", after)) if path in values}
         changes[path] = change
     return changes
+
+
+_STEP = re.compile(r"\[\d+\]|\.?((?:\\.|[^.\[\\])+)")
+
+
+def path_steps(path: str) -> list[str | int] | None:
+    """A leaf path as its steps (object keys unescaped, list indices as ints); None when it is no path."""
+    steps: list[str | int] = []
+    pos = 0
+    while pos < len(path):
+        match = _STEP.match(path, pos)
+        if match is None or (match.group(0).startswith(".") and pos == 0):
+            return None
+        steps.append(int(match.group(0)[1:-1]) if match.group(1) is None else re.sub(r"\\(.)", r"\1", match.group(1)))
+        pos = match.end()
+    return steps
+
+
+def in_state(model: type[BaseModel], path: str) -> bool:
+    """Whether a leaf path can name something in states of this model: field names (by alias) of
+    models, any key of a dict, an index of a list. Checks that would look at a path no state has
+    are dead, so packs refuse them."""
+    steps = path_steps(path)
+    if not steps:
+        return False
+    annotation: Any = model
+    for step in steps:
+        annotation = _unwrap_optional(annotation)
+        origin = get_origin(annotation)
+        if annotation is Any:
+            return True
+        if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+            fields = {info.alias or name: info.annotation for name, info in annotation.model_fields.items()}
+            if not isinstance(step, str) or step not in fields:
+                return False
+            annotation = fields[step]
+        elif origin is dict and isinstance(step, str):
+            annotation = get_args(annotation)[1]
+        elif origin is list and isinstance(step, int):
+            annotation = get_args(annotation)[0]
+        else:
+            return False
+    return True
 
 
 def under(path: str, prefix: str) -> bool:
