@@ -108,7 +108,9 @@ def _completion_problems(scenario: Scenario, trajectory: Trajectory, start: dict
 
 
 def _normalised(state: Mapping[str, JSON], prefix: str, prose: frozenset[str]) -> dict[str, JSON]:
-    return {p: (PROSE if isinstance(v, str) and last_key(p) in prose else v)
+    """The leaves under `prefix`, prose reduced to its presence: any non-empty text is the same, an
+    empty one is not."""
+    return {p: (PROSE if isinstance(v, str) and v and last_key(p) in prose else v)
             for p, v in state.items() if under(p, prefix)}
 
 

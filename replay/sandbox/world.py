@@ -29,7 +29,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from random import Random
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import MaxLen
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -44,6 +44,16 @@ JSON = Any
 # The guard's default rules: the same classification the gateway applies to live tool results.
 GUARD = GuardRules()
 DEFAULT_MAX_TEXT = 80
+
+
+class _ProseMark:
+    """The marker of `Prose`."""
+
+
+PROSE_MARK = _ProseMark()
+# A state field of free text (a body, note, reason, title): its wording is the writer's, so task
+# completion compares it for presence (non-empty), not for equal text.
+Prose = Annotated[str, PROSE_MARK]
 
 
 class Args(BaseModel):
@@ -98,12 +108,52 @@ class World:
     name: str
     state: type[Strict]
     tools: Mapping[str, Tool]
-    # State fields holding prose (bodies, notes): compared for presence, not wording (DESIGN §8 is
-    # silent; a free-text reply cannot be expected to equal the oracle's byte for byte).
+    # Names of state fields holding prose (bodies, notes): compared for presence, not wording (DESIGN
+    # §8 is silent; a free-text reply cannot be expected to equal the oracle's byte for byte). The
+    # state model's `Prose` fields are added; more names (keys of untyped dicts) may be given.
     prose_fields: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        prose, exact = text_fields(self.state)
+        names = self.prose_fields | prose
+        clash = sorted(names & exact)
+        if clash:
+            raise TypeError(f"world {self.name}: {', '.join(clash)} is prose in one state model and exact text in "
+                            "another; prose is matched by field name, so rename one")
+        object.__setattr__(self, "prose_fields", names)
 
     def schemas(self, names: list[str] | None = None) -> list[Schema]:
         return [self.tools[n].schema() for n in (names if names is not None else list(self.tools))]
+
+
+def text_fields(model: type[BaseModel]) -> tuple[set[str], set[str]]:
+    """The names of a state model's str fields, nested models included: (`Prose`, other text)."""
+    prose: set[str] = set()
+    exact: set[str] = set()
+    seen: set[type[BaseModel]] = set()
+
+    def walk(m: type[BaseModel]) -> None:
+        seen.add(m)
+        for name, info in m.model_fields.items():
+            stack: list[Any] = [info.annotation]
+            marked = PROSE_MARK in info.metadata
+            while stack:
+                kind = stack.pop()
+                origin, args = get_origin(kind), [a for a in get_args(kind) if a is not type(None)]
+                if origin is typing.Annotated:
+                    marked = marked or PROSE_MARK in args[1:]
+                    stack.append(args[0])
+                elif origin is dict:
+                    stack.append(args[1])
+                elif args:
+                    stack += args
+                elif kind is str:
+                    (prose if marked else exact).add(info.alias or name)
+                elif inspect.isclass(kind) and issubclass(kind, BaseModel) and kind not in seen:
+                    walk(kind)
+
+    walk(model)
+    return prose, exact
 
 
 def tool(description: str, outbound: bool = False) -> Callable[[ToolFn], Tool]:
