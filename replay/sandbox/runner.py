@@ -33,7 +33,7 @@ import aiohttp
 from core.guard import tool_text
 from core.names import excerpt
 from core.records import ParseOutcome, Strict
-from core.toolcalls import parse_response
+from core.toolcalls import parse_response, request_schemas
 from replay.config import Arm, RunConfig
 from replay.memory.files import WorkspaceMemory
 from replay.memory.inject import ConditionError, inject, parse_condition
@@ -153,7 +153,7 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
             break
         choice = (outcome.body.get("choices") or [{}])[0]
         message = choice.get("message") or {}
-        parsed = parse_response(message, tool_names=scenario.tools)
+        parsed = parse_response(message, tool_names=scenario.tools, schemas=request_schemas(tools))
         usage = outcome.body.get("usage") or {}
         turns.append(Turn(
             request_delta=delta, message=message, finish_reason=choice.get("finish_reason"),
