@@ -68,9 +68,10 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _FUNCTION_CLOSE = "</function>"
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
 _PARAMETER_CLOSE = "</parameter>"
-# A `<parameter=` that starts a value or a line opens a nested level inside a value (vLLM's
+# A `<parameter=` that starts a line opens a nested level inside a value (vLLM's
 # "structural" tag); `</parameter>` closes one.
-_NESTING = re.compile(r"(?:^|(?<=\n))<parameter=|</parameter>")
+_PARAMETER_OPEN = "<parameter="
+_NESTING = re.compile(r"(?<=\n)<parameter=|</parameter>")
 _SPACE = re.compile(r"\s*")
 _TOP_LEVEL = re.compile(r"</?think>|<tool_call>|<function=")
 _JSON = json.JSONDecoder()
@@ -399,10 +400,11 @@ def _readings(
                     found.append(_Reading((), end))
             elif (tag := _PARAMETER.match(text, at)) is not None:
                 key = tag.group(1).strip()
+                depth = _Depth(text, tag.end())
                 for stop, resume, unclosed in _value_ends(text, tag.end(), properties):
-                    raw = text[tag.end() : stop]
-                    if nested and (unclosed or not _nested(raw)):
+                    if nested and (unclosed or not depth.closed_at(stop)):
                         continue
+                    raw = text[tag.end() : stop]
                     rests = body(resume) if fits(key, raw) else []
                     found += [_Reading(((key, raw), *rest.params), rest.end) for rest in rests]
                     if len(found) > 1 or (rests and not unclosed):
@@ -426,16 +428,22 @@ def _readings(
     return []
 
 
-def _nested(raw: str) -> bool:
-    """Whether every `<parameter=` that starts a line of a value is closed by a `</parameter>`
-    inside it (a close with none open is text)."""
-    depth = 0
-    for tag in _NESTING.finditer(raw):
-        if tag.group(0) == _PARAMETER_CLOSE:
-            depth = max(0, depth - 1)
-        else:
-            depth += 1
-    return depth == 0
+class _Depth:
+    """The nesting of a value that starts at `start`, read once as its candidate ends move on:
+    every `<parameter=` that starts a line (or the value) opens a level, `</parameter>` closes
+    one (a close with none open is text)."""
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text, self.pos, self.level = text, start, 0
+        if text.startswith(_PARAMETER_OPEN, start):
+            self.pos, self.level = start + len(_PARAMETER_OPEN), 1
+
+    def closed_at(self, stop: int) -> bool:
+        """Whether every level opened before `stop` (a later end than the last asked) is closed."""
+        for tag in _NESTING.finditer(self.text, self.pos, stop):
+            self.level = self.level + 1 if tag.group(0) == _PARAMETER_OPEN else max(0, self.level - 1)
+        self.pos = max(self.pos, stop)
+        return self.level == 0
 
 
 def _fits(text: str, properties: Mapping[str, Any], key: str) -> bool:
