@@ -73,7 +73,8 @@ def _paired(pairs: Pairs) -> str:
 def episode_html(result: SandboxResult) -> str:
     t, s = result.trajectory, result.scores
     verdict = "completed" if s.task_completed else "failed"
-    flags = [f for f, on in (("unsupported completion", s.unsupported_completion),
+    claimed = ", ".join([*s.claims_made, *(["success in general"] if s.claims_success else [])])
+    flags = [f for f, on in ((f"unsupported completion (claims: {claimed})", s.unsupported_completion),
                              ("critical: " + ", ".join(s.critical_hits), s.critical_failure),
                              (f"{s.failed_repeats} failed repeat(s)", s.failed_repeats > 0)) if on]
     rows = []
