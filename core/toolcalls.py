@@ -23,7 +23,12 @@ Never silently wrong: a reading may be stricter than vLLM's own parsers (a typed
 * Qwen3-Coder values are typed by the request's tool schema as vLLM's qwen3_coder parser
   does (`coerce_to_schema_type`): a string property stays text (`null`, `42` included), an
   integer/number/boolean/null property is converted when it can be, an object/array
-  property is read as JSON or a Python literal. A key the schema does not list stays text.
+  property is read as JSON or a Python literal, also from inside a JSON string
+  (`"{'a': 1}"`, what a template writing `json.dumps(str(value))` leaves). A key the schema
+  does not list stays text.
+* Inside a value, a `<parameter=` that starts a line opens a nested level that a later
+  `</parameter>` closes, as vLLM tracks their depth: a file being written that holds a
+  tool-call template is one value, not cut at the inner close nor split into its keys.
   Without schemas (none passed) a value that parses as JSON is decoded, others kept as text.
 
 Reasoning is not an action: `reasoning_content` is never searched for calls, and in
@@ -63,6 +68,10 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _FUNCTION_CLOSE = "</function>"
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
 _PARAMETER_CLOSE = "</parameter>"
+# A `<parameter=` that starts a line opens a nested level inside a value (vLLM's
+# "structural" tag); `</parameter>` closes one.
+_PARAMETER_OPEN = "<parameter="
+_NESTING = re.compile(r"(?<=\n)<parameter=|</parameter>")
 _SPACE = re.compile(r"\s*")
 _TOP_LEVEL = re.compile(r"</?think>|<tool_call>|<function=")
 _JSON = json.JSONDecoder()
@@ -367,14 +376,17 @@ def _readings(
 ) -> list[_Reading]:
     """Up to two readings of the function body at `start` (two means: ambiguous).
 
-    A value ends at the first `</parameter>` after which the body goes on; with a schema, the
-    first after which every key is listed and every value fits its type is preferred (a value
-    may itself hold `</parameter><parameter=x>`), else the first at all. The other reading is
-    vLLM's tolerance of an unclosed tag: the value ends just before a `<parameter=KEY>` that
-    comes before any `</parameter>`, unless the schema lists no KEY.
+    A value ends at the first `</parameter>` after which the body goes on. Preferred, in order:
+    with a schema, readings whose keys are all listed, values fit their types, and values are
+    nested (every `<parameter=…>` at the start of a line inside a value is closed inside it, as
+    vLLM tracks their depth: a file holding a tool-call template is one value); then listed and
+    fitting; without a schema, nested; then any. A value may itself hold
+    `</parameter><parameter=x>`. The other reading is vLLM's tolerance of an unclosed tag: the
+    value ends just before a `<parameter=KEY>` that comes before any `</parameter>`, unless the
+    schema lists no KEY; it is never a nested reading, so it stays ambiguous with the closed one.
     """
 
-    def read(fits: Callable[[str, str], bool]) -> list[_Reading]:
+    def read(fits: Callable[[str, str], bool], nested: bool) -> list[_Reading]:
         memo: dict[int, list[_Reading]] = {}
 
         def body(pos: int) -> list[_Reading]:
@@ -388,7 +400,10 @@ def _readings(
                     found.append(_Reading((), end))
             elif (tag := _PARAMETER.match(text, at)) is not None:
                 key = tag.group(1).strip()
+                depth = _Depth(text, tag.end())
                 for stop, resume, unclosed in _value_ends(text, tag.end(), properties):
+                    if nested and (unclosed or not depth.closed_at(stop)):
+                        continue
                     raw = text[tag.end() : stop]
                     rests = body(resume) if fits(key, raw) else []
                     found += [_Reading(((key, raw), *rest.params), rest.end) for rest in rests]
@@ -399,11 +414,36 @@ def _readings(
 
         return body(start)
 
+    passes: list[tuple[Callable[[str, str], bool], bool]] = []
     if properties is not None:
-        readings = read(lambda key, raw: _fits(_trim_newlines(raw), properties, key))
+        fitting = lambda key, raw: _fits(_trim_newlines(raw), properties, key)  # noqa: E731
+        passes += [(fitting, True), (fitting, False)]
+    else:
+        passes.append((lambda _key, _raw: True, True))
+    passes.append((lambda _key, _raw: True, False))
+    for fits, nested in passes:
+        readings = read(fits, nested)
         if readings:
             return readings
-    return read(lambda _key, _raw: True)
+    return []
+
+
+class _Depth:
+    """The nesting of a value that starts at `start`, read once as its candidate ends move on:
+    every `<parameter=` that starts a line (or the value) opens a level, `</parameter>` closes
+    one (a close with none open is text)."""
+
+    def __init__(self, text: str, start: int) -> None:
+        self.text, self.pos, self.level = text, start, 0
+        if text.startswith(_PARAMETER_OPEN, start):
+            self.pos, self.level = start + len(_PARAMETER_OPEN), 1
+
+    def closed_at(self, stop: int) -> bool:
+        """Whether every level opened before `stop` (a later end than the last asked) is closed."""
+        for tag in _NESTING.finditer(self.text, self.pos, stop):
+            self.level = self.level + 1 if tag.group(0) == _PARAMETER_OPEN else max(0, self.level - 1)
+        self.pos = max(self.pos, stop)
+        return self.level == 0
 
 
 def _fits(text: str, properties: Mapping[str, Any], key: str) -> bool:
@@ -500,14 +540,25 @@ def _coerce(text: str, kind: str) -> Any:
         word = text.strip().lower()
         return True if word in ("true", "1") else False if word in ("false", "0") else _NOT
     decoded = _json_or_none(text, _NOT)
-    if decoded is _NOT:
-        # Older vLLM qwen3_coder parsers also read a Python literal (`{'a': 1}`) here.
-        try:
-            literal = ast.literal_eval(text)
-        except _DECODE_ERRORS:
-            return _NOT
-        decoded = literal if isinstance(literal, (dict, list)) and _is_json(literal) else _NOT
-    return decoded
+    from_json = decoded is not _NOT
+    if not from_json:
+        decoded = _python_literal(text)  # vLLM's qwen3_coder parser also reads `{'a': 1}`
+    if isinstance(decoded, str):
+        # A template that wrote json.dumps(str(value)) leaves the object inside a string:
+        # `"{'a': 1}"`. vLLM reads the string once more; so do we, keeping only a container.
+        inner = _python_literal(decoded)
+        if isinstance(inner, (dict, list)):
+            return inner
+    return decoded if from_json or isinstance(decoded, (dict, list)) else _NOT
+
+
+def _python_literal(text: str) -> Any:
+    """A Python literal JSON can carry, or `_NOT`."""
+    try:
+        value = ast.literal_eval(text)
+    except _DECODE_ERRORS:
+        return _NOT
+    return value if _is_json(value) else _NOT
 
 
 def _json_or_none(text: str, otherwise: Any) -> Any:

@@ -14,12 +14,11 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from core.records import Strict
-from replay.sandbox.world import Args, Context, Tool, ToolFailure, World, tool
+from replay.sandbox.world import Args, Context, Prose, Tool, ToolFailure, World, tool
 
 Currency = Annotated[str, Field(description="ISO 4217")]
 Date = Annotated[str, Field(description="YYYY-MM-DD", max_length=10)]
 Time = Annotated[str, Field(description="ISO 8601 date-time")]
-PROSE = frozenset({"body", "message", "notes", "reason", "subject", "title", "content"})
 
 
 class Money(Args):
@@ -48,7 +47,7 @@ class Customer(Strict):
 
 
 class Line(Strict):
-    description: str
+    description: Prose
     quantity: float
     unit_price: float
     tax_code: str | None = None
@@ -59,8 +58,8 @@ class Invoice(Strict):
     currency: str
     status: Literal["draft", "open", "overdue", "paid"]
     issued: str
-    title: str = ""
-    notes: str = ""
+    title: Prose = ""
+    notes: Prose = ""
     lines: list[Line] = Field(default_factory=list)
     total: float
     due_date: str | None = None
@@ -80,8 +79,8 @@ class Outgoing(Strict):
 
     tool: str
     to: list[str]
-    subject: str = ""
-    body: str = ""
+    subject: Prose = ""
+    body: Prose = ""
 
 
 class InvoicingState(Strict):
@@ -238,8 +237,7 @@ def record_payment(state: InvoicingState, args: RecordPaymentArgs, ctx: Context)
 
 
 INVOICING = World("invoicing", InvoicingState, {t.name: t for t in (
-    search_invoices, list_invoices, get_invoice, create_invoice, finalize_invoice, send_invoice, record_payment)},
-    PROSE)
+    search_invoices, list_invoices, get_invoice, create_invoice, finalize_invoice, send_invoice, record_payment)})
 
 
 # --- ws-support -----------------------------------------------------------------------------
@@ -247,24 +245,24 @@ INVOICING = World("invoicing", InvoicingState, {t.name: t for t in (
 
 class Post(Strict):
     author: str
-    body: str
+    body: Prose
 
 
 class Escalation(Strict):
     team: str
     priority: str
-    reason: str
+    reason: Prose
 
 
 class Ticket(Strict):
     customer_id: str
-    subject: str
+    subject: Prose
     status: Literal["open", "pending", "closed"]
     priority: str = "normal"
     tags: list[str] = Field(default_factory=list)
     thread: list[Post] = Field(default_factory=list)
     escalation: Escalation | None = None
-    reopen_reason: str | None = None
+    reopen_reason: Prose | None = None
 
 
 class SupportCustomer(Strict):
@@ -410,7 +408,7 @@ def send_email(state: SupportState, args: SendEmailArgs, ctx: Context) -> dict[s
 
 
 SUPPORT = World("support", SupportState, {t.name: t for t in (
-    search_tickets, get_ticket, reply_ticket, reopen_ticket, escalate_ticket, lookup_customer, send_email)}, PROSE)
+    search_tickets, get_ticket, reply_ticket, reopen_ticket, escalate_ticket, lookup_customer, send_email)})
 
 
 # --- ws-sales -------------------------------------------------------------------------------
@@ -432,7 +430,7 @@ class Deal(Strict):
 class Activity(Strict):
     contact_id: str
     type: str
-    notes: str
+    notes: Prose
     occurred_at: str
 
 
@@ -445,7 +443,7 @@ class Contact(Strict):
 
 
 class Event(Strict):
-    title: str
+    title: Prose
     start: str
     end: str
     attendees: list[str]
@@ -620,7 +618,7 @@ def find_free_slots(state: SalesState, args: FindFreeSlotsArgs, ctx: Context) ->
 
 
 SALES = World("sales", SalesState, {t.name: t for t in (
-    find_contact, create_contact, update_deal, log_activity, create_event, find_free_slots)}, PROSE)
+    find_contact, create_contact, update_deal, log_activity, create_event, find_free_slots)})
 
 
 # --- ws-files -------------------------------------------------------------------------------
@@ -636,7 +634,7 @@ class File(Strict):
     folder_id: str
     type: Literal["document", "spreadsheet", "pdf", "image"]
     modified: str
-    content: str = ""
+    content: Prose = ""
     shared: list[Grant] = Field(default_factory=list)
 
 
@@ -774,7 +772,7 @@ def create_folder(state: FilesState, args: CreateFolderArgs, ctx: Context) -> di
 
 
 FILES = World("files", FilesState, {t.name: t for t in (
-    list_files, search_files, read_file, move_file, share_file, create_folder)}, PROSE)
+    list_files, search_files, read_file, move_file, share_file, create_folder)})
 
 WORLDS: dict[str, World] = {w.name: w for w in (INVOICING, SUPPORT, SALES, FILES)}
 WORKSPACE_WORLD = {"ws-invoicing": "invoicing", "ws-support": "support", "ws-sales": "sales", "ws-files": "files"}

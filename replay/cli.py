@@ -16,7 +16,8 @@ from replay.config import load_run_config
 from replay.memory.checks import check_memory, has_violations
 from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
-from replay.runner import read_run_json, run
+from replay.rundir import read_run_json
+from replay.runner import run
 from replay.sandbox import cli as sandbox_cli
 from replay.suite import check_privacy, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 

@@ -37,7 +37,7 @@ from core.names import Name
 from core.records import ChatRequest, Strict
 from core.scoring import chosen_call
 from core.tomlfile import ConfigError, load_toml
-from core.toolcalls import parse_response
+from core.toolcalls import parse_response, request_schemas
 from replay.errors import ReplayError
 from replay.suite_checks import offered_tools
 from replay.transcripts import TranscriptError, TranscriptSource
@@ -100,7 +100,7 @@ def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify
     if answer.get("role") != "assistant":
         return Refusal(TURN_MISSING, f"{where}: message {turn} is a {answer.get('role')!r} message, not the "
                                      "assistant's answer")
-    call = chosen_call(parse_response(answer, offered or None))
+    call = chosen_call(parse_response(answer, offered or None, schemas=request_schemas(request.tools)))
     tool, keys = (call.tool, call.key_set) if call else (None, [])
     if (tool, sorted(keys)) != (captured.chosen_tool, sorted(captured.chosen_keys)):
         return Refusal(ANSWER_MISMATCH, f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "

@@ -10,7 +10,6 @@ point resumes with exactly one result per (arm, decision).
 from __future__ import annotations
 
 import asyncio
-import fcntl
 import hashlib
 import json
 import os
@@ -18,8 +17,7 @@ import platform
 import random
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -27,26 +25,24 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from pydantic import BaseModel
 
-from core.names import excerpt
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
 from replay.config import Arm, RunConfig
-from replay.errors import ReplayError
 from replay.memory.files import WorkspaceMemory, load_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.rundir import (
+    RESULTS,
+    RunError,
+    check_run_dir,
+    prepare_run_dir,
+    read_completed,
+    run_lock,
+)
 from replay.suite import Suite
 
-RESULTS = "results.jsonl"
-RUN_JSON = "run.json"
-RUN_LOCK = "run.lock"
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
-
-
-class RunError(ReplayError, RuntimeError):
-    """A run that must not start (or continue) as asked; the message says why."""
 
 
 @dataclass(frozen=True)
@@ -99,97 +95,6 @@ def _version(dist: str) -> str | None:
         return metadata.version(dist)
     except metadata.PackageNotFoundError:
         return None
-
-
-def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            out.update(_flatten(item, f"{prefix}.{key}" if prefix else str(key)))
-        return out
-    if isinstance(value, list):
-        out = {}
-        for i, item in enumerate(value):
-            out.update(_flatten(item, f"{prefix}[{i}]"))
-        return out or {prefix: []}
-    return {prefix: value}
-
-
-class _Part(BaseModel, extra="allow"):
-    path: str | None = None
-    sha256: str | None = None
-
-
-class _Arm(BaseModel, extra="allow"):
-    name: str
-
-
-class _Config(BaseModel, extra="allow"):
-    arms: list[_Arm] = []
-
-
-class _RunJson(BaseModel, extra="allow"):
-    """What the readers of run.json rely on (the rest is a record for people and for `manifest_diff`)."""
-
-    config: _Config | None = None
-    suite: _Part | None = None
-    pack: _Part | None = None
-
-
-def read_run_json(run_dir: Path) -> dict[str, Any]:
-    """A run directory's run.json ({} when it has none). One that is not UTF-8 JSON, not an object,
-    or whose config, suite or pack is the wrong shape, is a RunError naming the file."""
-    path = run_dir / RUN_JSON
-    if not path.is_file():
-        return {}
-    try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
-        _RunJson.model_validate(data)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError, ValidationError
-        raise RunError(f"{path}: not a run's run.json ({excerpt(str(exc).splitlines()[0])}); "
-                       "use another --out, or restore the file") from None
-    assert isinstance(data, dict)
-    return data
-
-
-def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
-    """What changed between the recorded run and this invocation, in what decides the results.
-
-    The endpoint's address is not part of that: a run may resume through a gateway restarted
-    on another port. Arms, decoding, memory, runner settings and the suite's content are.
-    """
-    before, after = _identity(old), _identity(new)
-    return [f"{key}: {before.get(key, '(absent)')!r} -> {after.get(key, '(absent)')!r}"
-            for key in sorted(set(before) | set(after)) if before.get(key) != after.get(key)]
-
-
-def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
-    config = {k: v for k, v in (manifest.get("config") or {}).items() if k != "endpoint"}
-    return _flatten({"config": config, "suite.sha256": manifest.get("suite", {}).get("sha256"),
-                     "pack.sha256": manifest.get("pack", {}).get("sha256"),
-                     "endpoint_kind": manifest.get("endpoint_kind")})
-
-
-def read_completed(results_path: Path, key: str = "decision_id") -> set[tuple[str, str]]:
-    """(arm, `key`) pairs already recorded. A torn last line (killed mid-write) is cut off."""
-    if not results_path.exists():
-        return set()
-    data = results_path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data):
-        with results_path.open("r+b") as fh:
-            fh.truncate(keep)
-    done: set[tuple[str, str]] = set()
-    for number, line in enumerate(data[:keep].splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            done.add((row["arm"], row[key]))
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # not UTF-8 JSON, or not a result object
-            raise RunError(f"{results_path}:{number}: unreadable result line ({excerpt(str(exc))}); "
-                           "fix or move the file") from None
-    return done
 
 
 def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[WorkItem]:
@@ -408,53 +313,6 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
             await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(items)) or 1)))
     progress.close()
     return len(items)
-
-
-@contextmanager
-def run_lock(run_dir: Path) -> Iterator[None]:
-    """One writer per run directory: an exclusive `flock` on `run.lock` while the run writes.
-
-    A second run into the same directory is refused (two writers would duplicate results); the
-    OS drops the lock when its process dies, kill -9 included, so a crashed run resumes.
-    """
-    run_dir.mkdir(parents=True, exist_ok=True)
-    path = run_dir / RUN_LOCK
-    with path.open("a") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            raise RunError(f"another worker-replay run is writing into {run_dir} (it holds {path}); "
-                           "wait for it to finish, or use another --out") from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
-
-
-def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
-    """Whether `run_dir` already holds this run (resume); a different config or suite is refused
-    with what changed. Writes nothing."""
-    if not (run_dir / RUN_JSON).exists():
-        return False
-    old = read_run_json(run_dir)
-    changes = manifest_diff(old, manifest)
-    if changes:
-        raise RunError(f"{run_dir} holds a run with a different config, suite or pack; refusing to mix results:\n  "
-                       + "\n  ".join(changes) + "\nUse a new --out directory for a new run.")
-    return True
-
-
-def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
-    """Create the run directory and its run.json, or check that an existing one is for the same
-    config and suite. Returns True when resuming."""
-    if check_run_dir(run_dir, manifest):
-        return True
-    run_dir.mkdir(parents=True, exist_ok=True)
-    run_json = run_dir / RUN_JSON
-    tmp = run_json.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(run_json)
-    return False
 
 
 def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],

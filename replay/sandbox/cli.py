@@ -10,7 +10,7 @@ from typing import Any
 
 from core.names import excerpt
 from replay.config import load_run_config
-from replay.runner import RunError, read_run_json
+from replay.rundir import RunError, read_run_json
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.measures import scores_json
 from replay.sandbox.pack import (

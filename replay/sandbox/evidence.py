@@ -23,7 +23,7 @@ from pathlib import Path
 from core.evidence import OutcomeItem, PairedOutcomes
 from replay.analysis.compare import format_ci, format_p, format_points
 from replay.analysis.stats import PairedComparison, paired_comparison
-from replay.runner import RunError
+from replay.rundir import RunError
 from replay.sandbox.measures import Scores
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import CATEGORIES

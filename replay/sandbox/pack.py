@@ -43,11 +43,12 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from core.names import excerpt
 from core.records import Strict
 from replay.errors import ReplayError
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.scenario import Call, EndedBy, Scenario, Trajectory, Turn
-from replay.sandbox.world import JSON, Episode, World, state_hash
+from replay.sandbox.world import JSON, Episode, World, in_state, state_hash
 from replay.suite import Manifest, SuiteProblem, read_manifest, schema_errors, write_frozen_block
 
 PACK_TOML = "pack.toml"
@@ -259,6 +260,32 @@ def check_pack(pack: Pack) -> list[CheckResult]:
     return [check_scenario(pack.world(s), s) for s in pack.scenarios]
 
 
+def _names_in_world(scenario: Scenario, world: World) -> list[str]:
+    """Every tool and state path a claim, check or success condition names, checked against the
+    world: a check naming what the world does not have would silently never hit."""
+    def tool(where: str, name: str | None) -> list[str]:
+        return [f"{where} {excerpt(name)} is not a tool of world {world.name!r}"] if (
+            name is not None and name not in world.tools) else []
+
+    def path(where: str, value: str) -> list[str]:
+        return [] if in_state(world.state, value) else [
+            f"{where}: path {excerpt(value)} is not in the state of world {world.name!r}"]
+
+    reasons = [f"claims.{c.id}: requires {excerpt(c.requires.tool)}, which is not a tool of world {world.name!r}"
+               for c in scenario.claims if c.requires.tool not in world.tools]
+    for c in scenario.critical:
+        reasons += tool(f"critical.{c.id}: tool", c.tool) + tool(f"critical.{c.id}: before", c.before)
+        reasons += tool(f"critical.{c.id}: then", c.then)
+        if c.state is not None and not in_state(world.state, c.state.path):
+            reasons.append(f"critical.{c.id}: state path {excerpt(c.state.path)} is not in the state of world "
+                           f"{world.name!r}")
+    for i, a in enumerate(scenario.success.asserts):
+        reasons += path(f"success.assert[{i}]", a.path)
+    for i, m in enumerate(scenario.success.may_change):
+        reasons += path(f"success.may_change[{i}]", m)
+    return reasons
+
+
 # --- reading -------------------------------------------------------------------------------------
 
 
@@ -320,8 +347,7 @@ def _check_against_world(scenario: Scenario, worlds: Mapping[str, World]) -> lis
                     for i, c in enumerate(getattr(scenario, part)) if c.tool not in world.tools]
     reasons += [f"oracle[{i}]: {c.tool!r} is not in the scenario's tools" for i, c in enumerate(scenario.oracle)
                 if c.tool in world.tools and c.tool not in scenario.tools]
-    reasons += [f"claims.{c.id}: requires unknown tool {c.requires.tool!r}" for c in scenario.claims
-                if c.requires.tool not in world.tools]
+    reasons += _names_in_world(scenario, world)
     try:
         world.state.model_validate(scenario.initial_state)
     except ValidationError as exc:

@@ -16,7 +16,7 @@ from typing import Any
 
 from replay.analysis.compare import format_ci, format_p, format_points
 from replay.analysis.report.html_report import CSS
-from replay.runner import read_run_json
+from replay.rundir import read_run_json
 from replay.sandbox.evidence import MEASURES, Pairs, paired_tables
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import CATEGORIES
@@ -74,7 +74,8 @@ def _paired(pairs: Pairs) -> str:
 def episode_html(result: SandboxResult) -> str:
     t, s = result.trajectory, result.scores
     verdict = "completed" if s.task_completed else "failed"
-    flags = [f for f, on in (("unsupported completion", s.unsupported_completion),
+    claimed = ", ".join([*s.claims_made, *(["success in general"] if s.claims_success else [])])
+    flags = [f for f, on in ((f"unsupported completion (claims: {claimed})", s.unsupported_completion),
                              ("critical: " + ", ".join(s.critical_hits), s.critical_failure),
                              (f"{s.failed_repeats} failed repeat(s)", s.failed_repeats > 0)) if on]
     rows = []

@@ -8,7 +8,9 @@ and their results are appended; it ends on a final answer without a call, the wo
 since the last request, the raw answer, the parsed calls; the ledger; the end state and its
 hash) and its scores. `results.jsonl` is appended one episode at a time, so a run killed at
 any point resumes with exactly one result per (arm, scenario); a changed config, pack or
-endpoint kind is refused with what changed.
+endpoint kind is refused with what changed. The run directory is `worker-replay run`'s
+(`replay.rundir`): one writer at a time, and a second line for one (arm, scenario) is an error
+for every reader.
 
 The endpoint kind is recorded: `engine` (the engine itself) or `gateway`; a run through the
 gateway's route with the candidate pinned is *isolated live replay* (DESIGN §8).
@@ -29,22 +31,19 @@ from typing import Any, Literal
 import aiohttp
 
 from core.guard import tool_text
-from core.names import Name
+from core.names import Name, excerpt
 from core.records import ParseOutcome, Strict
-from core.toolcalls import parse_response
+from core.toolcalls import parse_response, request_schemas
 from replay.config import Arm, RunConfig
 from replay.memory.files import WorkspaceMemory
 from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.rundir import RESULTS, RunError, check_run_dir, prepare_run_dir, read_completed, run_lock
 from replay.runner import (
-    RESULTS,
     Progress,
-    RunError,
     auth_headers,
     config_fingerprint,
     fetch_models,
     load_workspace_memory,
-    prepare_run_dir,
-    read_completed,
     send_chat,
 )
 from replay.sandbox.measures import Scores, score
@@ -154,7 +153,7 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
             break
         choice = (outcome.body.get("choices") or [{}])[0]
         message = choice.get("message") or {}
-        parsed = parse_response(message, tool_names=scenario.tools)
+        parsed = parse_response(message, tool_names=scenario.tools, schemas=request_schemas(tools))
         usage = outcome.body.get("usage") or {}
         turns.append(Turn(
             request_delta=delta, message=message, finish_reason=choice.get("finish_reason"),
@@ -237,14 +236,18 @@ def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
     if missing:
         raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
                        f"(served: {', '.join(models) or 'nothing'})")
-    prepare_run_dir(run_dir, sandbox_manifest(config, pack, models, engine_version, endpoint_kind))
-    done = read_completed(run_dir / RESULTS, key="scenario_id")
-    items = plan_episodes(pack, config, done)
-    asyncio.run(execute_episodes(items, pack, config, run_dir / RESULTS, endpoint_kind))
+    manifest = sandbox_manifest(config, pack, models, engine_version, endpoint_kind)
+    with run_lock(run_dir):  # one writer: two runs into one directory would duplicate episodes
+        check_run_dir(run_dir, manifest)
+        done = read_completed(run_dir / RESULTS, key="scenario_id")
+        items = plan_episodes(pack, config, done)  # the whole plan is checked before anything is written
+        prepare_run_dir(run_dir, manifest)
+        asyncio.run(execute_episodes(items, pack, config, run_dir / RESULTS, endpoint_kind))
     return len(items), len(done)
 
 
 def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:
+    """Every result of a run; a bad line or a second line for one (arm, scenario) is an error with file:line."""
     path = run_dir / RESULTS
     if not path.is_file():
         raise RunError(f"{run_dir} holds no {RESULTS}")
@@ -253,12 +256,20 @@ def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:
     except UnicodeDecodeError as exc:
         raise RunError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     rows = []
+    seen: dict[tuple[str, str], int] = {}
     for number, line in enumerate(text.splitlines(), start=1):
         if line.strip():
             try:
-                rows.append(SandboxResult.model_validate_json(line))
+                row = SandboxResult.model_validate_json(line)
             except ValueError as exc:
                 raise RunError(f"{path}:{number}: not a sandbox result: {str(exc).splitlines()[0]}") from None
+            key = (row.arm, row.scenario_id)
+            if key in seen:
+                raise RunError(f"{path}:{number}: second result for arm {excerpt(row.arm)} scenario "
+                               f"{excerpt(row.scenario_id)} (first at line {seen[key]}); a run has one line per "
+                               "arm × scenario")
+            seen[key] = number
+            rows.append(row)
     return rows
 
 

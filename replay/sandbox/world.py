@@ -22,13 +22,14 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from random import Random
-from typing import Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import MaxLen
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -43,6 +44,16 @@ JSON = Any
 # The guard's default rules: the same classification the gateway applies to live tool results.
 GUARD = GuardRules()
 DEFAULT_MAX_TEXT = 80
+
+
+class _ProseMark:
+    """The marker of `Prose`."""
+
+
+PROSE_MARK = _ProseMark()
+# A state field of free text (a body, note, reason, title): its wording is the writer's, so task
+# completion compares it for presence (non-empty), not for equal text.
+Prose = Annotated[str, PROSE_MARK]
 
 
 class Args(BaseModel):
@@ -97,12 +108,52 @@ class World:
     name: str
     state: type[Strict]
     tools: Mapping[str, Tool]
-    # State fields holding prose (bodies, notes): compared for presence, not wording (DESIGN §8 is
-    # silent; a free-text reply cannot be expected to equal the oracle's byte for byte).
+    # Names of state fields holding prose (bodies, notes): compared for presence, not wording (DESIGN
+    # §8 is silent; a free-text reply cannot be expected to equal the oracle's byte for byte). The
+    # state model's `Prose` fields are added; more names (keys of untyped dicts) may be given.
     prose_fields: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        prose, exact = text_fields(self.state)
+        names = self.prose_fields | prose
+        clash = sorted(names & exact)
+        if clash:
+            raise TypeError(f"world {self.name}: {', '.join(clash)} is prose in one state model and exact text in "
+                            "another; prose is matched by field name, so rename one")
+        object.__setattr__(self, "prose_fields", names)
 
     def schemas(self, names: list[str] | None = None) -> list[Schema]:
         return [self.tools[n].schema() for n in (names if names is not None else list(self.tools))]
+
+
+def text_fields(model: type[BaseModel]) -> tuple[set[str], set[str]]:
+    """The names of a state model's str fields, nested models included: (`Prose`, other text)."""
+    prose: set[str] = set()
+    exact: set[str] = set()
+    seen: set[type[BaseModel]] = set()
+
+    def walk(m: type[BaseModel]) -> None:
+        seen.add(m)
+        for name, info in m.model_fields.items():
+            stack: list[Any] = [info.annotation]
+            marked = PROSE_MARK in info.metadata
+            while stack:
+                kind = stack.pop()
+                origin, args = get_origin(kind), [a for a in get_args(kind) if a is not type(None)]
+                if origin is typing.Annotated:
+                    marked = marked or PROSE_MARK in args[1:]
+                    stack.append(args[0])
+                elif origin is dict:
+                    stack.append(args[1])
+                elif args:
+                    stack += args
+                elif kind is str:
+                    (prose if marked else exact).add(info.alias or name)
+                elif inspect.isclass(kind) and issubclass(kind, BaseModel) and kind not in seen:
+                    walk(kind)
+
+    walk(model)
+    return prose, exact
 
 
 def tool(description: str, outbound: bool = False) -> Callable[[ToolFn], Tool]:
@@ -214,6 +265,49 @@ def diff(before: Mapping[str, JSON], after: Mapping[str, JSON]) -> dict[str, dic
         change = {side: values[path] for side, values in (("before", before), ("after", after)) if path in values}
         changes[path] = change
     return changes
+
+
+_STEP = re.compile(r"\[\d+\]|\.?((?:\\.|[^.\[\\])+)")
+
+
+def path_steps(path: str) -> list[str | int] | None:
+    """A leaf path as its steps (object keys unescaped, list indices as ints); None when it is no path."""
+    steps: list[str | int] = []
+    pos = 0
+    while pos < len(path):
+        match = _STEP.match(path, pos)
+        if match is None or (match.group(0).startswith(".") and pos == 0):
+            return None
+        steps.append(int(match.group(0)[1:-1]) if match.group(1) is None else re.sub(r"\\(.)", r"\1", match.group(1)))
+        pos = match.end()
+    return steps
+
+
+def in_state(model: type[BaseModel], path: str) -> bool:
+    """Whether a leaf path can name something in states of this model: field names (by alias) of
+    models, any key of a dict, an index of a list. Checks that would look at a path no state has
+    are dead, so packs refuse them."""
+    steps = path_steps(path)
+    if not steps:
+        return False
+    annotation: Any = model
+    for step in steps:
+        annotation = _unwrap_optional(annotation)
+        origin = get_origin(annotation)
+        if annotation is Any:
+            return True
+        if inspect.isclass(annotation) and issubclass(annotation, BaseModel):
+            fields = {info.alias or name: info.annotation for name, info in annotation.model_fields.items()}
+            if not isinstance(step, str) or step not in fields:
+                return False
+            annotation = fields[step]
+        elif origin is dict and isinstance(step, str):
+            annotation = get_args(annotation)[1]
+        elif origin is list and isinstance(step, int):
+            annotation = get_args(annotation)[0]
+        else:
+            return False
+    return True
 
 
 def under(path: str, prefix: str) -> bool:

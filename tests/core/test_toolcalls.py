@@ -460,3 +460,41 @@ def test_a_close_tag_inside_the_json_of_an_unreadable_block_ends_nothing() -> No
     text = '<tool_call>\n{"name": "search", "arguments": {"k": ["</tool_call>", "</think><function=f></function>'
     parsed = parse_text(text, ["search", "f"])
     assert parsed.outcome == ParseOutcome.MALFORMED_CALL and parsed.calls == [], parsed
+
+
+# --- issue 23 item 25: values as vLLM's qwen3_coder parser reads them -----------------------
+
+@pytest.mark.parametrize(("raw", "key", "expected"), [
+    ('"{\'key\': \'value\', \'n\': 1}"', "meta", {"key": "value", "n": 1}),  # json.dumps(str(dict)), as a buggy template writes
+    ('"{\\"a\\": [1, 2]}"', "meta", {"a": [1, 2]}), ('"[{\'q\': 1}]"', "lines", [{"q": 1}]),
+    ("'{\"a\": 1}'", "meta", {"a": 1}),  # a Python string literal holding the object
+    ('"not an object"', "meta", "not an object"), ('"{\'a\': 1}"', "note", '"{\'a\': 1}"'),
+])
+def test_an_object_inside_a_string_is_read_as_the_object(raw: str, key: str, expected: Any) -> None:
+    content = f"<tool_call>\n<function=send_invoice>\n<parameter={key}>\n{raw}\n</parameter>\n</function>\n</tool_call>"
+    parsed = parse_text(content, TOOLS, schemas=SCHEMAS)
+    assert parsed.outcome is ParseOutcome.OK, parsed.error
+    assert parsed.first is not None and parsed.first.arguments == {key: expected}
+
+
+WRITE = {"write_file": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}
+TEMPLATES = [
+    "Example:\n<tool_call>\n<function=other>\n<parameter=x>\nv\n</parameter>\n</function>\n</tool_call>\nend",
+    "<tool_call>\n<function=other>\n<parameter=x>\n1\n</parameter>\n<parameter=y>\n2\n</parameter>\n</function>\n"
+    "</tool_call>",
+    "<parameter=x>\nv\n</parameter>", "a\n<parameter=x>\nb\n</parameter>\nc",
+]
+
+
+@pytest.mark.parametrize("value", TEMPLATES)
+@pytest.mark.parametrize("schemas", [WRITE, None], ids=["schema", "no-schema"])
+@pytest.mark.parametrize("first", ["content", "path"])
+def test_a_file_holding_a_tool_call_template_is_one_value(value: str, schemas: Any, first: str) -> None:
+    """Line-start `<parameter=…>` … `</parameter>` inside a value nest (vLLM tracks their depth):
+    the value is read whole, not cut at the inner close nor split into the inner keys."""
+    args = {"content": value, "path": "notes.md"}
+    params = "".join(f"<parameter={k}>\n{args[k]}\n</parameter>\n" for k in (first, *(set(args) - {first})))
+    parsed = parse_text(f"<tool_call>\n<function=write_file>\n{params}</function>\n</tool_call>", ["write_file"],
+                        schemas=schemas)
+    assert parsed.outcome is ParseOutcome.OK, parsed.error
+    assert parsed.first is not None and parsed.first.arguments == args

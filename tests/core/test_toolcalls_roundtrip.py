@@ -37,6 +37,8 @@ arguments = st.dictionaries(names, values, max_size=4)
 calls = st.tuples(st.sampled_from(TOOLS), arguments)
 
 _BOUNDARY = re.compile(r"</parameter>\s*(<parameter=[^>\n]*>|</function>)")
+# vLLM's nesting inside a value: a `<parameter=` starting a line opens, `</parameter>` closes.
+_NESTING = re.compile(r"(?:^|(?<=\n))<parameter=|</parameter>")
 
 
 def schema_for(args: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -66,11 +68,31 @@ def assert_same_call(parsed: ParsedResponse, tool: str, args: dict[str, Any]) ->
     assert parsed.first.key_set == sorted_key_set(args)
 
 
+def unnested(value: str) -> bool:
+    """A value, as the template writes it (on its own lines), with a line-start `<parameter=`
+    left open: vLLM reads on past its `</parameter>`, so the text is also another call's."""
+    depth = 0
+    for tag in _NESTING.finditer(f"\n{value}\n"):
+        depth = depth + 1 if tag.group(0) != "</parameter>" else max(0, depth - 1)
+    return depth > 0
+
+
+def as_json(text: str) -> Any:
+    """How a value is typed without a schema: JSON when it parses as JSON, else the text."""
+    try:
+        value = json.loads(text)
+        json.dumps(value, allow_nan=False)
+    except ValueError:
+        return text
+    return value
+
+
 def holds_boundary(value: Any) -> bool:
-    """A string (at any depth) that holds `</parameter>` then another tag: the XML rendering
-    may also be the rendering of another call that fits the schema."""
+    """A string (at any depth) that holds `</parameter>` then another tag, or leaves a nested
+    `<parameter=` open: the XML rendering may also be the rendering of another call that fits
+    the schema."""
     if isinstance(value, str):
-        return _BOUNDARY.search(value) is not None
+        return _BOUNDARY.search(value) is not None or unnested(value)
     if isinstance(value, dict):
         return any(holds_boundary(k) or holds_boundary(v) for k, v in value.items())
     return isinstance(value, list) and any(holds_boundary(v) for v in value)
@@ -137,11 +159,38 @@ def test_every_truncation_is_a_typed_error_or_the_same_call(call: tuple[str, dic
 @settings(deadline=None)
 @given(st.sampled_from(["a", "b"]), texts.filter(lambda t: "parameter" not in t), texts)
 def test_listed_parameter_tag_in_a_value_is_ambiguous_not_wrong(key: str, before: str, after: str) -> None:
-    """`<parameter=b>` inside a's value reads the same as an unclosed `<parameter=a>` followed
-    by b: the parser says so instead of picking one (with or without the schema)."""
+    """`<parameter=b>` starting a line of a's value, left open, reads the same as an unclosed
+    `<parameter=a>` followed by b: the parser says so instead of picking one (with or without
+    the schema). Elsewhere in a line, or closed inside the value, the tag is text, as vLLM reads
+    it; either way the answer is never another call."""
     value = f"{before}<parameter={'b' if key == 'a' else 'a'}>{after}"
     text = qwen3_xml("f", {key: value})
     for schemas in (None, {"f": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}):
         parsed = parse_text(text, TOOLS, schemas=schemas)
-        assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
-        assert "ambiguous" in (parsed.error or "") or "not closed" in (parsed.error or "")
+        if parsed.outcome is ParseOutcome.OK:
+            assert parsed.first is not None and parsed.first.arguments == {key: value if schemas else as_json(value)}
+            assert not (before in ("", "\n") and "</parameter>" not in after)
+        else:
+            assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+            assert "ambiguous" in (parsed.error or "") or "not closed" in (parsed.error or "")
+
+
+plain = st.text(st.characters(blacklist_characters="<>", blacklist_categories=("Cs",)), max_size=8)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.tuples(st.sampled_from(TOOLS), st.dictionaries(names, plain, max_size=3)), plain, plain,
+       st.booleans(), st.booleans())
+def test_a_file_holding_a_rendered_call_is_written_whole(inner: tuple[str, dict[str, Any]], head: str, tail: str,
+                                                         content_first: bool, with_schema: bool) -> None:
+    """Issue 23 item 25: a value holding a whole Qwen3-Coder call (a file with a tool-call
+    template) is one value, as vLLM reads it, never cut at the inner close or split into its keys."""
+    content = f"{head}\n{qwen3_xml(*inner)}\n{tail}"
+    args = {"content": content, "path": "t.md"} if content_first else {"path": "t.md", "content": content}
+    schemas = {"f": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}
+    parsed = parse_text(qwen3_xml("f", args), TOOLS, schemas=schemas if with_schema else None)
+    if with_schema:
+        assert_same_call(parsed, "f", args)
+    else:  # without a schema values are typed as JSON: only the keys are certain
+        assert parsed.outcome is ParseOutcome.OK, parsed.error
+        assert parsed.first is not None and set(parsed.first.arguments) == set(args)

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 from datetime import UTC, datetime
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from pydantic import BaseModel
 
 from core.guard import FAILURES, GuardRules, classify
 from demo import tools, worlds
+from replay.sandbox.measures import score
+from replay.sandbox.pack import play
+from replay.sandbox.scenario import Call, Scenario
 from replay.sandbox.world import Episode, under
 
 CLOCK = datetime(2026, 8, 2, 10, tzinfo=UTC)
@@ -169,3 +173,101 @@ def test_malformed_times_are_refused_not_raised() -> None:
                                                        "window": {"from": "2026-08-03Txx:00:00", "to": "2026-08-03T18:00:00"},
                                                        "duration_minutes": 30})
     assert result["error"]["code"] == "invalid_argument"
+
+
+# --- free text is compared for presence, not wording (issue 23 item 23) ---------------------
+
+# Every str field of a demo state that is NOT free text: ids and references, emails, dates and
+# times, codes and enums, and names a user gives (a person, company, file, folder, place).
+EXACT = {"customer_id", "email", "contact", "currency", "issued", "due_date", "tax_code", "invoice_id", "paid_on",
+         "method", "tool", "to", "author", "team", "priority", "status", "tags", "plan", "phone", "name",
+         "internal_domain", "contact_id", "stage", "close_date", "type", "occurred_at", "company", "domain", "start",
+         "end", "attendees", "location", "busy", "role", "folder_id", "modified", "parent_id"}
+
+
+def str_fields(model: type[BaseModel], seen: set[type] | None = None) -> set[str]:
+    """The names of every str-valued field (optional, in lists and dicts too) of a state model, nested models included."""
+    seen = seen if seen is not None else set()
+    seen.add(model)
+    names: set[str] = set()
+    for name, info in model.model_fields.items():
+        stack = [info.annotation]
+        while stack:
+            kind = stack.pop()
+            args = [a for a in get_args(kind) if a is not type(None)]
+            if get_origin(kind) is Annotated:
+                stack.append(args[0])
+            elif get_origin(kind) is dict:
+                stack.append(args[1])  # keys are ids
+            elif args:
+                stack += args
+            elif kind is str:
+                names.add(info.alias or name)
+            elif isinstance(kind, type) and issubclass(kind, BaseModel) and kind not in seen:
+                names |= str_fields(kind, seen)
+    return names
+
+
+@pytest.mark.parametrize("world", sorted(worlds.WORLDS))
+def test_every_free_text_field_of_a_world_is_prose(world: str) -> None:
+    w = worlds.WORLDS[world]
+    fields = str_fields(w.state)
+    assert fields - EXACT <= w.prose_fields, f"free text compared exactly: {sorted(fields - EXACT - w.prose_fields)}"
+    assert not (w.prose_fields & EXACT)
+
+
+def _reworded(state: Any, prose: frozenset[str], start: Any, key: str = "") -> Any:
+    if isinstance(state, dict):
+        return {k: _reworded(v, prose, start.get(k) if isinstance(start, dict) else None, k) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_reworded(v, prose, start[i] if isinstance(start, list) and i < len(start) else None, key)
+                for i, v in enumerate(state)]
+    if isinstance(state, str) and key in prose and state and state != start:
+        return f"In other words: {state[::-1]}"
+    return state
+
+
+WRITES = [(world, tool, good) for world, tool, good, path, _ in CASES if path is not None]
+
+
+@pytest.mark.parametrize(("world", "tool", "good"), WRITES, ids=[f"{w}.{t}" for w, t, _ in WRITES])
+def test_a_reworded_free_text_still_completes_the_task(world: str, tool: str, good: dict[str, Any]) -> None:
+    w = worlds.WORLDS[world]
+    scn = Scenario.model_validate({
+        "id": "s", "world": world, "workspace": "ws", "policy_family": "f", "clock": CLOCK.isoformat(), "seed": 1,
+        "initial_state": STATES[world], "messages": [{"role": "user", "content": "do it"}], "tools": list(w.tools),
+        "oracle": [{"tool": tool, "arguments": good}], "broken": [], "oracle_answer": "Done.", "broken_answer": "-",
+        "success": {"may_change": sorted(w.state.model_fields)}})  # only the oracle comparison decides
+    oracle = play(w, scn, scn.oracle, scn.oracle_answer)
+    end = _reworded(oracle.end_state, w.prose_fields, oracle.start_state)
+    model = oracle.model_copy(update={"end_state": end})
+    assert score(scn, model, oracle.end_state, w.prose_fields).task_completed
+    if end != oracle.end_state:  # and free text left empty is not the same as free text written
+        blank = _blank(oracle.end_state, w.prose_fields, oracle.start_state)
+        assert not score(scn, oracle.model_copy(update={"end_state": blank}), oracle.end_state,
+                         w.prose_fields).task_completed
+
+
+def _blank(state: Any, prose: frozenset[str], start: Any, key: str = "") -> Any:
+    if isinstance(state, dict):
+        return {k: _blank(v, prose, start.get(k) if isinstance(start, dict) else None, k) for k, v in state.items()}
+    if isinstance(state, list):
+        return [_blank(v, prose, start[i] if isinstance(start, list) and i < len(start) else None, key)
+                for i, v in enumerate(state)]
+    return "" if isinstance(state, str) and key in prose and state and state != start else state
+
+
+def test_a_reworded_reopen_reason_reopens_the_ticket() -> None:
+    w = worlds.WORLDS["support"]
+    scn = Scenario.model_validate({
+        "id": "s", "world": "support", "workspace": "ws", "policy_family": "f", "clock": CLOCK.isoformat(),
+        "seed": 1, "initial_state": SUPPORT, "messages": [{"role": "user", "content": "Reopen T-2."}],
+        "tools": list(w.tools), "oracle": [{"tool": "reopen_ticket", "arguments": {"ticket_id": "T-2",
+                                                                                  "reason": "customer replied"}}],
+        "broken": [], "oracle_answer": "Reopened.", "broken_answer": "-",
+        "success": {"assert": [{"path": "tickets.T-2.status", "value": "open"}], "may_change": ["tickets.T-2"]}})
+    reworded = play(w, scn, [Call(tool="reopen_ticket", arguments={"ticket_id": "T-2",
+                                                                   "reason": "The customer wrote back."})], "Reopened.")
+    oracle_end = play(w, scn, scn.oracle, scn.oracle_answer).end_state
+    scores = score(scn, reworded, oracle_end, w.prose_fields)
+    assert scores.task_completed, scores.not_completed_because

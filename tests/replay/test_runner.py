@@ -10,18 +10,8 @@ import pytest
 from core.records import Decision
 from replay.config import RunConfig
 from replay.memory.files import MemoryLoadError
-from replay.runner import (
-    Outcome,
-    RunError,
-    WorkItem,
-    load_workspace_memory,
-    manifest_diff,
-    order_items,
-    prepare_run_dir,
-    read_completed,
-    request_body,
-    result_record,
-)
+from replay.rundir import RunError, manifest_diff, prepare_run_dir, read_completed
+from replay.runner import Outcome, WorkItem, load_workspace_memory, order_items, request_body, result_record
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
          for n in ("list_invoices", "search_invoices")]

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from replay.config import RunConfig
-from replay.runner import RunError, plan, run_lock, start_run
+from replay.rundir import RunError, run_lock
+from replay.runner import plan, start_run
 from tests.support.runs import BASE, config, suite
 
 # --- item 5: the whole plan is checked before anything is written ------------------------
@@ -62,7 +63,7 @@ def test_the_lock_of_a_killed_run_is_released_so_it_can_resume(tmp_path: Path) -
     holder = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from replay.runner import run_lock
+        from replay.rundir import run_lock
         with run_lock(Path({str(run_dir)!r})):
             print("locked", flush=True)
             time.sleep(600)

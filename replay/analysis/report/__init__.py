@@ -34,7 +34,7 @@ from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
-from replay.runner import read_run_json
+from replay.rundir import read_run_json
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"

@@ -13,7 +13,7 @@ from core.evidence import PairedOutcomes
 from replay.analysis.compare import Comparison
 from replay.analysis.gates import Status, evaluate, load_policy
 from replay.analysis.stats import overhead
-from replay.runner import RunError
+from replay.rundir import RunError
 from replay.sandbox.evidence import (
     EVIDENCE_FILES,
     format_tables,

@@ -128,3 +128,33 @@ def test_the_cli_inside_a_pack_does_not_run_its_python(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=120)
     assert not marker.exists(), done.stderr
     assert done.returncode == 1 and "cannot load worlds from 'worlds'" in done.stdout
+
+
+def test_every_tool_name_a_scenario_mentions_is_a_tool_of_its_world(tmp_path: Path) -> None:
+    """A check naming a tool the world lacks would never hit (or, for `before`, fail the oracle
+    with a misleading reason): each is refused at validation with file:line."""
+    def critical(**check: Any) -> dict[str, Any]:
+        return scenario(id=f"c-{check['id']}", critical=[{"category": "rule", **check}])
+
+    lines = [scenario(),
+             critical(id="fc", kind="forbidden_call", tool="hold_item"),
+             critical(id="ob", kind="order", before="get_itme", then="hold"),
+             critical(id="ot", kind="order", before="get_item", then="holdd"),
+             scenario(id="claim", claims=[{"id": "c", "pattern": "x", "requires": {"tool": "nope"}}]),
+             scenario(id="brk", broken=[{"tool": "explode", "arguments": {}}]),
+             critical(id="fs", kind="forbidden_state", state={"path": "itemz.a.held", "op": "gt", "value": 4}),
+             scenario(id="ok-path", success={"assert": [{"path": "itms.a.held", "value": 2}],
+                                             "may_change": ["items.a.held", "sentt"]})]
+    problems = [str(p) for p in validate_pack(write(tmp_path / "p", lines))]
+    jsonl = str(tmp_path / "p" / "scenarios.jsonl")
+    expected = {2: "critical.fc: tool 'hold_item' is not a tool of world 'shop'",
+                3: "critical.ob: before 'get_itme' is not a tool of world 'shop'",
+                4: "critical.ot: then 'holdd' is not a tool of world 'shop'",
+                5: "claims.c: requires 'nope', which is not a tool of world 'shop'",
+                6: "broken[0]: 'explode' is not a tool of world 'shop'",
+                7: "critical.fs: state path 'itemz.a.held' is not in the state of world 'shop'",
+                8: "success.assert[0]: path 'itms.a.held' is not in the state of world 'shop'"}
+    for line, text in expected.items():
+        assert any(p.startswith(f"{jsonl}:{line}: ") and text in p for p in problems), (line, problems)
+    assert any(p.startswith(f"{jsonl}:8: ") and "success.may_change[1]: path 'sentt'" in p for p in problems)
+    assert not any(p.startswith(f"{jsonl}:1: ") for p in problems)

@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import pytest
 from pydantic import Field
 
 from core.guard import FAILURES, GuardRules, classify
@@ -14,6 +15,7 @@ from replay.sandbox.world import (
     Args,
     Context,
     Episode,
+    Prose,
     ToolFailure,
     World,
     leaves,
@@ -139,3 +141,23 @@ def test_a_tool_bug_is_an_error_result_not_a_crash() -> None:
     result = ep.call("divide", {"name": "a", "by": 1})
     assert result["error"]["code"] == "internal" and "ZeroDivisionError" in result["error"]["message"]
     assert ep.ledger[0].kind == "failed" and ep.snapshot() == {"items": {"a": 1}}
+
+
+def test_prose_fields_come_from_the_state_model_and_may_not_clash() -> None:
+    class Note(Strict):
+        text: Prose
+        by: str
+
+    class Notes(Strict):
+        notes: dict[str, list[Note]]
+        summary: Prose | None = None
+
+    assert World("n", Notes, {}).prose_fields == {"text", "summary"}
+    assert World("n", Notes, {}, frozenset({"body"})).prose_fields == {"text", "summary", "body"}
+
+    class Clash(Strict):
+        notes: list[Note]
+        text: str  # exact here, prose in Note: one name cannot be both
+
+    with pytest.raises(TypeError, match="text is prose in one state model and exact text in another"):
+        World("c", Clash, {})
