@@ -11,7 +11,8 @@
 | `POST /admin/trials/{id}/abort` | `{"reason"}` | end it; every cohort back to production. |
 | `POST /admin/trials/{id}/gate` | `{"passed", "policy_sha256", "candidate", "conditions_passed", "conditions", "window", "summary"}` | the production-candidate gate's verdict, while awaiting it. It must be for the trial's candidate, the gate policy the trial was started with and the trial's evidence window (the `window` of its `evidence` export, taken after it reached the gate); a pass needs every condition passed. Anything else is a 409 naming the mismatch. |
 
-Errors: 404 unknown trial, 409 a change the trial's state refuses (or a preflight that fails), 422 a bad
+Errors: 404 unknown trial, 409 a change the trial's state refuses (or a preflight that fails, or a
+stored state that cannot be used), 422 a bad
 policy or body. The policy file is read off the event loop, once, and must be a regular file.
 """
 
@@ -70,8 +71,9 @@ class GateBody(Body):
 
 
 def _error(exc: TrialError) -> GatewayError:
-    if isinstance(exc, TrialStateUnreadable):
-        return GatewayError(500, str(exc), "trial_state_unreadable")
+    if isinstance(exc, TrialStateUnreadable):  # its candidate is (or, at the next look, goes) to weight 0
+        return GatewayError(409, f"{exc}; the trial is over, its candidate at weight 0 (see its journal)",
+                            "trial_state_unreadable")
     if str(exc).startswith("no trial named"):
         return GatewayError(404, str(exc), "trial_not_found")
     if isinstance(exc, PreflightFailed):

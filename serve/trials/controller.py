@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import Field, NonNegativeInt, ValidationError
 
 from core.names import excerpt
 from core.records import Strict
@@ -66,8 +66,8 @@ class SeenRecord(Strict):
     """What the controller had counted of one step at its last look."""
 
     step: int
-    step_started_at: float
-    requests: tuple[int, int]
+    step_started_at: float = Field(allow_inf_nan=False)
+    requests: tuple[NonNegativeInt, NonNegativeInt]
     signals: dict[str, CountsRecord]
 
 

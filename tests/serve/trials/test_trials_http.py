@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -299,3 +300,23 @@ def test_trial_commands_with_bad_files_say_one_error_line(tmp_path: Path, root: 
             assert main(["trial", *argv, "--config", config]) == 2, argv
             err = capsys.readouterr().err
             assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+
+
+@pytest.mark.parametrize("change", [{"step": 9}, {"started_at": None}])
+def test_a_corrupt_stored_trial_never_stops_the_gateway_and_its_candidate_gets_no_traffic(
+        tmp_path: Path, root: Path, fault: FaultUpstream, change: dict[str, Any]) -> None:
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        gw.ok("POST", "/trials", {"id": "t1", "policy": str(policy(tmp_path, min_requests=10_000))})
+    db = sqlite3.connect(tmp_path / "gw" / "state.sqlite")
+    state = json.loads(db.execute("SELECT state FROM trials").fetchone()[0]) | change
+    db.execute("UPDATE trials SET state = ?", (json.dumps(state),))
+    db.commit()
+    db.close()
+    with RunningGateway(tmp_path / "gw" / "gateway.toml") as again:
+        assert again.client.get("/health").status_code == 200
+        assert again.ok("GET", "/state")["routes"]["worker"]["canary"] is None
+        assert again.chat(headers={"X-Workspace-Id": "ws-1"}).headers["X-Worker-Adapter"] == "prod-v1"
+        answer = again.admin("GET", "/trials/t1")
+        assert answer.status_code == 409 and answer.json()["error"]["code"] == "trial_state_unreadable"
+        assert again.ok("GET", "/trials")["trials"][0]["phase"] == "unreadable"
