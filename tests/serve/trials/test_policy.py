@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import threading
 import time
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from serve.trials.policy import MAX_POLICY_BYTES, TrialError, load_trial_policy
 
@@ -156,3 +159,34 @@ def test_what_is_hashed_is_what_is_parsed_and_size_is_bounded(tmp_path: Path) ->
     path.write_text(HEAD + STEP + "#" * (MAX_POLICY_BYTES + 1))
     with pytest.raises(TrialError, match="larger than"):
         load_trial_policy(path)
+
+
+_numbers = st.one_of(st.floats(allow_nan=True, allow_infinity=True), st.integers(-10, 10**12))
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.fixed_dictionaries({"alpha": _numbers, "interval_s": _numbers, "max_duration_s": _numbers,
+                              "percent": _numbers, "min_duration_s": _numbers, "margin": _numbers,
+                              "threshold_s": _numbers, "max_rate": _numbers}))
+def test_any_numbers_give_a_refusal_or_a_policy_whose_safeguards_hold(tmp_path: Path,
+                                                                      numbers: dict[str, float]) -> None:
+    def toml(value: float) -> str:
+        return {"inf": "inf", "-inf": "-inf", "nan": "nan"}.get(str(value), repr(value))
+
+    n = {k: toml(v) for k, v in numbers.items()}
+    text = (f'name = "t"\nroute = "worker"\ncandidate = "c1"\nalpha = {n["alpha"]}\ninterval_s = {n["interval_s"]}\n'
+            f'max_duration_s = {n["max_duration_s"]}\ngate_policy = "gate.toml"\n'
+            f'[[steps]]\npercent = {n["percent"]}\nmin_duration_s = {n["min_duration_s"]}\nmin_requests = 1\n'
+            f'[signals.server_errors]\nmargin = {n["margin"]}\n[signals.slow_requests]\nthreshold_s = {n["threshold_s"]}\n'
+            f'[signals.shadow_disagreement]\nenforced = true\nmax_rate = {n["max_rate"]}\n')
+    try:
+        policy = load_trial_policy(gated(tmp_path, text)).policy
+    except TrialError:
+        return
+    values = [policy.alpha, policy.interval_s, policy.max_duration_s, policy.steps[0].percent,
+              policy.steps[0].min_duration_s]
+    assert all(math.isfinite(v) for v in values)
+    assert 1e-6 <= policy.alpha < 1 and policy.interval_s <= policy.max_duration_s <= 366 * 86400
+    assert policy.signals.server_errors is not None and policy.signals.server_errors.margin <= 1
+    assert policy.signals.shadow_disagreement is not None and policy.signals.shadow_disagreement.max_rate <= 0.5
+    assert -math.log(policy.alpha_per_signal()) < 20  # an enforced signal can reach its threshold
