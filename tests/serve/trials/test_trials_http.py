@@ -320,3 +320,16 @@ def test_a_corrupt_stored_trial_never_stops_the_gateway_and_its_candidate_gets_n
         answer = again.admin("GET", "/trials/t1")
         assert answer.status_code == 409 and answer.json()["error"]["code"] == "trial_state_unreadable"
         assert again.ok("GET", "/trials")["trials"][0]["phase"] == "unreadable"
+
+
+def test_a_trial_past_its_maximum_duration_expires_without_waiting_for_its_next_look(
+        tmp_path: Path, root: Path, fault: FaultUpstream) -> None:
+    slow_looks = policy(tmp_path, min_requests=10_000, max_duration_s=60)
+    slow_looks.write_text(slow_looks.read_text().replace("interval_s = 0.2", "interval_s = 50"))
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        gw.ok("POST", "/trials", {"id": "t1", "policy": str(slow_looks)})
+        gw.app.state.trials.controller.clock = lambda: time.time() + 120  # its maximum duration has passed
+        done = wait_for(lambda: (s := status(gw))["phase"] == "expired" and s, "the expiry", limit_s=30)
+        assert done["reason"] == "max duration 60 s reached in step 1"
+        assert gw.ok("GET", "/state")["routes"]["worker"]["canary"] is None
