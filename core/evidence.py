@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from core.names import Name
 from core.records import Strict
 
 
@@ -52,12 +53,22 @@ class CanaryCohort(Strict):
         return getattr(self, what) / over if over else None
 
 
+class EvidenceWindow(Strict):
+    """Which trial's cohorts canary evidence counts: from the trial's start to the export (epoch seconds).
+    A trial accepts a gate verdict only on evidence of its own window (serve/trials)."""
+
+    trial: Name
+    since: float = Field(allow_inf_nan=False)
+    until: float = Field(allow_inf_nan=False)
+
+
 class CanaryEvidence(Strict):
-    """`{"adapter": "<candidate>", "control": {requests, errors, anomalies}, "canary": {...}}`."""
+    """`{"adapter": "<candidate>", "control": {requests, errors, anomalies}, "canary": {...}, "window": {...}}`."""
 
     adapter: str | None = None
     control: CanaryCohort
     canary: CanaryCohort
+    window: EvidenceWindow | None = None
 
 
 class RegistryEvidence(Strict):

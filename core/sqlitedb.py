@@ -16,8 +16,14 @@ class StoreError(WorkerTierError):
 
 
 def open_wal(path: Path, schema: str) -> sqlite3.Connection:
-    """Autocommit connection in WAL mode (readers never block the writer), usable from threads."""
+    """Autocommit connection in WAL mode (readers never block the writer), usable from threads.
+
+    A file that exists but is empty is refused: SQLite would silently start it as a new, empty
+    store, and a truncated state file must not come back as a gateway that forgot everything."""
     try:
+        if path.is_file() and path.stat().st_size == 0:
+            raise StoreError(f"{path}: the store is an empty (0-byte) file, not a SQLite database: it was "
+                             "truncated or never written; restore it, or move it away to start with an empty store")
         path.parent.mkdir(parents=True, exist_ok=True)
         db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
         db.execute("PRAGMA journal_mode=WAL")

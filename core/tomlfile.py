@@ -6,7 +6,9 @@ typo anywhere is reported the same way, before anything starts.
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 import tomllib
 from pathlib import Path
 from typing import TypeVar
@@ -22,19 +24,49 @@ class ConfigError(WorkerTierError, ValueError):
     """A config that cannot be used; the message names the file and the offending key."""
 
 
-def load_toml(path: Path, model: type[Model], what: str) -> Model:
-    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, read once. A FIFO, a device or a
+    directory is refused without blocking (opened non-blocking, checked before any read)."""
     try:
-        text = path.read_text(encoding="utf-8")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError(f"{path}: not a regular file")
+        with os.fdopen(os.dup(fd), "rb") as handle:
+            data = handle.read(limit + 1)
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        raise ConfigError(f"{path}: larger than {limit} bytes")
+    return data
+
+
+def parse_toml(data: bytes, path: Path, model: type[Model], what: str) -> Model:
+    """Validate TOML bytes already read (so what is hashed is what is parsed); errors as `load_toml`'s."""
+    try:
+        text = data.decode("utf-8")
         raw = tomllib.loads(text)
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from exc
-    except (OSError, tomllib.TOMLDecodeError) as exc:
+    except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: {exc}") from exc
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_describe(path, text, exc, what)) from exc
+
+
+def load_toml(path: Path, model: type[Model], what: str) -> Model:
+    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc}") from exc
+    return parse_toml(data, path, model, what)
 
 
 def _describe(path: Path, text: str, exc: ValidationError, what: str) -> str:

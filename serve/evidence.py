@@ -197,7 +197,11 @@ def export(config: GatewayConfig, route: str, out: Path, candidate: str | None =
         shadow=shadow_outcomes(shadows, {d.id: d for d in decisions}, arm or candidate),
         canary=canary_cohorts(requests, decisions, route, candidate, arm or candidate),
         registry=registry_evidence(state, route, candidate))
-    out.mkdir(parents=True, exist_ok=True)
-    for key, model in (("shadow", result.shadow.outcomes), ("canary", result.canary), ("registry", result.registry)):
-        result.files()[key].write_text(json.dumps(model.model_dump(mode="json"), indent=2) + "\n")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for key, model in (("shadow", result.shadow.outcomes), ("canary", result.canary),
+                           ("registry", result.registry)):
+            result.files()[key].write_text(json.dumps(model.model_dump(mode="json"), indent=2) + "\n")
+    except OSError as exc:
+        raise EvidenceError(f"cannot write the evidence into {out}: {exc.strerror or exc}") from exc
     return result

@@ -25,8 +25,12 @@ engines as they were. Each change bumps `revision` and is written to the admin l
 | `GET /admin/shadow?route=&limit=` | – | stored shadow comparisons with both answers. |
 | `GET /admin/log?limit=` | – | the admin log. |
 
+While a progressive trial runs on a route (serve/trials/admin.py), that route's production,
+rollback and canary changes are refused (409 `trial_running`, naming the trial), and so is
+unloading its candidate: the trial owns them until it ends (abort it first).
+
 Errors (OpenAI shape): 401 no or wrong token, 404 unknown route or version, 409 a conflict
-(name reuse, not loaded, still in use, no rollback target, engine refused the name), 422 a
+(name reuse, not loaded, still in use, a running trial, no rollback target, engine refused the name), 422 a
 bad body (the message names the field), 502 an engine failed the load/unload, 503 no engine
 is healthy.
 """
@@ -133,6 +137,14 @@ def _conflict(message: str, code: str = "conflict") -> GatewayError:
     return GatewayError(409, message, code)
 
 
+def _not_during_trial(gw: Gateway, route: str | None = None, adapter: str | None = None) -> None:
+    """Refuse a change that would contradict a running trial on `route` (or of candidate `adapter`)."""
+    for trial, on, candidate in gw.running_trials():
+        if on == route or candidate == adapter:
+            raise _conflict(f"trial {trial!r} runs on route {on!r} with candidate {candidate!r}; it owns the route's "
+                            "production and canary until it ends (abort it first)", "trial_running")
+
+
 @router.post("/adapters", status_code=201)
 async def register(body: RegisterBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
@@ -200,6 +212,7 @@ async def unload(name: Name, gw: GatewayDep) -> dict[str, Any]:
         adapter = _adapter(gw, name)
         if adapter.state != "loaded":
             return _adapter_out(gw, adapter)
+        _not_during_trial(gw, adapter=name)
         uses = gw.registry.state.references(name)
         if uses:
             raise _conflict(f"{name!r} is in use ({'; '.join(uses)}); change that first", "in_use")
@@ -217,6 +230,7 @@ async def unload(name: Name, gw: GatewayDep) -> dict[str, Any]:
 async def set_production(route: Name, body: ProductionBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         _route(gw, route)
+        _not_during_trial(gw, route)
         return _route_out(gw, gw.registry.set_production(route, _servable(gw, body.version)))
 
 
@@ -224,6 +238,7 @@ async def set_production(route: Name, body: ProductionBody, gw: GatewayDep) -> d
 async def rollback(route: Name, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
+        _not_during_trial(gw, route)
         if current.previous is None:
             raise _conflict(f"route {route!r} has no previous production version to roll back to", "no_previous")
         _servable(gw, current.previous)
@@ -242,6 +257,7 @@ def _check_candidate(gw: Gateway, route: Route, candidate: str, running: str | N
 async def start_canary(route: Name, body: CanaryBody, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
+        _not_during_trial(gw, route)
         _check_candidate(gw, current, body.candidate, current.canary.candidate if current.canary else None, "canary")
         return _route_out(gw, gw.registry.set_canary(route, body.candidate, body.percent, body.sticky_by))
 
@@ -250,6 +266,7 @@ async def start_canary(route: Name, body: CanaryBody, gw: GatewayDep) -> dict[st
 async def stop_canary(route: Name, gw: GatewayDep) -> dict[str, Any]:
     async with gw.lock:
         current = _route(gw, route)
+        _not_during_trial(gw, route)
         return _route_out(gw, gw.registry.stop_canary(route) if current.canary else current)
 
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from serve.errors import ServeError
@@ -49,6 +49,9 @@ class Gateway:
                                    lambda job: send_shadow(self, job), self.registry, self.metrics)
         self.capture = Capture(config.capture, self.metrics)  # off the production path: serve/gateway/capture.py
         self.lock = asyncio.Lock()  # serialises admin changes and the re-apply of the registry
+        # (id, route, candidate) of every trial that has not ended (serve/trials sets it): the route
+        # admin refuses changes that would contradict one.
+        self.running_trials: Callable[[], list[tuple[str, str, str]]] = list
         self.rng = random.Random()
         self._tasks: list[asyncio.Task[None]] = []
         self._checks: dict[str, asyncio.Task[None]] = {}  # on-demand checks, one per upstream at a time

@@ -1,9 +1,14 @@
 """`worker-serve trial start|status|suspend|resume|abort|gate|evidence`: the trial admin API from
 the command line (the gateway must be running; the token is the gateway config's admin token).
 
-`trial gate ID --verdict FILE` reads the verdict `worker-replay gate` wrote (its `passed` and
-`policy_sha256`; the gateway refuses a verdict for another gate policy than the trial's).
+`trial gate ID --verdict FILE` reads the verdict `worker-replay gate` wrote and sends what binds
+it: its candidate, its gate policy's sha256, how many conditions passed, and the evidence window
+of the canary evidence it was judged on (the `canary` file of its `evidence_paths`, as
+`trial evidence` wrote it); the gateway refuses a verdict that is not the trial's.
 `trial evidence ID --out DIR` writes `canary.json` from the trial's own cohorts for that gate.
+
+Every failure — the gateway unreachable or answering something that is not the trial API's
+JSON, a file that cannot be read or written — is one `error:` line and exit 2.
 """
 
 from __future__ import annotations
@@ -12,27 +17,87 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.evidence import CanaryEvidence
+from core.names import excerpt
+from core.tomlfile import ConfigError, read_regular
 from serve.gateway.config import load_gateway_config
 from serve.trials.policy import TrialError
 
+MAX_FILE_BYTES = 64 << 20
+Answer = TypeVar("Answer", bound=BaseModel)
 
-class VerdictFile(BaseModel):
-    """The fields of a gate verdict (replay/analysis/gates.py `Verdict`) a trial needs."""
 
+class Loose(BaseModel):
     model_config = ConfigDict(extra="ignore")
+
+
+class ConditionStatus(Loose):
+    status: str
+
+
+class VerdictFile(Loose):
+    """The fields of a gate verdict (replay/analysis/gates/policy.py `Verdict`) a trial needs."""
+
     policy: str
     policy_sha256: str
     candidate: str
     passed: bool
-    conditions: list[dict[str, Any]]
+    conditions: list[ConditionStatus]
+    evidence_paths: dict[str, str] = {}
 
 
-def _call(args: argparse.Namespace, method: str, path: str, body: dict[str, Any] | None = None) -> dict[str, Any]:
+class ErrorBody(Loose):
+    message: str
+
+
+class ErrorAnswer(Loose):
+    error: ErrorBody
+
+
+class EvidenceRow(Loose):
+    e_value: float
+    candidate_bad: int
+    candidate_exposure: int
+    control_bad: int
+    control_exposure: int
+
+
+class StatusAnswer(Loose):
+    """A trial's status as the admin API answers it (the fields the command line prints)."""
+
+    id: str
+    route: str
+    candidate: str
+    phase: str
+    step: int
+    steps: int
+    percent: float
+    suspended: bool
+    reason: str | None
+    alpha_per_signal: float
+    enforced: list[str]
+    evidence: dict[str, EvidenceRow]
+
+
+class TrialRow(Loose):
+    id: str
+    route: str
+    candidate: str
+    phase: str
+    updated_at: str
+
+
+class TrialsAnswer(Loose):
+    trials: list[TrialRow]
+
+
+def _call(args: argparse.Namespace, method: str, path: str, model: type[Answer],
+          body: dict[str, Any] | None = None) -> Answer:
     config = load_gateway_config(args.config)
     token = config.admin.resolved_token()
     if not token:
@@ -41,54 +106,85 @@ def _call(args: argparse.Namespace, method: str, path: str, body: dict[str, Any]
     url = f"http://{host}:{config.gateway.port}/admin/trials{path}"
     try:
         response = httpx.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    except httpx.HTTPError as exc:
+    except (httpx.HTTPError, httpx.InvalidURL) as exc:
         raise TrialError(f"the gateway at {url} cannot be reached: {exc}") from exc
-    data: dict[str, Any] = response.json()
+    what = f"the gateway at {url} answered HTTP {response.status_code}"
     if response.status_code >= 400:
-        raise TrialError(data.get("error", {}).get("message", response.text))
-    return data
+        try:
+            message = ErrorAnswer.model_validate_json(response.content).error.message
+        except ValidationError:
+            raise TrialError(f"{what}, not with the trial API's error: {excerpt(response.text)}") from None
+        raise TrialError(message)
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError:
+        raise TrialError(f"{what} with something that is not the trial API's answer: {excerpt(response.text)}") \
+            from None
 
 
-def _line(status: dict[str, Any]) -> str:
-    where = (f", step {status['step']}/{status['steps']} at {status['percent']:g}%"
-             if status["phase"] in ("step", "awaiting_gate") else "")
-    head = (f"trial {status['id']} ({status['candidate']} on {status['route']}): {status['phase']}{where}"
-            + (" (suspended)" if status["suspended"] else "") + (f" — {status['reason']}" if status["reason"] else ""))
-    rows = [f"  {name:<20} e = {e['e_value']:<10.4g} candidate {e['candidate_bad']}/{e['candidate_exposure']}  "
-            f"control {e['control_bad']}/{e['control_exposure']}"
-            + ("  (enforced)" if name in status["enforced"] else "")
-            for name, e in status["evidence"].items()]
-    return "\n".join([head, f"  abort at e ≥ {1 / status['alpha_per_signal']:.4g}", *rows])
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return read_regular(path, MAX_FILE_BYTES)
+    except ConfigError as exc:
+        raise TrialError(f"cannot read {what}: {exc}") from exc
+
+
+def _gate_body(path: Path) -> dict[str, Any]:
+    """What binds a verdict file to a trial, as the gate endpoint takes it."""
+    try:
+        verdict = VerdictFile.model_validate_json(_read(path, "the verdict"))
+    except ValidationError as exc:
+        raise TrialError(f"{path}: not a gate verdict: {str(exc).splitlines()[0]}") from exc
+    window = None
+    if "canary" in verdict.evidence_paths:
+        canary = Path(verdict.evidence_paths["canary"])
+        try:
+            evidence = CanaryEvidence.model_validate_json(_read(canary, "the verdict's canary evidence"))
+        except ValidationError as exc:
+            raise TrialError(f"{canary}: not canary evidence: {str(exc).splitlines()[0]}") from exc
+        window = evidence.window.model_dump() if evidence.window is not None else None
+    passed = sum(c.status == "pass" for c in verdict.conditions)
+    return {"passed": verdict.passed, "policy_sha256": verdict.policy_sha256, "candidate": verdict.candidate,
+            "conditions_passed": passed, "conditions": len(verdict.conditions), "window": window,
+            "summary": f"{verdict.policy}: {passed}/{len(verdict.conditions)} conditions passed ({path})"[:2000]}
+
+
+def _line(status: StatusAnswer) -> str:
+    where = f", step {status.step}/{status.steps} at {status.percent:g}%" if status.phase in ("step", "awaiting_gate") \
+        else ""
+    head = (f"trial {status.id} ({status.candidate} on {status.route}): {status.phase}{where}"
+            + (" (suspended)" if status.suspended else "") + (f" — {status.reason}" if status.reason else ""))
+    rows = [f"  {name:<20} e = {e.e_value:<10.4g} candidate {e.candidate_bad}/{e.candidate_exposure}  "
+            f"control {e.control_bad}/{e.control_exposure}" + ("  (enforced)" if name in status.enforced else "")
+            for name, e in status.evidence.items()]
+    return "\n".join([head, f"  abort at e ≥ {1 / status.alpha_per_signal:.4g}", *rows])
 
 
 def _run(args: argparse.Namespace) -> int:
     action = args.action
     if action == "start":
-        status = _call(args, "POST", "", {"id": args.id, "policy": str(args.policy.resolve())})
+        status = _call(args, "POST", "", StatusAnswer, {"id": args.id, "policy": str(args.policy.resolve())})
     elif action == "status" and args.id is None:
-        for row in _call(args, "GET", "")["trials"]:
-            print(f"{row['id']}\t{row['route']}\t{row['candidate']}\t{row['phase']}\t{row['updated_at']}")
+        for row in _call(args, "GET", "", TrialsAnswer).trials:
+            print(f"{row.id}\t{row.route}\t{row.candidate}\t{row.phase}\t{row.updated_at}")
         return 0
     elif action == "status":
-        status = _call(args, "GET", f"/{args.id}")
+        status = _call(args, "GET", f"/{args.id}", StatusAnswer)
     elif action in ("suspend", "resume"):
-        status = _call(args, "POST", f"/{args.id}/{action}")
+        status = _call(args, "POST", f"/{args.id}/{action}", StatusAnswer)
     elif action == "abort":
-        status = _call(args, "POST", f"/{args.id}/abort", {"reason": args.reason})
+        status = _call(args, "POST", f"/{args.id}/abort", StatusAnswer, {"reason": args.reason})
     elif action == "gate":
-        try:
-            verdict = VerdictFile.model_validate_json(args.verdict.read_bytes())
-        except (OSError, ValidationError) as exc:
-            raise TrialError(f"{args.verdict}: not a gate verdict: {exc}") from exc
-        passed = sum(c.get("status") == "pass" for c in verdict.conditions)
-        summary = f"{verdict.policy}: {passed}/{len(verdict.conditions)} conditions passed ({args.verdict})"
-        status = _call(args, "POST", f"/{args.id}/gate",
-                       {"passed": verdict.passed, "policy_sha256": verdict.policy_sha256, "summary": summary})
+        status = _call(args, "POST", f"/{args.id}/gate", StatusAnswer, _gate_body(args.verdict))
     else:  # evidence
-        evidence = _call(args, "GET", f"/{args.id}/evidence")
-        args.out.mkdir(parents=True, exist_ok=True)
-        (args.out / "canary.json").write_text(json.dumps(evidence, indent=2) + "\n")
-        print(f"wrote {args.out / 'canary.json'} (use as --evidence canary=...)")
+        evidence = _call(args, "GET", f"/{args.id}/evidence", CanaryEvidence)
+        target = args.out / "canary.json"
+        try:
+            args.out.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(evidence.model_dump(mode="json"), indent=2) + "\n")
+        except OSError as exc:
+            raise TrialError(f"cannot write {target}: {exc.strerror or exc}") from exc
+        print(f"wrote {target} (use as --evidence canary=...)")
         return 0
     print(_line(status))
     return 0

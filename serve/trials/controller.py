@@ -11,7 +11,14 @@ Order matters for a gateway killed at any point:
   `recover` records as the promotion that happened. A restart never promotes by itself;
 * `recover` (at start-up) puts the routing back to what each running trial's state says (the
   same step, its weight, its timer and evidence as stored) and, for a trial whose state cannot
-  be read, takes the candidate's weight to 0.
+  be used (`store.decode`) or whose route is no longer configured, takes the candidate's weight
+  to 0. It finishes routing back an ended trial only for a canary the trial itself left: one an
+  operator started after the trial ended is the operator's later decision, and stays.
+
+A start that cannot happen (the preflight fails, no enforced signal can be observed) creates
+nothing: the name stays free and no abort is counted. A signal this gateway cannot observe
+(`tool_anomalies` without capture) is left out of the trial, so it takes no share of α; the
+journal's `Created` line says which.
 """
 
 from __future__ import annotations
@@ -21,14 +28,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from pydantic import ValidationError
+from pydantic import Field, NonNegativeInt, ValidationError
 
+from core.names import excerpt
 from core.records import Strict
 from serve.gateway.registry import Registry, now
 from serve.trials.machine import (
+    TERMINAL,
     Action,
     Counts,
     Event,
+    GateVerdict,
     PreflightResult,
     Promote,
     RequestGate,
@@ -41,7 +51,7 @@ from serve.trials.machine import (
     initial,
     step,
 )
-from serve.trials.policy import LoadedPolicy
+from serve.trials.policy import LoadedPolicy, SignalName, TrialError, TrialPolicy
 from serve.trials.signals import StepCounts, read_step
 from serve.trials.store import (
     CountsRecord,
@@ -56,8 +66,8 @@ class SeenRecord(Strict):
     """What the controller had counted of one step at its last look."""
 
     step: int
-    step_started_at: float
-    requests: tuple[int, int]
+    step_started_at: float = Field(allow_inf_nan=False)
+    requests: tuple[NonNegativeInt, NonNegativeInt]
     signals: dict[str, CountsRecord]
 
 
@@ -77,6 +87,10 @@ def _seen_json(state: TrialState, counts: StepCounts) -> str:
                       signals={n: CountsRecord(**vars(c)) for n, c in counts.signals.items()}).model_dump_json()
 
 
+class PreflightFailed(TrialError):
+    """A start refused before anything was created: the candidate or the route is not ready."""
+
+
 @dataclass
 class Controller:
     store: TrialStore
@@ -84,16 +98,37 @@ class Controller:
     capture_db: Path | None = None
     clock: Callable[[], float] = field(default=time.time)
 
+    def unobservable(self, policy: TrialPolicy) -> dict[SignalName, str]:
+        """Signals of the policy this gateway cannot gather evidence for, and why."""
+        if policy.signals.tool_anomalies is not None and self.capture_db is None:
+            return {"tool_anomalies": "capture is off (or samples nothing): no tool results are observed"}
+        return {}
+
     def start(self, trial_id: str, loaded: LoadedPolicy) -> TrialState:
-        """Create the trial, run its preflight and, if it passes, put the candidate on the first step."""
-        policy = loaded.policy
+        """Create the trial, run its preflight and, if it passes, put the candidate on the first step.
+
+        Refused (`TrialError`, nothing created) when the preflight fails now or no enforced signal
+        can be observed."""
+        left_out = self.unobservable(loaded.policy)
+        policy = loaded.policy.model_copy(update={"signals": loaded.policy.signals.without(list(left_out))})
+        if not policy.signals.enforced():
+            raise TrialError("no enforced signal can gather evidence on this gateway, so the trial could never "
+                             f"abort ({'; '.join(f'{k}: {v}' for k, v in left_out.items())})")
+        check = self.preflight(policy.route, policy.candidate)
+        if not check.ok:
+            raise PreflightFailed(f"preflight: {check.reason}; no trial was started")
         self.store.create(trial_id, policy, str(loaded.path), loaded.sha256, loaded.gate_policy_sha256,
-                          initial(policy), now())
+                          initial(policy), now(), {"left_out": dict(left_out)} if left_out else {})
         return self.handle(trial_id, Start())
 
     def handle(self, trial_id: str, event: Event, seen: str | None = None) -> TrialState:
         stored = self.store.get(trial_id)
         before = stored.state()
+        if before.phase in TERMINAL:
+            return before  # nothing changes, and nothing is written: its end time stays when it ended
+        if isinstance(event, GateVerdict) and event.window is not None and event.window.trial != trial_id:
+            raise TrialError(f"the verdict does not bind to this trial: its evidence is trial "
+                             f"{excerpt(event.window.trial)}'s, not {trial_id!r}'s")
         after, actions = step(stored.policy, stored.gate_policy_sha256, before, event, self.clock())
         if Promote() in actions:
             self._apply(stored, after, Promote())
@@ -102,25 +137,27 @@ class Controller:
         self.store.record(trial_id, now(), event, before, after, actions, seen)
         for action in actions:
             if isinstance(action, RunPreflight):
-                return self.handle(trial_id, self.preflight(stored))
+                return self.handle(trial_id, self.preflight(stored.route, stored.candidate))
             self._apply(stored, after, action)
         return after
 
-    def preflight(self, stored: StoredTrial) -> PreflightResult:
+    def preflight(self, route_name: str, candidate: str) -> PreflightResult:
         """The candidate is loaded, production can take traffic back, and no other canary runs."""
         state = self.registry.state
-        route = state.routes.get(stored.route)
+        route = state.routes.get(route_name)
         if route is None:
-            return PreflightResult(False, f"the gateway has no route {stored.route!r}")
-        adapter = state.adapters.get(stored.candidate)
-        if adapter is None or adapter.state != "loaded":
-            return PreflightResult(False, f"candidate {stored.candidate!r} is not a loaded adapter")
-        if route.production == stored.candidate:
-            return PreflightResult(False, f"candidate {stored.candidate!r} is production already")
+            return PreflightResult(False, f"the gateway has no route {route_name!r}")
+        adapter = state.adapters.get(candidate)
+        if adapter is None:
+            return PreflightResult(False, f"candidate {candidate!r} is not a registered adapter")
+        if adapter.state != "loaded":
+            return PreflightResult(False, f"candidate {candidate!r} is not a loaded adapter")
+        if route.production == candidate:
+            return PreflightResult(False, f"candidate {candidate!r} is production already")
         if route.production != state.base and route.production not in {a.name for a in state.loaded()}:
             return PreflightResult(False, f"production {route.production!r} is not loaded")
-        if route.canary is not None and route.canary.candidate != stored.candidate:
-            return PreflightResult(False, f"route {stored.route!r} runs a canary of {route.canary.candidate!r}")
+        if route.canary is not None and route.canary.candidate != candidate:
+            return PreflightResult(False, f"route {route_name!r} runs a canary of {route.canary.candidate!r}")
         return PreflightResult(True)
 
     def _apply(self, stored: StoredTrial, state: TrialState, action: Action) -> None:
@@ -160,27 +197,30 @@ class Controller:
         for trial_id, route, candidate in self.store.running():
             try:
                 stored = self.store.get(trial_id)
-                state = stored.state()
+                notes.append(self._reconcile(stored, stored.state()))
             except TrialStateUnreadable as exc:
                 self._stop_canary_of(route, candidate)
                 self.store.mark_unreadable(trial_id, now(), str(exc))
                 notes.append(f"trial {trial_id!r}: state unreadable, candidate {candidate!r} set to weight 0")
-                continue
-            notes.append(self._reconcile(stored, state))
-        for trial_id, route, candidate, phase in self.store.latest():
-            if phase in ("aborted", "expired", "held") and self._stop_canary_of(route, candidate):
+        for trial_id, route, candidate, phase, ended_at in self.store.latest():
+            if phase in ("aborted", "expired", "held") and self._stop_canary_of(route, candidate, ended_at):
                 notes.append(f"trial {trial_id!r}: {phase}; its candidate's canary stopped")
         return notes
 
-    def _stop_canary_of(self, route: str, candidate: str) -> bool:
+    def _stop_canary_of(self, route: str, candidate: str, started_by: str | None = None) -> bool:
+        """Stop the route's canary of `candidate` (only one started at or before `started_by`, when given)."""
         state = self.registry.state.routes.get(route)
         if state is None or state.canary is None or state.canary.candidate != candidate:
             return False
+        if started_by is not None and state.canary.started_at > started_by:
+            return False  # started after the trial ended: an operator's own canary
         self.registry.stop_canary(route)
         return True
 
     def _reconcile(self, stored: StoredTrial, state: TrialState) -> str:
-        route = self.registry.state.routes[stored.route]
+        route = self.registry.state.routes.get(stored.route)
+        if route is None:
+            raise TrialStateUnreadable(f"trial {stored.id!r}: the gateway no longer has route {stored.route!r}")
         canary = route.canary if route.canary is not None and route.canary.candidate == stored.candidate else None
         if state.phase == "awaiting_gate" and route.production == stored.candidate:
             after = replace(state, phase="promoted", reason="promoted before the gateway stopped (found on recovery)")
@@ -198,7 +238,7 @@ class Controller:
         if state.phase == "pending":  # killed between creating the trial and starting it
             self.handle(stored.id, Start())
         elif state.phase == "preflight":
-            self.handle(stored.id, self.preflight(stored))
+            self.handle(stored.id, self.preflight(stored.route, stored.candidate))
         return f"trial {stored.id!r}: resumed {state.phase}{' (suspended)' if state.suspended else ''}"
 
 

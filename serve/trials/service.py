@@ -85,8 +85,9 @@ class TrialService:
         self.gw = gateway
         config = gateway.config
         self.store = TrialStore(config.gateway.state_db)
-        capture = config.capture.db if config.capture.mode != "off" else None
-        self.controller = Controller(self.store, gateway.registry, capture)
+        observed = config.capture.mode != "off" and config.capture.sample_rate > 0
+        self.controller = Controller(self.store, gateway.registry, config.capture.db if observed else None)
+        gateway.running_trials = self.store.running  # the route admin refuses to contradict these
         self.collector = TrialCollector()
         gateway.metrics.registry.register(self.collector)
         self._task: asyncio.Task[None] | None = None
@@ -121,13 +122,19 @@ class TrialService:
             async with self.gw.lock:
                 try:
                     stored = self.store.get(trial_id)
-                    if force or now - self._looked.get(trial_id, -1e18) >= stored.policy.interval_s:
+                    if force or now - self._looked.get(trial_id, -1e18) >= stored.policy.interval_s \
+                            or self._expiring(stored):
                         self._looked[trial_id] = now
                         self.controller.look(trial_id)
                 except TrialStateUnreadable:
                     for note in self.controller.recover():  # ends it, candidate at weight 0
                         log.warning("%s", note)
                 self._refresh()
+
+    def _expiring(self, stored: StoredTrial) -> bool:
+        """Its maximum duration has passed: look now, not at the next interval (expiry waits for no look)."""
+        started = stored.state().started_at
+        return started is not None and self.controller.clock() - started >= stored.policy.max_duration_s
 
     async def start_trial(self, trial_id: str, loaded: LoadedPolicy) -> TrialState:
         async with self.gw.lock:

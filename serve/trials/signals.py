@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from core.capture import CapturedDecision, read_decisions
-from core.evidence import CanaryCohort, CanaryEvidence
+from core.evidence import CanaryCohort, CanaryEvidence, EvidenceWindow
 from serve.evidence import READABLE, SAME_ACTION, cohort
 from serve.gateway.registry import Registry
 from serve.gateway.router import canary_bucket
@@ -148,8 +148,9 @@ def read_step(registry: Registry, capture_db: Path | None, policy: TrialPolicy, 
     return step_counts(policy, percent, requests, decisions, shadows)
 
 
-def canary_evidence(state: TrialState, candidate: str) -> CanaryEvidence:
-    """The trial's own cohorts over all its looks, in the gate's canary evidence format."""
+def canary_evidence(state: TrialState, candidate: str, trial_id: str, at: float) -> CanaryEvidence:
+    """The trial's own cohorts over all its looks, in the gate's canary evidence format, with its
+    window (the trial's start to `at`) so a verdict judged on it binds to this trial."""
     zero = Counts()
     errors = state.signals["server_errors"].totals if "server_errors" in state.signals else zero
     anomalies = state.signals["tool_anomalies"].totals if "tool_anomalies" in state.signals else zero
@@ -158,4 +159,6 @@ def canary_evidence(state: TrialState, candidate: str) -> CanaryEvidence:
         control=CanaryCohort(requests=errors.control_exposure, errors=errors.control_bad,
                              anomalies=anomalies.control_bad, outcomes=anomalies.control_exposure),
         canary=CanaryCohort(requests=errors.candidate_exposure, errors=errors.candidate_bad,
-                            anomalies=anomalies.candidate_bad, outcomes=anomalies.candidate_exposure))
+                            anomalies=anomalies.candidate_bad, outcomes=anomalies.candidate_exposure),
+        window=EvidenceWindow(trial=trial_id, since=state.started_at, until=at) if state.started_at is not None
+        else None)

@@ -6,24 +6,29 @@ look (`seen`, so a look after a restart adds only what is new); `trial_journal` 
 the event, the phase before and after, the actions and the evidence per signal at that moment.
 Both are written in one transaction, so the journal never disagrees with the state.
 
-A state that cannot be read back (a corrupt row, a newer format) raises `TrialStateUnreadable`:
-the controller then takes the candidate's weight to 0 rather than guess.
+A state that cannot be read back raises `TrialStateUnreadable` — not only unparseable JSON but
+any state its policy cannot run (`machine.problems`: a step past the policy's steps, a running
+trial without a start time, another set of signals, counts that cannot be, a row whose phase,
+route or candidate columns disagree with it, a newer format): the controller then takes the
+candidate's weight to 0 rather than guess.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, is_dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import ConfigDict, Field, ValidationError
 
+from core.names import excerpt
 from core.records import Strict
 from core.sqlitedb import open_wal, transaction
-from serve.trials.machine import Action, Counts, Event, Phase, SignalState, TrialState
+from serve.trials.machine import Action, Counts, Event, Phase, SignalState, TrialState, problems
 from serve.trials.policy import TrialError, TrialPolicy
 from serve.trials.sequential import DEFAULT_MIXTURE, EProcess
 
@@ -36,6 +41,7 @@ CREATE TABLE IF NOT EXISTS trial_journal (
     id INTEGER PRIMARY KEY AUTOINCREMENT, trial TEXT NOT NULL, at TEXT NOT NULL, event TEXT NOT NULL,
     phase_before TEXT NOT NULL, phase_after TEXT NOT NULL, actions TEXT NOT NULL, evidence TEXT NOT NULL);
 """
+_SHA256 = re.compile(r"[0-9a-f]{64}")
 TERMINAL_PHASES = ("promoted", "held", "aborted", "expired")
 UNREADABLE = "unreadable"  # the phase column of a trial whose state could not be read: it is over
 ENDED = (*TERMINAL_PHASES, UNREADABLE)
@@ -45,23 +51,27 @@ class TrialStateUnreadable(TrialError):
     """A stored trial whose state cannot be read back; its candidate must get no traffic."""
 
 
-class CountsRecord(Strict):
+class Finite(Strict):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
+
+
+class CountsRecord(Finite):
     candidate_bad: int = Field(ge=0)
     candidate_exposure: int = Field(ge=0)
     control_bad: int = Field(ge=0)
     control_exposure: int = Field(ge=0)
 
 
-class SignalRecord(Strict):
+class SignalRecord(Finite):
     log_terms: list[float]
     events: int = Field(ge=0)
     totals: CountsRecord
 
 
-class StateRecord(Strict):
+class StateRecord(Finite):
     """The stored form of a `TrialState` (format 1)."""
 
-    format: int = 1
+    format: Literal[1] = 1
     phase: Phase
     step: int = Field(ge=0)
     started_at: float | None
@@ -70,6 +80,8 @@ class StateRecord(Strict):
     suspended: bool
     signals: dict[str, SignalRecord]
     reason: str | None
+    gate_at: float | None = None
+    step_exposed: list[str] = []
 
 
 def encode(state: TrialState) -> str:
@@ -78,11 +90,13 @@ def encode(state: TrialState) -> str:
                for name, s in state.signals.items()}
     record = StateRecord(phase=state.phase, step=state.step, started_at=state.started_at,
                          step_started_at=state.step_started_at, step_requests=state.step_requests,
-                         suspended=state.suspended, signals=signals, reason=state.reason)
+                         suspended=state.suspended, signals=signals, reason=state.reason, gate_at=state.gate_at,
+                         step_exposed=sorted(state.step_exposed))
     return record.model_dump_json()
 
 
-def decode(text: str) -> TrialState:
+def decode(text: str, policy: TrialPolicy) -> TrialState:
+    """The stored state, if its policy can run it; else `TrialStateUnreadable` saying every reason."""
     try:
         record = StateRecord.model_validate_json(text)
         signals = {name: SignalState(EProcess(DEFAULT_MIXTURE, tuple(s.log_terms), s.events),
@@ -90,8 +104,12 @@ def decode(text: str) -> TrialState:
                    for name, s in record.signals.items()}
     except (ValidationError, ValueError) as exc:
         raise TrialStateUnreadable(f"stored trial state cannot be read: {exc}") from exc
-    return TrialState(record.phase, record.step, record.started_at, record.step_started_at, record.step_requests,
-                      record.suspended, signals, record.reason)
+    state = TrialState(record.phase, record.step, record.started_at, record.step_started_at, record.step_requests,
+                       record.suspended, signals, record.reason, record.gate_at, frozenset(record.step_exposed))
+    found = problems(policy, state)
+    if found:
+        raise TrialStateUnreadable(f"stored trial state cannot be used with its policy: {'; '.join(found)}")
+    return state
 
 
 def evidence(state: TrialState) -> dict[str, dict[str, Any]]:
@@ -102,7 +120,9 @@ def evidence(state: TrialState) -> dict[str, dict[str, Any]]:
 
 
 def describe(item: Event | Action) -> dict[str, Any]:
-    return {"type": type(item).__name__, **{k: v for k, v in vars(item).items() if k != "signals"}}
+    return {"type": type(item).__name__,
+            **{k: asdict(v) if is_dataclass(v) and not isinstance(v, type) else v for k, v in vars(item).items()
+               if k != "signals"}}
 
 
 @dataclass(frozen=True)
@@ -117,9 +137,14 @@ class StoredTrial:
     seen: str
     created_at: str
     state_json: str
+    phase: str  # the row's phase column (what `running` selects on)
 
     def state(self) -> TrialState:
-        return decode(self.state_json)
+        state = decode(self.state_json, self.policy)
+        if state.phase != self.phase:
+            raise TrialStateUnreadable(f"trial {self.id!r}: its row says {excerpt(self.phase)}, its state "
+                                       f"{state.phase}")
+        return state
 
 
 class TrialStore:
@@ -131,7 +156,7 @@ class TrialStore:
         self._db.close()
 
     def create(self, trial_id: str, policy: TrialPolicy, policy_path: str, policy_sha256: str,
-               gate_policy_sha256: str, state: TrialState, at: str) -> None:
+               gate_policy_sha256: str, state: TrialState, at: str, note: Mapping[str, Any] | None = None) -> None:
         """A new trial; refused while another trial on the same route has not ended."""
         with transaction(self._db):
             running = self._db.execute(
@@ -145,7 +170,8 @@ class TrialStore:
                                   gate_policy_sha256, policy.model_dump_json(), encode(state), state.phase, at, at))
             except sqlite3.IntegrityError:
                 raise TrialError(f"a trial named {trial_id!r} exists already; names are never reused") from None
-            self._journal(trial_id, at, {"type": "Created", "policy_sha256": policy_sha256}, state, state, [])
+            self._journal(trial_id, at, {"type": "Created", "policy_sha256": policy_sha256, **(note or {})}, state,
+                          state, [])
 
     def record(self, trial_id: str, at: str, event: Event | Mapping[str, Any], before: TrialState, after: TrialState,
                actions: Sequence[Action], seen: str | None = None) -> None:
@@ -181,9 +207,13 @@ class TrialStore:
             policy = TrialPolicy.model_validate_json(row["policy"])
         except ValidationError as exc:
             raise TrialStateUnreadable(f"trial {row['id']!r}: stored policy cannot be read: {exc}") from exc
+        if (policy.route, policy.candidate) != (row["route"], row["candidate"]):
+            raise TrialStateUnreadable(f"trial {row['id']!r}: its row's route and candidate are not its policy's")
+        if not all(_SHA256.fullmatch(str(row[k])) for k in ("policy_sha256", "gate_policy_sha256")):
+            raise TrialStateUnreadable(f"trial {row['id']!r}: a stored sha256 is not one")
         return StoredTrial(row["id"], row["route"], row["candidate"], policy, row["policy_path"],
                            row["policy_sha256"], row["gate_policy_sha256"], row["seen"], row["created_at"],
-                           row["state"])
+                           row["state"], row["phase"])
 
     def mark_unreadable(self, trial_id: str, at: str, error: str) -> None:
         """End a trial whose state cannot be read (the row keeps the state as found, for inspection)."""
@@ -199,11 +229,11 @@ class TrialStore:
                                 "created_at", ENDED)
         return [(r["id"], r["route"], r["candidate"]) for r in rows]
 
-    def latest(self) -> list[tuple[str, str, str, str]]:
-        """(id, route, candidate, phase) of each route's most recent trial."""
-        rows = self._db.execute("SELECT id, route, candidate, phase FROM trials t WHERE created_at = "
+    def latest(self) -> list[tuple[str, str, str, str, str]]:
+        """(id, route, candidate, phase, updated_at) of each route's most recent trial."""
+        rows = self._db.execute("SELECT id, route, candidate, phase, updated_at FROM trials t WHERE created_at = "
                                 "(SELECT MAX(created_at) FROM trials WHERE route = t.route) ORDER BY route")
-        return [(r["id"], r["route"], r["candidate"], r["phase"]) for r in rows]
+        return [(r["id"], r["route"], r["candidate"], r["phase"], r["updated_at"]) for r in rows]
 
     def trials(self) -> list[dict[str, Any]]:
         rows = self._db.execute("SELECT id, route, candidate, phase, policy_sha256, created_at, updated_at "

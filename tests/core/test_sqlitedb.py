@@ -1,4 +1,5 @@
-"""Read-only SQLite opening: the file named is the file read, and nothing is ever created."""
+"""Opening SQLite stores: read-only opens read the file named and create nothing; an empty (0-byte) store
+file is refused, not started afresh."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from core.sqlitedb import StoreError, connect_readonly
+from core.sqlitedb import StoreError, connect_readonly, open_wal
 
 
 def make(path: Path, value: str) -> Path:
@@ -64,3 +65,19 @@ def test_any_file_name_reads_back_and_creates_nothing(name: str) -> None:
         before = sorted(folder.iterdir())
         assert read(path) == name
         assert sorted(folder.iterdir()) == before
+
+
+def test_an_empty_store_file_is_refused_like_a_truncated_one(tmp_path: Path) -> None:
+    path = tmp_path / "state.sqlite"
+    path.write_bytes(b"")
+    with pytest.raises(StoreError, match=r"state\.sqlite: the store is an empty \(0-byte\) file"):
+        open_wal(path, "CREATE TABLE t (x)")
+    assert path.stat().st_size == 0  # nothing written into it
+    path.write_bytes(b"SQLite format 3\0" + b"\xff" * 50)
+    with pytest.raises(StoreError, match="cannot open this SQLite store"):
+        open_wal(path, "CREATE TABLE t (x)")
+
+
+def test_a_missing_store_is_created(tmp_path: Path) -> None:
+    open_wal(tmp_path / "new" / "state.sqlite", "CREATE TABLE t (x)").close()
+    assert (tmp_path / "new" / "state.sqlite").stat().st_size > 0

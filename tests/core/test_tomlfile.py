@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.records import Strict
-from core.tomlfile import ConfigError, load_toml
+from core.tomlfile import ConfigError, load_toml, read_regular
 
 
 class Small(Strict):
@@ -33,3 +34,19 @@ def test_any_bytes_give_a_model_or_a_config_error(tmp_path: Path, data: bytes) -
         load_toml(path, Small, "config")
     except ConfigError as exc:
         assert str(exc).startswith(str(path))
+
+
+def test_read_regular_reads_once_and_refuses_what_is_not_a_bounded_regular_file(tmp_path: Path) -> None:
+    path = tmp_path / "a.toml"
+    path.write_bytes(b"x" * 10)
+    assert read_regular(path, 10) == b"x" * 10
+    with pytest.raises(ConfigError, match="larger than 9 bytes"):
+        read_regular(path, 9)
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        read_regular(fifo, 10)  # no writer: a blocking open would hang here
+    with pytest.raises(ConfigError, match="not a regular file"):
+        read_regular(tmp_path, 10)
+    with pytest.raises(ConfigError, match="No such file"):
+        read_regular(tmp_path / "absent", 10)

@@ -154,3 +154,8 @@ def test_export_writes_what_the_gate_reads_and_explains_bad_calls(tmp_path, caps
     assert json.loads((out / "registry.json").read_text())["production"] == CANDIDATE
     assert main(["evidence", "--config", str(path), "--out", str(out), "--route", "nope"]) == 2
     assert "unknown route" in capsys.readouterr().err
+    existing = tmp_path / "a-file"
+    existing.write_text("x")
+    assert main(["evidence", "--config", str(path), "--out", str(existing), "--arm", "candidate"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "cannot write" in err

@@ -5,6 +5,7 @@ The requests are written into the registry's request log as the proxy writes the
 from __future__ import annotations
 
 import itertools
+import json
 import sqlite3
 from collections.abc import Iterator
 from dataclasses import replace
@@ -12,20 +13,20 @@ from pathlib import Path
 
 import pytest
 
-from serve.gateway.registry import AdapterFiles, Registry, RequestRow
+from serve.gateway.registry import AdapterFiles, Registry, RequestRow, now
 from serve.gateway.router import canary_bucket
-from serve.trials.controller import Controller, describe_state
-from serve.trials.machine import GateVerdict, Suspend, TrialState, initial
-from serve.trials.policy import LoadedPolicy, Step, TrialError, TrialPolicy
+from serve.trials.controller import Controller, PreflightFailed, describe_state
+from serve.trials.machine import Abort, GateVerdict, Suspend, TrialState, Window, initial
+from serve.trials.policy import LoadedPolicy, Signals, Step, TrialError, TrialPolicy
 from serve.trials.signals import stamp
 from serve.trials.store import TrialStateUnreadable, TrialStore, encode
 
-GATE = "g" * 64
+GATE = "9" * 64
 POLICY = TrialPolicy(name="t", route="worker", candidate="cand", alpha=0.01, interval_s=60, max_duration_s=10_000,
                      gate_policy=Path("gate.toml"),
                      steps=[Step(percent=10, min_duration_s=100, min_requests=20),
                             Step(percent=30, min_duration_s=100, min_requests=20)])
-LOADED = LoadedPolicy(POLICY, Path("trial.toml"), "p" * 64, Path("gate.toml"), GATE)
+LOADED = LoadedPolicy(POLICY, Path("trial.toml"), "8" * 64, Path("gate.toml"), GATE)
 
 
 class Clock:
@@ -99,12 +100,16 @@ def canary(gw: Gateway) -> float | None:
     return c.percent if c is not None and c.candidate == "cand" else None
 
 
-def test_preflight_refuses_a_candidate_that_is_not_loaded(gw: Gateway) -> None:
+def test_a_start_whose_preflight_fails_creates_nothing_and_leaves_the_name_free(gw: Gateway) -> None:
     gw.registry.set_adapter_state("cand", "unloaded")
-    state = gw.controller.start("t1", LOADED)
-    assert state.phase == "aborted" and state.reason == "preflight: candidate 'cand' is not a loaded adapter"
-    assert canary(gw) is None
-    assert [j["phase_after"] for j in gw.store.journal("t1")] == ["pending", "preflight", "aborted"]
+    with pytest.raises(PreflightFailed, match="preflight: candidate 'cand' is not a loaded adapter"):
+        gw.controller.start("t1", LOADED)
+    unregistered = replace(LOADED, policy=POLICY.model_copy(update={"candidate": "ghost"}))
+    with pytest.raises(PreflightFailed, match="candidate 'ghost' is not a registered adapter"):
+        gw.controller.start("t1", unregistered)
+    assert canary(gw) is None and gw.store.trials() == [] and gw.store.journal("t1") == []
+    gw.registry.set_adapter_state("cand", "loaded")
+    assert gw.controller.start("t1", LOADED).phase == "step"
 
 
 def test_a_failing_candidate_is_aborted_and_every_cohort_goes_back_to_production(gw: Gateway) -> None:
@@ -134,7 +139,8 @@ def test_a_healthy_candidate_steps_to_the_gate_and_is_promoted_only_by_a_verdict
     state = gw.controller.look("t1")
     assert state.phase == "awaiting_gate" and canary(gw) == 30
     assert state.signals["server_errors"].totals.candidate_exposure == 50
-    state = gw.controller.handle("t1", GateVerdict(True, GATE, "6/6 passed"))
+    verdict = GateVerdict(True, GATE, "cand", 6, 6, Window("t1", state.started_at or 0, gw.clock.now), "6/6 passed")
+    state = gw.controller.handle("t1", verdict)
     route = gw.registry.state.routes["worker"]
     assert state.phase == "promoted" and route.production == "cand" and route.previous == "prod"
     assert route.canary is None
@@ -217,13 +223,75 @@ def test_one_trial_per_route_and_names_are_never_reused(gw: Gateway) -> None:
 ])
 def test_a_gateway_killed_in_any_phase_comes_back_routed_as_its_state_says(
         gw: Gateway, phase: str, suspended: bool, expected_percent: float | None, expected_phase: str) -> None:
-    gw.store.create("t1", POLICY, "trial.toml", "p" * 64, GATE, initial(POLICY), "2026-01-01T00:00:00.000Z")
-    crafted = TrialState(phase=phase, step=1, started_at=gw.clock.now, step_started_at=gw.clock.now,  # type: ignore[arg-type]
-                         suspended=suspended, signals=initial(POLICY).signals)
-    gw.store.record("t1", "2026-01-01T00:00:01.000Z", Suspend(), initial(POLICY), crafted, [])
+    gw.store.create("t1", POLICY, "trial.toml", "8" * 64, GATE, initial(POLICY), "2026-01-01T00:00:00.000Z")
+    crafted = (TrialState(phase=phase, signals=initial(POLICY).signals) if phase in ("pending", "preflight")  # type: ignore[arg-type]
+               else TrialState(phase=phase, step=1, started_at=gw.clock.now, step_started_at=gw.clock.now,  # type: ignore[arg-type]
+                               suspended=suspended, signals=initial(POLICY).signals))
     gw.registry.set_canary("worker", "cand", 45, "workspace")  # whatever the routing was when it died
+    gw.store.record("t1", now(), Suspend(), initial(POLICY), crafted, [])
     gw = gw.restart()
     gw.controller.recover()
     assert canary(gw) == expected_percent
     assert gw.store.get("t1").state().phase == expected_phase
     assert gw.registry.state.routes["worker"].production == "prod"  # never promoted by a restart
+
+
+@pytest.mark.parametrize("change", [{"step": 5}, {"started_at": None}])
+def test_a_running_trial_whose_state_its_policy_cannot_run_does_not_stop_recovery(
+        gw: Gateway, change: dict[str, object]) -> None:
+    """A step past the policy's steps (an IndexError at start-up) or no start time (every look failing
+    while the candidate kept its weight): unreadable, candidate at weight 0, the gateway starts."""
+    gw.controller.start("t1", LOADED)
+    gw.close()
+    db = sqlite3.connect(gw.path)
+    data = json.loads(db.execute("SELECT state FROM trials").fetchone()[0]) | change
+    db.execute("UPDATE trials SET state = ?", (json.dumps(data),))
+    db.commit()
+    db.close()
+    gw = Gateway(gw.path, gw.clock)
+    assert gw.controller.recover() == ["trial 't1': state unreadable, candidate 'cand' set to weight 0"]
+    assert canary(gw) is None and gw.store.running() == []
+
+
+def test_a_trial_whose_route_is_no_longer_configured_ends_at_recovery(gw: Gateway) -> None:
+    gw.controller.start("t1", LOADED)
+    gw.close()
+    gw.registry = Registry(gw.path, ["other"], "worker-base")
+    gw.store = TrialStore(gw.path)
+    gw.controller = Controller(gw.store, gw.registry, None, gw.clock)
+    assert gw.controller.recover() == ["trial 't1': state unreadable, candidate 'cand' set to weight 0"]
+    assert "no longer has route 'worker'" in gw.store.journal("t1")[-1]["event"]["error"]
+
+
+def test_a_restart_does_not_undo_an_operators_canary_started_after_the_trial_ended(gw: Gateway) -> None:
+    gw.controller.start("t1", LOADED)
+    gw.controller.handle("t1", Abort("enough"))
+    assert canary(gw) is None
+    gw.registry.set_canary("worker", "cand", 5, "workspace")  # the operator's own decision, later
+    gw.controller.handle("t1", Suspend())  # events after the end change nothing, not even its end time
+    gw = gw.restart()
+    assert gw.controller.recover() == []
+    assert canary(gw) == 5
+
+
+def test_a_signal_the_gateway_cannot_observe_takes_no_share_of_alpha(gw: Gateway) -> None:
+    state = gw.controller.start("t1", LOADED)  # capture is off: tool_anomalies cannot see a tool result
+    stored = gw.store.get("t1")
+    assert stored.policy.signals.enforced() == ["server_errors"] and set(state.signals) == {"server_errors"}
+    assert describe_state(stored, state)["alpha_per_signal"] == POLICY.alpha
+    assert "tool_anomalies" in gw.store.journal("t1")[0]["event"]["left_out"]
+    only = replace(LOADED, policy=POLICY.model_copy(update={"signals": Signals(server_errors=None)}))
+    with pytest.raises(TrialError, match="no enforced signal can gather evidence"):
+        gw.controller.start("t2", only)
+
+
+def test_a_verdict_judged_on_another_trials_evidence_is_refused(gw: Gateway) -> None:
+    gw.controller.start("t1", LOADED)
+    stored = gw.store.get("t1")
+    state = stored.state()
+    waiting = replace(state, phase="awaiting_gate", step=1, gate_at=state.started_at)
+    gw.store.record("t1", now(), Suspend(), state, waiting, [])
+    other = GateVerdict(True, GATE, "cand", 6, 6, Window("t0", state.started_at or 0, gw.clock.now))
+    with pytest.raises(TrialError, match="its evidence is trial 't0'"):
+        gw.controller.handle("t1", other)
+    assert gw.registry.state.routes["worker"].production == "prod"

@@ -3,6 +3,8 @@ that analysis alone can never promote and terminal states stay terminal."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +26,7 @@ from serve.trials.machine import (
     Suspend,
     Tick,
     TrialState,
+    Window,
     initial,
     step,
 )
@@ -53,7 +56,13 @@ def started() -> TrialState:
     return state
 
 
-QUIET = Tick((5, 5), {"server_errors": Counts(0, 5, 0, 5)})
+SEEN = {"server_errors": Counts(0, 5, 0, 5), "tool_anomalies": Counts(0, 5, 0, 5)}
+QUIET = Tick((5, 5), SEEN)
+
+
+def verdict(passed: bool = True, sha: str = GATE, candidate: str = "c1", conditions: tuple[int, int] = (6, 6),
+            since: float = 0, until: float = 1000, summary: str = "6/6") -> GateVerdict:
+    return GateVerdict(passed, sha, candidate, conditions[0], conditions[1], Window("t1", since, until), summary)
 
 
 def test_a_healthy_trial_steps_through_to_the_gate_and_only_the_gate_promotes() -> None:
@@ -63,14 +72,14 @@ def test_a_healthy_trial_steps_through_to_the_gate_and_only_the_gate_promotes() 
     assert state.phase == "awaiting_gate" and actions == [RequestGate()]
     state, actions = run([(250, QUIET)] * 3, state)  # analysis keeps running, never promotes
     assert state.phase == "awaiting_gate" and actions == []
-    state, actions = run([(300, GateVerdict(True, GATE, "6/6"))], state)
+    state, actions = run([(300, verdict())], state)
     assert state.phase == "promoted" and actions == [Promote()]
 
 
 def test_a_step_waits_for_its_duration_and_for_requests_in_both_cohorts() -> None:
-    state, actions = run([(10, Tick((100, 100)))], started())
+    state, actions = run([(10, Tick((100, 100), SEEN))], started())
     assert state.step == 0 and actions == []  # requests met, duration not
-    state, actions = run([(500, Tick((0, 100)))], run([(0, Start()), (0, PreflightResult(True))])[0])
+    state, actions = run([(500, Tick((0, 100), SEEN))], run([(0, Start()), (0, PreflightResult(True))])[0])
     assert state.step == 0 and state.step_requests == (0, 100) and actions == []  # candidate cohort short
     state, actions = run([(510, Tick((10, 0)))], state)
     assert state.step == 1 and state.step_requests == (0, 0) and state.step_started_at == 510
@@ -102,16 +111,16 @@ def test_awaiting_the_gate_also_expires_and_a_failed_gate_holds() -> None:
     assert state.phase == "awaiting_gate"
     expired, actions = run([(1000, Tick())], state)
     assert expired.phase == "expired" and isinstance(actions[0], StopCanary)
-    held, actions = run([(300, GateVerdict(False, GATE, "canary-no-regression failed"))], state)
+    held, actions = run([(300, verdict(False, conditions=(5, 6), summary="canary-no-regression failed"))], state)
     assert held.phase == "held" and actions == [StopCanary("gate failed: canary-no-regression failed")]
 
 
 def test_a_verdict_must_be_for_the_registered_gate_policy_and_come_while_awaiting_it() -> None:
     state, _ = run([(100, QUIET), (100, QUIET), (200, QUIET), (200, QUIET)], started())
     with pytest.raises(TrialError, match="gate policy"):
-        step(POLICY, GATE, state, GateVerdict(True, "b" * 64), 300)
+        step(POLICY, GATE, state, verdict(sha="b" * 64), 300)
     with pytest.raises(TrialError, match="not awaiting the gate"):
-        step(POLICY, GATE, started(), GateVerdict(True, GATE), 300)
+        step(POLICY, GATE, started(), verdict(), 300)
     with pytest.raises(TrialError, match="cannot be started again"):
         step(POLICY, GATE, started(), Start(), 300)
 
@@ -135,7 +144,9 @@ side = st.integers(0, 60).flatmap(lambda n: st.tuples(st.integers(0, n), st.just
 counts = st.builds(lambda c, k: Counts(c[0], c[1], k[0], k[1]), side, side)
 events = st.one_of(
     st.just(Start()), st.builds(PreflightResult, st.booleans()), st.just(Suspend()), st.just(Resume()),
-    st.builds(Abort, st.just("x")), st.builds(GateVerdict, st.booleans(), st.sampled_from([GATE, "b" * 64])),
+    st.builds(Abort, st.just("x")),
+    st.builds(verdict, st.booleans(), st.sampled_from([GATE, "b" * 64]), st.sampled_from(["c1", "c2"]),
+              st.sampled_from([(6, 6), (0, 0), (5, 6)]), st.sampled_from([0.0, 7.0])),
     st.builds(Tick, st.tuples(st.integers(0, 30), st.integers(0, 30)),
               st.dictionaries(st.sampled_from(["server_errors", "tool_anomalies", "shadow_disagreement"]), counts)))
 
@@ -156,7 +167,9 @@ def test_no_sequence_of_events_promotes_without_a_passing_verdict_or_leaves_a_te
         if before.phase in TERMINAL:
             assert state == before and actions == []
         if Promote() in actions:
-            assert before.phase == "awaiting_gate" and event == GateVerdict(True, GATE, event.summary)  # type: ignore[union-attr]
+            assert before.phase == "awaiting_gate" and isinstance(event, GateVerdict) and event.passed
+            assert (event.candidate, event.policy_sha256, event.conditions_passed) == ("c1", GATE, event.conditions)
+            assert event.conditions > 0 and event.window is not None and event.window.since == before.started_at
         if isinstance(event, Tick):
             assert state.phase in {"step", "awaiting_gate", "aborted", "expired"} or state == before
         for action in actions:
@@ -164,3 +177,34 @@ def test_no_sequence_of_events_promotes_without_a_passing_verdict_or_leaves_a_te
                 assert action.percent in (5, 20) and state.phase == "step" and not state.suspended
         if state.phase in {"aborted", "expired", "held"} and before.phase in {"step", "awaiting_gate"}:
             assert any(isinstance(a, StopCanary) for a in actions)
+
+
+def at_gate() -> TrialState:
+    state, _ = run([(100, QUIET), (100, QUIET), (200, QUIET), (200, QUIET)], started())
+    assert state.phase == "awaiting_gate" and state.gate_at == 200
+    return state
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    (verdict(candidate="other-adapter"), "it is for candidate 'other-adapter', the trial's candidate is 'c1'"),
+    (verdict(sha="b" * 64), "it is for gate policy 'bbbbbbbbbbbb'"),
+    (verdict(conditions=(0, 0)), "passes with 0 of 0 conditions passed"),
+    (verdict(conditions=(5, 6)), "passes with 5 of 6 conditions passed"),
+    (verdict(since=7), "its evidence window starts at 7, the trial started at 0"),
+    (verdict(until=150), "before the trial reached the gate at 200"),
+    (GateVerdict(True, GATE, "c1", 6, 6, None, "6/6"), "names no evidence window"),
+])
+def test_a_verdict_binds_to_one_candidate_one_policy_one_window_and_every_condition(bad: GateVerdict,
+                                                                                    message: str) -> None:
+    state = at_gate()
+    with pytest.raises(TrialError, match=re.escape(message)):
+        step(POLICY, GATE, state, bad, 300)
+    assert step(POLICY, GATE, state, verdict(), 300)[0].phase == "promoted"
+
+
+def test_a_step_never_advances_while_an_enforced_signal_has_seen_nothing_in_it() -> None:
+    only_errors = Tick((50, 50), {"server_errors": Counts(0, 50, 0, 50), "tool_anomalies": Counts(0, 0, 0, 40)})
+    state, actions = run([(t, only_errors) for t in (100, 200, 300)], started())
+    assert state.step == 0 and actions == []  # tool_anomalies: no candidate exposure yet
+    state, actions = run([(400, QUIET)], state)
+    assert state.step == 1 and actions == [SetCanary(20)] and state.step_exposed == frozenset()

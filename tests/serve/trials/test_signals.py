@@ -79,8 +79,11 @@ def test_a_later_reading_yields_only_what_is_new_and_holds_one_sided_news_back()
 
 
 def test_the_trial_writes_the_gate_canary_evidence_from_its_own_cohorts() -> None:
-    state = TrialState(signals={"server_errors": SignalState(totals=Counts(1, 300, 2, 310)),
+    state = TrialState(phase="step", started_at=100.0, step_started_at=100.0,
+                       signals={"server_errors": SignalState(totals=Counts(1, 300, 2, 310)),
                                 "tool_anomalies": SignalState(totals=Counts(3, 40, 4, 45))})
-    evidence = canary_evidence(state, "cand")
+    evidence = canary_evidence(state, "cand", "t1", 250.0)
+    assert evidence.window is not None and evidence.window.model_dump() == {"trial": "t1", "since": 100.0,
+                                                                            "until": 250.0}
     assert evidence.canary.model_dump() == {"requests": 300, "errors": 1, "anomalies": 3, "outcomes": 40}
     assert evidence.control.model_dump() == {"requests": 310, "errors": 2, "anomalies": 4, "outcomes": 45}

@@ -8,7 +8,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import sqlite3
+import subprocess
+import sys
+import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -66,8 +72,14 @@ def test_a_candidate_answering_errors_is_aborted_by_the_controller(tmp_path: Pat
         assert 'worker_trial_phase{candidate="cand-v1",phase="aborted",route="worker",trial="t1"} 1.0' in metrics
 
 
-def test_a_healthy_candidate_reaches_the_gate_and_only_the_registered_gate_promotes(
-        tmp_path: Path, root: Path, fault: FaultUpstream) -> None:
+def gate(tmp_path: Path, config: str, verdict: dict[str, Any]) -> int:
+    path = tmp_path / "verdict.json"
+    path.write_text(json.dumps(verdict))
+    return main(["trial", "gate", "t1", "--config", config, "--verdict", str(path)])
+
+
+def test_a_healthy_candidate_reaches_the_gate_and_only_a_verdict_bound_to_the_trial_promotes(
+        tmp_path: Path, root: Path, fault: FaultUpstream, capsys: pytest.CaptureFixture[str]) -> None:
     with start_gateway(tmp_path, root, [fault]) as gw:
         setup(gw, root)
         gw.ok("POST", "/trials", {"id": "t1", "policy": str(policy(tmp_path))})
@@ -78,11 +90,24 @@ def test_a_healthy_candidate_reaches_the_gate_and_only_the_registered_gate_promo
         assert 'worker_trial_step{candidate="cand-v1",route="worker",trial="t1"} 2.0' in gw.metrics()
         evidence = gw.ok("GET", "/trials/t1/evidence")
         assert evidence["canary"]["requests"] > 0 and evidence["control"]["requests"] > 0
-        wrong = gw.admin("POST", "/trials/t1/gate", {"passed": True, "policy_sha256": "0" * 64})
-        assert wrong.status_code == 409 and "gate policy" in wrong.json()["error"]["message"]
+        assert evidence["window"]["trial"] == "t1" and evidence["window"]["since"] == status(gw)["started_at"]
+        config = str(tmp_path / "gw" / "gateway.toml")
+        assert main(["trial", "evidence", "t1", "--config", config, "--out", str(tmp_path / "ev")]) == 0
         sha = hashlib.sha256(GATE.read_bytes()).hexdigest()
-        promoted = gw.ok("POST", "/trials/t1/gate", {"passed": True, "policy_sha256": sha, "summary": "6/6"})
-        assert promoted["phase"] == "promoted"
+        passing = {"policy": "production-candidate", "policy_sha256": sha, "candidate": "cand-v1", "passed": True,
+                   "conditions": [{"status": "pass"}] * 6, "evidence_paths": {"canary": str(tmp_path / "ev" / "canary.json")}}
+        for change, refusal in (({"policy_sha256": "0" * 64}, "it is for gate policy"),
+                                ({"candidate": "other-v9"}, "it is for candidate 'other-v9'"),
+                                ({"conditions": []}, "passes with 0 of 0 conditions passed"),
+                                ({"evidence_paths": {}}, "names no evidence window")):
+            assert gate(tmp_path, config, passing | change) == 2
+            assert refusal in capsys.readouterr().err
+            assert status(gw)["phase"] == "awaiting_gate"
+        wrong = gw.admin("POST", "/trials/t1/gate", {"passed": True, "policy_sha256": sha, "candidate": "other-v9",
+                                                      "conditions_passed": 1, "conditions": 1, "window": None})
+        assert wrong.status_code == 409 and "candidate 'other-v9'" in wrong.json()["error"]["message"]
+        assert gate(tmp_path, config, passing) == 0
+        assert status(gw)["phase"] == "promoted"
         route = gw.ok("GET", "/state")["routes"]["worker"]
         assert route["production"] == "cand-v1" and route["previous"] == "prod-v1" and route["canary"] is None
 
@@ -169,3 +194,142 @@ def test_a_gateway_killed_9_resumes_its_trial_in_a_step_and_at_the_gate_and_neve
         assert gw.ok("GET", "/state")["routes"]["worker"]["production"] == "prod-v1"
     finally:
         gw.kill()
+
+
+def test_the_route_admin_refuses_to_contradict_a_running_trial_and_a_restart_keeps_a_later_canary(
+        tmp_path: Path, root: Path, fault: FaultUpstream) -> None:
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        gw.ok("POST", "/trials", {"id": "t1", "policy": str(policy(tmp_path, min_requests=10_000))})
+        for method, path, body in (("POST", "/routes/worker/canary", {"candidate": "cand-v1", "percent": 100}),
+                                   ("DELETE", "/routes/worker/canary", None),
+                                   ("POST", "/routes/worker/production", {"version": "cand-v1"}),
+                                   ("POST", "/routes/worker/rollback", None)):
+            refused = gw.admin(method, path, body)
+            assert refused.status_code == 409, (method, path, refused.text)
+            assert refused.json()["error"]["code"] == "trial_running" and "trial 't1'" in refused.text
+        assert status(gw)["percent"] == 25 and gw.ok("GET", "/state")["routes"]["worker"]["canary"]["percent"] == 25
+        gw.ok("POST", "/trials/t1/suspend")
+        assert gw.admin("POST", "/adapters/cand-v1/unload").status_code == 409  # resume would route to it
+        gw.ok("POST", "/trials/t1/abort", {"reason": "operator takes over"})
+        gw.ok("POST", "/routes/worker/canary", {"candidate": "cand-v1", "percent": 5})
+    with RunningGateway(tmp_path / "gw" / "gateway.toml") as again:
+        assert again.ok("GET", "/state")["routes"]["worker"]["canary"]["percent"] == 5
+
+
+def test_a_start_that_cannot_happen_creates_nothing_and_leaves_the_name_free(
+        tmp_path: Path, root: Path, fault: FaultUpstream) -> None:
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        ghost = two_step_policy(tmp_path / "ghost.toml", "ghost", "ghost-v1", 10, 0.01, 600)
+        refused = gw.admin("POST", "/trials", {"id": "t1", "policy": str(ghost)})
+        assert refused.status_code == 409 and refused.json()["error"]["code"] == "trial_preflight_failed"
+        assert "'ghost-v1' is not a registered adapter" in refused.text
+        infinite = two_step_policy(tmp_path / "inf.toml", "inf", "cand-v1", 10, 0.01, float("inf"))
+        assert gw.admin("POST", "/trials", {"id": "t1", "policy": str(infinite)}).status_code == 422
+        slow = two_step_policy(tmp_path / "slow.toml", "slow", "cand-v1", 10, 0.01, 600,
+                               "[signals.slow_requests]\nthreshold_s = 1e6\n")
+        assert "no request could ever count as slow" in gw.admin("POST", "/trials", {"id": "t1",
+                                                                                     "policy": str(slow)}).text
+        fifo = tmp_path / "fifo.toml"
+        os.mkfifo(fifo)  # nobody writes it: a blocking read on the event loop would freeze the gateway
+        answer = gw.admin("POST", "/trials", {"id": "t1", "policy": str(fifo)})
+        assert answer.status_code == 422 and "not a regular file" in answer.text
+        assert gw.client.get("/health").status_code == 200
+        assert gw.admin("GET", "/trials/t1").status_code == 404 and gw.ok("GET", "/trials")["trials"] == []
+        assert "worker_trial_aborts_total{" not in gw.metrics()
+        assert gw.ok("POST", "/trials", {"id": "t1", "policy": str(policy(tmp_path))})["phase"] == "step"
+
+
+def test_a_gateway_whose_state_file_is_empty_refuses_to_start(tmp_path: Path, root: Path,
+                                                              fault: FaultUpstream) -> None:
+    config = write_config(tmp_path / "gw", [fault.url], root)
+    (tmp_path / "gw" / "state.sqlite").write_bytes(b"")
+    done = subprocess.run([sys.executable, "-m", "serve", "gateway", "--config", str(config)], capture_output=True,
+                          text=True, timeout=120, cwd=Path(__file__).resolve().parents[3])
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines()[-1].startswith("error: ") and "empty (0-byte)" in done.stderr
+
+
+class NotJson(BaseHTTPRequestHandler):
+    def _answer(self) -> None:
+        self.send_response(200 if self.path.endswith("/trials") else 502)
+        self.send_header("Content-Type", "text/html")
+        self.end_headers()
+        self.wfile.write(b"<html>a proxy's page</html>")
+
+    do_GET = do_POST = _answer  # noqa: N815
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.mark.parametrize("argv", [["status"], ["status", "t1"], ["suspend", "t1"], ["abort", "t1", "--reason", "x"],
+                                  ["evidence", "t1", "--out", "EV"], ["start", "t1", "--policy", "p.toml"]])
+def test_every_trial_command_says_one_error_line_when_the_port_answers_something_else_or_nothing(
+        tmp_path: Path, root: Path, capsys: pytest.CaptureFixture[str], argv: list[str]) -> None:
+    argv = [a.replace("EV", str(tmp_path / "ev")) for a in argv]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), NotJson)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        config = write_config(tmp_path / "gw", ["http://127.0.0.1:9"], root, port=server.server_address[1])
+        assert main(["trial", *argv, "--config", str(config)]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and "the trial API's" in err
+    finally:
+        server.shutdown()
+    assert main(["trial", *argv, "--config", str(config)]) == 2  # nothing listens now
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "cannot be reached" in err
+
+
+def test_trial_commands_with_bad_files_say_one_error_line(tmp_path: Path, root: Path, fault: FaultUpstream,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    config = str(tmp_path / "gw" / "gateway.toml")
+    existing = tmp_path / "a-file"
+    existing.write_text("x")
+    fifo = tmp_path / "verdict.fifo"
+    os.mkfifo(fifo)
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        gw.ok("POST", "/trials", {"id": "t1", "policy": str(policy(tmp_path))})
+        for argv in (["evidence", "t1", "--out", str(existing)], ["gate", "t1", "--verdict", str(tmp_path)],
+                     ["gate", "t1", "--verdict", str(fifo)], ["gate", "t1", "--verdict", str(existing)],
+                     ["gate", "t1", "--verdict", str(tmp_path / "absent.json")]):
+            assert main(["trial", *argv, "--config", config]) == 2, argv
+            err = capsys.readouterr().err
+            assert err.startswith("error: ") and err.count("\n") == 1, (argv, err)
+
+
+@pytest.mark.parametrize("change", [{"step": 9}, {"started_at": None}])
+def test_a_corrupt_stored_trial_never_stops_the_gateway_and_its_candidate_gets_no_traffic(
+        tmp_path: Path, root: Path, fault: FaultUpstream, change: dict[str, Any]) -> None:
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        gw.ok("POST", "/trials", {"id": "t1", "policy": str(policy(tmp_path, min_requests=10_000))})
+    db = sqlite3.connect(tmp_path / "gw" / "state.sqlite")
+    state = json.loads(db.execute("SELECT state FROM trials").fetchone()[0]) | change
+    db.execute("UPDATE trials SET state = ?", (json.dumps(state),))
+    db.commit()
+    db.close()
+    with RunningGateway(tmp_path / "gw" / "gateway.toml") as again:
+        assert again.client.get("/health").status_code == 200
+        assert again.ok("GET", "/state")["routes"]["worker"]["canary"] is None
+        assert again.chat(headers={"X-Workspace-Id": "ws-1"}).headers["X-Worker-Adapter"] == "prod-v1"
+        answer = again.admin("GET", "/trials/t1")
+        assert answer.status_code == 409 and answer.json()["error"]["code"] == "trial_state_unreadable"
+        assert again.ok("GET", "/trials")["trials"][0]["phase"] == "unreadable"
+
+
+def test_a_trial_past_its_maximum_duration_expires_without_waiting_for_its_next_look(
+        tmp_path: Path, root: Path, fault: FaultUpstream) -> None:
+    slow_looks = policy(tmp_path, min_requests=10_000, max_duration_s=60)
+    slow_looks.write_text(slow_looks.read_text().replace("interval_s = 0.2", "interval_s = 50"))
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        gw.ok("POST", "/trials", {"id": "t1", "policy": str(slow_looks)})
+        gw.app.state.trials.controller.clock = lambda: time.time() + 120  # its maximum duration has passed
+        done = wait_for(lambda: (s := status(gw))["phase"] == "expired" and s, "the expiry", limit_s=30)
+        assert done["reason"] == "max duration 60 s reached in step 1"
+        assert gw.ok("GET", "/state")["routes"]["worker"]["canary"] is None
