@@ -16,8 +16,13 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from core.errors import WorkerTierError
+from core.names import excerpt
 
 Model = TypeVar("Model", bound=BaseModel)
+
+
+MAX_TOML_BYTES = 4 * 1024 * 1024
+"""Configs and policies are a few KiB; a larger file is refused before it is parsed."""
 
 
 class ConfigError(WorkerTierError, ValueError):
@@ -26,11 +31,14 @@ class ConfigError(WorkerTierError, ValueError):
 
 def read_regular(path: Path, limit: int) -> bytes:
     """The bytes of a regular file of at most `limit` bytes, read once. A FIFO, a device or a
-    directory is refused without blocking (opened non-blocking, checked before any read)."""
+    directory is refused without blocking (opened non-blocking, checked before any read). A path
+    no file can have (a NUL byte in it: one from an API body) is a ConfigError too."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
+    except ValueError as exc:  # "embedded null byte"
+        raise ConfigError(f"{excerpt(str(path))}: not a file path ({exc})") from exc
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise ConfigError(f"{path}: not a regular file")
@@ -61,12 +69,9 @@ def parse_toml(data: bytes, path: Path, model: type[Model], what: str) -> Model:
 
 
 def load_toml(path: Path, model: type[Model], what: str) -> Model:
-    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
-    return parse_toml(data, path, model, what)
+    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line.
+    A FIFO or device is refused, never waited on."""
+    return parse_toml(read_regular(path, MAX_TOML_BYTES), path, model, what)
 
 
 def _describe(path: Path, text: str, exc: ValidationError, what: str) -> str:

@@ -50,3 +50,17 @@ def test_read_regular_reads_once_and_refuses_what_is_not_a_bounded_regular_file(
         read_regular(tmp_path, 10)
     with pytest.raises(ConfigError, match="No such file"):
         read_regular(tmp_path / "absent", 10)
+
+
+def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
+    import os
+
+    fifo = tmp_path / "config.toml"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match="not a regular file"):
+        load_toml(fifo, Small, "config")
+
+
+def test_a_path_no_file_can_have_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="not a file path"):
+        load_toml(tmp_path / "a\0b.toml", Small, "config")
