@@ -151,7 +151,8 @@ def verify_model(model_dir: Path) -> None:
 
 def check_model_dir(model_dir: Path) -> Path:
     """`model_dir` if it holds a model (a config.json that names its `model_type`), else a
-    ModelBuildError saying to run `worker-serve model build`: what transformers would otherwise fail on with a traceback."""
+    ModelBuildError saying to run `worker-serve model build`: what transformers would otherwise fail
+    on with a traceback."""
     config = model_dir / "config.json"
     try:
         data = json.loads(config.read_bytes().decode("utf-8"))
