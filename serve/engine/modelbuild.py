@@ -149,14 +149,15 @@ def verify_model(model_dir: Path) -> None:
         raise ModelBuildError(f"{model_dir} produced non-finite logits after conversion")
 
 
-def check_model_dir(model_dir: Path, build: str = "worker-serve model build") -> Path:
+def check_model_dir(model_dir: Path) -> Path:
     """`model_dir` if it holds a model (a config.json that names its `model_type`), else a
-    ModelBuildError saying to run `build`: what transformers would otherwise fail on with a traceback."""
+    ModelBuildError saying to run `worker-serve model build`: what transformers would otherwise fail
+    on with a traceback."""
     config = model_dir / "config.json"
     try:
         data = json.loads(config.read_bytes().decode("utf-8"))
     except FileNotFoundError:
-        raise ModelBuildError(f"no model at {model_dir}; run `{build}` first") from None
+        raise ModelBuildError(f"no model at {model_dir}; run `worker-serve model build` first") from None
     except (OSError, ValueError, RecursionError) as exc:
         raise ModelBuildError(f"{config}: not a model's config ({excerpt(str(exc))})") from None
     if not isinstance(data, dict) or not isinstance(data.get("model_type"), str):

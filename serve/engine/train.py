@@ -338,16 +338,3 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
         seconds=round(time.monotonic() - started, 1), cpu_seconds=round(time.process_time() - cpu_started, 1),
         epoch_losses=epoch_losses, step_losses=step_losses,
     )
-
-
-def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> None:
-    """Fold a LoRA adapter into its base and save the result as a plain float32 checkpoint (with the
-    base's tokenizer), which vLLM serves and further adapters train on like any base."""
-    import torch
-    from peft import PeftModel
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
-    merged.save_pretrained(str(out_dir), safe_serialization=True)
-    AutoTokenizer.from_pretrained(model_dir).save_pretrained(out_dir)

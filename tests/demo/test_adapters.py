@@ -56,14 +56,14 @@ def test_build_demo_trains_once_and_again_only_when_the_data_or_the_base_changes
     (demo / "train.jsonl").write_text("".join(e.model_dump_json() + "\n" for e in changed))
     build_demo_adapters(demo, cache, model_dir=model)
     assert [label for label, _ in calls[2:]] == ["demo-mix-s0"], "only the arm whose examples changed"
-    (model / "model.safetensors").write_bytes(b"a rebuilt worker base")
+    (model / "model.safetensors").write_bytes(b"a rebuilt base")
     build_demo_adapters(demo, cache, model_dir=model)
     assert [label for label, _ in calls[3:]] == ["demo-recovery-s0", "demo-mix-s0"], "a new base retrains both"
     assert not list((cache / "adapters").glob(".*")), "no staging directory left behind"
 
 
 @pytest.mark.parametrize("config", [b"{not json", b"\xff", b"[]", b"{}"])
-def test_a_worker_base_without_a_models_config_is_an_error_naming_it(tmp_path: Path, config: bytes) -> None:
+def test_a_base_without_a_models_config_is_an_error_naming_it(tmp_path: Path, config: bytes) -> None:
     from core.errors import WorkerTierError
 
     model = tmp_path / "model"
@@ -71,3 +71,13 @@ def test_a_worker_base_without_a_models_config_is_an_error_naming_it(tmp_path: P
     (model / "config.json").write_bytes(config)
     with pytest.raises(WorkerTierError, match="config.json: not a model's config"):
         build_demo_adapters(tmp_path / "demo", tmp_path / "cache", model_dir=model)
+
+
+def test_the_adapters_train_on_the_embedded_model_by_default(tmp_path: Path) -> None:
+    """The engine serves the untuned embedded model, so the adapters must train on it (the gateway
+    refuses adapters whose adapter_config.json names another base)."""
+    from core.errors import WorkerTierError
+    from serve.engine.modelbuild import MODEL_NAME
+
+    with pytest.raises(WorkerTierError, match=f"models/{MODEL_NAME}.*worker-serve model build"):
+        build_demo_adapters(tmp_path / "demo", tmp_path / "cache")
