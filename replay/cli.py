@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from core.cli import run_command
-from replay.analysis.compare import compare_run, format_comparison, load_results
+from replay.analysis.compare import compare_run, format_comparison, load_results, read_run_info
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
 from replay.config import load_run_config
@@ -109,7 +108,7 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    info = json.loads((args.run_dir / "run.json").read_text()) if (args.run_dir / "run.json").exists() else {}
+    info = read_run_info(args.run_dir)
     suite_path = info.get("suite", {}).get("path")
     decisions = load_suite(suite_path).decisions if suite_path and Path(suite_path).is_dir() else ()
     configured = [arm["name"] for arm in info.get("config", {}).get("arms", [])]

@@ -28,6 +28,8 @@ from typing import Any
 
 import aiohttp
 
+from core.jsonfile import cut_torn_tail, parse_problem, read_json_value, read_jsonl_values
+from core.names import excerpt
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
@@ -125,30 +127,31 @@ def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
-    config = {k: v for k, v in (manifest.get("config") or {}).items() if k != "endpoint"}
-    return _flatten({"config": config, "suite.sha256": manifest.get("suite", {}).get("sha256"),
-                     "pack.sha256": manifest.get("pack", {}).get("sha256"),
+    config = {k: v for k, v in _object(manifest.get("config")).items() if k != "endpoint"}
+    return _flatten({"config": config, "suite.sha256": _object(manifest.get("suite")).get("sha256"),
+                     "pack.sha256": _object(manifest.get("pack")).get("sha256"),
                      "endpoint_kind": manifest.get("endpoint_kind")})
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else empty (a hand-edited run.json differs, never crashes)."""
+    return value if isinstance(value, dict) else {}
 
 
 def read_completed(results_path: Path, key: str = "decision_id") -> set[tuple[str, str]]:
     """(arm, `key`) pairs already recorded. A torn last line (killed mid-write) is cut off."""
     if not results_path.exists():
         return set()
-    data = results_path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data):
-        with results_path.open("r+b") as fh:
-            fh.truncate(keep)
+    cut_torn_tail(results_path)
     done: set[tuple[str, str]] = set()
-    for number, line in enumerate(data[:keep].splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            done.add((row["arm"], row[key]))
-        except (json.JSONDecodeError, KeyError) as exc:
-            raise RunError(f"{results_path}:{number}: unreadable result line ({exc}); fix or move the file") from exc
+    for line in read_jsonl_values(results_path, "a result"):
+        row = line.value
+        problem = "; ".join(line.problems)
+        if row is not None and not (isinstance(row.get("arm"), str) and isinstance(row.get(key), str)):
+            row, problem = None, f"no string 'arm' and {key!r}"
+        if row is None:
+            raise RunError(f"{results_path}:{line.number}: unreadable result line ({problem}); fix or move the file")
+        done.add((row["arm"], row[key]))
     return done
 
 
@@ -283,11 +286,11 @@ async def send_chat(session: aiohttp.ClientSession, url: str, body: dict[str, An
                 if 300 <= resp.status < 400:
                     return Outcome(None, _redirect_error(resp), attempt, time.monotonic() - started)
                 if resp.status == 200:
-                    try:
-                        return Outcome(json.loads(text), None, attempt, time.monotonic() - started,
+                    payload, problem = parse_problem(text)
+                    if problem is None:
+                        return Outcome(payload, None, attempt, time.monotonic() - started,
                                        resp.headers.get("X-Worker-Adapter"))
-                    except json.JSONDecodeError:
-                        error = f"malformed JSON body from endpoint: {text[:200]!r}"
+                    error = f"malformed JSON body from endpoint ({problem}): {excerpt(text, 200)}"
                 else:
                     error = f"HTTP {resp.status}: {text[:300]}"
                     if resp.status not in RETRYABLE_STATUS:
@@ -393,7 +396,9 @@ def check_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
     run_json = run_dir / RUN_JSON
     if not run_json.exists():
         return False
-    old = json.loads(run_json.read_text())
+    old = read_json_value(run_json)
+    if not isinstance(old, dict):
+        raise RunError(f"{run_json}: not a run manifest (a JSON object); use a new --out directory")
     changes = manifest_diff(old, manifest)
     if changes:
         raise RunError(f"{run_dir} holds a run with a different config, suite or pack; refusing to mix results:\n  "

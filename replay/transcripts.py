@@ -39,6 +39,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.jsonfile import JsonFileError, read_jsonl_values
 from core.records import Strict
 from replay.errors import ReplayError
 
@@ -122,28 +123,26 @@ class TranscriptDir:
 
 def read_transcript(path: Path) -> Transcript:
     """One session file, validated line by line (errors name `file:line`)."""
-    with path.open("rb") as handle:
-        raw = handle.read()
     try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TranscriptError(f"{path}: not UTF-8: {exc}") from exc
-    lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
+        lines = list(read_jsonl_values(path, "a transcript line"))
+    except JsonFileError as exc:
+        raise TranscriptError(str(exc)) from exc
     if not lines:
         raise TranscriptError(f"{path}: empty (a transcript starts with its header line)")
-    header_line, header_data = lines[0][0], _json_object(path, *lines[0])
+    bad = next((line for line in lines if line.value is None), None)
+    if bad is not None:
+        raise TranscriptError(f"{path}:{bad.number}: {'; '.join(bad.problems)}")
     try:
-        header = TranscriptHeader.model_validate(header_data)
+        header = TranscriptHeader.model_validate(lines[0].value)
     except ValidationError as exc:
-        raise TranscriptError(_schema_error(path, header_line, "header", exc)) from exc
+        raise TranscriptError(_schema_error(path, lines[0].number, "header", exc)) from exc
     messages = []
-    for number, line in lines[1:]:
-        data = _json_object(path, number, line)
+    for line in lines[1:]:
         try:
-            TranscriptMessage.model_validate(data)
+            TranscriptMessage.model_validate(line.value)
         except ValidationError as exc:
-            raise TranscriptError(_schema_error(path, number, "message", exc)) from exc
-        messages.append(data)
+            raise TranscriptError(_schema_error(path, line.number, "message", exc)) from exc
+        messages.append(line.value)
     return Transcript(header, tuple(messages), str(path))
 
 
@@ -151,16 +150,6 @@ def transcript_lines(header: TranscriptHeader, messages: Sequence[dict[str, Any]
     """A session file's text: the header, then each message verbatim (keys as sent, nothing added)."""
     head = header.model_dump(exclude_none=True, exclude_defaults=False)
     return "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in (head, *messages))
-
-
-def _json_object(path: Path, number: int, line: str) -> dict[str, Any]:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
-    if not isinstance(data, dict):
-        raise TranscriptError(f"{path}:{number}: a transcript line must be a JSON object")
-    return data
 
 
 def _schema_error(path: Path, number: int, what: str, exc: ValidationError) -> str:

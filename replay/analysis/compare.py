@@ -10,15 +10,15 @@ counted as tainted so no table shows them as clean.
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from core.jsonfile import JsonFileError, as_model, read_json_value, read_jsonl
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, POSITIVE_STRATA, ResultRecord
 from replay.analysis.stats import (
     Overhead,
@@ -107,43 +107,61 @@ def load_results(run_dir: str | Path) -> list[ResultRecord]:
         raise ResultsError(f"{path}: not found (is {run_dir} a run directory?)")
     records: list[ResultRecord] = []
     seen: dict[tuple[str, str], int] = {}
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            record = _parse_line(path, number, line)
-            key = (record.arm, record.decision_id)
-            if key in seen:
-                raise ResultsError(
-                    f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
-                    f"(first at line {seen[key]}); a run has one line per arm × decision"
-                )
-            seen[key] = number
-            records.append(record)
+    for line in read_jsonl(path, ResultRecord, "a result"):
+        record, number = line.value, line.number
+        if record is None:
+            more = f" (and {len(line.problems) - 1} more)" if len(line.problems) > 1 else ""
+            raise ResultsError(f"{path}:{number}: {line.problems[0]}{more}")
+        key = (record.arm, record.decision_id)
+        if key in seen:
+            raise ResultsError(
+                f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
+                f"(first at line {seen[key]}); a run has one line per arm × decision"
+            )
+        seen[key] = number
+        records.append(record)
     return records
 
 
-def _parse_line(path: Path, number: int, line: str) -> ResultRecord:
-    try:
-        return ResultRecord.model_validate_json(line)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "line"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from exc
+class RunRef(BaseModel):
+    """What run.json says about the run's suite or pack (its other keys are kept, unchecked)."""
+
+    model_config = ConfigDict(extra="allow")
+    path: str | None = None
+    sha256: str | None = None
+
+
+class RunArmRef(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    name: str
+
+
+class RunConfigRef(BaseModel):
+    model_config = ConfigDict(extra="allow")
+    arms: list[RunArmRef] = []
+
+
+class RunInfo(BaseModel):
+    """The parts of run.json that readers use, each of the right shape when present."""
+
+    model_config = ConfigDict(extra="allow")
+    suite: RunRef = RunRef()
+    pack: RunRef = RunRef()
+    config: RunConfigRef = RunConfigRef()
 
 
 def read_run_info(run_dir: str | Path) -> dict[str, Any]:
-    """`run.json` as a dict, or {} when the run has none; a broken file is an error."""
+    """`run.json` as a dict, or {} when the run has none; a broken file is an error (file and why)."""
     path = Path(run_dir) / RUN_FILE
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise ResultsError(f"{path}:{exc.lineno}: not JSON: {exc.msg}") from exc
-    if not isinstance(data, dict):
-        raise ResultsError(f"{path}: expected a JSON object")
+        data = read_json_value(path)
+        if not isinstance(data, dict):
+            raise ResultsError(f"{path}: expected a JSON object")
+        as_model(data, RunInfo, str(path))
+    except JsonFileError as exc:
+        raise ResultsError(str(exc)) from exc
     return data
 
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from replay.analysis.compare import read_run_info
 from replay.config import load_run_config
 from replay.runner import RunError
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
@@ -71,7 +71,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _pack_of(run_dir: Path) -> Pack:
-    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    info = read_run_info(run_dir)
     path = info.get("pack", {}).get("path")
     if not path:
         raise RunError(f"{run_dir} is not a sandbox run (no pack in run.json)")

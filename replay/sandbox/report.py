@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from replay.analysis.compare import format_ci, format_p, format_points
+from replay.analysis.compare import format_ci, format_p, format_points, read_run_info
 from replay.analysis.report.html_report import CSS
 from replay.sandbox.evidence import MEASURES, Pairs, paired_tables
 from replay.sandbox.runner import SandboxResult
@@ -114,7 +114,7 @@ def render_sandbox_html(run_dir: Path, info: dict[str, Any], results: Sequence[S
 
 
 def write_sandbox_report(run_dir: Path, results: Sequence[SandboxResult], pairs: Sequence[Pairs]) -> Path:
-    info = json.loads((run_dir / "run.json").read_text()) if (run_dir / "run.json").is_file() else {}
+    info = read_run_info(run_dir)
     path = run_dir / REPORT_HTML
     tmp = path.with_suffix(".tmp")
     tmp.write_text(render_sandbox_html(run_dir, info, results, pairs), encoding="utf-8")

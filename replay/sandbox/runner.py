@@ -29,6 +29,7 @@ from typing import Any, Literal
 import aiohttp
 
 from core.guard import tool_text
+from core.jsonfile import read_jsonl
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response
 from replay.config import Arm, RunConfig
@@ -248,12 +249,10 @@ def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:
     if not path.is_file():
         raise RunError(f"{run_dir} holds no {RESULTS}")
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-        if line.strip():
-            try:
-                rows.append(SandboxResult.model_validate_json(line))
-            except ValueError as exc:
-                raise RunError(f"{path}:{number}: not a sandbox result: {str(exc).splitlines()[0]}") from None
+    for line in read_jsonl(path, SandboxResult, "a sandbox result"):
+        if line.value is None:
+            raise RunError(f"{path}:{line.number}: not a sandbox result: {'; '.join(line.problems)}")
+        rows.append(line.value)
     return rows
 
 

@@ -199,7 +199,7 @@ def test_load_results_reports_a_bad_line_with_file_and_line(tmp_path: Path) -> N
     broken = json.loads(lines[1])
     del broken["parsed"]
     results.write_text("\n".join([lines[0], json.dumps(broken)]) + "\n")
-    with pytest.raises(ResultsError, match=r"results\.jsonl:2: parsed: Field required"):
+    with pytest.raises(ResultsError, match=r"results\.jsonl:2: field parsed: Field required"):
         load_results(run)
 
 
