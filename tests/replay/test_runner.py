@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from core.errors import WorkerTierError
 from core.records import Decision
 from replay.config import RunConfig
 from replay.runner import (
@@ -60,6 +61,25 @@ def test_unreadable_middle_line_is_an_error_with_file_and_line(tmp_path):
     results.write_text('{"arm": "a", "decision_id": "x"}\nnot json\n{"arm": "a", "decision_id": "y"}\n')
     with pytest.raises(RunError, match=r"results.jsonl:2"):
         read_completed(results)
+
+
+@pytest.mark.parametrize("line", [b"[" * 50_000 + b"]" * 50_000, b'{"arm": "a", "decision_id": "\xff"}', b"[1, 2]",
+                                  b'{"arm": ["a"], "decision_id": "y"}', b'{"arm": "a", "decision_id": ' + b"9" * 5000 + b"}"])
+def test_resuming_over_any_unreadable_line_is_one_error_with_file_and_line(tmp_path, line):
+    """`run` and `sandbox run` resume through read_completed: a deep, non-UTF-8, non-object or
+    mistyped line is a RunError naming results.jsonl:2, never a RecursionError or TypeError."""
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b'{"arm": "a", "decision_id": "x"}\n' + line + b"\n")
+    with pytest.raises(RunError, match=r"results.jsonl:2: unreadable result line"):
+        read_completed(results)
+
+
+def test_a_run_json_that_is_not_a_manifest_is_refused(tmp_path):
+    (tmp_path / "run").mkdir()
+    for text in ("[" * 50_000 + "]" * 50_000, "[1]", '{"config": [1], "suite": "s"}'):
+        (tmp_path / "run" / "run.json").write_text(text)
+        with pytest.raises(WorkerTierError, match="run.json|refusing"):
+            prepare_run_dir(tmp_path / "run", {"config": {}, "suite": {"sha256": "aaa"}})
 
 
 def test_a_changed_config_or_suite_is_refused_with_what_changed(tmp_path):

@@ -17,6 +17,7 @@ from replay.sandbox.pack import (
     validate_pack,
 )
 from tests.replay.sandbox.shop import scenario
+from tests.support.cli import run_cli
 
 TOML = 'name = "shop"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\nworlds = "tests.replay.sandbox.shop"\n'
 
@@ -42,6 +43,18 @@ def test_every_problem_is_named_with_file_and_line(tmp_path: Path) -> None:
     for line, text in expected.items():
         assert any(p.startswith(f"{jsonl}:{line}: ") and text in p for p in problems), (line, problems)
     assert not any(p.startswith(f"{jsonl}:1: ") for p in problems)
+
+
+def test_a_deep_or_undecodable_line_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    pack = write(tmp_path / "p", [scenario(), "[" * 50_000 + "]" * 50_000, scenario(id="s-3")])
+    with (pack / "scenarios.jsonl").open("ab") as handle:
+        handle.write(b'{"id": "\xff"}\n' + b"1" * 5000 + b"\n")
+    problems = {p.line: p.reason for p in validate_pack(pack)}
+    assert problems == {2: "invalid JSON: arrays and objects nest deeper than 64 levels",
+                        4: "not UTF-8 text (byte 8 of the line)", 5: problems[5]}
+    assert problems[5].startswith("invalid JSON: Exceeds the limit (4300 digits)")
+    result = run_cli("replay", "sandbox", "validate", str(pack), cwd=tmp_path)
+    assert "Traceback" not in result.stderr and result.returncode != 0 and "scenarios.jsonl:2:" in result.stdout + result.stderr
 
 
 def test_manifest_problems_name_the_toml(tmp_path: Path) -> None:
