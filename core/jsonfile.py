@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import accumulate
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -22,16 +23,20 @@ from pydantic import BaseModel, ValidationError
 from core.errors import WorkerTierError
 
 M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
 
-MAX_DEPTH = 64
-"""Arrays and objects nested deeper than this are refused (real records stay under 20)."""
+MAX_DEPTH = 100
+"""Arrays and objects nested deeper than this are refused (real records and requests, tool
+schemas included, stay far below; Python's own parser gives up near 1000)."""
 MAX_LINE_BYTES = 16 * 2**20
 """The longest line of a JSONL file (a decision with its whole conversation stays well under)."""
 MAX_FILE_BYTES = 64 * 2**20
 """The largest single-document JSON file (run.json, evidence and verdict files)."""
 
-# A JSON string (escapes included), or one bracket: brackets inside strings do not nest.
-_TOKEN = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', re.S)
+# A JSON string (escapes included): brackets inside strings do not nest.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _CHUNK = 1 << 20
 
 
@@ -40,11 +45,11 @@ class JsonFileError(WorkerTierError, ValueError):
 
 
 @dataclass(frozen=True)
-class JsonLine(Generic[M]):
+class JsonLine(Generic[T]):
     """One non-blank line of a JSONL file: its value, or every reason it is not one."""
 
     number: int
-    value: M | None
+    value: T | None
     problems: tuple[str, ...] = ()
 
 
@@ -53,16 +58,8 @@ def too_deep(text: str) -> bool:
     do not count); a linear scan, done before parsing so the parser never recurses that deep."""
     if text.count("[") + text.count("{") <= MAX_DEPTH:
         return False
-    depth = 0
-    for token in _TOKEN.finditer(text):
-        mark = token.group()
-        if mark in "[{":
-            depth += 1
-            if depth > MAX_DEPTH:
-                return True
-        elif mark in "]}":
-            depth -= 1
-    return False
+    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, skeleton)), default=0) > MAX_DEPTH
 
 
 def parse_problem(data: str | bytes) -> tuple[Any, str | None]:
@@ -160,7 +157,7 @@ def read_lines(path: Path) -> Iterator[tuple[int, str | None, str | None]]:
                 yield number, None, f"not UTF-8 text (byte {exc.start} of the line)"
 
 
-def read_jsonl_values(path: Path, what: str = "a line") -> Iterator[JsonLine[Any]]:
+def read_jsonl_values(path: Path, what: str = "a line") -> Iterator[JsonLine[dict[str, Any]]]:
     """Each non-blank line of a JSONL file as a parsed JSON object, or its problem (`what` names
     what a line holds, for the message when it is no object)."""
     for number, text, problem in read_lines(path):

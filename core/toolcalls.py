@@ -48,6 +48,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.jsonfile import parse_problem, too_deep
 from core.keyset import ArgumentsError, decode_arguments, sorted_key_set
 from core.records import ParsedResponse, ParseOutcome, ToolCall
 
@@ -501,7 +502,10 @@ def _coerce(text: str, kind: str) -> Any:
         return True if word in ("true", "1") else False if word in ("false", "0") else _NOT
     decoded = _json_or_none(text, _NOT)
     if decoded is _NOT:
-        # Older vLLM qwen3_coder parsers also read a Python literal (`{'a': 1}`) here.
+        # Older vLLM qwen3_coder parsers also read a Python literal (`{'a': 1}`) here; as deep
+        # as JSON may nest at most (quoted brackets count: a deep-looking literal stays text).
+        if too_deep(text):
+            return _NOT
         try:
             literal = ast.literal_eval(text)
         except _DECODE_ERRORS:
@@ -511,11 +515,8 @@ def _coerce(text: str, kind: str) -> Any:
 
 
 def _json_or_none(text: str, otherwise: Any) -> Any:
-    try:
-        value = json.loads(text)
-    except _DECODE_ERRORS:
-        return otherwise
-    return value if _is_json(value) else otherwise
+    value, problem = parse_problem(text)
+    return otherwise if problem is not None or not _is_json(value) else value
 
 
 def _is_json(value: Any) -> bool:

@@ -132,17 +132,18 @@ def read_transcript(path: Path) -> Transcript:
     bad = next((line for line in lines if line.value is None), None)
     if bad is not None:
         raise TranscriptError(f"{path}:{bad.number}: {'; '.join(bad.problems)}")
+    (header_line, header_data), *rest = [(line.number, line.value) for line in lines if line.value is not None]
     try:
-        header = TranscriptHeader.model_validate(lines[0].value)
+        header = TranscriptHeader.model_validate(header_data)
     except ValidationError as exc:
-        raise TranscriptError(_schema_error(path, lines[0].number, "header", exc)) from exc
-    messages = []
-    for line in lines[1:]:
+        raise TranscriptError(_schema_error(path, header_line, "header", exc)) from exc
+    messages: list[dict[str, Any]] = []
+    for number, data in rest:
         try:
-            TranscriptMessage.model_validate(line.value)
+            TranscriptMessage.model_validate(data)
         except ValidationError as exc:
-            raise TranscriptError(_schema_error(path, line.number, "message", exc)) from exc
-        messages.append(line.value)
+            raise TranscriptError(_schema_error(path, number, "message", exc)) from exc
+        messages.append(data)
     return Transcript(header, tuple(messages), str(path))
 
 

@@ -34,13 +34,13 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
-from core.jsonfile import read_jsonl_values
+from core.jsonfile import read_jsonl_values, schema_errors
 from core.records import Strict
 from replay.errors import ReplayError
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.scenario import Call, EndedBy, Scenario, Trajectory, Turn
 from replay.sandbox.world import JSON, Episode, World, state_hash
-from replay.suite import Manifest, SuiteProblem, read_manifest, schema_errors, write_frozen_block
+from replay.suite import Manifest, SuiteProblem, read_manifest, write_frozen_block
 
 PACK_TOML = "pack.toml"
 SCENARIOS_JSONL = "scenarios.jsonl"

@@ -54,17 +54,17 @@ def test_what_python_raises_besides_json_errors_is_one_typed_error(data: str | b
 
 
 def test_every_bad_line_is_named_and_the_others_still_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(jsonfile, "MAX_LINE_BYTES", 150)
+    monkeypatch.setattr(jsonfile, "MAX_LINE_BYTES", 250)
     path = tmp_path / "rows.jsonl"
-    path.write_bytes(b'{"id": "a"}\n\n' + b'{"id": "' + b"x" * 200 + b'"}\n' + b'{"id": "\xff"}\n' + b"[" * 70 + b"]" * 70
+    path.write_bytes(b'{"id": "a"}\n\n' + b'{"id": "' + b"x" * 300 + b'"}\n' + b'{"id": "\xff"}\n' + b"[" * 101 + b"]" * 101
                      + b'\n[1]\n{"id": 3}\n{"id": "b", "n": 2}')
     lines = list(read_jsonl(path, Row, "a row"))
     assert [(line.number, line.value) for line in lines if line.value] == [(1, Row(id="a")), (8, Row(id="b", n=2))]
     problems = {line.number: line.problems[0] for line in lines if line.value is None}
-    assert problems == {3: "line longer than 150 bytes", 4: "not UTF-8 text (byte 8 of the line)",
+    assert problems == {3: "line longer than 250 bytes", 4: "not UTF-8 text (byte 8 of the line)",
                         5: f"invalid JSON: arrays and objects nest deeper than {MAX_DEPTH} levels",
                         6: "a row must be a JSON object", 7: "field id: Input should be a valid string"}
-    with pytest.raises(JsonFileError, match=r"rows.jsonl:3: line longer than 150 bytes"):
+    with pytest.raises(JsonFileError, match=r"rows.jsonl:3: line longer than 250 bytes"):
         read_jsonl_strict(path, Row)
 
 

@@ -50,11 +50,24 @@ def test_a_deep_or_undecodable_line_is_a_problem_not_a_traceback(tmp_path: Path)
     with (pack / "scenarios.jsonl").open("ab") as handle:
         handle.write(b'{"id": "\xff"}\n' + b"1" * 5000 + b"\n")
     problems = {p.line: p.reason for p in validate_pack(pack)}
-    assert problems == {2: "invalid JSON: arrays and objects nest deeper than 64 levels",
+    assert problems == {2: "invalid JSON: arrays and objects nest deeper than 100 levels",
                         4: "not UTF-8 text (byte 8 of the line)", 5: problems[5]}
     assert problems[5].startswith("invalid JSON: Exceeds the limit (4300 digits)")
     result = run_cli("replay", "sandbox", "validate", str(pack), cwd=tmp_path)
     assert "Traceback" not in result.stderr and result.returncode != 0 and "scenarios.jsonl:2:" in result.stdout + result.stderr
+
+
+def test_a_claim_pattern_runs_in_linear_time_and_one_re2_cannot_compile_is_refused(tmp_path: Path) -> None:
+    evil = {"id": "evil", "pattern": "^(a+)+$", "requires": {"tool": "hold"}}
+    pack = write(tmp_path / "p", [scenario(claims=[evil], oracle_answer="a" * 34 + "!")])
+    assert validate_pack(pack) == []
+    # Python's re would take about 2**34 steps on this answer; `sandbox check` must simply answer.
+    result = run_cli("replay", "sandbox", "check", str(pack), cwd=tmp_path)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    backref = write(tmp_path / "q", [scenario(claims=[{**evil, "pattern": r"(a)\1"}])])
+    assert [(p.line, p.reason.split(":")[0]) for p in validate_pack(backref)] == [
+        (1, "field claims.0.pattern")]
+    assert "does not compile in RE2" in validate_pack(backref)[0].reason
 
 
 def test_manifest_problems_name_the_toml(tmp_path: Path) -> None:
