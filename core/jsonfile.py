@@ -208,3 +208,18 @@ def cut_torn_tail(path: Path) -> None:
             position = start
         if position < end:
             handle.truncate(position)
+
+
+def value_too_deep(value: Any) -> bool:
+    """Whether lists and dicts in an already parsed value (a TOML file's) nest deeper than
+    `MAX_DEPTH`; iterative, so the check itself never recurses."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth >= MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False

@@ -9,32 +9,60 @@ from __future__ import annotations
 import re
 import tomllib
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from core.errors import WorkerTierError
+from core.jsonfile import MAX_DEPTH, value_too_deep
 
 Model = TypeVar("Model", bound=BaseModel)
+MAX_TOML_BYTES = 4 * 2**20
+"""The largest TOML file read (configs, manifests, policies and key files are a few KB)."""
 
 
 class ConfigError(WorkerTierError, ValueError):
     """A config that cannot be used; the message names the file and the offending key."""
 
 
+def toml_problem(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """TOML bytes as a dict, or None and the reason they are not a readable TOML file: not UTF-8,
+    invalid, larger than `MAX_TOML_BYTES`, or nested deeper than JSON may be (`core.jsonfile`)."""
+    if len(data) > MAX_TOML_BYTES:
+        return None, f"larger than {MAX_TOML_BYTES} bytes"
+    try:
+        value = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start}): TOML files are UTF-8"
+    except tomllib.TOMLDecodeError as exc:
+        return None, f"invalid TOML: {exc}"
+    except RecursionError:
+        return None, "invalid TOML: arrays and tables nest too deeply to read"
+    except (ValueError, MemoryError) as exc:  # e.g. an integer of more than 4300 digits
+        return None, f"invalid TOML: {str(exc)[:200]}"
+    if value_too_deep(value):
+        return None, f"invalid TOML: arrays and tables nest deeper than {MAX_DEPTH} levels"
+    return value, None
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A TOML file (read at most `MAX_TOML_BYTES` + 1 bytes of it) as in `toml_problem`."""
+    try:
+        with path.open("rb") as handle:
+            return toml_problem(handle.read(MAX_TOML_BYTES + 1))
+    except OSError as exc:
+        return None, f"cannot be read: {exc.strerror or exc}"
+
+
 def load_toml(path: Path, model: type[Model], what: str) -> Model:
     """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-        raw = tomllib.loads(text)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from exc
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    raw, problem = read_toml(path)
+    if raw is None:
+        raise ConfigError(f"{path}: {problem}")
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(path, text, exc, what)) from exc
+        raise ConfigError(_describe(path, path.read_text(encoding="utf-8"), exc, what)) from exc
 
 
 def _describe(path: Path, text: str, exc: ValidationError, what: str) -> str:

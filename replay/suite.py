@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -36,6 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from core.jsonfile import parse_problem, read_jsonl_values, read_lines, schema_errors
 from core.names import excerpt
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
+from core.tomlfile import read_toml
 from replay.errors import ReplayError
 from replay.redact import residuals
 from replay.suite_checks import check_across, check_decision
@@ -277,10 +277,9 @@ def read_manifest(toml_path: Path, model: type[M]) -> tuple[M | None, list[Suite
     """A TOML manifest (a suite's or a pack's) as `model`, or the problems with it."""
     if not toml_path.is_file():
         return None, [SuiteProblem(str(toml_path), None, "missing")]
-    try:
-        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        return None, [SuiteProblem(str(toml_path), None, f"invalid TOML: {exc}")]
+    data, problem = read_toml(toml_path)
+    if data is None:
+        return None, [SuiteProblem(str(toml_path), None, problem or "unreadable")]
     try:
         return model.model_validate(data), []
     except ValidationError as exc:

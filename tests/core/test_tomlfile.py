@@ -33,3 +33,17 @@ def test_any_bytes_give_a_model_or_a_config_error(tmp_path: Path, data: bytes) -
         load_toml(path, Small, "config")
     except ConfigError as exc:
         assert str(exc).startswith(str(path))
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("name = " + "[" * 5000 + "]" * 5000, "nest too deeply to read"),
+    ("name = " + "[" * 101 + "]" * 101, "nest deeper than 100 levels"),
+    ("name = " + "{a = " * 3000 + "1" + "}" * 3000, "nest too deeply to read"),
+    ("count = 1" + "0" * 5000, "invalid TOML: Exceeds the limit"),
+])
+def test_deep_or_huge_values_are_a_config_error_not_a_traceback(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"deep\.toml: ") as error:
+        load_toml(path, Small, "config")
+    assert reason in str(error.value)

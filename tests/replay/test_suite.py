@@ -224,6 +224,12 @@ def test_suite_toml_problems(tmp_path: Path) -> None:
     assert validate_suite(tmp_path / "nowhere")[0].reason.startswith("not a suite directory")
 
 
+def test_a_deep_suite_toml_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    suite = write(tmp_path / "s", [record(1)], toml=TOML + "extra_strata = " + "[" * 5000 + "]" * 5000 + "\n")
+    assert [(p.line, p.reason) for p in validate_suite(suite)] == [
+        (None, "invalid TOML: arrays and tables nest too deeply to read")]
+
+
 def test_load_suite_raises_with_every_problem(tmp_path: Path) -> None:
     suite_dir = write(tmp_path / "s", ["{", "{"])
     with pytest.raises(SuiteError) as info:

@@ -271,7 +271,9 @@ def test_isolated_replay_regression_fails(tmp_path: Path) -> None:
     ("content", "reason"),
     [
         (None, "does not exist"),
-        ("{not json", "Invalid JSON"),
+        ("{not json", "invalid JSON"),
+        ('{"measure": ' + "[" * 50_000 + "]" * 50_000 + "}", "nest deeper than 100 levels"),
+        ("[1, 2]", "Input should be a valid dictionary"),
         (outcomes("task_completed", [BOTH]), "measures 'task_completed', this condition needs 'critical_failure'"),
         (outcomes("critical_failure", [BOTH], candidate="other"), "is for candidate 'other'"),
         ({"measure": "critical_failure", "items": []}, "has no items"),
