@@ -72,7 +72,7 @@ def parse_problem(data: str | bytes) -> tuple[Any, str | None]:
         except UnicodeDecodeError as exc:
             return None, f"not UTF-8 text (byte {exc.start})"
     if too_deep(data):
-        return None, f"invalid JSON: arrays and objects nest deeper than {MAX_DEPTH} levels"
+        return None, f"invalid JSON: arrays and objects are nested deeper than {MAX_DEPTH} levels"
     try:
         return json.loads(data), None
     except json.JSONDecodeError as exc:

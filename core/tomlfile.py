@@ -41,7 +41,7 @@ def toml_problem(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
     except (ValueError, MemoryError) as exc:  # e.g. an integer of more than 4300 digits
         return None, f"invalid TOML: {str(exc)[:200]}"
     if value_too_deep(value):
-        return None, f"invalid TOML: arrays and tables nest deeper than {MAX_DEPTH} levels"
+        return None, f"invalid TOML: arrays and tables are nested deeper than {MAX_DEPTH} levels"
     return value, None
 
 

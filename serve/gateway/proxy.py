@@ -40,6 +40,7 @@ from starlette.background import BackgroundTask
 from starlette.types import Receive, Scope, Send
 
 from core.capture import request_sha256
+from core.jsonfile import JsonFileError, loads_bounded, parse_problem
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.errors import GatewayError, error_body, unavailable
 from serve.gateway.registry import RequestRow
@@ -104,12 +105,9 @@ def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> N
 
 def parse_body(raw: bytes) -> dict[str, Any]:
     """The request body as a JSON object, else a 400 in OpenAI's shape."""
-    try:
-        body = json.loads(raw)
-    except ValueError as exc:
-        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
-    except RecursionError as exc:
-        raise GatewayError(400, "the request body is nested too deeply to read", "invalid_json") from exc
+    body, problem = parse_problem(raw)
+    if problem is not None:
+        raise GatewayError(400, f"the request body is not readable JSON: {problem}", "invalid_json")
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
     return body
@@ -219,11 +217,13 @@ async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse, s
 
 
 def _engine_message(raw: bytes) -> str:
-    try:
-        body = json.loads(raw)
-        return str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
-    except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
-        return raw.decode(errors="replace").strip()[:500] or "(empty body)"
+    body, _ = parse_problem(raw)
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = error.get("message") if isinstance(error, dict) else body.get("message")
+        if message is not None:
+            return str(message)[:500]
+    return raw.decode(errors="replace").strip()[:500] or "(empty body)"
 
 
 def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, raw: bytes) -> GatewayError:
@@ -240,9 +240,8 @@ def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, 
 
 def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answer]:
     try:
-        payload = json.loads(raw)
-        return payload, answer_of(call.endpoint, payload)
-    except (ValueError, BadAnswer, RecursionError) as exc:
+        return (payload := loads_bounded(raw, "the answer")), answer_of(call.endpoint, payload)
+    except (JsonFileError, BadAnswer) as exc:
         raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc!s:.300}",
                            "bad_upstream_response") from exc
 

@@ -34,7 +34,7 @@ class Row(BaseModel):
 def test_nesting_beyond_the_bound_is_refused_before_parsing() -> None:
     assert loads_bounded("[" * MAX_DEPTH + "]" * MAX_DEPTH, "x") is not None
     for text in (DEEP, '{"a":' * 5000 + "1" + "}" * 5000, "[" * (MAX_DEPTH + 1) + "]" * (MAX_DEPTH + 1)):
-        with pytest.raises(JsonFileError, match=rf"^here:7: invalid JSON: arrays and objects nest deeper than {MAX_DEPTH}"):
+        with pytest.raises(JsonFileError, match=rf"^here:7: invalid JSON: arrays and objects are nested deeper than {MAX_DEPTH}"):
             loads_bounded(text, "here:7")
     # brackets inside strings (escaped quotes included) are text, not nesting
     assert loads_bounded(json.dumps({"a": "[" * 1000 + '\\"' + "{" * 1000}), "x")["a"].startswith("[[[")
@@ -62,7 +62,7 @@ def test_every_bad_line_is_named_and_the_others_still_read(tmp_path: Path, monke
     assert [(line.number, line.value) for line in lines if line.value] == [(1, Row(id="a")), (8, Row(id="b", n=2))]
     problems = {line.number: line.problems[0] for line in lines if line.value is None}
     assert problems == {3: "line longer than 250 bytes", 4: "not UTF-8 text (byte 8 of the line)",
-                        5: f"invalid JSON: arrays and objects nest deeper than {MAX_DEPTH} levels",
+                        5: f"invalid JSON: arrays and objects are nested deeper than {MAX_DEPTH} levels",
                         6: "a row must be a JSON object", 7: "field id: Input should be a valid string"}
     with pytest.raises(JsonFileError, match=r"rows.jsonl:3: line longer than 250 bytes"):
         read_jsonl_strict(path, Row)

@@ -37,7 +37,7 @@ def test_any_bytes_give_a_model_or_a_config_error(tmp_path: Path, data: bytes) -
 
 @pytest.mark.parametrize(("text", "reason"), [
     ("name = " + "[" * 5000 + "]" * 5000, "nest too deeply to read"),
-    ("name = " + "[" * 101 + "]" * 101, "nest deeper than 100 levels"),
+    ("name = " + "[" * 101 + "]" * 101, "nested deeper than 100 levels"),
     ("name = " + "{a = " * 3000 + "1" + "}" * 3000, "nest too deeply to read"),
     ("count = 1" + "0" * 5000, "invalid TOML: Exceeds the limit"),
 ])

@@ -217,7 +217,7 @@ def test_one_unreadable_transcript_is_refused_and_the_build_goes_on(tmp_path, ca
     printed = capsys.readouterr().out
     assert "descriptors: 2 resolved (2 by request hash, 0 by message hashes only); refused: transcript unreadable 2" \
         in printed, printed
-    assert "deep.jsonl:7: invalid JSON: arrays and objects nest deeper than 100 levels" in printed, printed
+    assert "deep.jsonl:7: invalid JSON: arrays and objects are nested deeper than 100 levels" in printed, printed
     assert len(load_suite(out).decisions) == 2
 
 

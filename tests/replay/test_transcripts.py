@@ -51,7 +51,7 @@ def test_missing_sessions_and_ids_that_are_no_file_names(tmp_path):
     ([HEADER, {"content": "no role"}], ":2:", "invalid message: role"),
     ([HEADER, {"role": "user"}, {"role": "assistant", "tool_calls": "c1"}], ":3:", "invalid message: tool_calls"),
     ([HEADER, "[1, 2]"], ":2:", "must be a JSON object"),
-    ([HEADER, "[" * 50_000 + "]" * 50_000], ":2:", "nest deeper than 100 levels"),
+    ([HEADER, "[" * 50_000 + "]" * 50_000], ":2:", "nested deeper than 100 levels"),
     ([HEADER, '{"role": "user", "content": ' + "7" * 5000 + "}"], ":2:", "invalid JSON: Exceeds the limit"),
 ])
 def test_errors_name_the_file_and_line(tmp_path, lines, where, what):

@@ -272,7 +272,7 @@ def test_isolated_replay_regression_fails(tmp_path: Path) -> None:
     [
         (None, "does not exist"),
         ("{not json", "invalid JSON"),
-        ('{"measure": ' + "[" * 50_000 + "]" * 50_000 + "}", "nest deeper than 100 levels"),
+        ('{"measure": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested deeper than 100 levels"),
         ("[1, 2]", "Input should be a valid dictionary"),
         (outcomes("task_completed", [BOTH]), "measures 'task_completed', this condition needs 'critical_failure'"),
         (outcomes("critical_failure", [BOTH], candidate="other"), "is for candidate 'other'"),

@@ -50,7 +50,7 @@ def test_a_deep_or_undecodable_line_is_a_problem_not_a_traceback(tmp_path: Path)
     with (pack / "scenarios.jsonl").open("ab") as handle:
         handle.write(b'{"id": "\xff"}\n' + b"1" * 5000 + b"\n")
     problems = {p.line: p.reason for p in validate_pack(pack)}
-    assert problems == {2: "invalid JSON: arrays and objects nest deeper than 100 levels",
+    assert problems == {2: "invalid JSON: arrays and objects are nested deeper than 100 levels",
                         4: "not UTF-8 text (byte 8 of the line)", 5: problems[5]}
     assert problems[5].startswith("invalid JSON: Exceeds the limit (4300 digits)")
     result = run_cli("replay", "sandbox", "validate", str(pack), cwd=tmp_path)
