@@ -19,7 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from core.guard import Kind
+from core.jsonfile import parse_problem, schema_errors
 from core.sqlitedb import StoreError, open_wal, transaction
 
 
@@ -165,14 +168,35 @@ def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedD
         raise StoreError(f"{path}: cannot read this capture store: {exc}") from exc
     cut = parse_instant(since) if since else None
     decisions = []
-    known = {f.name for f in fields(CapturedDecision)}
     for row in rows:
-        values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
-        for column in _JSON_COLUMNS:
-            values[column] = None if values[column] is None else json.loads(values[column])
-        if cut is None or parse_instant(values["captured_at"]) >= cut:
-            decisions.append(CapturedDecision(**values))
+        decision = _decision_of(path, row)
+        if cut is None or parse_instant(decision.captured_at) >= cut:
+            decisions.append(decision)
     return decisions
+
+
+_ROW = TypeAdapter(CapturedDecision)
+
+
+def _decision_of(path: Path | str, row: sqlite3.Row) -> CapturedDecision:
+    """One stored row as a decision; a row the gateway cannot have written is a `StoreError`
+    naming the file and the row (the store is a file a user hands over)."""
+    where = f"{path}: decisions row {row['seq'] if 'seq' in row.keys() else '?'}"  # noqa: SIM118
+    known = {f.name for f in fields(CapturedDecision)}
+    values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
+    for column in _JSON_COLUMNS:
+        if isinstance(values.get(column), str | bytes):
+            values[column], problem = parse_problem(values[column])
+            if problem is not None:
+                raise StoreError(f"{where}: {column}: {problem}")
+    try:
+        decision = _ROW.validate_python(values)
+        parse_instant(decision.captured_at)
+    except ValidationError as exc:
+        raise StoreError(f"{where}: {'; '.join(schema_errors(exc))}") from exc
+    except ValueError as exc:
+        raise StoreError(f"{where}: captured_at: not an ISO time") from exc
+    return decision
 
 
 def parse_instant(value: str) -> datetime:
