@@ -6,6 +6,7 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from core.errors import WorkerTierError
 from core.records import Decision
@@ -21,6 +22,7 @@ from replay.runner import (
     request_body,
     result_record,
 )
+from tests.support.hostile import hostile_bytes
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
          for n in ("list_invoices", "search_invoices")]
@@ -168,3 +170,16 @@ def test_text_tool_calls_are_typed_by_the_decisions_tool_schema():
     record = result_record(item(0, d), Outcome(body, None, attempts=1, latency_s=0.1))
     assert record.parsed.first is not None and record.parsed.first.key_set == ["filter", "filter.customer_id"]
     assert record.score.joint_correct is True
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([b'{"arm": "a", "decision_id": "x"}', b'{"arm": "a", "decision_id": "y"}']))
+def test_resuming_over_any_bytes_is_a_plan_or_one_error_with_file_and_line(tmp_path, data: bytes) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(data)
+    try:
+        done = read_completed(results)
+    except RunError as exc:
+        assert str(exc).startswith(f"{results}:")
+    else:
+        assert all(isinstance(arm, str) and isinstance(key, str) for arm, key in done)

@@ -21,6 +21,7 @@ from replay.suite import (
     suite_stats,
     validate_suite,
 )
+from tests.support.hostile import hostile_bytes
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
@@ -398,3 +399,16 @@ def test_a_planted_value_in_any_field_fails_the_check_and_freeze_refuses(tmp_pat
 def check_decision_ok(factory: pytest.TempPathFactory, line: dict[str, Any]) -> bool:
     suite_dir = write(factory.mktemp("ok"), [line])
     return validate_suite(suite_dir) == [] and check_privacy(suite_dir) == []
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(decisions=hostile_bytes([json.dumps(record(1)).encode(), json.dumps(record(2, "known_failure")).encode()]),
+       manifest=hostile_bytes([TOML.encode(), b"extra_strata = [1]", b"[frozen]"]))
+def test_any_bytes_are_a_suite_or_problems_naming_file_and_line(tmp_path: Path, decisions: bytes,
+                                                                manifest: bytes) -> None:
+    suite = tmp_path / "any"
+    suite.mkdir(exist_ok=True)
+    (suite / "decisions.jsonl").write_bytes(decisions)
+    (suite / "suite.toml").write_bytes(manifest)
+    for problem in validate_suite(suite) + check_privacy(suite):
+        assert problem.file.startswith(str(suite))

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from replay.transcripts import TranscriptDir, TranscriptError, TranscriptHeader, read_transcript, transcript_lines
+from tests.support.hostile import hostile_bytes
 
 HEADER = {"workspace": "ws-a", "session": "s-1", "tools": [], "tool_choice": "auto"}
 
@@ -68,3 +70,14 @@ def test_the_header_must_name_its_own_file(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
     with pytest.raises(TranscriptError, match="empty"):
         read_transcript(tmp_path / "empty.jsonl")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([json.dumps(HEADER).encode(), b'{"role": "user", "content": "hi"}']))
+def test_any_bytes_are_a_transcript_or_one_error_naming_the_file(tmp_path, data: bytes) -> None:
+    path = tmp_path / "any.jsonl"
+    path.write_bytes(data)
+    try:
+        read_transcript(path)
+    except TranscriptError as exc:
+        assert str(exc).startswith(str(path))

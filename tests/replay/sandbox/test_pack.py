@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from replay.sandbox.pack import (
     PackError,
@@ -18,6 +19,7 @@ from replay.sandbox.pack import (
 )
 from tests.replay.sandbox.shop import scenario
 from tests.support.cli import run_cli
+from tests.support.hostile import hostile_bytes
 
 TOML = 'name = "shop"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\nworlds = "tests.replay.sandbox.shop"\n'
 
@@ -106,3 +108,15 @@ def test_check_proves_oracle_and_broken_on_the_same_state(tmp_path: Path) -> Non
     assert results["shop-1"].broken.critical_hits == ["no-b"] and results["shop-1"].broken.unsupported_completion
     assert results["weak"].oracle_passes and not results["weak"].broken_fails  # a broken variant that does not fail
     assert pack_stats(pack)["policy_families"] == {"test": 2}
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenarios=hostile_bytes([json.dumps(scenario()).encode()]), manifest=hostile_bytes([TOML.encode()]))
+def test_any_bytes_are_a_pack_or_problems_naming_file_and_line(tmp_path: Path, scenarios: bytes,
+                                                               manifest: bytes) -> None:
+    pack = tmp_path / "any"
+    pack.mkdir(exist_ok=True)
+    (pack / "scenarios.jsonl").write_bytes(scenarios)
+    (pack / "pack.toml").write_bytes(manifest)
+    for problem in validate_pack(pack):
+        assert problem.file.startswith(str(pack))
