@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.jsonfile import parse_problem
+
 TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE")
 PSEUDONYM = re.compile(r"<(?:" + "|".join(TYPES) + r")_[0-9a-f]{8}>")
 
@@ -212,10 +214,7 @@ class Pseudonymizer:
     def _string(self, text: str) -> str:
         stripped = text.strip()
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
-            try:
-                decoded = json.loads(text)
-            except json.JSONDecodeError:
-                decoded = None
+            decoded, _ = parse_problem(text)  # too deep or unreadable: searched as text
             if isinstance(decoded, (dict, list)):
                 redacted = self.value(decoded)
                 return text if redacted == decoded else json.dumps(redacted, ensure_ascii=False)

@@ -15,8 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from core.jsonfile import JsonFileError, read_json
 from serve.gateway.config import load_gateway_config
 from serve.trials.policy import TrialError
 
@@ -77,9 +78,9 @@ def _run(args: argparse.Namespace) -> int:
         status = _call(args, "POST", f"/{args.id}/abort", {"reason": args.reason})
     elif action == "gate":
         try:
-            verdict = VerdictFile.model_validate_json(args.verdict.read_bytes())
-        except (OSError, ValidationError) as exc:
-            raise TrialError(f"{args.verdict}: not a gate verdict: {exc}") from exc
+            verdict = read_json(args.verdict, VerdictFile)
+        except JsonFileError as exc:
+            raise TrialError(f"not a gate verdict: {exc}") from exc
         passed = sum(c.get("status") == "pass" for c in verdict.conditions)
         summary = f"{verdict.policy}: {passed}/{len(verdict.conditions)} conditions passed ({args.verdict})"
         status = _call(args, "POST", f"/{args.id}/gate",

@@ -66,6 +66,13 @@ def test_pseudonyms_are_typed_keyed_stable_and_tenant_scoped():
     assert a1.counts == {"EMAIL": 3, "PHONE": 1} and a1.text(out) == out  # pseudonyms are never redacted again
 
 
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "[" + "1" * 5000 + "]", f"[{'[' * 200}\"{PLANTED['EMAIL']}\"]"])
+def test_a_string_that_only_looks_like_json_is_redacted_as_text(text):
+    """A message's content can be any string: too deep or unreadable JSON is searched as text, never a crash."""
+    redacted = Pseudonymizer(KEY_A).value({"content": text})["content"]
+    assert PLANTED["EMAIL"] not in redacted
+
+
 def test_a_json_string_argument_is_redacted_inside_with_its_keys_kept():
     p = Pseudonymizer(KEY_A)
     arguments = json.dumps({"to": PLANTED["EMAIL"], "cc": [PLANTED["EMAIL"]], "body": "hi", "n": 4111111111111111})
