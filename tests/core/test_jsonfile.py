@@ -106,3 +106,17 @@ def test_any_bytes_are_a_value_or_a_problem_per_line(tmp_path: Path, data: bytes
         loads_bounded(data, "any")
     except JsonFileError as exc:
         assert str(exc).startswith("any: ")
+
+
+@given(depth=st.integers(0, 2 * MAX_DEPTH), noise=st.text(alphabet='[]{}"\\', max_size=10),
+       kind=st.sampled_from(["list", "dict"]))
+def test_the_depth_bound_is_exact_and_ignores_brackets_in_strings(depth: int, noise: str, kind: str) -> None:
+    value: object = noise
+    for _ in range(depth):
+        value = [value] if kind == "list" else {noise: value}
+    text = json.dumps(value)
+    if depth > MAX_DEPTH:
+        with pytest.raises(JsonFileError, match="nested deeper"):
+            loads_bounded(text, "x")
+    else:
+        assert loads_bounded(text, "x") == value
