@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from core.keyset import key_set
 from replay.redact import PSEUDONYM, Pseudonymizer, find, iban_valid, luhn, residuals
+from tests.support.cli import ROOT
 
 KEY_A, KEY_B = b"a" * 32, b"b" * 32
 # one planted value of each type (all check-digit valid), and how it is typed
@@ -128,3 +131,13 @@ def test_residuals_give_the_json_path_and_type_never_the_value():
                      ("$.failed_action.arguments.card", "CARD"),
                      (f'$.meta["{PLANTED["EMAIL"]}"] (key)', "EMAIL"), ('$.meta["x y"]', "SECRET")]
     assert PSEUDONYM.fullmatch(Pseudonymizer(KEY_A).text(PLANTED["IBAN"]))
+
+
+def test_a_long_run_of_digit_groups_is_searched_in_linear_time():
+    """A transcript line `1 1 1 …` once took cubic time in the card search (every pair of groups,
+    each re-read whole): the suite build never finished. Run in its own process so a regression
+    fails by the timeout instead of hanging the suite."""
+    program = "from replay.redact import find\nprint(len(find('1 ' * 10_000)) > 0)"
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.stdout.split() == ["True"], done.stderr
