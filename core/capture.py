@@ -19,8 +19,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pydantic import TypeAdapter, ValidationError
+
 from core.errors import WorkerTierError
 from core.guard import Kind
+from core.jsonfile import parse_problem, schema_errors
 from core.names import excerpt
 from core.sqlitedb import StoreError, connect_readonly, open_wal, transaction
 
@@ -181,33 +184,34 @@ def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedD
         db.close()
     decisions = []
     for row in rows:
-        try:
-            decision = _decision(row)
-        except (ValueError, TypeError, KeyError, RecursionError) as exc:
-            raise StoreError(f"{path}: decision {row['seq']}: not a captured decision "
-                             f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})") from None
+        decision = _decision_of(path, row)
         if cut is None or parse_instant(decision.captured_at) >= cut:
             decisions.append(decision)
     return decisions
 
 
-_KNOWN = frozenset(f.name for f in fields(CapturedDecision))
-_LIST_COLUMNS = ("message_hashes", "roles", "tools_offered", "chosen_keys")
+_ROW = TypeAdapter(CapturedDecision)
 
 
-def _decision(row: sqlite3.Row) -> CapturedDecision:
-    """One row as a decision; raises ValueError, TypeError or KeyError when it is not one."""
-    values = {k: row[k] for k in row.keys() if k in _KNOWN}  # noqa: SIM118 (sqlite3.Row iterates values)
+def _decision_of(path: Path | str, row: sqlite3.Row) -> CapturedDecision:
+    """One stored row as a decision; a row the gateway cannot have written is a `StoreError`
+    naming the file and the row (the store is a file a user hands over)."""
+    where = f"{path}: decisions row {row['seq'] if 'seq' in row.keys() else '?'}"  # noqa: SIM118
+    known = {f.name for f in fields(CapturedDecision)}
+    values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
     for column in _JSON_COLUMNS:
-        if column not in values:
-            raise KeyError(f"no column {column}")
-        if values[column] is not None:
-            values[column] = json.loads(values[column])
-            shape = list if column in _LIST_COLUMNS else dict
-            if not isinstance(values[column], shape):
-                raise ValueError(f"{column} is not a JSON {'list' if shape is list else 'object'}")
-    parse_instant(values.get("captured_at"))
-    return CapturedDecision(**values)
+        if isinstance(values.get(column), str | bytes):
+            values[column], problem = parse_problem(values[column])
+            if problem is not None:
+                raise StoreError(f"{where}: {column}: {problem}")
+    try:
+        decision = _ROW.validate_python(values)
+        parse_instant(decision.captured_at)
+    except ValidationError as exc:
+        raise StoreError(f"{where}: {'; '.join(schema_errors(exc))}") from exc
+    except TimeError as exc:
+        raise StoreError(f"{where}: captured_at: not an ISO time") from exc
+    return decision
 
 
 class TimeError(WorkerTierError, ValueError):

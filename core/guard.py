@@ -21,11 +21,13 @@ first that matches wins:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from core.jsonfile import parse_problem
+from core.patterns import Pattern, search
 
 Kind = Literal["ok", "empty_result", "failure_in_success_channel", "invalid_envelope", "failed", "blocked",
                "partial", "pending", "no_op"]
@@ -54,9 +56,9 @@ class GuardRules(BaseModel):
     partial_flags: tuple[str, ...] = ("truncated", "partial", "has_more", "incomplete")
     change_count_keys: tuple[str, ...] = ("changed", "updated", "modified", "affected", "deleted", "created")
     collection_keys: tuple[str, ...] = ("results", "items", "data", "records", "matches", "rows")
-    blocked_patterns: tuple[str, ...] = (r"permission", r"forbidden", r"not (?:allowed|authori[sz]ed|permitted)",
+    blocked_patterns: tuple[Pattern, ...] = (r"permission", r"forbidden", r"not (?:allowed|authori[sz]ed|permitted)",
                                          r"access denied", r"unauthori[sz]ed", r"\b40[13]\b", r"policy")
-    error_patterns: tuple[str, ...] = (r"^\s*error\b", r"\bexception\b", r"traceback", r"\bfailed\b",
+    error_patterns: tuple[Pattern, ...] = (r"^\s*error\b", r"\bexception\b", r"traceback", r"\bfailed\b",
                                        r"\bnot found\b", r"\binvalid\b")
     per_tool_expect_json: Mapping[str, bool] = Field(default_factory=dict)
 
@@ -75,9 +77,8 @@ def classify(content: Any, rules: GuardRules, tool: str | None = None) -> Kind:
     text = tool_text(content).strip()
     if not text:
         return "empty_result"
-    try:
-        value = json.loads(text)
-    except ValueError:
+    value, problem = parse_problem(text)
+    if problem is not None:
         return _classify_text(text, rules, rules.per_tool_expect_json.get(tool or "", rules.expect_json))
     if value in (None, [], {}, ""):
         return "empty_result"
@@ -87,7 +88,7 @@ def classify(content: Any, rules: GuardRules, tool: str | None = None) -> Kind:
 
 
 def _matches(text: str, patterns: Sequence[str]) -> bool:
-    return any(re.search(p, text, re.IGNORECASE) for p in patterns)
+    return any(search(p, text, ignore_case=True) for p in patterns)
 
 
 def _classify_text(text: str, rules: GuardRules, expect_json: bool) -> Kind:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from core.errors import WorkerTierError
+from core.jsonfile import parse_problem
 
 # A path step: a (unescaped) key, or LIST for "an element of the list".
 LIST = None
@@ -49,13 +50,11 @@ def decode_arguments(raw: Any) -> dict[str, Any]:
     """
     value = raw
     if isinstance(raw, (str, bytes, bytearray)):
-        text = raw.decode() if isinstance(raw, (bytes, bytearray)) else raw
-        if not text.strip():
+        if not raw.strip():
             return {}
-        try:
-            value = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ArgumentsError(f"arguments are not valid JSON: {exc}") from exc
+        value, problem = parse_problem(bytes(raw) if isinstance(raw, bytearray) else raw)
+        if problem is not None:
+            raise ArgumentsError(f"arguments are not valid JSON: {problem}")
     if not isinstance(value, dict):
         raise ArgumentsError(f"arguments must be a JSON object, got {_json_type(value)}")
     return value

@@ -1,7 +1,8 @@
 """Read a TOML file into a pydantic model, with errors that name the file, the line and the key.
 
-Every config of the project (engine, gateway, replay run) is read through `load_toml`, so a
-typo anywhere is reported the same way, before anything starts.
+Every config of the project (engine, gateway, replay run, policies, manifests, key files) is read
+through this module, so a typo anywhere is reported the same way, before anything starts; the
+file is read once, bounded, and only if it is a regular file (a FIFO is refused, never waited on).
 """
 
 from __future__ import annotations
@@ -11,66 +12,94 @@ import re
 import stat
 import tomllib
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from core.errors import WorkerTierError
+from core.jsonfile import MAX_DEPTH, value_too_deep
 from core.names import excerpt
 
 Model = TypeVar("Model", bound=BaseModel)
-
-
-MAX_TOML_BYTES = 4 * 1024 * 1024
-"""Configs and policies are a few KiB; a larger file is refused before it is parsed."""
+MAX_TOML_BYTES = 4 * 2**20
+"""The largest TOML file read (configs, manifests, policies and key files are a few KB)."""
 
 
 class ConfigError(WorkerTierError, ValueError):
     """A config that cannot be used; the message names the file and the offending key."""
 
 
-def read_regular(path: Path, limit: int) -> bytes:
-    """The bytes of a regular file of at most `limit` bytes, read once. A FIFO, a device or a
-    directory is refused without blocking (opened non-blocking, checked before any read). A path
-    no file can have (a NUL byte in it: one from an API body) is a ConfigError too."""
+def _regular_bytes(path: Path, limit: int) -> tuple[bytes | None, str | None]:
+    """The bytes of a regular file of at most `limit` bytes, or None and why not."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
-    except ValueError as exc:  # "embedded null byte"
-        raise ConfigError(f"{excerpt(str(path))}: not a file path ({exc})") from exc
+        return None, f"cannot be read: {exc.strerror or exc}"
+    except ValueError as exc:  # "embedded null byte": a path from an API body
+        return None, f"not a file path ({exc})"
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"{path}: not a regular file")
+            return None, "not a regular file"
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from exc
+        return None, f"cannot be read: {exc.strerror or exc}"
     finally:
         os.close(fd)
     if len(data) > limit:
-        raise ConfigError(f"{path}: larger than {limit} bytes")
+        return None, f"larger than {limit} bytes"
+    return data, None
+
+
+def read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes, read once. A FIFO, a device or a
+    directory is refused without blocking (opened non-blocking, checked before any read); so is a
+    path no file can have. Every refusal is a ConfigError naming the file."""
+    data, problem = _regular_bytes(path, limit)
+    if data is None:
+        raise ConfigError(f"{excerpt(str(path), 300)}: {problem}")
     return data
+
+
+def toml_problem(data: bytes) -> tuple[dict[str, Any] | None, str | None]:
+    """TOML bytes as a dict, or None and the reason they are not a readable TOML file: not UTF-8,
+    invalid, larger than `MAX_TOML_BYTES`, or nested deeper than JSON may be (`core.jsonfile`)."""
+    if len(data) > MAX_TOML_BYTES:
+        return None, f"larger than {MAX_TOML_BYTES} bytes"
+    try:
+        value = tomllib.loads(data.decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        return None, f"not UTF-8 text (byte {exc.start}): TOML files are UTF-8"
+    except tomllib.TOMLDecodeError as exc:
+        return None, f"invalid TOML: {exc}"
+    except RecursionError:
+        return None, "invalid TOML: arrays and tables nest too deeply to read"
+    except (ValueError, MemoryError) as exc:  # e.g. an integer of more than 4300 digits
+        return None, f"invalid TOML: {str(exc)[:200]}"
+    if value_too_deep(value):
+        return None, f"invalid TOML: arrays and tables are nested deeper than {MAX_DEPTH} levels"
+    return value, None
+
+
+def read_toml(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """A TOML file (a regular file of at most `MAX_TOML_BYTES`) as in `toml_problem`."""
+    data, problem = _regular_bytes(path, MAX_TOML_BYTES)
+    return (None, problem) if data is None else toml_problem(data)
 
 
 def parse_toml(data: bytes, path: Path, model: type[Model], what: str) -> Model:
     """Validate TOML bytes already read (so what is hashed is what is parsed); errors as `load_toml`'s."""
-    try:
-        text = data.decode("utf-8")
-        raw = tomllib.loads(text)
-    except UnicodeDecodeError as exc:
-        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}): TOML files are UTF-8") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: {exc}") from exc
+    raw, problem = toml_problem(data)
+    if raw is None:
+        raise ConfigError(f"{path}: {problem}")
     try:
         return model.model_validate(raw)
     except ValidationError as exc:
-        raise ConfigError(_describe(path, text, exc, what)) from exc
+        raise ConfigError(_describe(path, data.decode("utf-8"), exc, what)) from exc
 
 
 def load_toml(path: Path, model: type[Model], what: str) -> Model:
-    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line.
-    A FIFO or device is refused, never waited on."""
+    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
     return parse_toml(read_regular(path, MAX_TOML_BYTES), path, model, what)
 
 

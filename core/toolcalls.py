@@ -53,6 +53,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.jsonfile import parse_problem, too_deep
 from core.keyset import ArgumentsError, decode_arguments, sorted_key_set
 from core.records import ParsedResponse, ParseOutcome, ToolCall
 
@@ -553,7 +554,10 @@ def _coerce(text: str, kind: str) -> Any:
 
 
 def _python_literal(text: str) -> Any:
-    """A Python literal JSON can carry, or `_NOT`."""
+    """A Python literal JSON can carry, or `_NOT`; no deeper than JSON may nest (quoted brackets
+    count: a deep-looking literal stays text)."""
+    if too_deep(text):
+        return _NOT
     try:
         value = ast.literal_eval(text)
     except _DECODE_ERRORS:
@@ -562,11 +566,8 @@ def _python_literal(text: str) -> Any:
 
 
 def _json_or_none(text: str, otherwise: Any) -> Any:
-    try:
-        value = json.loads(text)
-    except _DECODE_ERRORS:
-        return otherwise
-    return value if _is_json(value) else otherwise
+    value, problem = parse_problem(text)
+    return otherwise if problem is not None or not _is_json(value) else value
 
 
 def _is_json(value: Any) -> bool:

@@ -26,6 +26,7 @@ from typing import Any
 
 from core.capture import read_decisions
 from core.errors import WorkerTierError
+from core.jsonfile import loads_bounded
 from demo.adapters import build_demo_adapters, cached_demo_dir
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.capture_suite import BuildReport, build_suite
@@ -133,7 +134,7 @@ def http_post(gateway_url: str) -> Post:
         request = urllib.request.Request(f"{gateway_url}/v1/chat/completions", data=json.dumps(body).encode(),
                                          headers={"Content-Type": "application/json", **headers}, method="POST")
         with urllib.request.urlopen(request, timeout=300) as resp:
-            message: dict[str, Any] = json.loads(resp.read())["choices"][0]["message"]
+            message: dict[str, Any] = loads_bounded(resp.read(), f"{gateway_url}: the answer")["choices"][0]["message"]
         return message
     return post
 

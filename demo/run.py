@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import WorkerTierError
+from core.jsonfile import loads_bounded
 from core.process import ServiceProcess, free_port
 from core.records import Decision, ResultRecord
 from demo.adapters import build_demo_adapters
@@ -205,9 +206,9 @@ def admin(base_url: str, token: str, method: str, path: str, body: dict[str, Any
                                      headers={"Authorization": f"Bearer {token}", "Content-Type": "application/json"})
     try:
         with urllib.request.urlopen(request, timeout=300) as resp:
-            return resp.status, json.loads(resp.read() or b"null")
+            return resp.status, loads_bounded(resp.read() or b"null", f"{base_url}{path}")
     except urllib.error.HTTPError as err:
-        return err.code, json.loads(err.read() or b"null")
+        return err.code, loads_bounded(err.read() or b"null", f"{base_url}{path}")
 
 
 def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -> dict[str, str]:

@@ -29,7 +29,6 @@ import os
 import re
 import shutil
 import tempfile
-import tomllib
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +40,7 @@ from core.capture import CapturedDecision, read_decisions, session_key
 from core.guard import FAILURES
 from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
+from core.tomlfile import read_toml
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.redact import PSEUDONYM, Pseudonymizer
 from replay.resolve import NO_KEY, Refusal, Verify, resolve
@@ -259,11 +259,10 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
 def _check_target_dir(out: Path) -> None:
     manifest = out / SUITE_TOML
     if manifest.is_file():
-        try:
-            frozen = "frozen" in tomllib.loads(manifest.read_text(encoding="utf-8"))
-        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-            raise SuiteError(f"refusing to write into {out}: {manifest} is unreadable ({exc})", []) from exc
-        if frozen:
+        data, problem = read_toml(manifest)
+        if data is None:
+            raise SuiteError(f"refusing to write into {out}: {manifest} is unreadable ({problem})", [])
+        if "frozen" in data:
             raise SuiteError(f"refusing to write into {out}: it is a frozen suite version, and a frozen suite is "
                              "immutable; build into a new directory with the next version", [
                                  SuiteProblem(str(manifest), None, "frozen")])

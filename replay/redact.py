@@ -35,6 +35,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.jsonfile import parse_problem
+
 TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE")
 PSEUDONYM = re.compile(r"<(?:" + "|".join(TYPES) + r")_[0-9a-f]{8}>")
 
@@ -112,12 +114,14 @@ def _ibans(text: str) -> Iterator[tuple[int, int]]:
 
 def _cards(text: str) -> Iterator[tuple[int, int]]:
     """Runs of digit groups; within a run, the longest Luhn-valid span of whole groups from each
-    group on (a run may start with a number that is not part of the card: `no. 7 4111 1111 …`)."""
+    group on (a run may start with a number that is not part of the card: `no. 7 4111 1111 …`).
+    A card has at most 19 digits, so at most 19 groups from each one are tried: a run of
+    thousands of groups (`1 1 1 …`) costs linear time, not cubic."""
     for m in _CARD.finditer(text):
         groups = [(m.start() + g.start(), m.start() + g.end()) for g in re.finditer(r"\d+", m.group())]
         i = 0
         while i < len(groups):
-            for j in range(len(groups) - 1, i - 1, -1):
+            for j in range(min(len(groups) - 1, i + 18), i - 1, -1):
                 digits = re.sub(r"\D", "", text[groups[i][0]:groups[j][1]])
                 if 13 <= len(digits) <= 19 and luhn(digits):
                     yield groups[i][0], groups[j][1]
@@ -212,10 +216,7 @@ class Pseudonymizer:
     def _string(self, text: str) -> str:
         stripped = text.strip()
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
-            try:
-                decoded = json.loads(text)
-            except json.JSONDecodeError:
-                decoded = None
+            decoded, _ = parse_problem(text)  # too deep or unreadable: searched as text
             if isinstance(decoded, (dict, list)):
                 redacted = self.value(decoded)
                 return text if redacted == decoded else json.dumps(redacted, ensure_ascii=False)

@@ -16,6 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from core.jsonfile import JsonFileError, cut_torn_tail, read_json_value, read_jsonl_values
 from core.names import excerpt
 from replay.errors import ReplayError
 
@@ -56,9 +57,11 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        data = json.loads(path.read_bytes().decode("utf-8"))
+        data = read_json_value(path)
         _RunJson.model_validate(data)
-    except (ValueError, RecursionError) as exc:  # UnicodeDecodeError, JSONDecodeError, ValidationError
+    except JsonFileError as exc:
+        raise RunError(f"{exc}; use another --out, or restore the file") from None
+    except ValueError as exc:  # ValidationError: not an object, or a part of the wrong shape
         raise RunError(f"{path}: not a run's run.json ({excerpt(str(exc).splitlines()[0])}); "
                        "use another --out, or restore the file") from None
     assert isinstance(data, dict)
@@ -91,31 +94,31 @@ def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 
 def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
-    config = {k: v for k, v in (manifest.get("config") or {}).items() if k != "endpoint"}
-    return _flatten({"config": config, "suite.sha256": manifest.get("suite", {}).get("sha256"),
-                     "pack.sha256": manifest.get("pack", {}).get("sha256"),
+    config = {k: v for k, v in _object(manifest.get("config")).items() if k != "endpoint"}
+    return _flatten({"config": config, "suite.sha256": _object(manifest.get("suite")).get("sha256"),
+                     "pack.sha256": _object(manifest.get("pack")).get("sha256"),
                      "endpoint_kind": manifest.get("endpoint_kind")})
+
+
+def _object(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else empty (a hand-edited run.json differs, never crashes)."""
+    return value if isinstance(value, dict) else {}
 
 
 def read_completed(results_path: Path, key: str = "decision_id") -> set[tuple[str, str]]:
     """(arm, `key`) pairs already recorded. A torn last line (killed mid-write) is cut off."""
     if not results_path.exists():
         return set()
-    data = results_path.read_bytes()
-    keep = data.rfind(b"\n") + 1
-    if keep < len(data):
-        with results_path.open("r+b") as fh:
-            fh.truncate(keep)
+    cut_torn_tail(results_path)
     done: set[tuple[str, str]] = set()
-    for number, line in enumerate(data[:keep].splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            done.add((row["arm"], row[key]))
-        except (ValueError, KeyError, TypeError, RecursionError) as exc:  # not UTF-8 JSON, or not a result object
-            raise RunError(f"{results_path}:{number}: unreadable result line ({excerpt(str(exc))}); "
-                           "fix or move the file") from None
+    for line in read_jsonl_values(results_path, "a result"):
+        row = line.value
+        problem = "; ".join(line.problems)
+        if row is not None and not (isinstance(row.get("arm"), str) and isinstance(row.get(key), str)):
+            row, problem = None, f"no string 'arm' and {key!r}"
+        if row is None:
+            raise RunError(f"{results_path}:{line.number}: unreadable result line ({problem}); fix or move the file")
+        done.add((row["arm"], row[key]))
     return done
 
 

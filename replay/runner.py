@@ -26,6 +26,8 @@ from typing import Any
 
 import aiohttp
 
+from core.jsonfile import parse_problem
+from core.names import excerpt
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
@@ -232,11 +234,11 @@ async def send_chat(session: aiohttp.ClientSession, url: str, body: dict[str, An
                 if 300 <= resp.status < 400:
                     return Outcome(None, _redirect_error(resp), attempt, time.monotonic() - started)
                 if resp.status == 200:
-                    try:
-                        return Outcome(json.loads(text), None, attempt, time.monotonic() - started,
+                    payload, problem = parse_problem(text)
+                    if problem is None:
+                        return Outcome(payload, None, attempt, time.monotonic() - started,
                                        resp.headers.get("X-Worker-Adapter"))
-                    except json.JSONDecodeError:
-                        error = f"malformed JSON body from endpoint: {text[:200]!r}"
+                    error = f"malformed JSON body from endpoint ({problem}): {excerpt(text, 200)}"
                 else:
                     error = f"HTTP {resp.status}: {text[:300]}"
                     if resp.status not in RETRYABLE_STATUS:

@@ -23,9 +23,7 @@ the next version (a new directory). `freeze_suite` is the only function that wri
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import tomllib
 from collections import Counter
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
@@ -34,7 +32,10 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.jsonfile import parse_problem, read_jsonl_values, read_lines, schema_errors
+from core.names import excerpt
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
+from core.tomlfile import read_toml
 from replay.errors import ReplayError
 from replay.redact import residuals
 from replay.suite_checks import check_across, check_decision
@@ -104,8 +105,9 @@ class Suite:
 
 
 def decisions_sha256(suite_dir: Path | str) -> str:
-    """The sha256 of `decisions.jsonl`, as the frozen manifest records it."""
-    return hashlib.sha256((Path(suite_dir) / DECISIONS_JSONL).read_bytes()).hexdigest()
+    """The sha256 of `decisions.jsonl`, as the frozen manifest records it (read in chunks)."""
+    with (Path(suite_dir) / DECISIONS_JSONL).open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def validate_suite(suite_dir: Path | str) -> list[SuiteProblem]:
@@ -129,20 +131,16 @@ def check_privacy(suite_dir: Path | str) -> list[SuiteProblem]:
     path = Path(suite_dir) / DECISIONS_JSONL
     if not path.is_file():
         return [SuiteProblem(str(path), None, "missing")]
-    content = path.read_bytes()
-    try:
-        text = content.decode("utf-8")
-        problems = []
-    except UnicodeDecodeError as exc:  # still searched, with the bad bytes replaced
-        text = content.decode("utf-8", errors="replace")
-        problems = [SuiteProblem(str(path), None, f"not UTF-8 text (byte {exc.start})")]
-    for number, raw in enumerate(text.split("\n"), start=1):
-        try:
-            data = json.loads(raw) if raw.strip() else None
-        except json.JSONDecodeError:
+    problems = []
+    for number, raw, unreadable in read_lines(path):
+        if raw is None:
+            problems.append(SuiteProblem(str(path), number, f"not searched: {unreadable}"))
+            continue
+        data, _ = parse_problem(raw)
+        if data is None:
             data = raw  # not a decision (validate_suite says so); its text is still searched
         ident = data.get("id") if isinstance(data, dict) else None
-        problems += [SuiteProblem(str(path), number, f"decision {ident!r}: {r.kind} value at {r.path}")
+        problems += [SuiteProblem(str(path), number, f"decision {excerpt(ident)}: {r.kind} value at {r.path}")
                      for r in residuals(data)]
     return problems
 
@@ -243,25 +241,18 @@ def _read(path: Path) -> tuple[SuiteManifest | None, list[Decision], list[SuiteP
     problems += [SuiteProblem(str(toml_path), None, f"extra stratum {s!r} is built in") for s in extra
                  if s in BUILTIN_STRATA]
     parsed: list[tuple[int, Decision]] = []
-    content = jsonl_path.read_bytes()
-    try:
-        text = content.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return manifest, [], [*problems, SuiteProblem(str(jsonl_path), None, f"not UTF-8: {exc}")]
     lines = 0
-    for number, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip():
-            continue
+    for line in read_jsonl_values(jsonl_path, "a decision"):
         lines += 1
-        decision, reasons = _read_line(raw, extra)
-        problems += [SuiteProblem(str(jsonl_path), number, r) for r in reasons]
+        decision, reasons = (None, list(line.problems)) if line.value is None else _read_decision(line.value, extra)
+        problems += [SuiteProblem(str(jsonl_path), line.number, r) for r in reasons]
         if decision is not None:
-            parsed.append((number, decision))
+            parsed.append((line.number, decision))
     if lines == 0:
         problems.append(SuiteProblem(str(jsonl_path), None, "no decisions"))
     problems += [SuiteProblem(str(jsonl_path), line, reason) for line, reason in check_across(parsed)]
     if manifest is not None and manifest.frozen is not None:
-        problems += _frozen_problems(manifest.frozen, toml_path, jsonl_path, hashlib.sha256(content).hexdigest(), lines)
+        problems += _frozen_problems(manifest.frozen, toml_path, jsonl_path, decisions_sha256(path), lines)
     problems.sort(key=lambda p: (p.file, p.line or 0))
     return manifest, [d for _, d in parsed], problems
 
@@ -286,25 +277,16 @@ def read_manifest(toml_path: Path, model: type[M]) -> tuple[M | None, list[Suite
     """A TOML manifest (a suite's or a pack's) as `model`, or the problems with it."""
     if not toml_path.is_file():
         return None, [SuiteProblem(str(toml_path), None, "missing")]
-    try:
-        data = tomllib.loads(toml_path.read_text(encoding="utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        return None, [SuiteProblem(str(toml_path), None, f"invalid TOML: {exc}")]
+    data, problem = read_toml(toml_path)
+    if data is None:
+        return None, [SuiteProblem(str(toml_path), None, problem or "unreadable")]
     try:
         return model.model_validate(data), []
     except ValidationError as exc:
         return None, [SuiteProblem(str(toml_path), None, r) for r in schema_errors(exc)]
 
 
-def _read_line(raw: str, extra: list[str]) -> tuple[Decision | None, list[str]]:
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON: {exc.msg} (column {exc.colno})"]
-    except RecursionError:
-        return None, ["invalid JSON: nested too deeply to read"]
-    if not isinstance(data, dict):
-        return None, ["a decision must be a JSON object"]
+def _read_decision(data: dict[str, Any], extra: list[str]) -> tuple[Decision | None, list[str]]:
     try:
         decision = Decision.model_validate(data)
     except ValidationError as exc:
@@ -312,9 +294,3 @@ def _read_line(raw: str, extra: list[str]) -> tuple[Decision | None, list[str]]:
     return decision, check_decision(decision, extra)
 
 
-def schema_errors(exc: ValidationError) -> list[str]:
-    reasons = []
-    for error in exc.errors():
-        field = ".".join(str(part) for part in error["loc"]) or "(top level)"
-        reasons.append(f"field {field}: {error['msg']}")
-    return reasons

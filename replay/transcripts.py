@@ -40,12 +40,12 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from core.jsonfile import JsonFileError, read_jsonl_values
 from core.names import Name, is_name
 from core.records import Strict
 from replay.errors import ReplayError
@@ -138,17 +138,22 @@ class TranscriptDir:
 
 def read_transcript(path: Path) -> Transcript:
     """One session file, validated line by line (errors name `file:line`)."""
-    lines = [(n, line) for n, line in _lines(path) if line.strip()]
+    try:
+        lines = list(read_jsonl_values(path, "a transcript line", MAX_LINE_BYTES))
+    except JsonFileError as exc:
+        raise TranscriptError(str(exc)) from exc
     if not lines:
         raise TranscriptError(f"{path}: empty (a transcript starts with its header line)")
-    header_line, header_data = lines[0][0], _json_object(path, *lines[0])
+    bad = next((line for line in lines if line.value is None), None)
+    if bad is not None:
+        raise TranscriptError(f"{path}:{bad.number}: {'; '.join(bad.problems)}")
+    (header_line, header_data), *rest = [(line.number, line.value) for line in lines if line.value is not None]
     try:
         header = TranscriptHeader.model_validate(header_data)
     except ValidationError as exc:
         raise TranscriptError(_schema_error(path, header_line, "header", exc)) from exc
-    messages = []
-    for number, line in lines[1:]:
-        data = _json_object(path, number, line)
+    messages: list[dict[str, Any]] = []
+    for number, data in rest:
         try:
             TranscriptMessage.model_validate(data)
         except ValidationError as exc:
@@ -161,33 +166,6 @@ def transcript_lines(header: TranscriptHeader, messages: Sequence[dict[str, Any]
     """A session file's text: the header, then each message verbatim (keys as sent, nothing added)."""
     head = header.model_dump(exclude_none=True, exclude_defaults=False)
     return "".join(json.dumps(item, ensure_ascii=False) + "\n" for item in (head, *messages))
-
-
-def _lines(path: Path) -> list[tuple[int, str]]:
-    """(number, text) of every line, each read with a bound: a longer line is an error, and is
-    never held in memory whole."""
-    lines = []
-    with path.open("rb") as handle:
-        for number, raw in enumerate(iter(partial(handle.readline, MAX_LINE_BYTES + 1), b""), start=1):
-            body = raw.removesuffix(b"\n")
-            if len(body) > MAX_LINE_BYTES:
-                raise TranscriptError(f"{path}:{number}: the line is longer than {MAX_LINE_BYTES} bytes; "
-                                      "the session is not read")
-            try:
-                lines.append((number, body.decode("utf-8")))
-            except UnicodeDecodeError as exc:
-                raise TranscriptError(f"{path}:{number}: not UTF-8: {exc}") from exc
-    return lines
-
-
-def _json_object(path: Path, number: int, line: str) -> dict[str, Any]:
-    try:
-        data = json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise TranscriptError(f"{path}:{number}: invalid JSON: {exc.msg} (column {exc.colno})") from exc
-    if not isinstance(data, dict):
-        raise TranscriptError(f"{path}:{number}: a transcript line must be a JSON object")
-    return data
 
 
 def _schema_error(path: Path, number: int, what: str, exc: ValidationError) -> str:

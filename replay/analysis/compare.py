@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from core.jsonfile import read_jsonl
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, POSITIVE_STRATA, ResultRecord
 from replay.analysis.stats import (
     Overhead,
@@ -105,14 +106,11 @@ def load_results(run_dir: str | Path) -> list[ResultRecord]:
         raise ResultsError(f"{path}: not found (is {run_dir} a run directory?)")
     records: list[ResultRecord] = []
     seen: dict[tuple[str, str], int] = {}
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ResultsError(f"{path}: not UTF-8 text (byte {exc.start})") from None
-    for number, line in enumerate(text.split("\n"), start=1):
-        if not line.strip():
-            continue
-        record = _parse_line(path, number, line)
+    for line in read_jsonl(path, ResultRecord, "a result"):
+        record, number = line.value, line.number
+        if record is None:
+            more = f" (and {len(line.problems) - 1} more)" if len(line.problems) > 1 else ""
+            raise ResultsError(f"{path}:{number}: {line.problems[0]}{more}")
         key = (record.arm, record.decision_id)
         if key in seen:
             raise ResultsError(
@@ -122,16 +120,6 @@ def load_results(run_dir: str | Path) -> list[ResultRecord]:
         seen[key] = number
         records.append(record)
     return records
-
-
-def _parse_line(path: Path, number: int, line: str) -> ResultRecord:
-    try:
-        return ResultRecord.model_validate_json(line)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(part) for part in first["loc"]) or "line"
-        more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
-        raise ResultsError(f"{path}:{number}: {where}: {first['msg']}{more}") from exc
 
 
 def arms_of(results: Iterable[ResultRecord]) -> list[str]:

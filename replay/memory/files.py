@@ -51,7 +51,6 @@ _TITLE_RE = re.compile(r"^(?P<name>[A-Za-z]+)(?P<rest>.*)$")
 _TITLE_REST_RE = re.compile(r"^(\s*(:|—|–|-|\().*)?$")
 _RULE_RE = re.compile(r"^-\s+(?P<body>.*)$")
 _CONTINUATION_RE = re.compile(r"^(\t| {2,})\S")
-_COMMENT_RE = re.compile(r"<!--(?P<inner>.*?)-->", re.S)
 _FIELD_RE = re.compile(r"^\*\*(?P<name>[^*]+?):\*\*\s*(?P<value>.*)$")
 # `## lc:slug`, also with a trailing title: `## lc:slug — learned correction` or `## lc:slug: ...`.
 _LOG_ENTRY_RE = re.compile(r"^lc:(?P<slug>[^\s:]+?)(?::?\s+(?:(?:—|–|-)\s+)?.*|:)?$")
@@ -295,24 +294,37 @@ def _parse_corrections(text: str | None, path: Path, problems: list[MemoryProble
     return rules
 
 
+def _comments(body: str) -> Iterator[tuple[int, int]]:
+    """The spans of `<!-- … -->` comments, by plain search in linear time (a lazy regex re-read
+    the rest of the text from every unclosed `<!--`: quadratic on a line of them)."""
+    start = body.find("<!--")
+    while start >= 0:
+        end = body.find("-->", start + 4)
+        if end < 0:
+            return
+        yield start, end + 3
+        start = body.find("<!--", end + 3)
+
+
 def _rule_from_block(block: list[tuple[int, str]], section: Section, path: Path, problems: list[MemoryProblem]) -> Rule:
     """A rule from its line and continuation lines; the first comment naming `lc:` is its id."""
     rule_id: str | None = None
     evidence: str | None = None
     texts = [body for _, body in block]
-    found = next(((i, c) for i, body in enumerate(texts) for c in _COMMENT_RE.finditer(body) if "lc:" in c["inner"]),
-                 None)
+    found = next(((i, start, end) for i, body in enumerate(texts) for start, end in _comments(body)
+                  if "lc:" in body[start + 4:end - 3]), None)
     if found is not None:
-        index, comment = found
-        tokens = comment["inner"].split()
+        index, start, end = found
+        comment = texts[index][start:end]
+        tokens = comment[4:-3].split()
         slug = next((t.removeprefix("lc:") for t in tokens if t.startswith("lc:")), "")
         if _SLUG_RE.match(slug):
             rule_id = f"lc:{slug}"
         else:
-            problems.append(MemoryProblem("violation", path, block[index][0], f"malformed rule id in '{comment[0]}'"))
+            problems.append(MemoryProblem("violation", path, block[index][0], f"malformed rule id in '{comment}'"))
         evidence = next((t.removeprefix("evidence:") for t in tokens if t.startswith("evidence:")), None)
         body = texts[index]
-        texts[index] = (body[: comment.start()] + body[comment.end() :]).strip()
+        texts[index] = (body[:start] + body[end:]).strip()
     return Rule(
         id=rule_id,
         text=" ".join(texts[0].split()),

@@ -24,8 +24,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
+from core.jsonfile import read_jsonl
 from core.records import ResultRecord
 from core.sqlitedb import StoreError
 from replay.errors import ReplayError
@@ -215,14 +214,10 @@ class Ledger:
         """Ingest a run's `results.jsonl`; a bad line is an error naming file:line."""
         path = Path(path)
         records = []
-        with path.open(encoding="utf-8") as handle:
-            for number, line in enumerate(handle, start=1):
-                if not line.strip():
-                    continue
-                try:
-                    records.append(ResultRecord.model_validate_json(line))
-                except ValidationError as exc:
-                    raise LedgerError(f"{path}:{number}: not a result record: {exc.errors()[0]['msg']}") from exc
+        for line in read_jsonl(path, ResultRecord, "a result"):
+            if line.value is None:
+                raise LedgerError(f"{path}:{line.number}: not a result record: {line.problems[0]}")
+            records.append(line.value)
         return self.ingest_results(run_id, records)
 
     def record_comparison(

@@ -25,6 +25,7 @@ from typing import Any
 from pydantic import Field
 
 from core.keyset import canonical_json
+from core.patterns import search
 from core.records import Strict
 from replay.sandbox.claims import claims_success
 from replay.sandbox.scenario import (
@@ -67,7 +68,7 @@ def score(scenario: Scenario, trajectory: Trajectory, oracle_end: JSON, prose_fi
     reasons = _completion_problems(scenario, trajectory, start, end, leaves(oracle_end), prose_fields)
     completed = not reasons
     answer = trajectory.final_answer or ""
-    made = [c for c in scenario.claims if re.search(c.pattern, answer)]
+    made = [c for c in scenario.claims if search(c.pattern, answer)]
     generic = claims_success(answer)
     unsupported = [c.id for c in made if not _supported(c.requires, trajectory.ledger, end)]
     hits = _critical_hits(scenario, trajectory, start)

@@ -31,7 +31,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import json
 import sys
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -43,13 +42,14 @@ from typing import Any
 
 from pydantic import Field, ValidationError
 
+from core.jsonfile import read_jsonl_values, schema_errors
 from core.names import excerpt
 from core.records import Strict
 from replay.errors import ReplayError
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.scenario import Call, EndedBy, Scenario, Trajectory, Turn
 from replay.sandbox.world import JSON, Episode, World, in_state, state_hash
-from replay.suite import Manifest, SuiteProblem, read_manifest, schema_errors, write_frozen_block
+from replay.suite import Manifest, SuiteProblem, read_manifest, write_frozen_block
 
 PACK_TOML = "pack.toml"
 SCENARIOS_JSONL = "scenarios.jsonl"
@@ -92,7 +92,8 @@ class Pack:
 
 
 def scenarios_sha256(pack_dir: Path | str) -> str:
-    return hashlib.sha256((Path(pack_dir) / SCENARIOS_JSONL).read_bytes()).hexdigest()
+    with (Path(pack_dir) / SCENARIOS_JSONL).open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
 
 
 def load_worlds(module: str, pack_dir: Path) -> Mapping[str, World]:
@@ -302,33 +303,21 @@ def _read(path: Path) -> tuple[PackManifest | None, list[Scenario], Mapping[str,
             problems.append(SuiteProblem(str(toml_path), None, str(exc)))
     if not jsonl_path.is_file():
         return manifest, [], worlds, [*problems, SuiteProblem(str(jsonl_path), None, "missing")]
-    try:
-        text = jsonl_path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return manifest, [], worlds, [*problems, SuiteProblem(str(jsonl_path), None, f"not UTF-8: {exc}")]
     scenarios: list[Scenario] = []
     first_line: dict[str, int] = {}
-    for number, raw in enumerate(text.split("\n"), start=1):
-        if not raw.strip():
-            continue
-        scenario, reasons = _read_line(raw, worlds)
+    for line in read_jsonl_values(jsonl_path, "a scenario"):
+        scenario, reasons = (None, list(line.problems)) if line.value is None else _read_scenario(line.value, worlds)
         if scenario is not None:
             if scenario.id in first_line:
                 reasons.append(f"duplicate scenario id {scenario.id!r} (first on line {first_line[scenario.id]})")
             else:
-                first_line[scenario.id] = number
+                first_line[scenario.id] = line.number
                 scenarios.append(scenario)
-        problems += [SuiteProblem(str(jsonl_path), number, r) for r in reasons]
+        problems += [SuiteProblem(str(jsonl_path), line.number, r) for r in reasons]
     return manifest, scenarios, worlds, problems
 
 
-def _read_line(raw: str, worlds: Mapping[str, World]) -> tuple[Scenario | None, list[str]]:
-    try:
-        data = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        return None, [f"invalid JSON: {exc.msg} (column {exc.colno})"]
-    if not isinstance(data, dict):
-        return None, ["a scenario must be a JSON object"]
+def _read_scenario(data: dict[str, Any], worlds: Mapping[str, World]) -> tuple[Scenario | None, list[str]]:
     try:
         scenario = Scenario.model_validate(data)
     except ValidationError as exc:

@@ -31,6 +31,7 @@ from typing import Any, Literal
 import aiohttp
 
 from core.guard import tool_text
+from core.jsonfile import read_jsonl
 from core.names import Name, excerpt
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response, request_schemas
@@ -251,25 +252,19 @@ def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:
     path = run_dir / RESULTS
     if not path.is_file():
         raise RunError(f"{run_dir} holds no {RESULTS}")
-    try:
-        text = path.read_bytes().decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise RunError(f"{path}: not UTF-8 text (byte {exc.start})") from None
     rows = []
     seen: dict[tuple[str, str], int] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        if line.strip():
-            try:
-                row = SandboxResult.model_validate_json(line)
-            except ValueError as exc:
-                raise RunError(f"{path}:{number}: not a sandbox result: {str(exc).splitlines()[0]}") from None
-            key = (row.arm, row.scenario_id)
-            if key in seen:
-                raise RunError(f"{path}:{number}: second result for arm {excerpt(row.arm)} scenario "
-                               f"{excerpt(row.scenario_id)} (first at line {seen[key]}); a run has one line per "
-                               "arm × scenario")
-            seen[key] = number
-            rows.append(row)
+    for line in read_jsonl(path, SandboxResult, "a sandbox result"):
+        row = line.value
+        if row is None:
+            raise RunError(f"{path}:{line.number}: not a sandbox result: {'; '.join(line.problems)}")
+        key = (row.arm, row.scenario_id)
+        if key in seen:
+            raise RunError(f"{path}:{line.number}: second result for arm {excerpt(row.arm)} scenario "
+                           f"{excerpt(row.scenario_id)} (first at line {seen[key]}); a run has one line per "
+                           "arm × scenario")
+        seen[key] = line.number
+        rows.append(row)
     return rows
 
 

@@ -32,10 +32,11 @@ from random import Random
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from annotated_types import MaxLen
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
 from pydantic.fields import FieldInfo
 
 from core.guard import FAILURES, GuardRules, classify
+from core.jsonfile import parse_problem
 from core.keyset import canonical_json, canonical_value, escape_key
 from core.records import Strict
 
@@ -318,10 +319,18 @@ def under(path: str, prefix: str) -> bool:
 # --- episodes and the ledger ---------------------------------------------------------------
 
 
+def _json_text(text: str) -> str:
+    _, problem = parse_problem(text)
+    if problem is not None:
+        raise ValueError(problem)
+    return text
+
+
 class LedgerEntry(Strict):
     step: int
     tool: str
-    arguments: str  # canonical JSON
+    arguments: Annotated[str, AfterValidator(_json_text)]
+    """The call's arguments as canonical JSON (a stored line that holds anything else is refused)."""
     allowed: bool
     outbound: bool
     ok: bool

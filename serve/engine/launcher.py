@@ -7,7 +7,6 @@ before anything starts.
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from pathlib import Path
@@ -15,6 +14,7 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from core.jsonfile import JsonFileError, read_json_value
 from core.process import ServiceProcess
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
@@ -126,9 +126,10 @@ def _model_template(model: str) -> tuple[Path, str] | None:
     if not tokenizer_config.is_file():
         return None
     try:
-        template: Any = json.loads(tokenizer_config.read_text(encoding="utf-8")).get("chat_template")
-    except (ValueError, AttributeError):
+        config = read_json_value(tokenizer_config)
+    except JsonFileError:
         return None
+    template: Any = config.get("chat_template") if isinstance(config, dict) else None
     if isinstance(template, list):  # named templates: [{"name": "default", "template": ...}, ...]
         template = "\n".join(t.get("template", "") for t in template if isinstance(t, dict))
     return (tokenizer_config, template) if isinstance(template, str) else None

@@ -33,8 +33,9 @@ from pathlib import Path
 from random import Random
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict
 
+from core.jsonfile import JsonFileError, read_jsonl_strict
 from core.records import TrainingExample
 from serve.engine.adapters import TARGET_MODULES
 from serve.errors import ServeError
@@ -142,19 +143,9 @@ def replaced_whole(target: Path) -> Iterator[Path]:
 def load_training(path: Path) -> list[TrainingExample]:
     """Read a `train.jsonl` of `TrainingExample` lines; a bad line is an error with file:line."""
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as exc:
-        raise TrainDataError(f"{path}: cannot read: {exc.strerror or exc}") from exc
-    out = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            out.append(TrainingExample.model_validate_json(line))
-        except ValidationError as exc:
-            first = exc.errors()[0]
-            where = ".".join(str(p) for p in first["loc"]) or "line"
-            raise TrainDataError(f"{path}:{number}: {where}: {first['msg']}") from exc
+        out = read_jsonl_strict(path, TrainingExample, "a training example")
+    except JsonFileError as exc:
+        raise TrainDataError(str(exc)) from exc
     if not out:
         raise TrainDataError(f"{path}: no training examples")
     return out

@@ -10,13 +10,13 @@ stored, so they must be names (core/names.py), or the request is refused whole.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterator
 from typing import Any
 
 from fastapi import Request
 
+from core.jsonfile import parse_problem
 from core.names import BadName, check_name, excerpt
 from serve.gateway.errors import GatewayError
 
@@ -75,12 +75,9 @@ def check_text(text: str, parsed: Any) -> None:
 def parse_json(raw: bytes) -> Any:
     """A JSON body that is valid Unicode text, else a 400 in OpenAI's shape."""
     text = read_text(raw)
-    try:
-        parsed = json.loads(text)
-    except ValueError as exc:
-        raise GatewayError(400, f"the request body is not valid JSON: {exc}", "invalid_json") from exc
-    except RecursionError as exc:
-        raise GatewayError(400, "the request body is nested too deeply to read", "invalid_json") from exc
+    parsed, problem = parse_problem(text)
+    if problem is not None:
+        raise GatewayError(400, f"the request body is not readable JSON: {problem}", "invalid_json")
     check_text(text, parsed)
     return parsed
 
@@ -95,11 +92,9 @@ async def valid_text_body(request: Request) -> None:
         return
     text = read_text(raw)
     if _SURROGATE_ESCAPE.search(text):
-        try:
-            parsed = json.loads(text)
-        except (ValueError, RecursionError):
-            return
-        check_text(text, parsed)
+        parsed, problem = parse_problem(text)
+        if problem is None:
+            check_text(text, parsed)
 
 
 def header_name(request: Request, header: str) -> str | None:

@@ -39,6 +39,7 @@ from fastapi.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from core.capture import request_sha256
+from core.jsonfile import JsonFileError, loads_bounded, parse_problem
 from core.names import BadName, check_name
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.edge import REQUEST_ID_HEADER, SESSION_HEADER, WORKSPACE_HEADER, header_name, parse_json
@@ -218,12 +219,13 @@ async def _read(gw: Gateway, upstream: Upstream, resp: aiohttp.ClientResponse, s
 
 def _engine_message(raw: bytes) -> str:
     """The engine's error message, bounded (it is passed on to the client and stored with a shadow result)."""
-    try:
-        body = json.loads(raw)
-        message = str(body["error"]["message"] if isinstance(body.get("error"), dict) else body.get("message", body))
-    except (ValueError, AttributeError, KeyError, TypeError, RecursionError):
-        message = raw.decode(errors="replace").strip() or "(empty body)"
-    return bounded_message(message)
+    body, _ = parse_problem(raw)
+    if isinstance(body, dict):
+        error = body.get("error")
+        message = error.get("message") if isinstance(error, dict) else body.get("message")
+        if message is not None:
+            return bounded_message(str(message))
+    return bounded_message(raw.decode(errors="replace").strip() or "(empty body)")
 
 
 def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, raw: bytes) -> GatewayError:
@@ -240,9 +242,8 @@ def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, 
 
 def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answer]:
     try:
-        payload = json.loads(raw)
-        return payload, answer_of(call.endpoint, payload)
-    except (ValueError, BadAnswer, RecursionError) as exc:
+        return (payload := loads_bounded(raw, "the answer")), answer_of(call.endpoint, payload)
+    except (JsonFileError, BadAnswer) as exc:
         raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc!s:.300}",
                            "bad_upstream_response") from exc
 

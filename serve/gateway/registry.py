@@ -25,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from core.jsonfile import JsonFileError, read_json_value
 from core.names import excerpt
 from core.sqlitedb import open_wal, transaction
 from serve.errors import ServeError
@@ -243,14 +244,12 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
         raise AdapterError(f"{resolved}: {', '.join(outside)} resolve outside the adapter root {root} "
                            "(the engine reads every file of the directory)")
     config_file = resolved / "adapter_config.json"
+    if not config_file.exists():
+        raise AdapterError(f"{config_file} does not exist")
     try:
-        config = json.loads(config_file.read_text())
-    except FileNotFoundError as exc:
-        raise AdapterError(f"{config_file} does not exist") from exc
-    except (OSError, json.JSONDecodeError) as exc:
-        raise AdapterError(f"{config_file}: {exc}") from exc
-    except RecursionError as exc:
-        raise AdapterError(f"{config_file}: nested too deeply to read") from exc
+        config = read_json_value(config_file)
+    except JsonFileError as exc:
+        raise AdapterError(str(exc)) from exc
     if not isinstance(config, dict):
         raise AdapterError(f"{config_file}: not a JSON object")
     if config.get("peft_type") != "LORA":

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.jsonfile import parse_problem
 from core.records import ParsedResponse
 from core.scoring import CallAgreement, chosen_call, compare_calls
 from core.toolcalls import parse_response, parse_text, request_schemas, transport_error
@@ -85,11 +86,9 @@ class StreamAccumulator:
             if data == b"[DONE]":
                 self.done = True
                 continue
-            try:
-                event = json.loads(data)
-            except (json.JSONDecodeError, RecursionError):
-                continue
-            self._event(event)
+            event, problem = parse_problem(data)
+            if problem is None:
+                self._event(event)
 
     def _event(self, event: Any) -> None:
         choices = event.get("choices") if isinstance(event, dict) else None

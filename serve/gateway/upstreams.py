@@ -8,13 +8,13 @@ next probe; the probe loop (run by the app) brings it back.
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import aiohttp
 
+from core.jsonfile import parse_problem
 from serve.errors import ServeError
 from serve.gateway.config import UpstreamConfig
 from serve.gateway.registry import now
@@ -48,11 +48,10 @@ class Upstream:
 
 
 def _error_message(status: int, text: str) -> str:
-    try:
-        body = json.loads(text)
-        message = body.get("error", {}).get("message") or body.get("message") or text
-    except (json.JSONDecodeError, AttributeError, RecursionError):
-        message = text
+    body, _ = parse_problem(text)
+    error = body.get("error") if isinstance(body, dict) else None
+    message = (error.get("message") if isinstance(error, dict) else None) or (
+        body.get("message") if isinstance(body, dict) else None) or text
     return f"HTTP {status}: {str(message).strip()[:500]}"
 
 

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 
 from core.guard import ANOMALIES, FAILURES, GuardRules, classify
+from tests.support.cli import ROOT
 
 RULES = GuardRules()
 
@@ -62,6 +65,24 @@ def test_rules_are_configurable():
     custom = GuardRules(pending_statuses=("waiting_for_approval",), status_keys=("phase",))
     assert classify(json.dumps({"phase": "waiting_for_approval"}), custom) == "pending"
     assert classify(json.dumps({"status": "pending"}), custom) == "ok"
+
+
+def test_patterns_are_re2_matched_in_linear_time_and_refused_when_re2_cannot_compile():
+    # In its own process: with a backtracking matcher this would never return (a regression hangs
+    # only that process, and the timeout fails the test).
+    program = ("from core.guard import GuardRules, classify\n"
+               "rules = GuardRules(expect_json=False, blocked_patterns=[r'(x+x+)+y'], error_patterns=[r'^(a+)+$'])\n"
+               "print(classify('x' * 50_000, rules), classify('a' * 40 + '!', rules))")
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.stdout.split() == ["ok", "ok"], done.stderr
+    with pytest.raises(ValueError, match=r"blocked_patterns\.0\n.*does not compile in RE2"):
+        GuardRules.model_validate({"blocked_patterns": [r"(?<!not )allowed"]})
+
+
+def test_a_deeply_nested_result_is_text_not_a_crash():
+    assert classify("[" * 50_000 + "]" * 50_000, GuardRules(expect_json=False)) == "ok"
+    assert classify("[" * 50_000, RULES) == "invalid_envelope"
 
 
 def test_unknown_rule_keys_are_refused():

@@ -64,3 +64,17 @@ def test_a_fifo_is_refused_not_waited_on(tmp_path: Path) -> None:
 def test_a_path_no_file_can_have_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="not a file path"):
         load_toml(tmp_path / "a\0b.toml", Small, "config")
+
+
+@pytest.mark.parametrize(("text", "reason"), [
+    ("name = " + "[" * 5000 + "]" * 5000, "nest too deeply to read"),
+    ("name = " + "[" * 101 + "]" * 101, "nested deeper than 100 levels"),
+    ("name = " + "{a = " * 3000 + "1" + "}" * 3000, "nest too deeply to read"),
+    ("count = 1" + "0" * 5000, "invalid TOML: Exceeds the limit"),
+])
+def test_deep_or_huge_values_are_a_config_error_not_a_traceback(tmp_path: Path, text: str, reason: str) -> None:
+    path = tmp_path / "deep.toml"
+    path.write_text(text)
+    with pytest.raises(ConfigError, match=r"deep\.toml: ") as error:
+        load_toml(path, Small, "config")
+    assert reason in str(error.value)

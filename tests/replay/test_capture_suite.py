@@ -213,6 +213,26 @@ def test_descriptors_become_a_redacted_suite_and_refusals_are_counted(tmp_path, 
     assert main(["suite", "freeze", str(out)]) == 0
 
 
+def test_one_unreadable_transcript_is_refused_and_the_build_goes_on(tmp_path, capsys):
+    corpus, decisions = tmp_path / "transcripts", []
+    for name in ("s-1", "deep"):
+        captured_, messages = session("ws-a", name)
+        decisions += captured_
+        write_session(corpus, messages, workspace="ws-a", session=name, tools=SEND)
+    with (corpus / "ws-a" / "deep.jsonl").open("a") as handle:
+        handle.write("[" * 50_000 + "]" * 50_000 + "\n")
+    keys = tmp_path / "keys.toml"
+    keys.write_text(f'[keys]\n"ws-a" = "{"a1" * 16}"\n')
+    out = tmp_path / "suite"
+    assert main(["suite", "build", "--from-capture", str(store(tmp_path / "capture.sqlite", decisions)),
+                 "--transcripts", str(corpus), "--keys", str(keys), "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "descriptors: 2 resolved (2 by request hash, 0 by message hashes only); refused: transcript unreadable 2" \
+        in printed, printed
+    assert "deep.jsonl:7: invalid JSON: arrays and objects are nested deeper than 100 levels" in printed, printed
+    assert len(load_suite(out).decisions) == 2
+
+
 def test_messages_mode_accepts_what_the_request_hash_cannot_prove(tmp_path, capsys):
     corpus = tmp_path / "transcripts"
     captured_, messages = session("ws-a", "s-1")

@@ -5,6 +5,8 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -13,6 +15,7 @@ from hypothesis import strategies as st
 
 from core.keyset import key_set
 from replay.redact import PSEUDONYM, Pseudonymizer, find, iban_valid, luhn, residuals
+from tests.support.cli import ROOT
 
 KEY_A, KEY_B = b"a" * 32, b"b" * 32
 # one planted value of each type (all check-digit valid), and how it is typed
@@ -64,6 +67,13 @@ def test_pseudonyms_are_typed_keyed_stable_and_tenant_scoped():
     assert a1.text(PLANTED["EMAIL"]) == f"<EMAIL_{expected}>"  # the same value, the same pseudonym
     assert a1.text("ap@globex.io") != f"<EMAIL_{expected}>"
     assert a1.counts == {"EMAIL": 3, "PHONE": 1} and a1.text(out) == out  # pseudonyms are never redacted again
+
+
+@pytest.mark.parametrize("text", ["[" * 5000 + "]" * 5000, "[" + "1" * 5000 + "]", f"[{'[' * 200}\"{PLANTED['EMAIL']}\"]"])
+def test_a_string_that_only_looks_like_json_is_redacted_as_text(text):
+    """A message's content can be any string: too deep or unreadable JSON is searched as text, never a crash."""
+    redacted = Pseudonymizer(KEY_A).value({"content": text})["content"]
+    assert PLANTED["EMAIL"] not in redacted
 
 
 def test_a_json_string_argument_is_redacted_inside_with_its_keys_kept():
@@ -121,3 +131,13 @@ def test_residuals_give_the_json_path_and_type_never_the_value():
                      ("$.failed_action.arguments.card", "CARD"),
                      (f'$.meta["{PLANTED["EMAIL"]}"] (key)', "EMAIL"), ('$.meta["x y"]', "SECRET")]
     assert PSEUDONYM.fullmatch(Pseudonymizer(KEY_A).text(PLANTED["IBAN"]))
+
+
+def test_a_long_run_of_digit_groups_is_searched_in_linear_time():
+    """A transcript line `1 1 1 …` once took cubic time in the card search (every pair of groups,
+    each re-read whole): the suite build never finished. Run in its own process so a regression
+    fails by the timeout instead of hanging the suite."""
+    program = "from replay.redact import find\nprint(len(find('1 ' * 10_000)) > 0)"
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.stdout.split() == ["True"], done.stderr

@@ -29,6 +29,7 @@ from replay.resolve import (
 from replay.transcripts import TranscriptDir
 from tests.support.deferred import answer as support_answer
 from tests.support.deferred import call, descriptor, write_session
+from tests.support.hostile import hostile_bytes
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("lookup", "search")]
 PARAMS = {"max_tokens": 48, "temperature": 0}
@@ -189,3 +190,14 @@ def test_keys_are_per_workspace_name(tmp_path):
     keys.chmod(0o600)
     with pytest.raises(KeysError, match="keys"):
         load_keys(keys)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([b"[keys]", b'"ws-a" = "' + b"ab" * 16 + b'"', b'"ws-b" = 3']))
+def test_any_keys_file_bytes_are_keys_or_one_error_naming_the_file(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "keys.toml"
+    path.write_bytes(data)
+    try:
+        assert all(isinstance(k, bytes) for k in load_keys(path).values())
+    except KeysError as exc:
+        assert str(exc).startswith(str(path))

@@ -6,12 +6,15 @@ import json
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
+from core.errors import WorkerTierError
 from core.records import Decision
 from replay.config import RunConfig
 from replay.memory.files import MemoryLoadError
 from replay.rundir import RunError, manifest_diff, prepare_run_dir, read_completed
 from replay.runner import Outcome, WorkItem, load_workspace_memory, order_items, request_body, result_record
+from tests.support.hostile import hostile_bytes
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
          for n in ("list_invoices", "search_invoices")]
@@ -60,6 +63,25 @@ def test_a_middle_line_that_is_not_a_result_object_is_an_error_with_file_and_lin
     results.write_bytes(b'{"arm": "a", "decision_id": "x"}\n' + line + b'\n{"arm": "a", "decision_id": "y"}\n')
     with pytest.raises(RunError, match=r"results.jsonl:2"):
         read_completed(results)
+
+
+@pytest.mark.parametrize("line", [b"[" * 50_000 + b"]" * 50_000, b'{"arm": "a", "decision_id": "\xff"}', b"[1, 2]",
+                                  b'{"arm": ["a"], "decision_id": "y"}', b'{"arm": "a", "decision_id": ' + b"9" * 5000 + b"}"])
+def test_resuming_over_any_unreadable_line_is_one_error_with_file_and_line(tmp_path, line):
+    """`run` and `sandbox run` resume through read_completed: a deep, non-UTF-8, non-object or
+    mistyped line is a RunError naming results.jsonl:2, never a RecursionError or TypeError."""
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(b'{"arm": "a", "decision_id": "x"}\n' + line + b"\n")
+    with pytest.raises(RunError, match=r"results.jsonl:2: unreadable result line"):
+        read_completed(results)
+
+
+def test_a_run_json_that_is_not_a_manifest_is_refused(tmp_path):
+    (tmp_path / "run").mkdir()
+    for text in ("[" * 50_000 + "]" * 50_000, "[1]", '{"config": [1], "suite": "s"}'):
+        (tmp_path / "run" / "run.json").write_text(text)
+        with pytest.raises(WorkerTierError, match="run.json|refusing"):
+            prepare_run_dir(tmp_path / "run", {"config": {}, "suite": {"sha256": "aaa"}})
 
 
 def test_a_changed_config_or_suite_is_refused_with_what_changed(tmp_path):
@@ -162,3 +184,16 @@ def test_workspace_memory_is_never_read_from_outside_the_memory_root(tmp_path):
     with pytest.raises(MemoryLoadError, match="must be a name"):
         load_workspace_memory(cfg, "../other-tenant")
     assert load_workspace_memory(cfg, "ws-absent") is None
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([b'{"arm": "a", "decision_id": "x"}', b'{"arm": "a", "decision_id": "y"}']))
+def test_resuming_over_any_bytes_is_a_plan_or_one_error_with_file_and_line(tmp_path, data: bytes) -> None:
+    results = tmp_path / "results.jsonl"
+    results.write_bytes(data)
+    try:
+        done = read_completed(results)
+    except RunError as exc:
+        assert str(exc).startswith(f"{results}:")
+    else:
+        assert all(isinstance(arm, str) and isinstance(key, str) for arm, key in done)

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from replay.runner import RunError, execute, fetch_models, plan
+from replay.rundir import RunError
+from replay.runner import execute, fetch_models, plan
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.runs import config, suite
 

@@ -21,6 +21,7 @@ from replay.suite import (
     suite_stats,
     validate_suite,
 )
+from tests.support.hostile import hostile_bytes
 
 TOOLS = [
     {"type": "function", "function": {"name": name, "parameters": {"type": "object", "properties": {}}}}
@@ -224,6 +225,12 @@ def test_suite_toml_problems(tmp_path: Path) -> None:
     assert validate_suite(tmp_path / "nowhere")[0].reason.startswith("not a suite directory")
 
 
+def test_a_deep_suite_toml_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    suite = write(tmp_path / "s", [record(1)], toml=TOML + "extra_strata = " + "[" * 5000 + "]" * 5000 + "\n")
+    assert [(p.line, p.reason) for p in validate_suite(suite)] == [
+        (None, "invalid TOML: arrays and tables nest too deeply to read")]
+
+
 def test_load_suite_raises_with_every_problem(tmp_path: Path) -> None:
     suite_dir = write(tmp_path / "s", ["{", "{"])
     with pytest.raises(SuiteError) as info:
@@ -406,3 +413,16 @@ def test_workspace_and_session_are_names_that_cannot_climb_out_of_a_root(tmp_pat
     `..` or `/` would read another tenant's memory."""
     suite = write(tmp_path / "s", [record(1, **over)])
     assert only_problem(suite, 1).startswith(f"field {field}: String should match pattern")
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(decisions=hostile_bytes([json.dumps(record(1)).encode(), json.dumps(record(2, "known_failure")).encode()]),
+       manifest=hostile_bytes([TOML.encode(), b"extra_strata = [1]", b"[frozen]"]))
+def test_any_bytes_are_a_suite_or_problems_naming_file_and_line(tmp_path: Path, decisions: bytes,
+                                                                manifest: bytes) -> None:
+    suite = tmp_path / "any"
+    suite.mkdir(exist_ok=True)
+    (suite / "decisions.jsonl").write_bytes(decisions)
+    (suite / "suite.toml").write_bytes(manifest)
+    for problem in validate_suite(suite) + check_privacy(suite):
+        assert problem.file.startswith(str(suite))

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from replay.transcripts import (
@@ -19,6 +19,7 @@ from replay.transcripts import (
     read_transcript,
     transcript_lines,
 )
+from tests.support.hostile import hostile_bytes
 
 HEADER = {"workspace": "ws-a", "session": "s-1", "tools": [], "tool_choice": "auto"}
 
@@ -65,6 +66,10 @@ def test_missing_sessions_and_ids_that_are_no_file_names(tmp_path):
     ([HEADER, "[1, 2]"], ":2:", "must be a JSON object"),
     ([{**HEADER, "workspace": "../ws-b"}], ":1:", "invalid header: workspace"),
     ([{**HEADER, "session": "s-1/../../x"}], ":1:", "invalid header: session"),
+
+
+    ([HEADER, "[" * 50_000 + "]" * 50_000], ":2:", "nested deeper than 100 levels"),
+    ([HEADER, '{"role": "user", "content": ' + "7" * 5000 + "}"], ":2:", "invalid JSON: Exceeds the limit"),
 ])
 def test_errors_name_the_file_and_line(tmp_path, lines, where, what):
     write(tmp_path, "ws-a", "s-1", lines)
@@ -104,7 +109,7 @@ def test_an_overlong_line_refuses_the_session_without_reading_it_whole(tmp_path)
     """A line longer than MAX_LINE_BYTES is refused by its size before any JSON is parsed."""
     big = json.dumps({"role": "user", "content": "x" * MAX_LINE_BYTES})
     write(tmp_path, "ws-a", "s-1", [HEADER, {"role": "user", "content": "hi"}, big])
-    with pytest.raises(TranscriptError, match=rf"s-1.jsonl:3: the line is longer than {MAX_LINE_BYTES} bytes"):
+    with pytest.raises(TranscriptError, match=rf"s-1.jsonl:3: line longer than {MAX_LINE_BYTES} bytes"):
         TranscriptDir(tmp_path).session("ws-a", "s-1")
     fits = json.dumps({"role": "user", "content": "x" * (MAX_LINE_BYTES - 40)})
     write(tmp_path, "ws-a", "s-2", [{**HEADER, "session": "s-2"}, fits])
@@ -120,3 +125,14 @@ def test_no_id_names_a_file_outside_the_corpus(workspace, session):
     path = TranscriptDir(root).path(workspace, session)
     assert path is None or (path.parent.parent == root and path.name == f"{session}.jsonl"
                             and os.path.normpath(path) == str(path))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([json.dumps(HEADER).encode(), b'{"role": "user", "content": "hi"}']))
+def test_any_bytes_are_a_transcript_or_one_error_naming_the_file(tmp_path, data: bytes) -> None:
+    path = tmp_path / "any.jsonl"
+    path.write_bytes(data)
+    try:
+        read_transcript(path)
+    except TranscriptError as exc:
+        assert str(exc).startswith(str(path))

@@ -10,9 +10,11 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
 from core.evidence import PairedOutcomes
+from core.jsonfile import JsonFileError
+from core.jsonfile import read_json as core_read_json
 from replay.analysis.compare import (
     Comparison,
     CorrectnessRow,
@@ -90,13 +92,9 @@ def evidence_path(ctx: GateContext, key: str, what: str) -> Path:
 def read_json(ctx: GateContext, key: str, model: type[E], what: str) -> E:
     path = evidence_path(ctx, key, what)
     try:
-        return model.model_validate_json(path.read_bytes())
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "file"
-        raise MissingEvidence(f"evidence {key!r}: {path}: {where}: {first['msg']}") from exc
-    except OSError as exc:
-        raise MissingEvidence(f"evidence {key!r}: {path}: {exc.strerror}") from exc
+        return core_read_json(path, model)
+    except JsonFileError as exc:
+        raise MissingEvidence(f"evidence {key!r}: {exc}") from exc
 
 
 def paired_outcomes(ctx: GateContext, key: str, measure: str) -> PairedOutcomes:

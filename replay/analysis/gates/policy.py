@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tomllib
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +12,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from core.jsonfile import JsonFileError, read_json
 from core.records import BUILTIN_STRATA, Strict
+from core.tomlfile import toml_problem
 from replay.analysis.compare import ALL_POSITIVE, Comparison, Tainted, compare_run
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
 from replay.analysis.gates.context import GateContext, GateError, MissingEvidence, Status, not_run
@@ -59,10 +60,9 @@ def _read_policy(path: Path) -> tuple[GatePolicy, str]:
         raw = path.read_bytes()
     except OSError as exc:
         raise GateError(f"{path}: cannot read policy: {exc.strerror}") from exc
-    try:
-        data = tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise GateError(f"{path}: invalid TOML: {exc}") from exc
+    data, problem = toml_problem(raw)
+    if data is None:
+        raise GateError(f"{path}: {problem}")
     try:
         return GatePolicy.model_validate(data), hashlib.sha256(raw).hexdigest()
     except ValidationError as exc:
@@ -218,9 +218,9 @@ def write_verdict(run_dir: str | Path, verdict: Verdict) -> Path:
 def read_verdict(path: str | Path) -> Verdict:
     """A verdict written by `write_verdict` (the report reads them back)."""
     try:
-        return Verdict.model_validate_json(Path(path).read_bytes())
-    except (OSError, ValidationError) as exc:
-        raise GateError(f"{path}: not a gate verdict: {exc}") from exc
+        return read_json(Path(path), Verdict)
+    except JsonFileError as exc:
+        raise GateError(f"not a gate verdict: {exc}") from exc
 
 
 STATUS_LABEL = {Status.PASS: "pass", Status.FAIL: "FAIL", Status.NOT_RUN: "not run"}

@@ -201,7 +201,7 @@ def _text_table(table_id: str, columns: Sequence[str], rows: Sequence[Sequence[s
     head = "".join(f"<th>{_e(h)}</th>" for h in columns)
     body = "".join("<tr>" + "".join(_cell(c, col, css="") for c, col in zip(row, columns, strict=True)) + "</tr>"
                    for row in rows)
-    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+    return f'<table id="{_e(table_id)}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
 def _uptake_table(uptake: Sequence[Uptake]) -> str:
@@ -267,7 +267,7 @@ def _correctness_tr(row: CorrectnessRow, kind: str) -> str:
     label = measure_label(row) + mark
     cells = correctness_cells(row)
     return (
-        f'<tr{css} data-kind="{_e(kind)}" data-measure="{row.measure}" data-scope="{_e(row.scope)}" data-n="{s.n}" '
+        f'<tr{css} data-kind="{_e(kind)}" data-measure="{_e(row.measure)}" data-scope="{_e(row.scope)}" data-n="{s.n}" '
         f'data-tainted="{flag}"><th>{_e(label)}</th>'
         + _cell(str(s.baseline_correct), "baseline", s.baseline_correct)
         + _cell(str(s.candidate_correct), "candidate", s.candidate_correct)
@@ -285,7 +285,7 @@ def _repeat_tr(row: RepeatRow) -> str:
     cells = repeat_cells(row)
     discordant = f"{plural(s.fixes, 'fix', 'fixes')} / {plural(s.regressions, 'regression')}"
     return (
-        f'<tr{css} data-kind="repeat" data-level="{row.level}" data-scope="{_e(row.stratum)}" data-n="{s.n}" '
+        f'<tr{css} data-kind="repeat" data-level="{_e(row.level)}" data-scope="{_e(row.stratum)}" data-n="{s.n}" '
         f'data-tainted="{flag}"><th>{_e(repeat_label(row) + mark)}</th>'
         + _cell(cells[0], "baseline", s.baseline_repeats)
         + _cell(cells[1], "candidate", s.candidate_repeats)
@@ -307,9 +307,9 @@ def _verdict_table(v: Verdict) -> str:
     for c in v.conditions:
         mark = f" {TAINT_MARK}" if c.tainted_rule_ids else ""
         rows.append(
-            f'<tr data-condition="{_e(c.id)}" data-kind="{_e(c.kind)}" data-status="{c.status.value}" '
+            f'<tr data-condition="{_e(c.id)}" data-kind="{_e(c.kind)}" data-status="{_e(c.status.value)}" '
             f'data-tainted="{str(bool(c.tainted_rule_ids)).lower()}"><th>{_e(c.id)}</th>'
-            f'<td class="status-{c.status.value}" data-field="status" data-value="{c.status.value}">'
+            f'<td class="status-{_e(c.status.value)}" data-field="status" data-value="{_e(c.status.value)}">'
             f"{_e(STATUS_LABEL[c.status])}</td>"
             f'<td data-field="description">{_e(c.description + mark)}</td>'
             f'<td data-field="reason">{_e(c.reason)}</td></tr>'
@@ -360,10 +360,10 @@ def _drill_tr(row: DrillRow, decision: Decision | None, tainted: Tainted) -> str
     b = row.baseline
     where = f"{b.stratum} · {b.cluster} · {b.workspace}"
     return (
-        f'<tr{css} data-decision="{_e(row.decision_id)}" data-outcome="{row.outcome}" data-stratum="{_e(row.stratum)}" '
-        f'data-tainted="{str(bool(taint)).lower()}">'
+        f'<tr{css} data-decision="{_e(row.decision_id)}" data-outcome="{_e(row.outcome)}" '
+        f'data-stratum="{_e(row.stratum)}" data-tainted="{str(bool(taint)).lower()}">'
         f"<th>{_e(row.decision_id)}<br><span class=\"note\">{_e(where)}{_e(mark)}</span></th>"
-        f'<td class="outcome" data-field="outcome">{row.outcome}</td>'
+        f'<td class="outcome" data-field="outcome">{_e(row.outcome)}</td>'
         f'<td data-field="request">{_request_summary(b, decision)}</td>'
         f'<td data-field="baseline-answer">{_answer(row.baseline)}</td>'
         f'<td data-field="candidate-answer">{_answer(row.candidate)}</td>'

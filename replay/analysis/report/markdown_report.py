@@ -49,11 +49,11 @@ def render_markdown(
     lessons: Sequence[RuleVerdict] | None = None,
     uptake: Sequence[Uptake] | None = None,
 ) -> str:
-    lines = [f"# Replay report: {run.name}", "", *answer(verdicts, results, lessons, uptake), "## Run", ""]
-    lines += [f"- **{key}**: {_md(value)}" for key, value in summary(info, results)]
+    lines = [f"# Replay report: {_md(run.name)}", "", *answer(verdicts, results, lessons, uptake), "## Run", ""]
+    lines += [f"- **{_md(key)}**: {_md(value)}" for key, value in summary(info, results)]
     lines += ["", "## Paired comparisons", ""]
     for c in comparisons:
-        lines += [f"### {c.candidate} against {c.baseline} ({c.decisions} paired decisions)", ""]
+        lines += [f"### {_md(c.candidate)} against {_md(c.baseline)} ({c.decisions} paired decisions)", ""]
         header = ["Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points"]
         lines += ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
         rows = [(measure_label(r), r.tainted_results, correctness_cells(r)) for r in c.correctness]
@@ -65,16 +65,17 @@ def render_markdown(
         lines += ["", format_overhead(c.overhead), "", tests_note(c)]
         if c.tainted_results:
             disputed = ", ".join(c.tainted_rule_ids)
-            lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {disputed}.")
+            lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {_md(disputed)}.")
         wins, losses = discordant_ids(results, c)
-        lines += ["", f"Wins ({len(wins)}): {', '.join(wins) or 'none'}", ""]
-        lines += [f"Losses ({len(losses)}): {', '.join(losses) or 'none'}", ""]
+        lines += ["", f"Wins ({len(wins)}): {_md(', '.join(wins) or 'none')}", ""]
+        lines += [f"Losses ({len(losses)}): {_md(', '.join(losses) or 'none')}", ""]
     lines += ["## Gate verdicts", ""]
     if not verdicts:
         lines += ["No gate was evaluated on this run.", ""]
     for v in verdicts:
         decision = "PASSED" if v.passed else "REJECTED"
-        lines += [f"### {v.policy} v{v.policy_version}: {v.candidate} against {v.baseline}: **{decision}**", ""]
+        lines += [f"### {_md(v.policy)} v{_md(v.policy_version)}: {_md(v.candidate)} against {_md(v.baseline)}: "
+                  f"**{decision}**", ""]
         lines += ["| Condition | Status | Evidence |", "|---|---|---|"]
         for cond in v.conditions:
             label = f"{_md(cond.id)}: {_md(cond.description)}" + (f" {TAINT_MARK}" if cond.tainted_rule_ids else "")
@@ -109,9 +110,14 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
             *("| " + " | ".join(_md(c) for c in row) + " |" for row in rows)]
 
 
+_MD_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "|": "\\|", "[": "\\[", "]": "\\]",
+                             "`": "\\`", "\\": "\\\\", "\n": " ", "\r": " "})
+
+
 def _md(value: Any) -> str:
+    """A value as inline Markdown text: never raw HTML, a link, code or a table cell break."""
     text = value if isinstance(value, str) else json.dumps(value, default=str)
-    return text.replace("|", "\\|").replace("\n", " ")
+    return text.translate(_MD_ESCAPES)
 
 
 def tests_note(c: Comparison) -> str:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from markupsafe import Markup
 
 from core.records import KNOWN_FAILURE, ResultRecord
 from replay.analysis.compare import ALL_POSITIVE, arms_of, is_held_out_positive, scope_order
@@ -65,45 +66,46 @@ def plot_svg(results: Sequence[ResultRecord]) -> str:
     def y(rate: float) -> float:
         return top + plot_h * (1 - rate)
 
+    # Every value goes through Markup.format, which escapes it for text and attributes alike: an
+    # arm, a stratum or a count can never close a quote or open a tag.
     parts = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
-        f'id="correctness-plot" role="img" font-family="sans-serif" font-size="12">',
-        "<title>Joint correctness per stratum and arm, 95% Wilson intervals</title>",
-        f'<rect x="0" y="0" width="{width}" height="{height}" fill="#ffffff"/>',
+        Markup('<svg xmlns="http://www.w3.org/2000/svg" width="{0}" height="{1}" viewBox="0 0 {0} {1}" '
+               'id="correctness-plot" role="img" font-family="sans-serif" font-size="12">').format(width, height),
+        Markup("<title>Joint correctness per stratum and arm, 95% Wilson intervals</title>"),
+        Markup('<rect x="0" y="0" width="{}" height="{}" fill="#ffffff"/>').format(width, height),
     ]
     for tick in range(0, 101, 25):
         ty = y(tick / 100)
-        parts.append(f'<line x1="{left}" x2="{width - right}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#dddddd"/>')
-        parts.append(f'<text x="{left - 6}" y="{ty + 4:.1f}" text-anchor="end">{tick}%</text>')
-    parts.append(
-        f'<text x="16" y="{top + plot_h / 2:.1f}" transform="rotate(-90 16 {top + plot_h / 2:.1f})" '
-        'text-anchor="middle">joint correct</text>'
-    )
+        parts.append(Markup('<line x1="{}" x2="{}" y1="{ty:.1f}" y2="{ty:.1f}" stroke="#dddddd"/>').format(
+            left, width - right, ty=ty))
+        parts.append(Markup('<text x="{}" y="{:.1f}" text-anchor="end">{}%</text>').format(left - 6, ty + 4, tick))
+    parts.append(Markup('<text x="16" y="{mid:.1f}" transform="rotate(-90 16 {mid:.1f})" '
+                        'text-anchor="middle">joint correct</text>').format(mid=top + plot_h / 2))
     slot = plot_w / max(1, len(scopes))
     offsets = {arm: (i - (len(arms) - 1) / 2) * min(18.0, slot / (len(arms) + 1)) for i, arm in enumerate(arms)}
     colours = {arm: PALETTE[i % len(PALETTE)] for i, arm in enumerate(arms)}
     for i, scope in enumerate(scopes):
         cx = left + slot * (i + 0.5)
         label = "all positives" if scope == ALL_POSITIVE else scope.replace("_", " ")
-        parts.append(f'<text x="{cx:.1f}" y="{top + plot_h + 18}" text-anchor="middle">{html.escape(label)}</text>')
+        parts.append(Markup('<text x="{:.1f}" y="{}" text-anchor="middle">{}</text>').format(
+            cx, top + plot_h + 18, label))
     for p in points:
         cx = left + slot * (scopes.index(p.scope) + 0.5) + offsets[p.arm]
-        colour = colours[p.arm]
         tip = (f"{p.arm}, {p.scope}: {p.correct}/{p.n} ({100 * p.rate:.1f}%), "
                f"95% CI {100 * p.low:.1f}–{100 * p.high:.1f}%")
-        parts.append(
-            f'<g class="point" data-arm="{html.escape(p.arm)}" data-scope="{p.scope}" data-correct="{p.correct}" '
-            f'data-n="{p.n}" data-low="{p.low:.6f}" data-high="{p.high:.6f}"><title>{html.escape(tip)}</title>'
-            f'<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y(p.low):.1f}" y2="{y(p.high):.1f}" '
-            f'stroke="{colour}" stroke-width="2"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y(p.low):.1f}" y2="{y(p.low):.1f}" stroke="{colour}"/>'
-            f'<line x1="{cx - 4:.1f}" x2="{cx + 4:.1f}" y1="{y(p.high):.1f}" y2="{y(p.high):.1f}" stroke="{colour}"/>'
-            f'<circle cx="{cx:.1f}" cy="{y(p.rate):.1f}" r="4" fill="{colour}"/></g>'
-        )
+        parts.append(Markup(
+            '<g class="point" data-arm="{arm}" data-scope="{scope}" data-correct="{correct}" data-n="{n}" '
+            'data-low="{low:.6f}" data-high="{high:.6f}"><title>{tip}</title>'
+            '<line x1="{cx:.1f}" x2="{cx:.1f}" y1="{y_low:.1f}" y2="{y_high:.1f}" stroke="{colour}" stroke-width="2"/>'
+            '<line x1="{left:.1f}" x2="{right:.1f}" y1="{y_low:.1f}" y2="{y_low:.1f}" stroke="{colour}"/>'
+            '<line x1="{left:.1f}" x2="{right:.1f}" y1="{y_high:.1f}" y2="{y_high:.1f}" stroke="{colour}"/>'
+            '<circle cx="{cx:.1f}" cy="{y_rate:.1f}" r="4" fill="{colour}"/></g>').format(
+            arm=p.arm, scope=p.scope, correct=p.correct, n=p.n, low=p.low, high=p.high, tip=tip, cx=cx,
+            left=cx - 4, right=cx + 4, y_low=y(p.low), y_high=y(p.high), y_rate=y(p.rate), colour=colours[p.arm]))
     legend_y = height - 30
     for i, arm in enumerate(arms):
         lx = left + i * 150
-        parts.append(f'<circle cx="{lx + 5}" cy="{legend_y - 4}" r="5" fill="{colours[arm]}"/>')
-        parts.append(f'<text x="{lx + 15}" y="{legend_y}">{html.escape(arm)}</text>')
-    parts.append("</svg>")
+        parts.append(Markup('<circle cx="{}" cy="{}" r="5" fill="{}"/>').format(lx + 5, legend_y - 4, colours[arm]))
+        parts.append(Markup('<text x="{}" y="{}">{}</text>').format(lx + 15, legend_y, arm))
+    parts.append(Markup("</svg>"))
     return "\n".join(parts) + "\n"

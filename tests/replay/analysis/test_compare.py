@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from core.records import ResultRecord
 from replay.analysis.compare import (
@@ -16,9 +17,11 @@ from replay.analysis.compare import (
     compare_run,
     format_comparison,
     load_results,
+    read_run_info,
 )
 from replay.memory.ledger import RuleRef
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record
+from tests.support.hostile import hostile_bytes
 
 
 def write_run(run_dir: Path, records: list[ResultRecord]) -> Path:
@@ -199,7 +202,7 @@ def test_load_results_reports_a_bad_line_with_file_and_line(tmp_path: Path) -> N
     broken = json.loads(lines[1])
     del broken["parsed"]
     results.write_text("\n".join([lines[0], json.dumps(broken)]) + "\n")
-    with pytest.raises(ResultsError, match=r"results\.jsonl:2: parsed: Field required"):
+    with pytest.raises(ResultsError, match=r"results\.jsonl:2: field parsed: Field required"):
         load_results(run)
 
 
@@ -213,3 +216,26 @@ def test_load_results_refuses_a_duplicate_arm_and_decision(tmp_path: Path) -> No
 def test_load_results_names_a_missing_run(tmp_path: Path) -> None:
     with pytest.raises(ResultsError, match="not found"):
         load_results(tmp_path / "nowhere")
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([positive_record(BASE, "verified_action", "d-1", 1, True, True).model_dump_json().encode()]))
+def test_any_results_bytes_are_records_or_one_error_with_file_and_line(tmp_path: Path, data: bytes) -> None:
+    (tmp_path / "results.jsonl").write_bytes(data)
+    try:
+        load_results(tmp_path)
+    except ResultsError as exc:
+        assert str(exc).startswith(str(tmp_path / "results.jsonl"))
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([b'{"suite": {"path": "s", "sha256": "a"}, "config": {"arms": [{"name": "a"}]}}',
+                           b'{"suite": null}', b'{"config": {"arms": [1]}}']))
+def test_any_run_json_bytes_are_a_dict_or_one_error_naming_the_file(tmp_path: Path, data: bytes) -> None:
+    (tmp_path / "run.json").write_bytes(data)
+    try:
+        info = read_run_info(tmp_path)
+    except ResultsError as exc:
+        assert str(exc).startswith(str(tmp_path / "run.json"))
+    else:
+        assert isinstance(info, dict)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from core.keyset import key_set
 from core.records import ResultRecord
@@ -35,6 +36,7 @@ from tests.support.e13 import (
     known_failure_record,
     positive_record,
 )
+from tests.support.hostile import hostile_bytes
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -271,7 +273,9 @@ def test_isolated_replay_regression_fails(tmp_path: Path) -> None:
     ("content", "reason"),
     [
         (None, "does not exist"),
-        ("{not json", "Invalid JSON"),
+        ("{not json", "invalid JSON"),
+        ('{"measure": ' + "[" * 50_000 + "]" * 50_000 + "}", "nested deeper than 100 levels"),
+        ("[1, 2]", "Input should be a valid dictionary"),
         (outcomes("task_completed", [BOTH]), "measures 'task_completed', this condition needs 'critical_failure'"),
         (outcomes("critical_failure", [BOTH], candidate="other"), "is for candidate 'other'"),
         ({"measure": "critical_failure", "items": []}, "has no items"),
@@ -676,3 +680,17 @@ def test_every_condition_kind_has_boundary_tests() -> None:
     covered |= {"canary_no_regression", "rollback_ready", "confirmation_run", "quantisation_survives",
                 "fresh_chronological"}
     assert covered == set(CONDITION_KINDS)
+
+
+SERIOUS_TOML = (Path(__file__).resolve().parents[3] / "configs" / "gates" / "serious-candidate.toml").read_bytes()
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([SERIOUS_TOML, b"[[conditions]]", b'kind = "paired_noninferiority"', b'name = "x"']))
+def test_any_policy_bytes_are_a_policy_or_one_error_naming_the_file(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "policy.toml"
+    path.write_bytes(data)
+    try:
+        load_policy(path)
+    except GateError as exc:
+        assert str(exc).startswith(str(path))

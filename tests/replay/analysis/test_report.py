@@ -350,3 +350,35 @@ def test_report_renders_in_a_browser_with_its_numbers_and_filters(report, tmp_pa
     assert wins and all("hidden" not in r.attrs for r in wins)
     assert all("hidden" in r.attrs for r in rows if r.attrs["data-outcome"] != "win")
     assert dom.root.by_id("drill-base-vs-q-only-count").all_text() == f"showing {len(wins)} of {len(rows)}"
+
+
+# Each payload, if it ever ran, would mark the document; the mark is spelled only at run time.
+MARK = "PWN" + "ED"
+RUN_IT = "document.documentElement.setAttribute('data-x','PWN'+'ED')"
+HOSTILE = (f'x"><script>{RUN_IT}</script><x y="', f"<img src=x onerror=\"{RUN_IT}\">",
+           f"'><svg onload=\"{RUN_IT}\"></svg>")
+
+
+def test_hostile_values_never_run_as_script_in_the_report_or_the_plot(tmp_path: Path) -> None:
+    """Arm names, strata, decision ids and run.json values come from files; rendered in a real
+    browser, none of them may run: every attribute and text node that carries data is escaped."""
+    base, cand = "base", HOSTILE[0]
+    records = [positive_record(arm, stratum, f"{HOSTILE[2]}{s}-{i}", i, joint=(arm == cand) == (i % 2 == 0), tool=True)
+               for arm in (base, cand) for s, stratum in enumerate(HOSTILE) for i in range(4)]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    (run / "run.json").write_text(json.dumps({HOSTILE[1]: HOSTILE[0], "suite": {"name": HOSTILE[1]}}))
+    md, page = write_report(run, [compare(records, base, cand)], [], records)
+    for path in (page, run / "plot.svg"):
+        dom = chromium("--dump-dom", path.as_uri())
+        assert dom.returncode == 0 and "</svg>" in dom.stdout and HOSTILE[0] in parse_text(dom.stdout), dom.stderr
+        assert MARK not in dom.stdout, path
+    markdown = md.read_text(encoding="utf-8")
+    assert "<script>" not in markdown and "<img" not in markdown and "<svg" not in markdown
+
+
+def parse_text(markup: str) -> str:
+    builder = TreeBuilder()
+    builder.feed(markup)
+    return builder.root.all_text() + " ".join(v for n in builder.root.iter() for v in n.attrs.values())

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import tempfile
 from datetime import date
 from pathlib import Path
@@ -20,6 +22,7 @@ from replay.memory.files import (
     workspace_dir,
     workspace_dirs,
 )
+from tests.support.cli import ROOT
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memory"
 WS_A = FIXTURES / "ws-a"
@@ -277,3 +280,14 @@ def test_messy_files_never_crash(rules: str, log: str, profile: bytes) -> None:
         for rule in memory.authorised_rules():
             assert rule.id is not None and rule.evidence == "user-explicit" and not rule.retired
         assert all(p.file.is_relative_to(root) for p in problems)
+
+
+def test_a_rule_line_full_of_unclosed_comments_reads_in_linear_time(tmp_path: Path) -> None:
+    """`<!--` opened 100,000 times on one rule line: the lazy comment regex re-read the rest of
+    the line from each (quadratic). Loaded in its own process, so a regression fails by the
+    timeout instead of hanging the suite."""
+    root = write_workspace(tmp_path, "## Rules\n- Ask first. " + "<!--" * 100_000 + "\n")
+    program = f"from replay.memory.files import load_memory\nprint(len(load_memory({str(root)!r}).rules))"
+    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                          check=False)
+    assert done.stdout.split() == ["1"], done.stderr

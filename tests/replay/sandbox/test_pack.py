@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from replay.sandbox.pack import (
     PackError,
@@ -17,6 +18,8 @@ from replay.sandbox.pack import (
     validate_pack,
 )
 from tests.replay.sandbox.shop import scenario
+from tests.support.cli import run_cli
+from tests.support.hostile import hostile_bytes
 
 TOML = 'name = "shop"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\nworlds = "tests.replay.sandbox.shop"\n'
 
@@ -42,6 +45,31 @@ def test_every_problem_is_named_with_file_and_line(tmp_path: Path) -> None:
     for line, text in expected.items():
         assert any(p.startswith(f"{jsonl}:{line}: ") and text in p for p in problems), (line, problems)
     assert not any(p.startswith(f"{jsonl}:1: ") for p in problems)
+
+
+def test_a_deep_or_undecodable_line_is_a_problem_not_a_traceback(tmp_path: Path) -> None:
+    pack = write(tmp_path / "p", [scenario(), "[" * 50_000 + "]" * 50_000, scenario(id="s-3")])
+    with (pack / "scenarios.jsonl").open("ab") as handle:
+        handle.write(b'{"id": "\xff"}\n' + b"1" * 5000 + b"\n")
+    problems = {p.line: p.reason for p in validate_pack(pack)}
+    assert problems == {2: "invalid JSON: arrays and objects are nested deeper than 100 levels",
+                        4: "not UTF-8 text (byte 8 of the line)", 5: problems[5]}
+    assert problems[5].startswith("invalid JSON: Exceeds the limit (4300 digits)")
+    result = run_cli("replay", "sandbox", "validate", str(pack), cwd=tmp_path)
+    assert "Traceback" not in result.stderr and result.returncode != 0 and "scenarios.jsonl:2:" in result.stdout + result.stderr
+
+
+def test_a_claim_pattern_runs_in_linear_time_and_one_re2_cannot_compile_is_refused(tmp_path: Path) -> None:
+    evil = {"id": "evil", "pattern": "^(a+)+$", "requires": {"tool": "hold"}}
+    pack = write(tmp_path / "p", [scenario(claims=[evil], oracle_answer="a" * 34 + "!")])
+    assert validate_pack(pack) == []
+    # Python's re would take about 2**34 steps on this answer; `sandbox check` must simply answer.
+    result = run_cli("replay", "sandbox", "check", str(pack), cwd=tmp_path)
+    assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
+    backref = write(tmp_path / "q", [scenario(claims=[{**evil, "pattern": r"(a)\1"}])])
+    assert [(p.line, p.reason.split(":")[0]) for p in validate_pack(backref)] == [
+        (1, "field claims.0.pattern")]
+    assert "does not compile in RE2" in validate_pack(backref)[0].reason
 
 
 def test_manifest_problems_name_the_toml(tmp_path: Path) -> None:
@@ -158,3 +186,15 @@ def test_every_tool_name_a_scenario_mentions_is_a_tool_of_its_world(tmp_path: Pa
         assert any(p.startswith(f"{jsonl}:{line}: ") and text in p for p in problems), (line, problems)
     assert any(p.startswith(f"{jsonl}:8: ") and "success.may_change[1]: path 'sentt'" in p for p in problems)
     assert not any(p.startswith(f"{jsonl}:1: ") for p in problems)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(scenarios=hostile_bytes([json.dumps(scenario()).encode()]), manifest=hostile_bytes([TOML.encode()]))
+def test_any_bytes_are_a_pack_or_problems_naming_file_and_line(tmp_path: Path, scenarios: bytes,
+                                                               manifest: bytes) -> None:
+    pack = tmp_path / "any"
+    pack.mkdir(exist_ok=True)
+    (pack / "scenarios.jsonl").write_bytes(scenarios)
+    (pack / "pack.toml").write_bytes(manifest)
+    for problem in validate_pack(pack):
+        assert problem.file.startswith(str(pack))

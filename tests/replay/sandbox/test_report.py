@@ -47,3 +47,18 @@ def test_the_report_renders_in_chromium(report: Path, tmp_path: Path) -> None:
     assert dom.returncode == 0, dom.stderr
     assert dom.stdout.count("<details") == 14 and 'id="sandbox-arms"' in dom.stdout
     assert 'data-step="3" data-ok="true"' in dom.stdout
+
+
+def test_hostile_values_never_run_as_script(tmp_path: Path) -> None:
+    """Arm, scenario, answer and tool result come from files and the model: escaped, never run."""
+    from tests.replay.analysis.test_report import HOSTILE, MARK, chromium
+
+    rows = [r.model_copy(update={
+        "arm": HOSTILE[0] if r.arm == "cand" else r.arm, "scenario_id": r.scenario_id + HOSTILE[2],
+        "policy_family": HOSTILE[1],
+        "trajectory": r.trajectory.model_copy(update={"final_answer": HOSTILE[1], "ended_by": HOSTILE[2]})})
+        for r in results()]
+    page = write_sandbox_report(tmp_path, rows, [pair_results(rows, "base", HOSTILE[0])])
+    dom = chromium("--dump-dom", page.as_uri())
+    assert dom.returncode == 0 and dom.stdout.count("<details") == 14, dom.stderr
+    assert MARK not in dom.stdout

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
 
 from replay.config import RunConfig
 from replay.rundir import RunError, run_lock
@@ -19,8 +20,10 @@ from replay.sandbox.pack import load_pack, oracle_end_state
 from replay.sandbox.runner import EpisodeItem, load_sandbox_results, run_sandbox
 from replay.sandbox.scenario import Scenario
 from tests.replay.sandbox.shop import SHOP, scenario
+from tests.replay.sandbox.test_evidence import results
 from tests.replay.sandbox.test_pack import write
 from tests.support.fault_upstream import BASE, FaultUpstream
+from tests.support.hostile import hostile_bytes
 
 
 def config(url: str) -> RunConfig:
@@ -72,3 +75,27 @@ def test_text_calls_are_typed_by_the_tools_the_episode_offers(monkeypatch: pytes
                                             oracle_end_state(SHOP, scn), "engine"))
     assert [(e.tool, e.ok) for e in result.trajectory.ledger] == [("message", True)]
     assert json.loads(result.trajectory.ledger[0].arguments) == {"to": "42", "body": "7"}
+
+
+LINE = results()[0].model_dump_json().encode()
+
+
+def test_a_stored_call_whose_arguments_are_not_json_is_refused_when_read(tmp_path: Path) -> None:
+    """`sandbox score` re-scores stored trajectories: a tampered ledger is refused with file:line,
+    never a JSONDecodeError or RecursionError out of the measures."""
+    for arguments in ("{not json", "[" * 5000 + "]" * 5000):
+        bad = json.loads(LINE)
+        bad["trajectory"]["ledger"][0]["arguments"] = arguments
+        (tmp_path / "results.jsonl").write_text(LINE.decode() + "\n" + json.dumps(bad) + "\n")
+        with pytest.raises(RunError, match=r"results\.jsonl:2: not a sandbox result: field trajectory\.ledger\.0\.arg"):
+            load_sandbox_results(tmp_path)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=hostile_bytes([LINE]))
+def test_any_bytes_are_results_or_one_error_with_file_and_line(tmp_path: Path, data: bytes) -> None:
+    (tmp_path / "results.jsonl").write_bytes(data)
+    try:
+        load_sandbox_results(tmp_path)
+    except RunError as exc:
+        assert str(exc).startswith(str(tmp_path / "results.jsonl"))

@@ -151,10 +151,11 @@ def test_inspect_accepts_symlinks_that_stay_inside_the_root(root):
     assert inspect_adapter("a-v1", root, BASE_MODEL, 16).path == directory.resolve()
 
 
-def test_inspect_refuses_an_unreadable_deeply_nested_config(root):
+@pytest.mark.parametrize("content", [b"[" * 100_000, b'{"r": "\xff"}', b'{"r": ' + b"9" * 5000 + b"}"])
+def test_inspect_refuses_an_unreadable_config_with_one_error(root, content):
     directory = fake_adapter(root, "deep")
-    (directory / "adapter_config.json").write_text("[" * 100_000)
-    with pytest.raises(AdapterError, match="adapter_config.json"):
+    (directory / "adapter_config.json").write_bytes(content)
+    with pytest.raises(AdapterError, match="adapter_config.json: "):
         inspect_adapter("deep", root, BASE_MODEL, 16)
 
 

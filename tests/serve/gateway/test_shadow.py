@@ -137,3 +137,11 @@ def test_text_answers_are_typed_by_the_requests_tool_schema():
     parsed = parse_answer({"role": "assistant", "content": text}, body)
     assert parsed.first is not None and parsed.first.arguments == {"id": "42", "filter": {"s": 1}}
     assert parse_answer(text, body).first == parsed.first
+
+
+def test_a_stream_event_that_is_not_readable_json_is_skipped() -> None:
+    accumulator = StreamAccumulator("chat")
+    accumulator.feed(b'data: {"choices": [{"index": 0, "delta": {"content": "\xff"}}]}\n'
+                     + b"data: " + b"[" * 100_000 + b"\n" + b"data: " + b"7" * 5000 + b"\n"
+                     + b'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}\n')
+    assert accumulator.answer() == {"role": "assistant", "content": "ok"}

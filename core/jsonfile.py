@@ -1,0 +1,226 @@
+"""The one bounded JSON reader: every JSON and JSONL file the project reads goes through here.
+
+A file from a user (a suite, a pack, a run's results, a transcript, a verdict) can hold anything:
+`[[[[…]]]]` ten thousand deep (Python's parser then raises `RecursionError`, and so does any
+recursive code that touches the value later), a 10 GB line (`MemoryError`), bytes that are not
+UTF-8, a 5000-digit number (`ValueError` outside `JSONDecodeError`). Here each of those is a
+`JsonFileError` naming the file and line, and nothing deeper than `MAX_DEPTH` is ever parsed,
+so no later recursion over a value read here can run out of stack.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import accumulate
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from core.errors import WorkerTierError
+
+M = TypeVar("M", bound=BaseModel)
+T = TypeVar("T")
+
+MAX_DEPTH = 100
+"""Arrays and objects nested deeper than this are refused (real records and requests, tool
+schemas included, stay far below; Python's own parser gives up near 1000)."""
+MAX_LINE_BYTES = 16 * 2**20
+"""The longest line of a JSONL file (a decision with its whole conversation stays well under)."""
+MAX_FILE_BYTES = 64 * 2**20
+"""The largest single-document JSON file (run.json, evidence and verdict files)."""
+
+# A JSON string (escapes included): brackets inside strings do not nest.
+_STRING = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
+_CHUNK = 1 << 20
+
+
+class JsonFileError(WorkerTierError, ValueError):
+    """A JSON file, line or body that cannot be read; the message names where and why."""
+
+
+@dataclass(frozen=True)
+class JsonLine(Generic[T]):
+    """One non-blank line of a JSONL file: its value, or every reason it is not one."""
+
+    number: int
+    value: T | None
+    problems: tuple[str, ...] = ()
+
+
+def too_deep(text: str) -> bool:
+    """Whether arrays and objects in `text` nest deeper than `MAX_DEPTH` (brackets inside strings
+    do not count); a linear scan, done before parsing so the parser never recurses that deep."""
+    if text.count("[") + text.count("{") <= MAX_DEPTH:
+        return False
+    skeleton = _NOT_BRACKET.sub("", _STRING.sub("", text))
+    return max(accumulate(map(_STEP.__getitem__, skeleton)), default=0) > MAX_DEPTH
+
+
+def parse_problem(data: str | bytes) -> tuple[Any, str | None]:
+    """`data` parsed as JSON, or None and the reason it is not readable JSON within the bounds."""
+    if isinstance(data, bytes):
+        if len(data) > MAX_FILE_BYTES:
+            return None, f"larger than {MAX_FILE_BYTES} bytes"
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return None, f"not UTF-8 text (byte {exc.start})"
+    if too_deep(data):
+        return None, f"invalid JSON: arrays and objects are nested deeper than {MAX_DEPTH} levels"
+    try:
+        return json.loads(data), None
+    except json.JSONDecodeError as exc:
+        at = f"line {exc.lineno}, column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
+        return None, f"invalid JSON: {exc.msg} ({at})"
+    except (ValueError, RecursionError, MemoryError) as exc:  # e.g. an integer of more than 4300 digits
+        return None, f"invalid JSON: {str(exc)[:200]}"
+
+
+def loads_bounded(data: str | bytes, where: str) -> Any:
+    """`data` parsed as JSON within the bounds, else a `JsonFileError` saying `where` and why."""
+    value, problem = parse_problem(data)
+    if problem is not None:
+        raise JsonFileError(f"{where}: {problem}")
+    return value
+
+
+def schema_errors(exc: ValidationError) -> list[str]:
+    """A pydantic error as one reason per field (`field a.b: msg`), never echoing the value."""
+    return [f"field {'.'.join(str(p) for p in e['loc']) or '(top level)'}: {e['msg']}" for e in exc.errors()]
+
+
+def as_model(value: Any, model: type[M], where: str) -> M:
+    """A parsed JSON value as a `model`; its problems are one `JsonFileError` saying `where`."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        raise JsonFileError(f"{where}: " + "; ".join(schema_errors(exc))) from exc
+
+
+def validate(data: str | bytes, model: type[M], where: str) -> M:
+    """`data` as a `model`, read within the bounds; every problem is one `JsonFileError`."""
+    return as_model(loads_bounded(data, where), model, where)
+
+
+def read_json(path: Path, model: type[M]) -> M:
+    """A whole JSON file (at most `MAX_FILE_BYTES`) as a `model`."""
+    return validate(_read_bounded(path), model, str(path))
+
+
+def read_json_value(path: Path) -> Any:
+    """A whole JSON file (at most `MAX_FILE_BYTES`) as a plain value."""
+    return loads_bounded(_read_bounded(path), str(path))
+
+
+def _read_bounded(path: Path) -> bytes:
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as exc:
+        raise JsonFileError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    if len(data) > MAX_FILE_BYTES:
+        raise JsonFileError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
+    return data
+
+
+def read_lines(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str | None, str | None]]:
+    """(number, text, problem) for each non-blank line (split on `\\n`, counted from 1): the text
+    when it is UTF-8 of at most `max_line_bytes`, else the problem. A longer line is skipped
+    without being held in memory."""
+    try:
+        handle = path.open("rb")
+    except OSError as exc:
+        raise JsonFileError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    with handle:
+        number = 0
+        while True:
+            raw = handle.readline(max_line_bytes + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):
+                    raw = handle.readline(_CHUNK)
+                yield number, None, f"line longer than {max_line_bytes} bytes"
+                continue
+            if not raw.strip():
+                continue
+            try:
+                yield number, raw.decode("utf-8"), None
+            except UnicodeDecodeError as exc:
+                yield number, None, f"not UTF-8 text (byte {exc.start} of the line)"
+
+
+def read_jsonl_values(path: Path, what: str = "a line",
+                      max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[JsonLine[dict[str, Any]]]:
+    """Each non-blank line of a JSONL file as a parsed JSON object, or its problem (`what` names
+    what a line holds, for the message when it is no object)."""
+    for number, text, problem in read_lines(path, max_line_bytes):
+        if text is None:
+            yield JsonLine(number, None, (problem or "unreadable",))
+            continue
+        value, problem = parse_problem(text)
+        if problem is None and not isinstance(value, dict):
+            problem = f"{what} must be a JSON object"
+        yield JsonLine(number, value, ()) if problem is None else JsonLine(number, None, (problem,))
+
+
+def read_jsonl(path: Path, model: type[M], what: str = "a line") -> Iterator[JsonLine[M]]:
+    """Each non-blank line of a JSONL file as a `model`, or every reason it is not one."""
+    for line in read_jsonl_values(path, what):
+        if line.value is None:
+            yield JsonLine(line.number, None, line.problems)
+            continue
+        try:
+            yield JsonLine(line.number, model.model_validate(line.value))
+        except ValidationError as exc:
+            yield JsonLine(line.number, None, tuple(schema_errors(exc)))
+
+
+def read_jsonl_strict(path: Path, model: type[M], what: str = "a line") -> list[M]:
+    """Every line of a JSONL file as a `model`; the first bad line is a `JsonFileError` (file:line)."""
+    rows = []
+    for line in read_jsonl(path, model, what):
+        if line.value is None:
+            raise JsonFileError(f"{path}:{line.number}: " + "; ".join(line.problems))
+        rows.append(line.value)
+    return rows
+
+
+def cut_torn_tail(path: Path) -> None:
+    """Cut a JSONL file back to its last complete line (a writer killed mid-line leaves a torn
+    one), reading only the tail."""
+    with path.open("r+b") as handle:
+        end = handle.seek(0, 2)
+        position = end
+        while position > 0:
+            start = max(0, position - _CHUNK)
+            handle.seek(start)
+            newline = handle.read(position - start).rfind(b"\n")
+            if newline >= 0:
+                position = start + newline + 1
+                break
+            position = start
+        if position < end:
+            handle.truncate(position)
+
+
+def value_too_deep(value: Any) -> bool:
+    """Whether lists and dicts in an already parsed value (a TOML file's) nest deeper than
+    `MAX_DEPTH`; iterative, so the check itself never recurses."""
+    stack: list[tuple[Any, int]] = [(value, 0)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
+        if children is None:
+            continue
+        if depth >= MAX_DEPTH:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
