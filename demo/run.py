@@ -363,8 +363,9 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     print("\nRule uptake (demo/claims.py says what each rule asks for):")
     print(format_uptake(uptake))
     _, html = write_report(run_dir, comparisons, verdicts, [r for r in results if r.arm in main_arms],
-                           decisions=suite.decisions, lessons=[*plan.verdicts, *loo], uptake=uptake)
-    rows = summary_rows(results, main_arms)
+                           decisions=suite.decisions, lessons=[*plan.verdicts, *loo], uptake=uptake,
+                           baseline=BASELINE)
+    rows = summary_rows(results, main_arms, reference=BASELINE)
     print("\n" + format_summary(rows))
     print("\n" + target_lines(rows, plan.verdicts))
     return html

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from core.cli import run_command
-from replay.analysis.compare import compare_run, format_comparison, load_results
+from core.names import excerpt
+from replay.analysis.compare import compare_run, format_comparison, load_results, read_run_info
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
 from replay.config import load_run_config
@@ -109,13 +109,13 @@ def _gate(args: argparse.Namespace) -> int:
 
 
 def _report(args: argparse.Namespace) -> int:
-    info = json.loads((args.run_dir / "run.json").read_text()) if (args.run_dir / "run.json").exists() else {}
+    info = read_run_info(args.run_dir)
     suite_path = info.get("suite", {}).get("path")
     decisions = load_suite(suite_path).decisions if suite_path and Path(suite_path).is_dir() else ()
-    configured = [arm["name"] for arm in info.get("config", {}).get("arms", [])]
-    # Default: the run config's first arm is the baseline of every other arm.
-    pairs = [tuple(p.split(":", 1)) for p in args.pair] or [(configured[0], a) for a in configured[1:]] or None
-    md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args))
+    # Default: the baseline (--baseline, else the run config's first arm) against every other arm.
+    pairs = args.pair or None
+    md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args),
+                          baseline=args.baseline)
     print(f"report: {md}\nreport: {html}")
     return 0
 
@@ -162,8 +162,16 @@ def _evidence_item(text: str) -> tuple[str, str]:
     """One `--evidence KEY=PATH`; a malformed one is a usage error, not a traceback."""
     key, sep, path = text.partition("=")
     if not sep or not key or not path:
-        raise argparse.ArgumentTypeError(f"expected KEY=PATH, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected KEY=PATH, got {excerpt(text)}")
     return key, path
+
+
+def _pair_item(text: str) -> tuple[str, str]:
+    """One `--pair BASELINE:CANDIDATE`; a malformed one is a usage error, not a traceback."""
+    baseline, sep, candidate = text.partition(":")
+    if not sep or not baseline or not candidate:
+        raise argparse.ArgumentTypeError(f"expected BASELINE:CANDIDATE, got {excerpt(text)}")
+    return baseline, candidate
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -237,7 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write report.md and a self-contained report.html")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE")
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=_pair_item,
+                   help="a comparison to report (repeatable); default: the baseline against every other arm")
+    p.add_argument("--baseline", metavar="ARM",
+                   help="the reference arm: of the default comparisons and of the summary's changed calls "
+                        "(default: the run config's first arm; with --pair, the pairs' baseline)")
     ledger_option(p)
     p.set_defaults(func=_report)
 

@@ -129,10 +129,13 @@ def render_html(
     tainted: Tainted = (),
     lessons: Sequence[RuleVerdict] | None = None,
     uptake: Sequence[Uptake] | None = None,
+    *,
+    reference: str,
 ) -> str:
+    """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
     body = [
         f"<h1>Replay report: {_e(run.name)}</h1>",
-        _answer_section(verdicts, results, svg, lessons, uptake),
+        _answer_section(verdicts, results, svg, lessons, uptake, reference),
         '<section id="summary"><h2>Run</h2>',
         _summary_table(info, results),
         "</section>",
@@ -154,10 +157,10 @@ def render_html(
 
 
 def _answer_section(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], svg: str,
-                    lessons: Sequence[RuleVerdict] | None, uptake: Sequence[Uptake] | None) -> str:
+                    lessons: Sequence[RuleVerdict] | None, uptake: Sequence[Uptake] | None, reference: str) -> str:
     """The opening section: the summary table with the plot beside it, one line per gate, the
     lesson verdicts and rule uptake (each block only when given)."""
-    rows = summary_rows(results, arms_of(results))
+    rows = summary_rows(results, arms_of(results), reference=reference)
     gates = "".join(
         f'<li class="{"passed" if v.passed else "rejected"}" data-policy="{_e(v.policy)}" '
         f'data-candidate="{_e(v.candidate)}" data-passed="{str(v.passed).lower()}">{_e(gate_line(v))}</li>'

@@ -48,8 +48,11 @@ def render_markdown(
     tainted: Tainted = (),
     lessons: Sequence[RuleVerdict] | None = None,
     uptake: Sequence[Uptake] | None = None,
+    *,
+    reference: str,
 ) -> str:
-    lines = [f"# Replay report: {run.name}", "", *answer(verdicts, results, lessons, uptake), "## Run", ""]
+    """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
+    lines = [f"# Replay report: {run.name}", "", *answer(verdicts, results, lessons, uptake, reference), "## Run", ""]
     lines += [f"- **{key}**: {_md(value)}" for key, value in summary(info, results)]
     lines += ["", "## Paired comparisons", ""]
     for c in comparisons:
@@ -86,9 +89,9 @@ def render_markdown(
 
 
 def answer(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], lessons: Sequence[RuleVerdict] | None,
-           uptake: Sequence[Uptake] | None) -> list[str]:
+           uptake: Sequence[Uptake] | None, reference: str) -> list[str]:
     """The report's opening section: what a reader came for."""
-    rows = summary_rows(results, arms_of(results))
+    rows = summary_rows(results, arms_of(results), reference=reference)
     lines = ["## Answer", "", SUMMARY_NOTE, "", *_table(summary_columns(rows), [summary_cells(r) for r in rows]), ""]
     lines += [f"![Joint correctness per stratum and arm]({PLOT_SVG})", "", "### Gates", ""]
     lines += [f"- {_md(gate_line(v))}" for v in verdicts] or ["No gate was evaluated on this run."]
