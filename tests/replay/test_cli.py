@@ -125,3 +125,24 @@ def test_a_malformed_pair_option_is_a_usage_error(run_dir, capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["report", str(run_dir), "--pair", "base"])
     assert exit_.value.code == 2 and "expected BASELINE:CANDIDATE, got 'base'" in capsys.readouterr().err
+
+
+def test_plan_prints_the_table_and_json(run_dir, capsys):
+    policy = str(ROOT / "configs/gates/serious-candidate.toml")
+    code, out, _ = cli(capsys, "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate", Q_ONLY,
+                       "--policy", policy)
+    assert code == 0 and "α = 0.05" in out
+    assert any(line.startswith("all positives *") and "320" in line for line in out.splitlines())
+    code, out, _ = cli(capsys, "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate", Q_ONLY,
+                       "--policy", policy, "--effect", "8", "--power", "0.9", "--json")
+    data = json.loads(out)
+    assert code == 0 and (data["effect_points"], data["power"]) == (8.0, 0.9)
+    assert data["rows"][-1]["scope"] == "all_positive" and data["rows"][-1]["decisions_needed"] > 0
+
+
+def test_plan_errors_are_one_line(run_dir, tmp_path):
+    policy = str(ROOT / "configs/gates/serious-candidate.toml")
+    assert_one_error_line(run_cli("replay", "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate",
+                                  Q_ONLY, "--policy", policy, "--power", "1.5", cwd=tmp_path), "power must be in (0, 1)")
+    assert_one_error_line(run_cli("replay", "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate",
+                                  "nope", "--policy", policy, cwd=tmp_path), "nope")
