@@ -225,3 +225,45 @@ def format_plan(result: Plan) -> str:
         "Assumes the pilot's discordance per scope holds for the candidate being planned.",
     ]
     return "\n".join(lines)
+
+
+# ── what a comparison's suite detects (the report prints it beside every comparison) ──
+
+
+class Detectable(BaseModel):
+    """The minimum detectable effect of a comparison's own suite at its own discordance."""
+
+    scope: str
+    measure: str
+    decisions: int
+    discordant: int
+    alpha: float
+    power: float
+    mde_points: float | None
+
+
+def detectable(
+    comparison: Comparison, power: float = DEFAULT_POWER, alpha: float = DEFAULT_ALPHA, scope: str = ALL_POSITIVE,
+) -> Detectable | None:
+    """What the suite detects over `scope` (joint) with `power`; None when the comparison has no such row."""
+    row = next((r for r in comparison.correctness if r.measure == "joint" and r.scope == scope and r.stats.n), None)
+    if row is None:
+        return None
+    s = row.stats
+    discordant = s.wins + s.losses
+    mde = minimum_detectable_effect(s.n, discordant / s.n, alpha, power)
+    return Detectable(scope=scope, measure="joint", decisions=s.n, discordant=discordant, alpha=alpha, power=power,
+                      mde_points=mde)
+
+
+def detectable_note(found: Detectable) -> str:
+    """One sentence: "This suite detects ≥ X points with 80% power (…)"."""
+    scope = "all positives" if found.scope == ALL_POSITIVE else found.scope
+    basis = (f"({scope}, {found.measure}: {found.decisions} decisions, {found.discordant} discordant; "
+             f"exact sign test, α = {found.alpha:g})")
+    if found.mde_points is not None:
+        return f"This suite detects ≥ {format_points(found.mde_points)} points with {_pct(found.power)} power {basis}."
+    if found.discordant == 0:
+        return f"No discordant pairs, so what this suite detects cannot be estimated {basis}."
+    return (f"This suite detects no gain with {_pct(found.power)} power at this discordance, not even every "
+            f"discordant pair a win {basis}.")

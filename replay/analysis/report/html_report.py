@@ -28,6 +28,7 @@ from replay.analysis.compare import (
     repeat_label,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import DrillRow, drill_rows
 from replay.analysis.report.markdown_report import summary, tests_note
 from replay.analysis.report.summary import (
@@ -252,7 +253,17 @@ def _comparison_table(c: Comparison) -> str:
         f'data-tainted="{str(bool(c.tainted_results)).lower()}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         + "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
+        + _detectable(c, table_id)
     )
+
+
+def _detectable(c: Comparison, table_id: str) -> str:
+    found = detectable(c)
+    if found is None:
+        return ""
+    value = "" if found.mde_points is None else f' data-mde="{found.mde_points!r}"'
+    return (f'<p class="note mde" id="mde-{table_id}" data-scope="{_e(found.scope)}" data-power="{found.power}" '
+            f'data-alpha="{found.alpha}"{value}>{_e(detectable_note(found))}</p>')
 
 
 def _arm_attrs(c: Comparison) -> str:

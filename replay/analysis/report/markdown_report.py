@@ -23,6 +23,7 @@ from replay.analysis.compare import (
     repeat_label,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import discordant_ids
 from replay.analysis.report.plot import PLOT_SVG
 from replay.analysis.report.summary import (
@@ -66,6 +67,9 @@ def render_markdown(
             mark = f" {TAINT_MARK}" if taint else ""
             lines.append("| " + " | ".join(_md(x) for x in (label + mark, *cells)) + " |")
         lines += ["", format_overhead(c.overhead), "", tests_note(c)]
+        found = detectable(c)
+        if found is not None:
+            lines += ["", detectable_note(found)]
         if c.tainted_results:
             disputed = ", ".join(c.tainted_rule_ids)
             lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {disputed}.")

@@ -397,3 +397,20 @@ def test_without_pairs_the_run_configs_first_arm_is_the_baseline(tmp_path: Path)
     tables = parse(html_path).find_all("table", **{"class": "comparison"})
     assert [t.attrs["id"] for t in tables] == ["cmp-base-vs-q-only", "cmp-base-vs-mixed"]
     assert _summary_of(html_path)[0] == "calls changed vs base"
+
+
+def test_every_comparison_says_what_the_suite_detects_with_80_percent_power(report) -> None:
+    """Beside each comparison: the minimum detectable effect over all positives at its own discordance
+    (E13: q-only 25 of 264 discordant, mixed 33 of 264), computed by `power.minimum_detectable_effect`."""
+    from replay.analysis.power import minimum_detectable_effect
+
+    run, _ = report
+    doc, md = parse(run / "report.html"), (run / "report.md").read_text()
+    for candidate, discordant in ((Q_ONLY, 25), (MIXED, 33)):
+        mde = minimum_detectable_effect(264, discordant / 264, 0.05, 0.8)
+        assert mde is not None
+        note = doc.by_id(f"mde-cmp-base-vs-{candidate}")
+        assert float(note.attrs["data-mde"]) == pytest.approx(mde)
+        line = f"This suite detects ≥ {mde:+.2f} points with 80% power"
+        assert note.all_text().startswith(line) and line in md
+    assert "(all positives, joint: 264 decisions, 25 discordant; exact sign test, α = 0.05)" in md
