@@ -8,7 +8,7 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.cli import run_command
+from core.cli import pair_item, run_command
 from core.names import excerpt
 from replay.analysis.compare import compare_run, format_comparison, load_results, read_run_info
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
@@ -178,14 +178,6 @@ def _evidence_item(text: str) -> tuple[str, str]:
     return key, path
 
 
-def _pair_item(text: str) -> tuple[str, str]:
-    """One `--pair BASELINE:CANDIDATE`; a malformed one is a usage error, not a traceback."""
-    baseline, sep, candidate = text.partition(":")
-    if not sep or not baseline or not candidate:
-        raise argparse.ArgumentTypeError(f"expected BASELINE:CANDIDATE, got {excerpt(text)}")
-    return baseline, candidate
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="worker-replay", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -274,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("report", help="write report.md and a self-contained report.html")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=_pair_item,
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=pair_item,
                    help="a comparison to report (repeatable); default: the baseline against every other arm")
     p.add_argument("--baseline", metavar="ARM",
                    help="the reference arm: of the default comparisons and of the summary's changed calls "

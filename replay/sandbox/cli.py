@@ -9,6 +9,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from core.cli import pair_item, reference_first
+from replay.analysis.compare import read_run_info
 from replay.config import load_run_config
 from replay.runner import RunError
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
@@ -107,7 +109,9 @@ def _evidence(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     results = load_sandbox_results(args.run_dir)
     arms = list(dict.fromkeys(r.arm for r in results))
-    wanted = [tuple(p.split(":", 1)) for p in args.pair] or [(arms[0], a) for a in arms[1:]]
+    configured = [a.get("name") for a in read_run_info(args.run_dir).get("config", {}).get("arms", [])]
+    ordered = reference_first(arms, configured, args.baseline)
+    wanted = args.pair or [(ordered[0], a) for a in ordered[1:]]
     pairs = [pair_results(results, baseline, candidate) for baseline, candidate in wanted]
     print(f"report: {write_sandbox_report(args.run_dir, results, pairs)}")
     return 0
@@ -141,6 +145,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_evidence)
     p = actions.add_parser("report", help="sandbox-report.html: arms, paired tables, every episode step by step")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE",
-                   help="default: the first arm against every other")
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=pair_item,
+                   help="default: the baseline against every other arm")
+    p.add_argument("--baseline", metavar="ARM", help="the reference arm (default: the run config's first arm)")
     p.set_defaults(func=_report)

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from core.cli import reference_first
 from core.names import excerpt
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import (
@@ -63,9 +64,8 @@ def report_run(
         raise ResultsError(f"{Path(run_dir) / RESULTS_FILE}: no results to report on")
     if pairs is None:
         configured = [a.get("name") for a in read_run_info(run_dir).get("config", {}).get("arms", [])]
-        ordered = [*(a for a in configured if a in arms), *(a for a in arms if a not in configured)]
-        reference = reference_arm(ordered, (), baseline)
-        pairs = [(reference, arm) for arm in ordered if arm != reference]
+        ordered = reference_first(arms, configured, baseline)
+        pairs = [(ordered[0], arm) for arm in ordered[1:]]
     comparisons = [compare(results, base, candidate, tainted=tainted) for base, candidate in pairs]
     verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
     return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted,

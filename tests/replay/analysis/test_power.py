@@ -13,6 +13,8 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from replay.analysis.power import (
     critical_losses,
@@ -195,3 +197,9 @@ def test_bad_levels_are_value_errors(bad: dict[str, float]) -> None:
     args = {"alpha": 0.05, "power": 0.8} | bad
     with pytest.raises(ValueError):
         minimum_detectable_effect(100, 0.2, args["alpha"], args["power"])
+
+
+@given(st.floats(min_value=1e-6, max_value=0.999, allow_nan=False), st.integers(min_value=0, max_value=70))
+def test_critical_losses_match_the_sign_test_for_any_alpha(alpha: float, n: int) -> None:
+    k = critical_losses(n, alpha)[n]
+    assert [ell for ell in range(n + 1) if rejects(n - ell, ell, alpha)] == list(range(k + 1))
