@@ -9,8 +9,9 @@ about half the time whatever the sample size, so no N makes "test + threshold" r
 The plan therefore sizes the suite for the test and shows, beside it, the power of test +
 threshold at that size: plan an effect above the threshold for the condition to pass reliably.
 
-α: the paired-gain condition's `max_p` when the policy sets one; else `--alpha`; else 1 − the 95%
-confidence of the comparison's intervals (0.05). The effect planned for: `--effect`, else the
+α: the paired-gain condition's `max_p` when the policy sets one (a different `--alpha` is refused:
+it would plan for another test); else `--alpha`; else 1 − the 95% confidence of the comparison's
+intervals (0.05). The effect planned for: `--effect`, else the
 condition's threshold.
 """
 
@@ -106,6 +107,9 @@ def plan(
     """Per held-out stratum and the gate's scope: MDE of the pilot's size, decisions for `effect`."""
     gain = paired_gain_of(policy)
     if gain.max_p is not None:
+        if alpha is not None and alpha != gain.max_p:
+            raise GateError(f"the policy pre-registers α = {gain.max_p:g} for {gain.id} (max_p); planning at "
+                            f"--alpha {alpha:g} would size the suite for another test")
         level, source = gain.max_p, f"the policy's {gain.id} max_p"
     elif alpha is not None:
         level, source = alpha, "--alpha (the policy sets no max_p)"

@@ -68,8 +68,12 @@ def test_e13_recovery_stratum_is_too_small_for_any_effect(e13_plan: Plan) -> Non
 
 
 def test_alpha_comes_from_the_policy_when_it_sets_one(tmp_path: Path) -> None:
-    strict = plan(PILOT, load_policy(policy_with(tmp_path, "max_p = 0.01")), pilot="s1", alpha=0.2)
+    registered = load_policy(policy_with(tmp_path, "max_p = 0.01"))
+    strict = plan(PILOT, registered, pilot="s1")
     assert strict.alpha == 0.01 and "max_p" in strict.alpha_source
+    assert plan(PILOT, registered, pilot="s1", alpha=0.01).alpha == 0.01
+    with pytest.raises(GateError, match="pre-registers α = 0.01"):
+        plan(PILOT, registered, pilot="s1", alpha=0.2)
     loose = plan(PILOT, load_policy(SERIOUS), pilot="s1", alpha=0.2)
     assert loose.alpha == 0.2 and "--alpha" in loose.alpha_source
     needed = {p.alpha: next(r for r in p.rows if r.gate_scope).decisions_needed for p in (strict, loose)}
