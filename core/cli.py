@@ -9,6 +9,7 @@ import argparse
 import sys
 
 from core.errors import WorkerTierError
+from core.names import excerpt
 from core.process import run_main
 
 
@@ -25,3 +26,19 @@ def run_command(parser: argparse.ArgumentParser, argv: list[str] | None = None) 
         return result
 
     return run_main(subcommand)
+
+
+def pair_item(text: str) -> tuple[str, str]:
+    """One `--pair BASELINE:CANDIDATE` (an argparse type): a malformed one is a usage error."""
+    baseline, sep, candidate = text.partition(":")
+    if not sep or not baseline or not candidate:
+        raise argparse.ArgumentTypeError(f"expected BASELINE:CANDIDATE, got {excerpt(text)}")
+    return baseline, candidate
+
+
+def reference_first(arms: list[str], configured: list[str], named: str | None = None) -> list[str]:
+    """Arms with the reference first: `named`, else the run config's first arm present, else the
+    first arm listed. Results files list arms in the order work finished, which means nothing."""
+    ordered = [*(a for a in configured if a in arms), *(a for a in arms if a not in configured)]
+    reference = named if named is not None else (ordered[0] if ordered else None)
+    return [] if reference is None else [reference, *(a for a in ordered if a != reference)]

@@ -33,7 +33,8 @@ from demo.claims import CLAIMS
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
-from replay.analysis.compare import compare, format_comparison, load_results
+from replay.analysis.compare import Comparison, compare, format_comparison, load_results
+from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
 from replay.analysis.report.summary import SummaryRow, format_summary, format_uptake, summary_rows, text_table
@@ -47,7 +48,7 @@ from replay.memory.lessons import (
     plan_lessons,
     trials_from_results,
 )
-from replay.memory.uptake import uptake_table
+from replay.memory.uptake import Uptake, uptake_table
 from replay.runner import run
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack
@@ -71,6 +72,7 @@ DEMO_PER_CELL = 2
 # `worker-demo pack --out DIR` + `worker-replay sandbox run --pack DIR ...` (README, "The demo").
 SANDBOX_PER_FAMILY = 1
 SANDBOX_ARMS = (BASELINE, "base+memory", *ADAPTER_ARMS)
+MAIN_ARMS = (BASELINE, "base+rule", "base+memory", *ADAPTER_ARMS)
 ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
 
 
@@ -335,10 +337,22 @@ def sandbox_evidence(sandbox_dir: Path, candidate: str) -> dict[str, Path]:
     return write_evidence(pairs, sandbox_dir / "evidence" / candidate)
 
 
+def demo_report(
+    run_dir: Path, results: Sequence[ResultRecord], comparisons: Sequence[Comparison], verdicts: Sequence[GateVerdict],
+    decisions: Sequence[Decision] = (), lessons: Sequence[RuleVerdict] | None = None,
+    uptake: Sequence[Uptake] | None = None,
+) -> tuple[Path, list[SummaryRow]]:
+    """Write the report on the main arms and return the summary rows the console prints: both count
+    changed calls against BASELINE, whatever order the runner wrote the results in."""
+    main = [r for r in results if r.arm in MAIN_ARMS]
+    _, html = write_report(run_dir, comparisons, verdicts, main, decisions=decisions, lessons=lessons, uptake=uptake,
+                           baseline=BASELINE)
+    return html, summary_rows(main, MAIN_ARMS, reference=BASELINE)
+
+
 def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | None = None) -> Path:
     results = load_results(run_dir)
-    main_arms = [BASELINE, "base+rule", "base+memory", *ADAPTER_ARMS]
-    comparisons = [compare(results, BASELINE, arm) for arm in main_arms[1:]]
+    comparisons = [compare(results, BASELINE, arm) for arm in MAIN_ARMS[1:]]
     for comparison in comparisons:
         print(format_comparison(comparison), "\n")
     verdicts = []
@@ -362,9 +376,7 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     uptake = uptake_table(CLAIMS, uptake_pairs(results), results, suite.decisions)
     print("\nRule uptake (demo/claims.py says what each rule asks for):")
     print(format_uptake(uptake))
-    _, html = write_report(run_dir, comparisons, verdicts, [r for r in results if r.arm in main_arms],
-                           decisions=suite.decisions, lessons=[*plan.verdicts, *loo], uptake=uptake)
-    rows = summary_rows(results, main_arms)
+    html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake)
     print("\n" + format_summary(rows))
     print("\n" + target_lines(rows, plan.verdicts))
     return html

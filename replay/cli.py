@@ -8,7 +8,8 @@ import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.cli import run_command
+from core.cli import pair_item, run_command
+from core.names import excerpt
 from replay.analysis.compare import compare_run, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
@@ -108,14 +109,26 @@ def _gate(args: argparse.Namespace) -> int:
     return 0 if verdict.passed else 1
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from replay.analysis.gates import load_policy
+    from replay.analysis.plan import format_plan, plan
+
+    policy = load_policy(args.policy)
+    pilot = compare_run(args.pilot, args.baseline, args.candidate, tainted=_tainted(args))
+    result = plan(pilot, policy, pilot=str(args.pilot), effect=args.effect, power=args.power, alpha=args.alpha,
+                  max_decisions=args.max_decisions)
+    print(result.model_dump_json(indent=2) if args.json else format_plan(result))
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     info = read_run_json(args.run_dir)
     suite_path = (info.get("suite") or {}).get("path")
     decisions = load_suite(suite_path).decisions if suite_path and Path(suite_path).is_dir() else ()
-    configured = [arm["name"] for arm in (info.get("config") or {}).get("arms", [])]
-    # Default: the run config's first arm is the baseline of every other arm.
-    pairs = args.pair or [(configured[0], a) for a in configured[1:]] or None
-    md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args))
+    # Default: the baseline (--baseline, else the run config's first arm) against every other arm.
+    pairs = args.pair or None
+    md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args),
+                          baseline=args.baseline)
     print(f"report: {md}\nreport: {html}")
     return 0
 
@@ -162,7 +175,7 @@ def _evidence_item(text: str) -> tuple[str, str]:
     """One `--evidence KEY=PATH`; a malformed one is a usage error, not a traceback."""
     key, sep, path = text.partition("=")
     if not sep or not key or not path:
-        raise argparse.ArgumentTypeError(f"expected KEY=PATH, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected KEY=PATH, got {excerpt(text)}")
     return key, path
 
 
@@ -235,9 +248,30 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_option(p)
     p.set_defaults(func=_gate)
 
+    p = sub.add_parser("plan", help="decisions the gate's paired test needs, and the suite's minimum detectable "
+                                    "effect, from a pilot run")
+    p.add_argument("--pilot", type=Path, required=True, metavar="RUN_DIR", help="a run with both arms")
+    p.add_argument("--baseline", required=True)
+    p.add_argument("--candidate", required=True)
+    p.add_argument("--effect", type=float, metavar="POINTS",
+                   help="the gain to detect (default: the policy's paired-gain min_points)")
+    p.add_argument("--power", type=float, default=0.8, help="target power (default 0.8)")
+    p.add_argument("--policy", type=Path, default=Path("configs/gates/serious-candidate.toml"),
+                   help="the gate policy whose paired-gain condition is planned for")
+    p.add_argument("--alpha", type=float,
+                   help="the test's α when the policy's paired-gain sets no max_p (default 0.05)")
+    p.add_argument("--max-decisions", type=int, default=20000, metavar="N", help="search cap (default 20000)")
+    p.add_argument("--json", action="store_true")
+    ledger_option(p)
+    p.set_defaults(func=_plan)
+
     p = sub.add_parser("report", help="write report.md and a self-contained report.html")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=sandbox_cli.arm_pair)
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=pair_item,
+                   help="a comparison to report (repeatable); default: the baseline against every other arm")
+    p.add_argument("--baseline", metavar="ARM",
+                   help="the reference arm: of the default comparisons and of the summary's changed calls "
+                        "(default: the run config's first arm; with --pair, the pairs' baseline)")
     ledger_option(p)
     p.set_defaults(func=_report)
 

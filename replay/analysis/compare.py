@@ -19,6 +19,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from core.jsonfile import read_jsonl
+from core.names import excerpt
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, POSITIVE_STRATA, ResultRecord
 from replay.analysis.stats import (
     Overhead,
@@ -235,7 +236,7 @@ def _pair(records: list[ResultRecord], baseline: str, candidate: str, disputed: 
     for arm in (baseline, candidate):
         if arm not in by_arm:
             known = ", ".join(by_arm) or "none"
-            raise ResultsError(f"no results for arm {arm!r} (arms in these results: {known})")
+            raise ResultsError(f"no results for arm {excerpt(arm)} (arms in these results: {known})")
     if baseline == candidate:
         raise ResultsError(f"baseline and candidate are the same arm {baseline!r}")
     for arm in (baseline, candidate):

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from fractions import Fraction
 from math import comb, sqrt
 from statistics import NormalDist, fmean, median
 
@@ -26,8 +25,14 @@ def sign_test(wins: int, losses: int) -> float:
     if wins < 0 or losses < 0:
         raise ValueError(f"discordant pair counts must be ≥ 0, got {wins}/{losses}")
     n = wins + losses
-    tail = Fraction(sum(comb(n, k) for k in range(min(wins, losses) + 1)), 2**n)
-    return float(min(Fraction(1), 2 * tail))
+    return sign_test_p(sum(comb(n, k) for k in range(min(wins, losses) + 1)), n)
+
+
+def sign_test_p(tail: int, n: int) -> float:
+    """The sign test's p-value from its exact lower tail T = Σ_{k ≤ min(w, l)} C(n, k): min(1, 2T / 2ⁿ),
+    correctly rounded (integer true division). Shared with `power`, whose rejection regions must be
+    exactly this test's."""
+    return min(1.0, 2 * tail / (1 << n))
 
 
 def z_value(confidence: float = DEFAULT_CONFIDENCE) -> float:

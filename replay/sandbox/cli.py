@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.names import excerpt
+from core.cli import pair_item, reference_first
 from replay.config import load_run_config
 from replay.rundir import RunError, read_run_json
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
@@ -106,18 +106,12 @@ def _evidence(args: argparse.Namespace) -> int:
 def _report(args: argparse.Namespace) -> int:
     results = load_sandbox_results(args.run_dir)
     arms = list(dict.fromkeys(r.arm for r in results))
-    wanted = args.pair or [(arms[0], a) for a in arms[1:]]
+    configured = [a.get("name") for a in (read_run_json(args.run_dir).get("config") or {}).get("arms", [])]
+    ordered = reference_first(arms, configured, args.baseline)
+    wanted = args.pair or [(ordered[0], a) for a in ordered[1:]]
     pairs = [pair_results(results, baseline, candidate) for baseline, candidate in wanted]
     print(f"report: {write_sandbox_report(args.run_dir, results, pairs)}")
     return 0
-
-
-def arm_pair(text: str) -> tuple[str, str]:
-    """One `--pair BASELINE:CANDIDATE`; anything else is a usage error, not a traceback."""
-    baseline, sep, candidate = text.partition(":")
-    if not sep or not baseline or not candidate:
-        raise argparse.ArgumentTypeError(f"expected BASELINE:CANDIDATE, got {excerpt(text)!r}")
-    return baseline, candidate
 
 
 def add_parser(sub: Any) -> None:
@@ -148,6 +142,7 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(func=_evidence)
     p = actions.add_parser("report", help="sandbox-report.html: arms, paired tables, every episode step by step")
     p.add_argument("run_dir", type=Path)
-    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=arm_pair,
-                   help="default: the first arm against every other")
+    p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=pair_item,
+                   help="default: the baseline against every other arm")
+    p.add_argument("--baseline", metavar="ARM", help="the reference arm (default: the run config's first arm)")
     p.set_defaults(func=_report)

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.evidence import OutcomeItem, PairedOutcomes
+from core.names import excerpt
 from replay.analysis.compare import format_ci, format_p, format_points
 from replay.analysis.stats import PairedComparison, paired_comparison
 from replay.rundir import RunError
@@ -58,7 +59,7 @@ def pair_results(results: Sequence[SandboxResult], baseline: str, candidate: str
         by_arm.setdefault(r.arm, {})[r.scenario_id] = r
     for arm in (baseline, candidate):
         if arm not in by_arm:
-            raise RunError(f"no sandbox results for arm {arm!r} (arms: {', '.join(sorted(by_arm)) or 'none'})")
+            raise RunError(f"no sandbox results for arm {excerpt(arm)} (arms: {', '.join(sorted(by_arm)) or 'none'})")
     common = sorted(set(by_arm[baseline]) & set(by_arm[candidate]))
     if not common:
         raise RunError(f"arms {baseline!r} and {candidate!r} share no scenario")

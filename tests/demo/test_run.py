@@ -109,3 +109,24 @@ def test_target_lines_judge_each_target_from_the_summary_and_the_causal_verdicts
     lines = target_lines(rows, lessons).splitlines()[1:]
     assert [line.split()[0] for line in lines] == ["NOT", "NOT", "NOT", "met", "NOT"]
     assert lines[4].endswith("lc:closed-ticket-reopen")
+
+
+def test_demo_report_and_console_summary_count_changes_against_base_whatever_the_results_order(tmp_path):
+    """The runner writes results in its work order (here `mix` first): the report's summary and the
+    console's both say "calls changed vs base" and leave base's cell empty."""
+    from demo.run import BASELINE, MAIN_ARMS, demo_report
+    from replay.analysis.compare import compare
+    from replay.analysis.report.summary import format_summary
+    from tests.support.e13 import positive_record
+
+    order = ["mix", *(a for a in MAIN_ARMS if a != "mix")]
+    results = [positive_record(arm, "verified_action", f"d-{i}", i, joint=(i + k) % 3 == 0, tool=True)
+               for k, arm in enumerate(order) for i in range(6)]
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+    comparisons = [compare(results, BASELINE, arm) for arm in MAIN_ARMS[1:]]
+    html, rows = demo_report(tmp_path, results, comparisons, [])
+    assert rows[0].arm == BASELINE and rows[0].changed is None
+    assert format_summary(rows).splitlines()[1].endswith("calls changed vs base")
+    text = html.read_text()
+    assert "calls changed vs base" in text and "calls changed vs mix" not in text
+    assert "| calls changed vs base |" in html.with_suffix(".md").read_text()

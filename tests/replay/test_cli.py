@@ -95,6 +95,15 @@ def test_report_compares_every_arm_with_the_run_configs_first_arm(run_dir, tmp_p
     assert code == 0 and 'id="cmp-base-vs-q-only"' in html and 'id="cmp-base-vs-mixed"' in html
 
 
+def test_report_baseline_option_names_the_reference_arm(run_dir, tmp_path, capsys):
+    arms = [{"name": name} for name in (BASE, Q_ONLY, "mixed")]
+    (run_dir / "run.json").write_text(json.dumps({"config": {"arms": arms}}))
+    code, _, _ = cli(capsys, "report", str(run_dir), "--baseline", Q_ONLY, "--ledger", str(tmp_path / "l"))
+    html = (run_dir / "report.html").read_text()
+    assert code == 0 and 'id="cmp-q-only-vs-base"' in html and 'id="cmp-q-only-vs-mixed"' in html
+    assert "calls changed vs q-only" in html and "calls changed vs base" not in html
+
+
 @pytest.mark.parametrize("args, needles", [
     (["dispute", "lc:x", "--reason", " ", "--ledger", "l.sqlite"], ["lc:x", "needs a reason"]),
     (["compare", "no-run", "--baseline", "a", "--candidate", "b", "--ledger", "l.sqlite"], ["no-run", "not found"]),
@@ -110,3 +119,30 @@ def test_a_malformed_evidence_option_is_a_usage_error(run_dir, tmp_path, capsys)
     with pytest.raises(SystemExit) as exit_:
         main(["gate", str(run_dir), "--policy", "p.toml", "--baseline", "a", "--candidate", "b", "--evidence", "shadow"])
     assert exit_.value.code == 2 and "expected KEY=PATH, got 'shadow'" in capsys.readouterr().err
+
+
+def test_a_malformed_pair_option_is_a_usage_error(run_dir, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["report", str(run_dir), "--pair", "base"])
+    assert exit_.value.code == 2 and "expected BASELINE:CANDIDATE, got 'base'" in capsys.readouterr().err
+
+
+def test_plan_prints_the_table_and_json(run_dir, capsys):
+    policy = str(ROOT / "configs/gates/serious-candidate.toml")
+    code, out, _ = cli(capsys, "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate", Q_ONLY,
+                       "--policy", policy)
+    assert code == 0 and "α = 0.05" in out
+    assert any(line.startswith("all positives *") and "320" in line for line in out.splitlines())
+    code, out, _ = cli(capsys, "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate", Q_ONLY,
+                       "--policy", policy, "--effect", "8", "--power", "0.9", "--json")
+    data = json.loads(out)
+    assert code == 0 and (data["effect_points"], data["power"]) == (8.0, 0.9)
+    assert data["rows"][-1]["scope"] == "all_positive" and data["rows"][-1]["decisions_needed"] > 0
+
+
+def test_plan_errors_are_one_line(run_dir, tmp_path):
+    policy = str(ROOT / "configs/gates/serious-candidate.toml")
+    assert_one_error_line(run_cli("replay", "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate",
+                                  Q_ONLY, "--policy", policy, "--power", "1.5", cwd=tmp_path), "power must be in (0, 1)")
+    assert_one_error_line(run_cli("replay", "plan", "--pilot", str(run_dir), "--baseline", BASE, "--candidate",
+                                  "nope", "--policy", policy, cwd=tmp_path), "nope")

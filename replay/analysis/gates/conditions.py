@@ -70,12 +70,19 @@ class _ThresholdOnRow(_Condition):
     min_points: float
     basis: Basis = "point"
 
+    def _max_p(self) -> float | None:
+        return None
+
     def evaluate(self, ctx: GateContext) -> Outcome:
         row = row_of(ctx.comparison, self.measure, self.scope)
         value = row.stats.points if self.basis == "point" else row.stats.ci_low
         ok = value is not None and value >= self.min_points
         judged = "the CI lower bound" if self.basis == "ci_low" else "points"
         needs = f"needs {judged} ≥ {format_points(self.min_points)}"
+        max_p = self._max_p()
+        if max_p is not None:
+            ok = ok and row.stats.p_value <= max_p
+            needs += f" and p ≤ {max_p}"
         return judge(
             ok, f"{row_text(row)}; {needs}", row_evidence(row, threshold=self.min_points, basis=self.basis),
             tuple(row.tainted_rule_ids),
@@ -83,8 +90,14 @@ class _ThresholdOnRow(_Condition):
 
 
 class PairedGain(_ThresholdOnRow):
+    """`max_p` (optional): the exact sign test's α, also required; `worker-replay plan` sizes suites for it."""
+
     kind: Literal["paired_gain"]
     scope: str = ALL_POSITIVE
+    max_p: float | None = Field(default=None, gt=0, lt=1)
+
+    def _max_p(self) -> float | None:
+        return self.max_p
 
 
 class NonInferiority(_ThresholdOnRow):

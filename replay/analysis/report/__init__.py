@@ -18,6 +18,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from core.cli import reference_first
+from core.names import excerpt
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import (
     RESULTS_FILE,
@@ -32,6 +34,7 @@ from replay.analysis.gates import Verdict, read_verdict
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
+from replay.analysis.report.summary import reference_arm
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
 from replay.rundir import read_run_json
@@ -47,18 +50,26 @@ def report_run(
     pairs: Sequence[tuple[str, str]] | None = None,
     decisions: Iterable[Decision] = (),
     tainted: Tainted = (),
+    baseline: str | None = None,
 ) -> tuple[Path, Path]:
-    """Report on a run directory: the first arm against every other arm unless `pairs` are
-    given, with every `gate-*.json` verdict already in the directory."""
+    """Report on a run directory, with every `gate-*.json` verdict already in it.
+
+    Without `pairs`, the baseline (named, else the run config's first arm, else the first arm in
+    the results) is compared with every other arm. The summary's reference is `baseline` when
+    named, else the comparisons' baseline."""
     results = load_results(run_dir)
     tainted = tuple(tainted)
     arms = arms_of(results)
     if not arms:
         raise ResultsError(f"{Path(run_dir) / RESULTS_FILE}: no results to report on")
-    chosen = list(pairs) if pairs is not None else [(arms[0], arm) for arm in arms[1:]]
-    comparisons = [compare(results, baseline, candidate, tainted=tainted) for baseline, candidate in chosen]
+    if pairs is None:
+        configured = [a.get("name") for a in (read_run_json(Path(run_dir)).get("config") or {}).get("arms", [])]
+        ordered = reference_first(arms, configured, baseline)
+        pairs = [(ordered[0], arm) for arm in ordered[1:]]
+    comparisons = [compare(results, base, candidate, tainted=tainted) for base, candidate in pairs]
     verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
-    return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted)
+    return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted,
+                        baseline=baseline)
 
 
 def write_report(
@@ -70,20 +81,26 @@ def write_report(
     tainted: Tainted = (),
     lessons: Sequence[RuleVerdict] | None = None,
     uptake: Sequence[Uptake] | None = None,
+    baseline: str | None = None,
 ) -> tuple[Path, Path]:
     """Write report.md, report.html and plot.svg into the run directory; returns (md, html).
 
     `lessons` (lesson-gate verdicts) and `uptake` (rule uptake rows) add their blocks to the
-    answer section; None leaves the block out."""
+    answer section; None leaves the block out. The summary counts changed calls against
+    `baseline` when given, else against the comparisons' baseline (`summary.reference_arm`)."""
     run = Path(run_dir)
     tainted = tuple(tainted)
     info = read_run_json(run)
+    arms = arms_of(results)
+    reference = reference_arm(arms, [c.baseline for c in comparisons], baseline)
+    if reference not in arms:
+        raise ResultsError(f"no results for arm {excerpt(reference)} (arms in these results: {', '.join(arms)})")
     svg = plot_svg(results)
     by_id = {d.id: d for d in decisions}
     (run / PLOT_SVG).write_text(svg, encoding="utf-8")
     md_path, html_path = run / REPORT_MD, run / REPORT_HTML
-    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted, lessons, uptake),
-                       encoding="utf-8")
-    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted, lessons, uptake),
-                         encoding="utf-8")
+    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted, lessons, uptake,
+                                       reference=reference), encoding="utf-8")
+    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted, lessons, uptake,
+                                     reference=reference), encoding="utf-8")
     return md_path, html_path

@@ -28,6 +28,7 @@ from replay.analysis.compare import (
     repeat_label,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import DrillRow, drill_rows
 from replay.analysis.report.markdown_report import summary, tests_note
 from replay.analysis.report.summary import (
@@ -129,10 +130,13 @@ def render_html(
     tainted: Tainted = (),
     lessons: Sequence[RuleVerdict] | None = None,
     uptake: Sequence[Uptake] | None = None,
+    *,
+    reference: str,
 ) -> str:
+    """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
     body = [
         f"<h1>Replay report: {_e(run.name)}</h1>",
-        _answer_section(verdicts, results, svg, lessons, uptake),
+        _answer_section(verdicts, results, svg, lessons, uptake, reference),
         '<section id="summary"><h2>Run</h2>',
         _summary_table(info, results),
         "</section>",
@@ -154,10 +158,10 @@ def render_html(
 
 
 def _answer_section(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], svg: str,
-                    lessons: Sequence[RuleVerdict] | None, uptake: Sequence[Uptake] | None) -> str:
+                    lessons: Sequence[RuleVerdict] | None, uptake: Sequence[Uptake] | None, reference: str) -> str:
     """The opening section: the summary table with the plot beside it, one line per gate, the
     lesson verdicts and rule uptake (each block only when given)."""
-    rows = summary_rows(results, arms_of(results))
+    rows = summary_rows(results, arms_of(results), reference=reference)
     gates = "".join(
         f'<li class="{"passed" if v.passed else "rejected"}" data-policy="{_e(v.policy)}" '
         f'data-candidate="{_e(v.candidate)}" data-passed="{str(v.passed).lower()}">{_e(gate_line(v))}</li>'
@@ -249,7 +253,17 @@ def _comparison_table(c: Comparison) -> str:
         f'data-tainted="{str(bool(c.tainted_results)).lower()}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
         + "".join(f'<p class="note">{_e(n)}</p>' for n in notes)
+        + _detectable(c, table_id)
     )
+
+
+def _detectable(c: Comparison, table_id: str) -> str:
+    found = detectable(c)
+    if found is None:
+        return ""
+    value = "" if found.mde_points is None else f' data-mde="{found.mde_points!r}"'
+    return (f'<p class="note mde" id="mde-{table_id}" data-scope="{_e(found.scope)}" data-power="{found.power}" '
+            f'data-alpha="{found.alpha}"{value}>{_e(detectable_note(found))}</p>')
 
 
 def _arm_attrs(c: Comparison) -> str:

@@ -23,6 +23,7 @@ from replay.analysis.compare import (
     repeat_label,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import discordant_ids
 from replay.analysis.report.plot import PLOT_SVG
 from replay.analysis.report.summary import (
@@ -48,8 +49,12 @@ def render_markdown(
     tainted: Tainted = (),
     lessons: Sequence[RuleVerdict] | None = None,
     uptake: Sequence[Uptake] | None = None,
+    *,
+    reference: str,
 ) -> str:
-    lines = [f"# Replay report: {_md(run.name)}", "", *answer(verdicts, results, lessons, uptake), "## Run", ""]
+    """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
+    lines = [f"# Replay report: {_md(run.name)}", "", *answer(verdicts, results, lessons, uptake, reference),
+             "## Run", ""]
     lines += [f"- **{_md(key)}**: {_md(value)}" for key, value in summary(info, results)]
     lines += ["", "## Paired comparisons", ""]
     for c in comparisons:
@@ -63,6 +68,9 @@ def render_markdown(
             mark = f" {TAINT_MARK}" if taint else ""
             lines.append("| " + " | ".join(_md(x) for x in (label + mark, *cells)) + " |")
         lines += ["", format_overhead(c.overhead), "", tests_note(c)]
+        found = detectable(c)
+        if found is not None:
+            lines += ["", detectable_note(found)]
         if c.tainted_results:
             disputed = ", ".join(c.tainted_rule_ids)
             lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {_md(disputed)}.")
@@ -87,9 +95,9 @@ def render_markdown(
 
 
 def answer(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], lessons: Sequence[RuleVerdict] | None,
-           uptake: Sequence[Uptake] | None) -> list[str]:
+           uptake: Sequence[Uptake] | None, reference: str) -> list[str]:
     """The report's opening section: what a reader came for."""
-    rows = summary_rows(results, arms_of(results))
+    rows = summary_rows(results, arms_of(results), reference=reference)
     lines = ["## Answer", "", SUMMARY_NOTE, "", *_table(summary_columns(rows), [summary_cells(r) for r in rows]), ""]
     lines += [f"![Joint correctness per stratum and arm]({PLOT_SVG})", "", "### Gates", ""]
     lines += [f"- {_md(gate_line(v))}" for v in verdicts] or ["No gate was evaluated on this run."]

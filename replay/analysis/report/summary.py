@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from core.names import excerpt
 from core.records import KNOWN_FAILURE, ResultRecord
-from replay.analysis.compare import ALL_POSITIVE, is_held_out_positive, scope_order
+from replay.analysis.compare import ALL_POSITIVE, ResultsError, is_held_out_positive, scope_order
 from replay.analysis.gates import Status, Verdict
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import UPTAKE_COLUMNS, UPTAKE_NOTE, Uptake, choice, uptake_cells
@@ -44,12 +45,18 @@ class SummaryRow:
     """Decisions whose chosen call (tool + key set) differs from the baseline's; None for the baseline."""
 
 
-def summary_rows(results: Sequence[ResultRecord], arms: Sequence[str]) -> list[SummaryRow]:
-    """One row per arm, in the given order; the first arm is the baseline of `changed`."""
+def summary_rows(results: Sequence[ResultRecord], arms: Sequence[str], *, reference: str) -> list[SummaryRow]:
+    """One row per arm, the reference arm first, then the others in the given order.
+
+    `changed` counts against `reference`: the baseline the comparisons use (or the one the user
+    named), never whichever arm happens to come first in the results.
+    """
+    if reference not in arms:
+        raise ResultsError(f"reference arm {excerpt(reference)} is not among the arms ({', '.join(arms) or 'none'})")
     strata = [s for s in scope_order({r.stratum for r in results if is_held_out_positive(r)}) if s != ALL_POSITIVE]
-    baseline = {r.decision_id: choice(r.parsed) for r in results if arms and r.arm == arms[0]}
+    baseline = {r.decision_id: choice(r.parsed) for r in results if r.arm == reference}
     rows = []
-    for arm in arms:
+    for arm in [reference, *(a for a in dict.fromkeys(arms) if a != reference)]:
         own = [r for r in results if r.arm == arm]
         positives = [r for r in own if is_held_out_positive(r)]
         failures = [r for r in own if r.stratum == KNOWN_FAILURE and r.score.exact_repeat is not None]
@@ -59,8 +66,21 @@ def summary_rows(results: Sequence[ResultRecord], arms: Sequence[str]) -> list[S
             arm, _joint(positives), tuple((s, _joint([r for r in positives if r.stratum == s])) for s in strata),
             Count(sum(bool(r.score.tool_correct) for r in positives), len(positives)),
             Count(sum(bool(r.score.exact_repeat) for r in failures), len(failures)),
-            None if arm == arms[0] else changed))
+            None if arm == reference else changed))
     return rows
+
+
+def reference_arm(arms: Sequence[str], baselines: Sequence[str], named: str | None = None) -> str:
+    """The arm a summary counts changed calls against: the one the user named, else the baseline of
+    the comparisons (the first comparison's when they use several), else the first of `arms`
+    (callers pass the run config's order)."""
+    if named is not None:
+        return named
+    if baselines:
+        return baselines[0]
+    if not arms:
+        raise ResultsError("no arms to summarise")
+    return arms[0]
 
 
 def _joint(rows: Sequence[ResultRecord]) -> Count:
@@ -68,7 +88,7 @@ def _joint(rows: Sequence[ResultRecord]) -> Count:
 
 
 def summary_columns(rows: Sequence[SummaryRow]) -> list[str]:
-    baseline = rows[0].arm if rows else "baseline"
+    baseline = next((r.arm for r in rows if r.changed is None), "baseline")
     strata = [STRATUM_LABELS.get(s, s) for s, _ in rows[0].strata] if rows else []
     return ["arm", "all positives", *strata, "tool correct", "exact repeats", f"calls changed vs {baseline}"]
 

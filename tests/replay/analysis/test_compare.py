@@ -17,9 +17,9 @@ from replay.analysis.compare import (
     compare_run,
     format_comparison,
     load_results,
-    read_run_info,
 )
 from replay.memory.ledger import RuleRef
+from replay.rundir import RunError, read_run_json
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record
 from tests.support.hostile import hostile_bytes
 
@@ -234,8 +234,8 @@ def test_any_results_bytes_are_records_or_one_error_with_file_and_line(tmp_path:
 def test_any_run_json_bytes_are_a_dict_or_one_error_naming_the_file(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "run.json").write_bytes(data)
     try:
-        info = read_run_info(tmp_path)
-    except ResultsError as exc:
+        info = read_run_json(tmp_path)
+    except RunError as exc:
         assert str(exc).startswith(str(tmp_path / "run.json"))
     else:
         assert isinstance(info, dict)

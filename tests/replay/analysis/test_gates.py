@@ -510,6 +510,10 @@ ROW_BOUNDARIES = [
     # ... and on the CI lower bound: the point estimate does not count then
     ({"kind": "paired_gain", "min_points": 5.0, "basis": "ci_low"}, {"points": 9.0, "ci_low": 5.0}, P),
     ({"kind": "paired_gain", "min_points": 5.0, "basis": "ci_low"}, {"points": 9.0, "ci_low": 4.99}, F),
+    # ... and the exact sign test at the policy's α when it sets max_p (`worker-replay plan` plans for it)
+    ({"kind": "paired_gain", "min_points": 5.0, "max_p": 0.05}, {"points": 9.0, "p": 0.05}, P),
+    ({"kind": "paired_gain", "min_points": 5.0, "max_p": 0.05}, {"points": 9.0, "p": 0.0501}, F),
+    ({"kind": "paired_gain", "min_points": 5.0, "max_p": 0.05}, {"points": 4.99, "p": 0.001}, F),
     # non-inferiority: no worse than the margin
     ({"kind": "non_inferiority", "scope": "clean_trajectory_action", "min_points": -2.0}, {"points": -2.0}, P),
     ({"kind": "non_inferiority", "scope": "clean_trajectory_action", "min_points": -2.0}, {"points": -2.01}, F),

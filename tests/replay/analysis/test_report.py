@@ -382,3 +382,67 @@ def parse_text(markup: str) -> str:
     builder = TreeBuilder()
     builder.feed(markup)
     return builder.root.all_text() + " ".join(v for n in builder.root.iter() for v in n.attrs.values())
+
+
+def _summary_of(html_path: Path) -> tuple[str, dict[str, str]]:
+    """The answer table's last header and each arm's `changed` cell."""
+    summary = parse(html_path).by_id("answer-summary")
+    header = [th.all_text() for th in summary.find_all("th") if th.attrs == {}][:8][-1]
+    rows = {r.attrs["data-arm"]: cell(r, "changed").all_text() for r in summary.find_all("tr") if "data-arm" in r.attrs}
+    return header, rows
+
+
+def test_the_summary_names_the_comparisons_baseline_not_the_first_arm_in_the_results(tmp_path: Path) -> None:
+    """Results written mixed-first (the runner's prefix order) still count changed calls against the baseline
+    the comparisons use, in the HTML and the Markdown."""
+    records = e13_results((MIXED, BASE, Q_ONLY))
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    comparisons = [compare(records, BASE, Q_ONLY), compare(records, BASE, MIXED)]
+    _, html_path = write_report(tmp_path, comparisons, [], records)
+    header, changed = _summary_of(html_path)
+    assert header == "calls changed vs base"
+    assert list(changed) == [BASE, MIXED, Q_ONLY] and changed[BASE] == "—"
+    assert changed[MIXED] != "—" and changed[Q_ONLY] != "—"
+    md = html_path.with_suffix(".md").read_text()
+    assert "| calls changed vs base |" in md and "| base | 138/264 |" in md and md.index("| base |") < md.index(
+        "| mixed |")
+
+
+def test_a_named_baseline_is_the_reference_of_the_summary_and_the_default_comparisons(tmp_path: Path) -> None:
+    records = e13_results((MIXED, BASE, Q_ONLY))
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    _, html_path = report_run(tmp_path, baseline=Q_ONLY)
+    tables = parse(html_path).find_all("table", **{"class": "comparison"})
+    assert [t.attrs["id"] for t in tables] == ["cmp-q-only-vs-mixed", "cmp-q-only-vs-base"]
+    header, changed = _summary_of(html_path)
+    assert header == "calls changed vs q-only" and changed[Q_ONLY] == "—"
+    with pytest.raises(ResultsError, match="no results for arm 'nope'"):
+        report_run(tmp_path, baseline="nope")
+
+
+def test_without_pairs_the_run_configs_first_arm_is_the_baseline(tmp_path: Path) -> None:
+    records = e13_results((MIXED, BASE, Q_ONLY))
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    arms = [{"name": name} for name in (BASE, Q_ONLY, MIXED)]
+    (tmp_path / "run.json").write_text(json.dumps({"config": {"arms": arms}}))
+    _, html_path = report_run(tmp_path)
+    tables = parse(html_path).find_all("table", **{"class": "comparison"})
+    assert [t.attrs["id"] for t in tables] == ["cmp-base-vs-q-only", "cmp-base-vs-mixed"]
+    assert _summary_of(html_path)[0] == "calls changed vs base"
+
+
+def test_every_comparison_says_what_the_suite_detects_with_80_percent_power(report) -> None:
+    """Beside each comparison: the minimum detectable effect over all positives at its own discordance
+    (E13: q-only 25 of 264 discordant, mixed 33 of 264), computed by `power.minimum_detectable_effect`."""
+    from replay.analysis.power import minimum_detectable_effect
+
+    run, _ = report
+    doc, md = parse(run / "report.html"), (run / "report.md").read_text()
+    for candidate, discordant in ((Q_ONLY, 25), (MIXED, 33)):
+        mde = minimum_detectable_effect(264, discordant / 264, 0.05, 0.8)
+        assert mde is not None
+        note = doc.by_id(f"mde-cmp-base-vs-{candidate}")
+        assert float(note.attrs["data-mde"]) == pytest.approx(mde)
+        line = f"This suite detects ≥ {mde:+.2f} points with 80% power"
+        assert note.all_text().startswith(line) and line in md
+    assert "(all positives, joint: 264 decisions, 25 discordant; exact sign test, α = 0.05)" in md

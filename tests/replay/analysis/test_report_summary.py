@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+import pytest
+
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
+from replay.analysis.compare import ResultsError
 from replay.analysis.gates import ConditionResult, Status, Verdict
 from replay.analysis.report.summary import Count, format_summary, gate_line, summary_rows
 
@@ -38,7 +41,7 @@ RESULTS = [
 
 
 def test_summary_rows_counted_by_hand() -> None:
-    base, mem = summary_rows(RESULTS, ["base", "mem"])
+    base, mem = summary_rows(RESULTS, ["base", "mem"], reference="base")
     strata = ("verified_recovery", "clean_trajectory_action", "verified_action")
     assert (base.positives, base.tool_correct, base.exact_repeats, base.changed) == (Count(1, 2), Count(1, 2),
                                                                                      Count(1, 1), None)
@@ -49,12 +52,27 @@ def test_summary_rows_counted_by_hand() -> None:
 
 
 def test_console_table() -> None:
-    note, header, rule, base, mem = format_summary(summary_rows(RESULTS, ["base", "mem"])).splitlines()
+    note, header, rule, base, mem = format_summary(summary_rows(RESULTS, ["base", "mem"], reference="base")).splitlines()
     assert note.startswith("Joint correct")
     assert header.startswith("arm ") and header.endswith("calls changed vs base") and set(rule) == {"-"}
     assert base.split() == ["base", "1/2", "1/1", "0/1", "—", "1/2", "1/1", "—"]
     assert mem.split() == ["mem", "2/3", "0/1", "1/1", "1/1", "3/3", "0/1", "3/5"]
 
+
+
+def test_the_reference_is_named_not_the_first_arm() -> None:
+    """The arm `changed` is counted against is the one named, wherever it stands in the arm list."""
+    mem, base = summary_rows(RESULTS, ["mem", "base"], reference="mem")
+    assert mem.changed is None and base.changed == Count(3, 5)
+    base, mem = summary_rows(RESULTS, ["mem", "base"], reference="base")
+    assert base.changed is None and mem.changed == Count(3, 5)
+    header = format_summary([mem, base]).splitlines()[1]
+    assert header.endswith("calls changed vs base")
+
+
+def test_an_unknown_reference_is_an_error() -> None:
+    with pytest.raises(ResultsError, match="reference arm 'nope'"):
+        summary_rows(RESULTS, ["base", "mem"], reference="nope")
 
 def condition(cid: str, status: Status) -> ConditionResult:
     return ConditionResult(id=cid, kind="paired_gain", description="d", status=status, reason="r")

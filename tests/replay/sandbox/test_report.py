@@ -62,3 +62,36 @@ def test_hostile_values_never_run_as_script(tmp_path: Path) -> None:
     dom = chromium("--dump-dom", page.as_uri())
     assert dom.returncode == 0 and dom.stdout.count("<details") == 14, dom.stderr
     assert MARK not in dom.stdout
+
+
+def _sandbox_run(tmp_path: Path, configured: list[str] | None) -> Path:
+    """A sandbox run whose results.jsonl starts with the candidate (episodes finish in any order)."""
+    import json
+
+    run = tmp_path / "sandbox"
+    run.mkdir()
+    rows = sorted(results(), key=lambda r: r.arm != "cand")
+    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    if configured is not None:
+        (run / "run.json").write_text(json.dumps({"kind": "sandbox", "config": {"arms": [{"name": a} for a in configured]}}))
+    return run
+
+
+def test_report_command_compares_against_the_run_configs_first_arm(tmp_path: Path, capsys) -> None:
+    from replay.cli import main
+
+    run = _sandbox_run(tmp_path, ["base", "cand"])
+    assert main(["sandbox", "report", str(run)]) == 0
+    html = (run / REPORT_HTML).read_text()
+    assert "<h3>base → cand" in html and "<h3>cand → base" not in html
+    assert main(["sandbox", "report", str(run), "--baseline", "cand"]) == 0
+    assert "<h3>cand → base" in (run / REPORT_HTML).read_text()
+
+
+def test_report_command_rejects_a_malformed_pair(tmp_path: Path, capsys) -> None:
+    from replay.cli import main
+
+    run = _sandbox_run(tmp_path, None)
+    with pytest.raises(SystemExit) as exit_:
+        main(["sandbox", "report", str(run), "--pair", "base"])
+    assert exit_.value.code == 2 and "expected BASELINE:CANDIDATE, got 'base'" in capsys.readouterr().err
