@@ -13,7 +13,8 @@ The policy sees only the request, as a model does:
 
 Every draw comes from RNGs seeded by (spec seed, the request's `seed`, model, decision id and,
 but for the model's own answer, the injected rule ids), never from call order, so concurrency and
-retries do not change an answer, and a simulation that calls `planted_kind` directly gets exactly the answers the server gives.
+retries do not change an answer, and a simulation that calls `planted_kind` directly gets exactly
+the answers the server gives.
 Per decision: each planted rule the request carries and that concerns the decision is followed
 with its probability (in the spec's order; the first followed wins) and answers what it says;
 otherwise the arm answers right, repeats the rejected call, or answers malformed with its
@@ -45,6 +46,7 @@ from replay.memory.inject import MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 PLANTED = "planted"
 Kind = Literal["right", "repeat", "malformed", "wrong"]
 MALFORMED_TEXT = '<tool_call>{"name": '
+_END = object()
 _RULE_LINE_RE = re.compile(r"^- .*<!-- (\S+)(?: evidence:\S+)? -->$")
 
 
@@ -190,22 +192,18 @@ def arguments_of(keys: Sequence[str]) -> dict[str, Any]:
     """An arguments object whose key set is exactly `keys` (the inverse of `core.keyset.key_set`)."""
     root: dict[str, Any] = {}
     for path in sorted(keys, key=lambda k: len(split_path(k))):
-        node: Any = root
         steps = split_path(path)
+        node: Any = root
         for i, step in enumerate(steps):
-            last = i == len(steps) - 1
-            if step is LIST:
-                continue
-            following = None if last else steps[i + 1]
-            if last:
-                node.setdefault(step, "x")
-            elif following is LIST:
-                if not isinstance(node.get(step), list):
-                    node[step] = [{}]
-                node = node[step][0]
+            following = steps[i + 1] if i + 1 < len(steps) else _END
+            child: Any = "x" if following is _END else [] if following is LIST else {}
+            if step is LIST:  # node is a list: its one element holds what follows
+                if not node or type(node[0]) is not type(child):
+                    node[:] = [child]
+                node = node[0]
             else:
-                if not isinstance(node.get(step), dict):
-                    node[step] = {}
+                if step not in node or (following is not _END and type(node[step]) is not type(child)):
+                    node[step] = child
                 node = node[step]
     return root
 
