@@ -197,10 +197,12 @@ def arguments_of(keys: Sequence[str]) -> dict[str, Any]:
         for i, step in enumerate(steps):
             following = steps[i + 1] if i + 1 < len(steps) else _END
             child: Any = "x" if following is _END else [] if following is LIST else {}
-            if step is LIST:  # node is a list: its one element holds what follows
-                if not node or type(node[0]) is not type(child):
-                    node[:] = [child]
-                node = node[0]
+            if step is LIST:  # node is a list: an element of the kind that follows (object or list) holds it
+                same = next((e for e in node if type(e) is type(child)), None)
+                if same is None:
+                    node.append(child)
+                    same = child
+                node = same
             else:
                 if step not in node or (following is not _END and type(node[step]) is not type(child)):
                     node[step] = child

@@ -10,7 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from core.keyset import key_set
@@ -44,6 +44,8 @@ json_values = st.recursive(
 
 @settings(suppress_health_check=[HealthCheck.too_slow])
 @given(st.dictionaries(json_keys, json_values, max_size=4))
+@example({"m": [[{"x": 1}]], "f": [{"g": 1}, {"h": 2}], "k": {}})
+@example({"[": [{"[": 0}, [{"[": 0}]]})  # a list of objects and of lists at once
 def test_arguments_of_inverts_key_set(arguments: dict[str, Any]) -> None:
     keys = key_set(arguments)
     assert key_set(arguments_of(sorted(keys))) == keys
