@@ -15,6 +15,8 @@ non-inferiority condition: the candidate planted exactly at its margin, when the
 is the false-pass rate, set beside the condition's α. A condition has an α only where it is a
 test: `max_p` (the exact sign test's level), or a CI lower bound (one side of a 95% two-sided
 interval: 0.025). A point threshold without `max_p` has none; its false-pass rate is still shown.
+The row `all-judged` is every judged condition passing at once (the gate as far as decision replay
+can judge it): bounded by its strictest test, whose α it is set beside.
 
 Lesson gate: for every authorised rule of the swept rule's workspace, how often the causal gate
 (`workspace` vs `workspace-minus:<id>`) and leave-one-out (000) evict it, at every planted uptake
@@ -62,6 +64,7 @@ GENUINE_EVICTION_MAX = 0.05
 HARMFUL_POWER_UPTAKE = 0.9
 HARMFUL_POWER_MIN = 0.80
 TARGETED_CI_ALPHA = 0.025
+ALL_JUDGED = "all-judged"
 Judged = PairedGain | NonInferiority | TargetedCi | RepeatReduction
 
 
@@ -304,6 +307,11 @@ def _null_candidate(condition: Judged, truths: dict[str, tuple[float, float | No
                     baseline: str) -> str | None:
     if isinstance(condition, NonInferiority):
         return next((c for c, (e, _) in truths.items() if abs(e - condition.min_points) < 1e-9), None)
+    return _no_effect(truths, spec, baseline)
+
+
+def _no_effect(truths: dict[str, tuple[float, float | None]], spec: PlantedSpec, baseline: str) -> str | None:
+    """The candidate planted exactly like the baseline, if any."""
     base = spec.arm(baseline)
     return next((c for c in truths if spec.arm(c).model_copy(update={"model": base.model}) == base), None)
 
@@ -321,12 +329,15 @@ def calibrate_gate(spec: CalibrationSpec, sim: Simulator, replicates: int, progr
         rows = sim.rows(spec, r, arms)
         for candidate in spec.gate.candidates:
             ctx = GateContext(compare(rows, BASELINE_ARM, f"cand-{candidate}"), {})
-            for condition in conditions:
-                passes[candidate][condition.id] += condition.evaluate(ctx).status is Status.PASS
+            passed = [condition.evaluate(ctx).status is Status.PASS for condition in conditions]
+            for condition, ok in zip(conditions, passed, strict=True):
+                passes[candidate][condition.id] += ok
+            passes[candidate][ALL_JUDGED] += all(passed)
         progress("gate", r + 1, replicates)
     truths = {c: _planted_truth(spec, spec.gate.baseline, c) for c in spec.gate.candidates}
+    ids = [*(k.id for k in conditions), ALL_JUDGED]
     candidates = [CandidateRates(candidate=c, effect_points=truths[c][0], repeat_reduction=truths[c][1],
-                                 passed={k.id: Rate.of(passes[c][k.id], replicates) for k in conditions})
+                                 passed={i: Rate.of(passes[c][i], replicates) for i in ids})
                   for c in spec.gate.candidates]
     rows_out = []
     for condition in conditions:
@@ -335,6 +346,13 @@ def calibrate_gate(spec: CalibrationSpec, sim: Simulator, replicates: int, progr
         within = None if alpha is None or rate is None else rate.low <= alpha
         rows_out.append(ConditionCalibration(id=condition.id, kind=condition.kind, alpha=alpha, null_candidate=null,
                                              false_pass=rate, within_alpha=within))
+    # All judged conditions at once: no more often than its strictest test, so that test's α bounds it.
+    alphas = [c.alpha for c in rows_out if c.alpha is not None]
+    null = _no_effect(truths, spec, spec.gate.baseline)
+    rate = Rate.of(passes[null][ALL_JUDGED], replicates) if null is not None else None
+    alpha = min(alphas) if alphas else None
+    rows_out.append(ConditionCalibration(id=ALL_JUDGED, kind="all", alpha=alpha, null_candidate=null, false_pass=rate,
+                                         within_alpha=None if alpha is None or rate is None else rate.low <= alpha))
     return GateReport(policy=policy.name, baseline=spec.gate.baseline, replicates=replicates, candidates=candidates,
                       conditions=rows_out)
 

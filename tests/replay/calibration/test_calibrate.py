@@ -85,8 +85,9 @@ def test_gate_rates_match_the_sign_tests_closed_form(demo_suite: Suite, tmp_path
         assert closed == pytest.approx(_brute_force_power(positives, pb, pc, ALPHA), abs=1e-9)
         rate = next(c for c in report.candidates if c.candidate == candidate).passed["sign"]
         assert _within(rate.hits, rate.n, closed), (candidate, rate, closed)
-    null = report.conditions[0]
+    null, joint = report.conditions
     assert null.null_candidate == "same" and null.alpha == ALPHA and null.within_alpha
+    assert joint.id == "all-judged" and joint.false_pass == null.false_pass and joint.alpha == ALPHA
 
 
 def test_causal_eviction_rate_matches_the_binomial_tail(demo_suite: Suite, demo_dirs: tuple[Path, Path],
