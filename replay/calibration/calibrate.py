@@ -57,6 +57,7 @@ from replay.suite import Suite
 CALIBRATION_JSON = "calibration.json"
 CALIBRATION_TXT = "calibration.txt"
 POWER_SVG = "power.svg"
+END_TO_END = "end-to-end"
 BASELINE_ARM = "baseline"
 MEMORY_ARM = "memory"
 # DESIGN §10's targets for the lesson gate.
@@ -413,7 +414,7 @@ def end_to_end(spec: CalibrationSpec, suite: Suite, sim: Simulator, out_dir: Pat
     with serve_planted(spec, suite.decisions) as endpoint:
         for seed in range(spec.end_to_end):
             config = run_config(spec, endpoint.base_url, suite, seed)
-            run_dir = out_dir / "end-to-end" / f"seed-{seed}"
+            run_dir = out_dir / END_TO_END / f"seed-{seed}"
             run(suite, config, run_dir, label=f"planted seed {seed}")
             results = load_results(run_dir)
             simulated = {(r.arm, r.decision_id): r.score for r in sim.rows(spec, seed, {a.name for a in config.arms})}
@@ -508,7 +509,7 @@ def power_svg(cal: Calibration) -> str:
             (c.id, [(k.effect_points, k.passed[c.id]) for k in cands]) for c in cal.gate.conditions]))
     if cal.lesson is not None:
         ls = cal.lesson
-        series = {"causal": [], "leave-one-out": []}  # type: dict[str, list[tuple[float, Rate]]]
+        series: dict[str, list[tuple[float, Rate]]] = {"causal": [], "leave-one-out": []}
         for u in ls.uptakes:
             rule = next(r for r in u.rules if r.rule_id == ls.rule)
             series["causal"].append((u.uptake, rule.causal))
@@ -566,7 +567,13 @@ def stderr_progress(what: str, done: int, total: int) -> None:
 
 def calibrate(suite: Suite, spec: CalibrationSpec, out_dir: Path, progress: Progress = stderr_progress,
               replicates: int | None = None) -> Calibration:
-    """Run the end-to-end replicates and the Monte-Carlo bulk; write calibration.json, the table and the plot."""
+    """Run the end-to-end replicates and the Monte-Carlo bulk; write calibration.json, the table and the plot.
+
+    Refuses an `out_dir` that already holds a calibration: the runner would resume its end-to-end
+    runs instead of sending them again, reporting another spec's planted answers as this one's."""
+    held = [p for p in (out_dir / CALIBRATION_JSON, out_dir / END_TO_END) if p.exists()]
+    if held:
+        raise CalibrationError(f"{out_dir} already holds a calibration ({held[0].name}); use a new --out directory")
     out_dir.mkdir(parents=True, exist_ok=True)
     n = spec.replicates if replicates is None else replicates
     sim = Simulator(spec, suite)

@@ -15,6 +15,7 @@ from replay.calibration.calibrate import (
     CALIBRATION_JSON,
     CALIBRATION_TXT,
     POWER_SVG,
+    CalibrationError,
     CalibrationSpec,
     Simulator,
     calibrate,
@@ -138,3 +139,13 @@ def test_cli_refuses_a_bad_spec_with_one_error_line(demo_dirs: tuple[Path, Path]
     assert main(["calibrate", "--suite", str(demo_dirs[0]), "--spec", str(spec), "--out", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) >= 1 and err[0].startswith("error:")
+
+
+def test_calibrate_refuses_an_out_that_holds_a_calibration(demo_suite: Suite, tmp_path: Path) -> None:
+    # Its end-to-end runs would be resumed, not re-sent: answers of another planted spec reported as this one's.
+    spec = _spec(tmp_path, end_to_end=1)
+    calibrate(demo_suite, spec, tmp_path / "out", progress=_quiet, replicates=2)
+    before = (tmp_path / "out" / CALIBRATION_JSON).read_text()
+    with pytest.raises(CalibrationError, match="already holds a calibration"):
+        calibrate(demo_suite, spec, tmp_path / "out", progress=_quiet, replicates=2)
+    assert (tmp_path / "out" / CALIBRATION_JSON).read_text() == before
