@@ -454,6 +454,14 @@ def targets(gate: GateReport | None, lesson: LessonReport | None) -> list[Target
             out.append(Target(text=f"lesson gate evicts a genuine rule in ≤ {GENUINE_EVICTION_MAX:.0%} of replicates",
                               measured=f"worst {worst[1].rule_id} at uptake {worst[0]:g}: {worst[1].causal.text()}",
                               met=worst[1].causal.low <= GENUINE_EVICTION_MAX))
+        neutral = [(u.uptake, r) for u in lesson.uptakes for r in u.rules if r.role == "neutral"]
+        if neutral:
+            worst = max(neutral, key=lambda g: g[1].causal.rate)
+            out.append(Target(text=f"lesson gate evicts a rule with no planted effect in ≤ α = {lesson.alpha:g} "
+                                   "of replicates (within the MC interval)",
+                              measured=f"worst {worst[1].rule_id} at uptake {worst[0]:g}: {worst[1].causal.text()}; "
+                                       f"leave-one-out {worst[1].leave_one_out.text()}",
+                              met=worst[1].causal.low <= lesson.alpha))
         at = next((u for u in lesson.uptakes if abs(u.uptake - HARMFUL_POWER_UPTAKE) < 1e-9), None)
         swept = next((r for r in at.rules if r.rule_id == lesson.rule), None) if at else None
         if swept is not None and swept.role == "harmful":

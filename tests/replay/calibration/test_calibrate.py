@@ -17,10 +17,15 @@ from replay.calibration.calibrate import (
     POWER_SVG,
     CalibrationError,
     CalibrationSpec,
+    LessonReport,
+    Rate,
+    RuleRates,
     Simulator,
+    UptakeRates,
     calibrate,
     calibrate_gate,
     calibrate_lesson,
+    targets,
 )
 from replay.cli import main
 from replay.suite import Suite
@@ -149,3 +154,18 @@ def test_calibrate_refuses_an_out_that_holds_a_calibration(demo_suite: Suite, tm
     with pytest.raises(CalibrationError, match="already holds a calibration"):
         calibrate(demo_suite, spec, tmp_path / "out", progress=_quiet, replicates=2)
     assert (tmp_path / "out" / CALIBRATION_JSON).read_text() == before
+
+
+def test_targets_judge_each_rate_by_its_interval() -> None:
+    def rules(harmful: int, genuine: int, neutral: int) -> list[RuleRates]:
+        return [RuleRates(rule_id=f"lc:{role}", role=role, causal=Rate.of(hits, 400), leave_one_out=Rate.of(0, 400))
+                for role, hits in (("harmful", harmful), ("genuine", genuine), ("neutral", neutral))]
+
+    def judged(harmful: int, genuine: int, neutral: int) -> list[bool | None]:
+        lesson = LessonReport(workspace="ws", rule="lc:harmful", alpha=0.05, replicates=400,
+                              uptakes=[UptakeRates(uptake=0.9, rules=rules(harmful, genuine, neutral))])
+        return [t.met for t in targets(None, lesson)]
+
+    # genuine ≤ 5%, no-effect ≤ α, harmful ≥ 80%: each judged by whether the Wilson interval reaches the bound
+    assert judged(harmful=330, genuine=20, neutral=20) == [True, True, True]
+    assert judged(harmful=300, genuine=40, neutral=40) == [False, False, False]
