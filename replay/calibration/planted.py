@@ -37,7 +37,7 @@ from typing import Any, Literal
 from aiohttp import web
 from pydantic import Field, model_validator
 
-from core.keyset import LIST, canonical_json, split_path
+from core.keyset import LIST, ArgumentsError, canonical_json, decode_arguments, split_path
 from core.names import Name, excerpt
 from core.records import Decision, Strict
 from replay.errors import ReplayError
@@ -182,9 +182,11 @@ def _rejected_call(decision: Decision) -> tuple[str, dict[str, Any]] | None:
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None
         if calls:
             function = calls[0].get("function", {})
-            raw = function.get("arguments") or "{}"
-            arguments = json.loads(raw) if isinstance(raw, str) else raw
-            return str(function.get("name")), arguments if isinstance(arguments, dict) else {}
+            try:
+                arguments = decode_arguments(function.get("arguments") or "{}")
+            except ArgumentsError:
+                arguments = {}  # the rejected call's name is what a repeat repeats; its unreadable values are lost
+            return str(function.get("name")), arguments
     return None
 
 
@@ -270,7 +272,12 @@ def _error(status: int, message: str, code: str) -> web.Response:
 
 def planted_app(spec: PlantedSpec, decisions: Sequence[Decision]) -> web.Application:
     """The aiohttp app: GET /v1/models and POST /v1/chat/completions, answers from the policy."""
-    by_key = {request_key(d.request.messages): d for d in decisions}
+    by_key: dict[str, Decision] = {}
+    for d in decisions:
+        twin = by_key.setdefault(request_key(d.request.messages), d)
+        if twin is not d:
+            raise PlantedError(f"decisions {twin.id} and {d.id} send the same request: the planted endpoint, like a "
+                               "model, cannot tell them apart (calibrate with end_to_end = 0)")
 
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
@@ -310,8 +317,9 @@ def planted_app(spec: PlantedSpec, decisions: Sequence[Decision]) -> web.Applica
 @contextmanager
 def serve_planted(spec: PlantedSpec, decisions: Sequence[Decision]) -> Iterator[PlantedEndpoint]:
     """Serve the planted endpoint on a free loopback port in a background thread, for the block's duration."""
+    app = planted_app(spec, decisions)
     loop = asyncio.new_event_loop()
-    runner = web.AppRunner(planted_app(spec, decisions), access_log=None)
+    runner = web.AppRunner(app, access_log=None)
     loop.run_until_complete(runner.setup())
     site = web.TCPSite(runner, "127.0.0.1", 0)
     loop.run_until_complete(site.start())

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from core.keyset import key_set
 from core.records import Decision
 from replay.calibration.planted import (
+    PlantedError,
     PlantedSpec,
     answer_message,
     arguments_of,
@@ -122,3 +123,22 @@ def test_server_answers_as_the_policy_and_refuses_bad_requests(demo_suite: Suite
 def test_spec_refuses_impossible_arms(arm: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         PlantedSpec.model_validate({"arms": [arm]})
+
+
+def test_endpoint_refuses_a_suite_whose_requests_it_cannot_tell_apart(demo_suite: Suite) -> None:
+    first = demo_suite.decisions[0]
+    twin = first.model_copy(update={"id": "twin-0001"})
+    with pytest.raises(PlantedError, match="twin-0001"), serve_planted(SPEC, [first, twin]):
+        pass
+
+
+def test_a_rejected_call_with_unreadable_arguments_is_repeated_without_them(demo_suite: Suite) -> None:
+    decision = next(d for d in demo_suite.decisions if d.stratum == "verified_recovery")
+    messages = [dict(m) for m in decision.request.messages]
+    for m in messages:
+        if m.get("tool_calls"):
+            m["tool_calls"] = [{**m["tool_calls"][0], "function": {**m["tool_calls"][0]["function"],
+                                                                  "arguments": "{not json"}}]
+    broken = decision.model_copy(update={"request": decision.request.model_copy(update={"messages": messages})})
+    (call,) = answer_message("repeat", broken)["tool_calls"]
+    assert json.loads(call["function"]["arguments"]) == {}
