@@ -37,7 +37,7 @@ from typing import Any
 from pydantic import BaseModel, Field, model_validator
 
 from core.names import Name, excerpt
-from core.records import ResultRecord
+from core.records import ResultRecord, Strict
 from core.tomlfile import load_toml
 from replay.analysis.compare import compare, load_results
 from replay.analysis.gates.conditions import NonInferiority, PairedGain, RepeatReduction, TargetedCi
@@ -73,7 +73,7 @@ class CalibrationError(ReplayError, ValueError):
     """A calibration spec that cannot be run against this suite and memory."""
 
 
-class GateCalibration(BaseModel):
+class GateCalibration(Strict):
     policy: Path
     """Relative to the spec file."""
     baseline: Name
@@ -81,7 +81,7 @@ class GateCalibration(BaseModel):
     candidates: list[Name] = Field(min_length=1)
 
 
-class LessonCalibration(BaseModel):
+class LessonCalibration(Strict):
     model: Name
     """The planted model of the `workspace` and ablation arms."""
     rule: str = Field(pattern=r"^lc:\S+$")

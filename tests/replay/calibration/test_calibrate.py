@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from core.tomlfile import ConfigError
 from replay.analysis.power import power_at
 from replay.analysis.stats import wilson_interval
 from replay.calibration.calibrate import (
@@ -25,6 +26,7 @@ from replay.calibration.calibrate import (
     calibrate,
     calibrate_gate,
     calibrate_lesson,
+    load_spec,
     targets,
 )
 from replay.cli import main
@@ -169,3 +171,13 @@ def test_targets_judge_each_rate_by_its_interval() -> None:
     # genuine ≤ 5%, no-effect ≤ α, harmful ≥ 80%: each judged by whether the Wilson interval reaches the bound
     assert judged(harmful=330, genuine=20, neutral=20) == [True, True, True]
     assert judged(harmful=300, genuine=40, neutral=40) == [False, False, False]
+
+
+@pytest.mark.parametrize("extra", ['[gate]\npolicy = "p.toml"\nbaseline = "b"\ncandidates = ["b"]\ncandidate = "typo"\n',
+                                   '[gate]\npolicy = "p.toml"\nbaseline = "b"\ncandidates = ["nobody"]\n',
+                                   '[lesson]\nmodel = "b"\nworkspace = "ws"\nrule = "lc:x"\nuptakes = [1.5]\n'])
+def test_spec_refuses_typos_and_unplanted_models(tmp_path: Path, extra: str) -> None:
+    path = tmp_path / "cal.toml"
+    path.write_text(f'[[arms]]\nmodel = "b"\nright = 0.5\n{extra}', encoding="utf-8")
+    with pytest.raises(ConfigError, match="cal.toml"):
+        load_spec(path)
