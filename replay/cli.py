@@ -121,6 +121,18 @@ def _plan(args: argparse.Namespace) -> int:
     return 0
 
 
+def _calibrate(args: argparse.Namespace) -> int:
+    from replay.calibration.calibrate import calibrate, format_calibration, load_spec
+
+    spec = load_spec(args.spec)
+    if args.memory is not None:
+        spec = spec.model_copy(update={"memory": args.memory})
+    cal = calibrate(load_suite(args.suite), spec, args.out, replicates=args.replicates)
+    print(format_calibration(cal), end="")
+    print(f"calibration written: {args.out}", file=sys.stderr)
+    return 0
+
+
 def _report(args: argparse.Namespace) -> int:
     info = read_run_json(args.run_dir)
     suite_path = (info.get("suite") or {}).get("path")
@@ -264,6 +276,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true")
     ledger_option(p)
     p.set_defaults(func=_plan)
+
+    p = sub.add_parser("calibrate", help="false-pass rate and power of the gates and the lesson gate, measured "
+                                         "against the planted-effect endpoint (DESIGN §10)")
+    p.add_argument("--suite", type=Path, required=True, metavar="DIR")
+    p.add_argument("--spec", type=Path, required=True, metavar="CAL.toml",
+                   help="the planted policy and what to calibrate")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR")
+    p.add_argument("--memory", type=Path, metavar="DIR", help="workspace memory root (overrides the spec's)")
+    p.add_argument("--replicates", type=int, metavar="N", help="Monte-Carlo replicates (overrides the spec's)")
+    p.set_defaults(func=_calibrate)
 
     p = sub.add_parser("report", help="write report.md and a self-contained report.html")
     p.add_argument("run_dir", type=Path)

@@ -1,0 +1,1 @@
+"""Calibration instruments (DESIGN §10): the planted-effect endpoint and `worker-replay calibrate`."""
