@@ -279,6 +279,7 @@ def test_every_trial_command_says_one_error_line_when_the_port_answers_something
         assert err.startswith("error: ") and err.count("\n") == 1 and "the trial API's" in err
     finally:
         server.shutdown()
+        server.server_close()
     assert main(["trial", *argv, "--config", str(config)]) == 2  # nothing listens now
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "cannot be reached" in err
