@@ -129,10 +129,11 @@ def _read_bounded(path: Path) -> bytes:
     return data
 
 
-def read_lines(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, str | None, str | None]]:
+def read_lines(path: Path, max_line_bytes: int | None = None) -> Iterator[tuple[int, str | None, str | None]]:
     """(number, text, problem) for each non-blank line (split on `\\n`, counted from 1): the text
     when it is UTF-8 of at most `max_line_bytes`, else the problem. A longer line is skipped
-    without being held in memory."""
+    without being held in memory. `max_line_bytes` defaults to `MAX_LINE_BYTES`."""
+    max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     try:
         handle = path.open("rb")
     except OSError as exc:
@@ -158,7 +159,7 @@ def read_lines(path: Path, max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tup
 
 
 def read_jsonl_values(path: Path, what: str = "a line",
-                      max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[JsonLine[dict[str, Any]]]:
+                      max_line_bytes: int | None = None) -> Iterator[JsonLine[dict[str, Any]]]:
     """Each non-blank line of a JSONL file as a parsed JSON object, or its problem (`what` names
     what a line holds, for the message when it is no object)."""
     for number, text, problem in read_lines(path, max_line_bytes):

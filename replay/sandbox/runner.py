@@ -49,7 +49,7 @@ from replay.runner import (
 )
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.pack import Pack, oracle_end_state, start_episode, trajectory_of
-from replay.sandbox.scenario import Call, EndedBy, Scenario, Trajectory, Turn, Usage
+from replay.sandbox.scenario import SESSION_PREFIX, Call, EndedBy, Scenario, Trajectory, Turn, Usage
 from replay.sandbox.world import JSON, World
 
 EndpointKind = Literal["engine", "gateway"]
@@ -139,7 +139,8 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
     start = episode.snapshot()
     tools = world.schemas(scenario.tools)
     sandbox_s += time.perf_counter() - tick
-    headers = {"X-Workspace-Id": scenario.workspace, "X-Session-Id": f"sandbox:{scenario.id}", "X-Worker-Replay": "1"}
+    headers = {"X-Workspace-Id": scenario.workspace, "X-Session-Id": f"{SESSION_PREFIX}{scenario.id}",
+               "X-Worker-Replay": "1"}
     messages, sent = list(item.messages), 0
     turns: list[Turn] = []
     final: str | None = None

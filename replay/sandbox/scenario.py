@@ -9,11 +9,11 @@ completed task ends with a final answer; a broken variant may claim work it did 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import ConfigDict, Field, model_validator
 
-from core.names import Name
+from core.names import NAME_MAX_CHARS, Name
 from core.patterns import Pattern
 from core.records import Strict
 from replay.sandbox.world import JSON, LedgerEntry
@@ -89,8 +89,13 @@ class Limits(Strict):
     max_errors: int = Field(default=4, ge=0, le=100)
 
 
+SESSION_PREFIX = "sandbox:"
+"""An episode's `X-Session-Id` is this prefix and the scenario id: together a name (core/names.py)."""
+
+
 class Scenario(Strict):
-    id: str = Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:/-]*$")
+    id: Annotated[Name, Field(max_length=NAME_MAX_CHARS - len(SESSION_PREFIX))]
+    """A name short enough that the episode's session header (`sandbox:<id>`) is one too."""
     world: str
     workspace: Name
     """Whose memory an arm injects (`<memory.root>/<workspace>`): a name, so it never leaves the root."""

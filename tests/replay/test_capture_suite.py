@@ -223,6 +223,7 @@ def test_one_unreadable_transcript_is_refused_and_the_build_goes_on(tmp_path, ca
         handle.write("[" * 50_000 + "]" * 50_000 + "\n")
     keys = tmp_path / "keys.toml"
     keys.write_text(f'[keys]\n"ws-a" = "{"a1" * 16}"\n')
+    keys.chmod(0o600)
     out = tmp_path / "suite"
     assert main(["suite", "build", "--from-capture", str(store(tmp_path / "capture.sqlite", decisions)),
                  "--transcripts", str(corpus), "--keys", str(keys), "--out", str(out)]) == 0
@@ -377,7 +378,7 @@ def test_a_capture_row_that_is_not_a_decision_is_one_error_line_naming_the_store
     assert main([*argv, *(["--since", since] if since else [])]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and str(db) in err[0], err
-    with pytest.raises(StoreError, match="decision 1"):
+    with pytest.raises(StoreError, match="decisions row 1"):
         read_decisions(db)
 
 

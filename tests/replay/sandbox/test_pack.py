@@ -198,3 +198,10 @@ def test_any_bytes_are_a_pack_or_problems_naming_file_and_line(tmp_path: Path, s
     (pack / "pack.toml").write_bytes(manifest)
     for problem in validate_pack(pack):
         assert problem.file.startswith(str(pack))
+
+
+@pytest.mark.parametrize("scenario_id", ["a/b", "../x", "x" * 121])
+def test_a_scenario_id_makes_a_session_header_that_is_a_name(tmp_path: Path, scenario_id: str) -> None:
+    """Episodes send `X-Session-Id: sandbox:<id>`, which the gateway refuses unless it is a name."""
+    pack = write(tmp_path / "p", [scenario(id=scenario_id)])
+    assert any(":1: " in str(p) and "id" in str(p) for p in validate_pack(pack)), validate_pack(pack)
