@@ -14,6 +14,7 @@ from typing import Any
 
 import httpx
 import uvicorn
+from prometheus_client.parser import text_string_to_metric_families
 
 from serve.gateway.app import create_app
 from serve.gateway.config import GatewayConfig, load_gateway_config
@@ -163,3 +164,12 @@ class GatewayProcess:
     def chat(self, headers: dict[str, str] | None = None) -> httpx.Response:
         return self.client.post("/v1/chat/completions", headers=headers or {}, json={
             "model": "worker", "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2, "temperature": 0})
+
+
+def sample(gw: RunningGateway, name: str, **labels: str) -> float:
+    """The value of one sample of the gateway's /metrics (0 when it has none yet)."""
+    for family in text_string_to_metric_families(gw.metrics()):
+        for s in family.samples:
+            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
+                return s.value
+    return 0.0

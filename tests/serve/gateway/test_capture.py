@@ -19,12 +19,11 @@ import uuid
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from core.capture import read_decisions
 from serve.engine.launcher import ConfigError
 from serve.gateway.config import load_gateway_config
-from tests.support.gateway_harness import RunningGateway, wait_for, write_config
+from tests.support.gateway_harness import RunningGateway, sample, wait_for, write_config
 from tests.support.live import engine_value
 
 
@@ -40,14 +39,6 @@ def config(tmp_path: Path, upstream_url: str, capture: str) -> Path:
     root = tmp_path / "adapters"
     root.mkdir(exist_ok=True)
     return write_config(tmp_path / "gw", [upstream_url], root, extra=f"[capture]\n{capture}\n")
-
-
-def sample(gw: RunningGateway, name: str, **labels: str) -> float:
-    for family in text_string_to_metric_families(gw.metrics()):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return s.value
-    return 0.0
 
 
 def turn(gw: RunningGateway, messages: list, tools: list[str], workspace: str = "ws-a",

@@ -24,17 +24,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from core.capture import read_decisions
 from serve.gateway.registry import Registry, RequestRow, ShadowRow
-from tests.support.gateway_harness import TOKEN, RunningGateway, start_gateway, wait_for, write_config
+from tests.support.gateway_harness import TOKEN, RunningGateway, sample, start_gateway, wait_for, write_config
 
 ADMIN = {"Authorization": f"Bearer {TOKEN}"}
-
-
-def sample(gw: RunningGateway, name: str, **labels: str) -> float:
-    for family in text_string_to_metric_families(gw.metrics()):
-        for s in family.samples:
-            if s.name == name and all(s.labels.get(k) == v for k, v in labels.items()):
-                return s.value
-    return 0.0
 
 
 def post(gw: RunningGateway, raw: bytes, headers: dict[str, str] | None = None) -> httpx.Response:
