@@ -309,6 +309,7 @@ class Registry:
         self._db = open_wal(path, SCHEMA)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA secure_delete=ON")  # pruned shadow answers (tenant text) are overwritten
         self._base = base
         self._route_names = tuple(routes)
         self._keep = keep_rows

@@ -48,3 +48,28 @@ def test_a_request_window_is_the_full_log_filtered(tmp_path: Path, rows: list[tu
     assert requests_in(db, route, stamp(T0 + since)) == expected
     db.close()
     registry.close()
+
+
+def test_a_pruned_shadow_answer_is_overwritten_not_only_unlinked(tmp_path: Path) -> None:
+    from serve.gateway.registry import ShadowRow
+
+    path = tmp_path / "s.sqlite"
+    registry = Registry(path, ["worker"], "worker-base", keep_rows=10)
+    marker = "tenant-answer-91c2e"
+
+    def shadow(n: int, text: str) -> ShadowRow:
+        return ShadowRow(request_id=f"r{n}", route="worker", endpoint="/v1/chat/completions", production="prod",
+                         candidate="cand", request_sha256="0" * 64, production_answer=f'"{text}"',
+                         shadow_answer=None, production_outcome="ok", shadow_outcome="ok", production_tool=None,
+                         shadow_tool=None, agreement="same_call", error=None, shadow_latency_s=0.1)
+
+    registry.record_shadow(shadow(0, marker))
+    for n in range(1, 1001):  # a prune runs after every 1000 rows written
+        registry.record_shadow(shadow(n, "plain"))
+    registry.flush()
+    registry._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    registry.close()
+    reopened = Registry(path, ["worker"], "worker-base")
+    assert "r0" not in {r["request_id"] for r in reopened.shadow_results(limit=100)}  # pruned
+    reopened.close()
+    assert marker.encode() not in path.read_bytes()
