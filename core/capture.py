@@ -197,9 +197,9 @@ class CaptureStore:
                              tuple(row.values()))
 
     def prune(self, now: datetime, retention_days: float, max_rows: int) -> int:
-        """Delete the decisions captured more than `retention_days` before `now` (0: none kept by age is
-        not allowed; see `CaptureSection`), then the oldest beyond `max_rows`; give the freed pages back
-        to the file system and truncate the write-ahead log. Returns the rows deleted."""
+        """Delete the decisions captured more than `retention_days` before `now`, then the oldest beyond
+        `max_rows` (whole rows: `full` text goes with them); give the freed pages back to the file system
+        and truncate the write-ahead log. Returns the rows deleted."""
         cut = stored_time(now - timedelta(days=retention_days))
         with self._tx():
             deleted = self._db.execute("DELETE FROM decisions WHERE captured_at < ?", (cut,)).rowcount
@@ -217,9 +217,10 @@ class CaptureStore:
         return Held(rows, self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0))
 
 
-def window_query(since: str | None, route: str | None) -> tuple[str, tuple[str, ...]]:
+def window_query(since: str | None, route: str | None, indexed: bool = True) -> tuple[str, tuple[str, ...]]:
     """The SQL of `read_decisions`: the window is an index range on the stored time (and route), so a
-    read costs the rows in the window, not every row ever captured."""
+    read costs the rows in the window, not every row ever captured. A store copied off a gateway older
+    than these indexes has none (`indexed=False`): the same rows, at the cost of a scan."""
     where, args = [], []
     if route is not None:
         where.append("route = ?")
@@ -228,7 +229,7 @@ def window_query(since: str | None, route: str | None) -> tuple[str, tuple[str, 
         where.append("captured_at >= ?")
         args.append(since)
     # Named, as without statistics SQLite prefers walking the whole table in `seq` order to sorting a window.
-    index = " INDEXED BY decisions_route_captured_at" if route is not None else \
+    index = "" if not indexed else " INDEXED BY decisions_route_captured_at" if route is not None else \
         " INDEXED BY decisions_captured_at" if since is not None else ""
     return (f"SELECT * FROM decisions{index}" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq",
             tuple(args))
@@ -248,7 +249,9 @@ def read_decisions(path: Path | str, since: str | None = None, route: str | None
     db = connect_readonly(path)
     try:
         db.row_factory = sqlite3.Row
-        rows = db.execute(*window_query(cut, route)).fetchall()
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        indexed = {"decisions_captured_at", "decisions_route_captured_at"} <= indexes
+        rows = db.execute(*window_query(cut, route, indexed)).fetchall()
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: cannot read this capture store: {exc}") from exc
     finally:

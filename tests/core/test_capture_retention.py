@@ -121,3 +121,16 @@ def test_a_window_is_read_through_an_index(tmp_path: Path) -> None:
             "2026-12-01T00:00:00.000000Z", route)[0], window_query("2026-12-01T00:00:00.000000Z", route)[1]))
         assert "USING INDEX decisions_" in plan and "captured_at" in plan, plan
     db.close()
+
+
+def test_a_store_copied_off_an_older_gateway_without_the_indexes_is_still_read_by_window(tmp_path: Path) -> None:
+    path = tmp_path / "c.sqlite"
+    store = CaptureStore(path)
+    for n, age in enumerate((3, 2, 1)):
+        store.insert(at(n, NOW - timedelta(days=age), route="worker" if n else "other"))
+    store.close()
+    db = sqlite3.connect(path)
+    db.executescript("DROP INDEX decisions_captured_at; DROP INDEX decisions_route_captured_at;")
+    db.close()
+    assert [d.id for d in read_decisions(path, stored_time(NOW - timedelta(days=2)), "worker")] == ["r-1", "r-2"]
+    assert [d.id for d in read_decisions(path, stored_time(NOW - timedelta(days=2)))] == ["r-1", "r-2"]
