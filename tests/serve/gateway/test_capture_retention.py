@@ -31,12 +31,12 @@ def test_the_running_gateway_deletes_what_is_past_retention_and_reports_what_it_
         try:
             for _ in range(200):
                 await asyncio.sleep(0.01)
-                if metrics.capture_rows._value.get() == 1:
+                if metrics.registry.get_sample_value("worker_capture_rows") == 1:
                     break
         finally:
             await capture.stop()
 
     asyncio.run(serve_a_while())
     assert [d.id for d in read_decisions(path)] == ["r-3"]
-    assert metrics.capture_pruned._value.get() == 3
-    assert 0 < metrics.capture_bytes._value.get() <= path.stat().st_size + 4096
+    assert metrics.registry.get_sample_value("worker_capture_pruned_rows_total") == 3
+    assert 0 < (metrics.registry.get_sample_value("worker_capture_bytes") or 0) <= path.stat().st_size + 4096
