@@ -15,7 +15,7 @@ import sqlite3
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, fields
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +46,10 @@ def choice_label(choice: Any) -> str:
     return str(choice)
 
 
+# `auto_vacuum` only takes effect when set before the first table exists (a new store); an older store is
+# converted once when opened (`CaptureStore`). `secure_delete` is per connection, also set there.
 SCHEMA = """
+PRAGMA auto_vacuum = INCREMENTAL;
 CREATE TABLE IF NOT EXISTS decisions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     id TEXT UNIQUE NOT NULL,
@@ -75,7 +78,12 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 DROP INDEX IF EXISTS decisions_session;
 CREATE INDEX IF NOT EXISTS decisions_workspace_session ON decisions (workspace, session, seq);
+CREATE INDEX IF NOT EXISTS decisions_captured_at ON decisions (captured_at);
+CREATE INDEX IF NOT EXISTS decisions_route_captured_at ON decisions (route, captured_at);
 """
+TIME_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+"""How `captured_at` is stored: UTC, fixed width, so stored times sort as text and a time window is an
+index range (`captured_at >= ?`), never a scan of the whole store."""
 _JSON_COLUMNS = ("message_hashes", "roles", "tools_offered", "chosen_keys", "request", "chosen_arguments")
 
 
@@ -124,12 +132,35 @@ def session_key(decision: CapturedDecision) -> tuple[str, str]:
     return decision.workspace, decision.session
 
 
+def stored_time(value: str | datetime) -> str:
+    """A time as the store holds it (`TIME_FORMAT`); a string that is not an ISO time is a TimeError."""
+    instant = parse_instant(value) if isinstance(value, str) else value
+    return instant.astimezone(UTC).strftime(TIME_FORMAT)
+
+
+@dataclass(frozen=True)
+class Held:
+    """What a capture store holds: its decisions and the bytes of its file and write-ahead log."""
+
+    rows: int
+    bytes: int
+
+
 class CaptureStore:
+    """The gateway's writer of the store. Deleted rows are overwritten (`secure_delete`) and their pages
+    returned to the file system (`auto_vacuum = INCREMENTAL`), so retention removes text from the disk,
+    not only from queries."""
+
     def __init__(self, path: Path) -> None:
+        self.path = path
         self._db = open_wal(path, SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(decisions)")}
         if "request_id" not in columns:  # a store written before the column existed
             self._db.execute("ALTER TABLE decisions ADD COLUMN request_id TEXT")
+        self._db.execute("PRAGMA secure_delete = ON")
+        if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # a store made before retention
+            self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+            self._db.execute("VACUUM")  # once: rewrites the file so freed pages can be given back
 
     def close(self) -> None:
         self._db.close()
@@ -157,6 +188,7 @@ class CaptureStore:
     def insert(self, decision: CapturedDecision) -> None:
         """Store one captured decision (its JSON fields as text)."""
         row = {k: v for k, v in asdict(decision).items() if k != "seq"}
+        row["captured_at"] = stored_time(decision.captured_at)
         for column in _JSON_COLUMNS:
             row[column] = None if row[column] is None else json.dumps(row[column])
         names = ", ".join(row)
@@ -164,29 +196,72 @@ class CaptureStore:
             self._db.execute(f"INSERT INTO decisions ({names}) VALUES ({', '.join('?' * len(row))})",
                              tuple(row.values()))
 
+    def prune(self, now: datetime, retention_days: float, max_rows: int) -> int:
+        """Delete the decisions captured more than `retention_days` before `now`, then the oldest beyond
+        `max_rows` (whole rows: `full` text goes with them); give the freed pages back to the file system
+        and truncate the write-ahead log. Returns the rows deleted."""
+        cut = stored_time(now - timedelta(days=retention_days))
+        with self._tx():
+            deleted = self._db.execute("DELETE FROM decisions WHERE captured_at < ?", (cut,)).rowcount
+            deleted += self._db.execute("DELETE FROM decisions WHERE seq <= (SELECT seq FROM decisions ORDER BY "
+                                        "seq DESC LIMIT 1 OFFSET ?)", (max_rows,)).rowcount
+        if deleted:
+            self._db.executescript("PRAGMA incremental_vacuum;")  # run to the end: each step frees one page
+            self._db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        return deleted
 
-def read_decisions(path: Path | str, since: str | None = None) -> list[CapturedDecision]:
-    """Every stored decision (at or after `since`, an ISO time), in capture order; read-only, and a
-    missing store is a `StoreError` (never created). A `since` that is not an ISO time is a TimeError;
-    a row that is not a decision (a column missing, not JSON, of the wrong shape, a bad time) is a
-    StoreError naming the store and the row."""
+    def held(self) -> Held:
+        """Rows stored and bytes on disk (the file and its write-ahead log)."""
+        rows = self._db.execute("SELECT COUNT(*) FROM decisions").fetchone()[0]
+        wal = self.path.with_name(self.path.name + "-wal")
+        return Held(rows, self.path.stat().st_size + (wal.stat().st_size if wal.exists() else 0))
+
+
+def window_query(since: str | None, route: str | None, indexed: bool = True) -> tuple[str, tuple[str, ...]]:
+    """The SQL of `read_decisions`: the window is an index range on the stored time (and route), so a
+    read costs the rows in the window, not every row ever captured. A store copied off a gateway older
+    than these indexes has none (`indexed=False`): the same rows, at the cost of a scan."""
+    where, args = [], []
+    if route is not None:
+        where.append("route = ?")
+        args.append(route)
+    if since is not None:
+        where.append("captured_at >= ?")
+        args.append(since)
+    # Named, as without statistics SQLite prefers walking the whole table in `seq` order to sorting a window.
+    index = "" if not indexed else " INDEXED BY decisions_route_captured_at" if route is not None else \
+        " INDEXED BY decisions_captured_at" if since is not None else ""
+    return (f"SELECT * FROM decisions{index}" + (f" WHERE {' AND '.join(where)}" if where else "") + " ORDER BY seq",
+            tuple(args))
+
+
+def read_decisions(path: Path | str, since: str | None = None, route: str | None = None) -> list[CapturedDecision]:
+    """Every stored decision (at or after `since`, an ISO time; of `route` when given), in capture order;
+    read-only, and a missing store is a `StoreError` (never created). A `since` that is not an ISO time is
+    a TimeError; a row that is not a decision (a column missing, not JSON, of the wrong shape, a bad time)
+    is a StoreError naming the store and the row. The window is chosen in SQL on the stored time, which
+    the gateway writes in `TIME_FORMAT`; a returned row's time in another format is a StoreError, as the
+    window could not have been chosen right around it."""
     try:
-        cut = None if since is None else parse_instant(since)
+        cut = None if since is None else stored_time(since)
     except TimeError:
         raise TimeError(f"--since {excerpt(since or '')!r} is not an ISO time (e.g. 2026-11-29T10:00:00Z)") from None
     db = connect_readonly(path)
     try:
         db.row_factory = sqlite3.Row
-        rows = db.execute("SELECT * FROM decisions ORDER BY seq").fetchall()
+        indexes = {row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
+        indexed = {"decisions_captured_at", "decisions_route_captured_at"} <= indexes
+        rows = db.execute(*window_query(cut, route, indexed)).fetchall()
     except sqlite3.Error as exc:
         raise StoreError(f"{path}: cannot read this capture store: {exc}") from exc
     finally:
         db.close()
-    decisions = []
-    for row in rows:
-        decision = _decision_of(path, row)
-        if cut is None or parse_instant(decision.captured_at) >= cut:
-            decisions.append(decision)
+    decisions = [_decision_of(path, row) for row in rows]
+    if cut is not None:
+        for decision in decisions:
+            if stored_time(decision.captured_at) != decision.captured_at:
+                raise StoreError(f"{path}: decisions row {decision.seq}: captured_at is not in the store's time "
+                                 f"format ({TIME_FORMAT}), so a time window cannot be read from this store")
     return decisions
 
 

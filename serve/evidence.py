@@ -191,7 +191,7 @@ def export(config: GatewayConfig, route: str, out: Path, candidate: str | None =
     finally:
         registry.close()
     db = config.capture.db
-    decisions = read_decisions(db, since) if db.exists() else []
+    decisions = read_decisions(db, since, route) if db.exists() else []
     result = Export(
         directory=out, route=route, candidate=candidate, since=since,
         shadow=shadow_outcomes(shadows, {d.id: d for d in decisions}, arm or candidate),

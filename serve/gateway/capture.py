@@ -21,7 +21,10 @@ queue order, in a thread, and any error there is logged and counted, never raise
   call's arguments; it is only allowed with an allowlist (serve/gateway/config.py refuses otherwise).
 
 The store is its own SQLite file (WAL), so captures survive restarts; `read_decisions` is how
-the suite builder (replay/capture_suite.py) reads it.
+the suite builder (replay/capture_suite.py) reads it. It is bounded: at start-up and every
+`retention_interval_s`, the worker deletes the decisions older than `retention_days` and the
+oldest beyond `max_rows` (whole rows, so `full` text goes with them), in a thread and never at
+the same time as a job; `worker_capture_rows` and `worker_capture_bytes` say what it holds.
 """
 
 from __future__ import annotations
@@ -129,6 +132,8 @@ class Capture:
         self.store = CaptureStore(settings.db) if settings.mode != "off" else None
         self.queue: asyncio.Queue[CaptureJob] = asyncio.Queue(settings.queue_size)
         self._worker: asyncio.Task[None] | None = None
+        self._keeper: asyncio.Task[None] | None = None
+        self._store_lock = asyncio.Lock()  # the store's one connection serves one thread at a time
 
     def wants(self, body: Mapping[str, Any]) -> bool:
         """Whether an answered chat request is worth a job (cheap: no parsing, no hashing)."""
@@ -147,19 +152,42 @@ class Capture:
 
     def start(self) -> None:
         self._worker = asyncio.create_task(self._work(), name="capture")
+        if self.store is not None:
+            self._keeper = asyncio.create_task(self._keep(), name="capture-retention")
 
     async def stop(self) -> None:
-        if self._worker is not None:
-            self._worker.cancel()
-            await asyncio.gather(self._worker, return_exceptions=True)
+        for task in (self._worker, self._keeper):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
         if self.store is not None:
             self.store.close()
+
+    async def _keep(self) -> None:
+        while True:
+            try:
+                async with self._store_lock:
+                    await asyncio.to_thread(self.enforce_retention)
+            except Exception:  # retention must never take the gateway down; the next pass tries again
+                log.exception("capture retention failed")
+                self.metrics.capture_errors.labels("retention").inc()
+            await asyncio.sleep(self.settings.retention_interval_s)
+
+    def enforce_retention(self) -> None:
+        """Delete what is past `retention_days` or beyond `max_rows`, and update the store's gauges."""
+        assert self.store is not None
+        pruned = self.store.prune(datetime.now(UTC), self.settings.retention_days, self.settings.max_rows)
+        self.metrics.capture_pruned.inc(pruned)
+        held = self.store.held()
+        self.metrics.capture_rows.set(held.rows)
+        self.metrics.capture_bytes.set(held.bytes)
 
     async def _work(self) -> None:
         while True:
             job = await self.queue.get()
             try:
-                await asyncio.to_thread(self.process, job)
+                async with self._store_lock:
+                    await asyncio.to_thread(self.process, job)
             except Exception:  # capture must never take the gateway down
                 log.exception("capture of request %s failed", job.request_id)
                 self.metrics.capture_errors.labels("process").inc()

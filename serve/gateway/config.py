@@ -132,6 +132,13 @@ class CaptureSection(Strict):
     """The capture store (SQLite WAL; survives restarts)."""
     queue_size: int = Field(1000, ge=1)
     """When full, capture jobs are dropped and counted."""
+    retention_days: float = Field(30.0, gt=0, le=3650, allow_inf_nan=False)
+    """Decisions captured longer ago than this are deleted (the whole row, `full`-mode request text with it),
+    overwritten on disk and their space given back to the file system."""
+    max_rows: int = Field(1_000_000, ge=1, le=1_000_000_000)
+    """At most this many decisions are kept; beyond it the oldest are deleted, as for retention."""
+    retention_interval_s: float = Field(600.0, gt=0, le=86_400, allow_inf_nan=False)
+    """How often the capture worker enforces `retention_days` and `max_rows` (also once at start-up)."""
     guard: GuardRules = Field(default_factory=GuardRules)
     """The tool-outcome guard's rules (`[capture.guard]`); it runs in every capture mode."""
 

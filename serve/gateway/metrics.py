@@ -120,7 +120,14 @@ class GatewayMetrics:
                                         "the others are written) or overflow (the store failed too long)",
                                         ["table", "reason"], registry=r)
         self.capture_errors = Counter("worker_capture_errors_total", "Capture jobs lost (queue_full) or failed "
-                                      "(process); the production request is never affected", ["reason"], registry=r)
+                                      "(process), and failed retention passes (retention); the production request "
+                                      "is never affected", ["reason"], registry=r)
+        self.capture_rows = Gauge("worker_capture_rows", "Decisions the capture store holds (after the last "
+                                  "retention pass)", registry=r)
+        self.capture_bytes = Gauge("worker_capture_bytes", "Bytes of the capture store on disk, its write-ahead "
+                                   "log included (after the last retention pass)", registry=r)
+        self.capture_pruned = Counter("worker_capture_pruned_rows_total", "Captured decisions deleted by "
+                                      "retention (age or max_rows)", registry=r)
         self._label_values: dict[str, set[str]] = {}
         self.engine = EngineCollector()
         r.register(self.engine)

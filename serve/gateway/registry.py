@@ -67,7 +67,33 @@ CREATE TABLE IF NOT EXISTS shadow_results (
     endpoint TEXT NOT NULL, production TEXT NOT NULL, candidate TEXT NOT NULL, request_sha256 TEXT NOT NULL,
     production_answer TEXT, shadow_answer TEXT, production_outcome TEXT NOT NULL, shadow_outcome TEXT NOT NULL,
     production_tool TEXT, shadow_tool TEXT, agreement TEXT NOT NULL, error TEXT, shadow_latency_s REAL);
+CREATE INDEX IF NOT EXISTS requests_route_at ON requests (route, at);
+CREATE INDEX IF NOT EXISTS shadow_results_route_at ON shadow_results (route, at);
 """
+# A route's window of the logs: an index range on (route, at) — `at` is `now()`'s fixed-width UTC text, so
+# it sorts as time — named, as without statistics SQLite prefers walking the table in `id` order.
+_REQUESTS_SINCE = "SELECT * FROM requests INDEXED BY requests_route_at WHERE route = ? AND at >= ? ORDER BY id"
+_SHADOWS_SINCE = ("SELECT id, request_id, at, route, endpoint, production, candidate, request_sha256, "
+                  "production_outcome, shadow_outcome, production_tool, shadow_tool, agreement, error, "
+                  "shadow_latency_s FROM shadow_results INDEXED BY shadow_results_route_at WHERE route = ? AND "
+                  "at >= ? ORDER BY id")
+
+
+def requests_in(db: sqlite3.Connection, route: str, since: str) -> list[dict[str, Any]]:
+    """The route's logged requests at or after `since` (an ISO time in `now()`'s format), from a
+    connection to a state store (the registry's own, or a read-only one in another thread)."""
+    return [dict(r) for r in _rows(db, _REQUESTS_SINCE, (route, since))]
+
+
+def shadow_results_in(db: sqlite3.Connection, route: str, since: str) -> list[dict[str, Any]]:
+    """The route's stored shadow comparisons at or after `since` (without the answers' text)."""
+    return [dict(r) for r in _rows(db, _SHADOWS_SINCE, (route, since))]
+
+
+def _rows(db: sqlite3.Connection, query: str, args: tuple[str, ...]) -> list[sqlite3.Row]:
+    cursor = db.cursor()
+    cursor.row_factory = sqlite3.Row
+    return cursor.execute(query, args).fetchall()
 
 
 class AdapterError(ServeError, ValueError):
@@ -283,6 +309,7 @@ class Registry:
         self._db = open_wal(path, SCHEMA)
         self._db.row_factory = sqlite3.Row
         self._db.execute("PRAGMA synchronous=NORMAL")
+        self._db.execute("PRAGMA secure_delete=ON")  # pruned shadow answers (tenant text) are overwritten
         self._base = base
         self._route_names = tuple(routes)
         self._keep = keep_rows
@@ -435,11 +462,11 @@ class Registry:
     def _buffer(self, table: str, row: RequestRow | ShadowRow, at: str | None = None) -> None:
         self._pending.append((table, {"at": at or now(), **vars(row)}))
         if len(self._pending) >= _FLUSH_AT and not self._failing:
-            self._flush_quietly()
+            self.flush_quietly()
 
-    def _flush_quietly(self) -> None:
-        """Flush where a failure must not reach the caller (a request, a read): the periodic
-        flush reports it, and the rows stay buffered."""
+    def flush_quietly(self) -> None:
+        """Flush where a failure must not reach the caller (a request, a read, before another connection
+        reads the logs): the periodic flush reports it, and the rows stay buffered."""
         with suppress(LogWriteError):
             self.flush()
 
@@ -493,27 +520,26 @@ class Registry:
 
     def requests(self, limit: int = 100) -> list[dict[str, Any]]:
         """The latest routed requests, newest first."""
-        self._flush_quietly()
+        self.flush_quietly()
         return [dict(r) for r in self._db.execute("SELECT * FROM requests ORDER BY id DESC LIMIT ?", (limit,))]
 
     def requests_since(self, route: str, since: str) -> list[dict[str, Any]]:
         """The route's logged requests at or after `since` (an ISO time in `now()`'s format)."""
-        self._flush_quietly()
-        return [dict(r) for r in self._db.execute("SELECT * FROM requests WHERE route = ? AND at >= ? ORDER BY id",
-                                                  (route, since))]
+        self.flush_quietly()
+        return requests_in(self._db, route, since)
 
     def shadow_results_since(self, route: str, since: str) -> list[dict[str, Any]]:
         """The route's stored shadow comparisons at or after `since` (without the answers' text)."""
-        self._flush_quietly()
-        columns = ("id, request_id, at, route, endpoint, production, candidate, request_sha256, production_outcome, "
-                   "shadow_outcome, production_tool, shadow_tool, agreement, error, shadow_latency_s")
-        rows = self._db.execute(f"SELECT {columns} FROM shadow_results WHERE route = ? AND at >= ? ORDER BY id",
-                                (route, since))
-        return [dict(r) for r in rows]
+        self.flush_quietly()
+        return shadow_results_in(self._db, route, since)
+
+    @property
+    def path(self) -> Path:
+        return self._path
 
     def shadow_results(self, route: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
         """The latest shadow comparisons (of one route, or all), newest first, answers included."""
-        self._flush_quietly()
+        self.flush_quietly()
         query = "SELECT * FROM shadow_results" + (" WHERE route = ?" if route else "") + " ORDER BY id DESC LIMIT ?"
         args = (route, limit) if route else (limit,)
         rows = [dict(r) for r in self._db.execute(query, args)]
@@ -524,7 +550,7 @@ class Registry:
 
     def shadow_summary(self) -> dict[str, dict[str, int]]:
         """Stored comparisons per `route/candidate`, counted by agreement level."""
-        self._flush_quietly()
+        self.flush_quietly()
         summary: dict[str, dict[str, int]] = {}
         rows = self._db.execute("SELECT route, candidate, agreement, COUNT(*) AS n FROM shadow_results "
                                 "GROUP BY route, candidate, agreement")

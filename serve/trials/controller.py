@@ -52,7 +52,7 @@ from serve.trials.machine import (
     step,
 )
 from serve.trials.policy import LoadedPolicy, SignalName, TrialError, TrialPolicy
-from serve.trials.signals import StepCounts, read_step
+from serve.trials.signals import StepCounts, StepWindow, read_step
 from serve.trials.store import (
     CountsRecord,
     StoredTrial,
@@ -171,14 +171,25 @@ class Controller:
         elif isinstance(action, RequestGate):
             pass  # the journal line is the request; the operator runs the gate on the trial's evidence
 
-    def look(self, trial_id: str) -> TrialState:
-        """One interval's look: what is new in the current step since the last look, as a `Tick`."""
+    def window(self, trial_id: str) -> StepWindow | None:
+        """What the trial's next look reads, or None when it is not in a step."""
         stored = self.store.get(trial_id)
         state = stored.state()
         if state.phase not in ("step", "awaiting_gate") or state.step_started_at is None:
+            return None
+        return StepWindow(stored.policy, stored.policy.steps[state.step].percent, state.step_started_at)
+
+    def look(self, trial_id: str, counts: StepCounts | None = None) -> TrialState:
+        """One interval's look: what is new in the current step since the last look, as a `Tick`.
+        `counts` are the step's counts read (off the event loop) for `window(trial_id)`; without them
+        they are read here."""
+        stored = self.store.get(trial_id)
+        state = stored.state()
+        window = self.window(trial_id)
+        if window is None:
             return state
-        percent = stored.policy.steps[state.step].percent
-        counts = read_step(self.registry, self.capture_db, stored.policy, percent, state.step_started_at)
+        if counts is None:
+            counts = read_step(self.registry, self.capture_db, window)
         requests, signals, remembered = counts.since(_seen(stored, state))
         return self.handle(trial_id, Tick(requests, signals), _seen_json(state, remembered))
 

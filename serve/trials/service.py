@@ -30,6 +30,7 @@ from serve.gateway.service import Gateway
 from serve.trials.controller import Controller
 from serve.trials.machine import Event, TrialState
 from serve.trials.policy import LoadedPolicy
+from serve.trials.signals import read_window
 from serve.trials.store import StoredTrial, TrialStateUnreadable, TrialStore
 
 log = logging.getLogger("worker.trials")
@@ -125,11 +126,22 @@ class TrialService:
                     if force or now - self._looked.get(trial_id, -1e18) >= stored.policy.interval_s \
                             or self._expiring(stored):
                         self._looked[trial_id] = now
-                        self.controller.look(trial_id)
+                        await self._look(trial_id)
                 except TrialStateUnreadable:
                     for note in self.controller.recover():  # ends it, candidate at weight 0
                         log.warning("%s", note)
                 self._refresh()
+
+    async def _look(self, trial_id: str) -> None:
+        """A look whose reading runs in a thread, on connections of its own, so the event loop serves
+        traffic meanwhile; the gateway lock (held by the caller) keeps the trial's state still."""
+        window = self.controller.window(trial_id)
+        counts = None
+        if window is not None:
+            self.controller.registry.flush_quietly()
+            counts = await asyncio.to_thread(read_window, self.controller.registry.path, self.controller.capture_db,
+                                             window)
+        self.controller.look(trial_id, counts)
 
     def _expiring(self, stored: StoredTrial) -> bool:
         """Its maximum duration has passed: look now, not at the next interval (expiry waits for no look)."""

@@ -17,11 +17,13 @@ at or after the step's start):
   among comparisons with a readable answer on both sides (no control: tested against a rate).
 
 Errors and anomalies are counted by serve/evidence.py's `cohort`, as the gate's canary
-evidence is; `step_counts` is pure, `read_step` does the reading.
+evidence is; `step_counts` is pure, `read_window` does the reading (in SQL, through the logs' and
+the capture store's time indexes, so a look costs its window, not the stores' whole history).
 """
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -30,8 +32,9 @@ from typing import Any, Literal
 
 from core.capture import CapturedDecision, read_decisions
 from core.evidence import CanaryCohort, CanaryEvidence, EvidenceWindow
+from core.sqlitedb import StoreError, connect_readonly
 from serve.evidence import READABLE, SAME_ACTION, cohort
-from serve.gateway.registry import Registry
+from serve.gateway.registry import Registry, requests_in, shadow_results_in
 from serve.gateway.router import canary_bucket
 from serve.trials.machine import Counts, TrialState
 from serve.trials.policy import TrialPolicy
@@ -138,14 +141,36 @@ def stamp(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def read_step(registry: Registry, capture_db: Path | None, policy: TrialPolicy, percent: float,
-              step_started_at: float) -> StepCounts:
-    """The current step's counts from the registry's logs and the capture store (when capture is on)."""
-    since = stamp(step_started_at)
-    requests = registry.requests_since(policy.route, since)
-    shadows = registry.shadow_results_since(policy.route, since)
-    decisions = read_decisions(capture_db, since) if capture_db is not None and capture_db.exists() else []
-    return step_counts(policy, percent, requests, decisions, shadows)
+@dataclass(frozen=True)
+class StepWindow:
+    """What a look reads: the trial's policy, the step's canary percent and the step's start."""
+
+    policy: TrialPolicy
+    percent: float
+    step_started_at: float
+
+
+def read_window(state_db: Path, capture_db: Path | None, window: StepWindow) -> StepCounts:
+    """The step's counts from the state store's logs and the capture store (when capture is on), each
+    read through its (route, time) index on a read-only connection of its own: the cost is the rows in
+    the step's window, never everything ever logged or captured, and it is safe in a thread while the
+    gateway serves (flush the registry's buffered rows first)."""
+    since, route = stamp(window.step_started_at), window.policy.route
+    db = connect_readonly(state_db)
+    try:
+        requests, shadows = requests_in(db, route, since), shadow_results_in(db, route, since)
+    except sqlite3.Error as exc:
+        raise StoreError(f"{state_db}: cannot read the request log: {exc}") from exc
+    finally:
+        db.close()
+    decisions = read_decisions(capture_db, since, route) if capture_db is not None and capture_db.exists() else []
+    return step_counts(window.policy, window.percent, requests, decisions, shadows)
+
+
+def read_step(registry: Registry, capture_db: Path | None, window: StepWindow) -> StepCounts:
+    """`read_window` of the registry's store, its buffered rows written first."""
+    registry.flush_quietly()
+    return read_window(registry.path, capture_db, window)
 
 
 def canary_evidence(state: TrialState, candidate: str, trial_id: str, at: float) -> CanaryEvidence:

@@ -116,3 +116,16 @@ def test_an_unusable_store_at_start_up_is_one_line_naming_the_file(tmp_path, cap
     err = capsys.readouterr().err
     assert "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert str(tmp_path / blocker.split("/")[0]) in err
+
+
+@pytest.mark.parametrize("line", ["retention_days = nan", "retention_days = inf", "retention_days = -1",
+                                  "retention_days = 0", "retention_days = 4000", "max_rows = 0", "max_rows = -5",
+                                  "retention_interval_s = 0", "retention_interval_s = inf"])
+def test_capture_bounds_must_be_finite_positive_and_sane(tmp_path, line):
+    with pytest.raises(ConfigError, match=line.split(" ")[0]):
+        load_gateway_config(write(tmp_path, MINIMAL + f"[capture]\n{line}\n"))
+
+
+def test_capture_is_bounded_by_default(tmp_path):
+    capture = load_gateway_config(write(tmp_path, MINIMAL)).capture
+    assert (capture.retention_days, capture.max_rows) == (30.0, 1_000_000)

@@ -295,3 +295,34 @@ def test_a_verdict_judged_on_another_trials_evidence_is_refused(gw: Gateway) -> 
     with pytest.raises(TrialError, match="its evidence is trial 't0'"):
         gw.controller.handle("t1", other)
     assert gw.registry.state.routes["worker"].production == "prod"
+
+
+def test_the_services_look_reads_the_stores_in_a_thread_and_judges_the_same(gw: Gateway, monkeypatch) -> None:
+    import asyncio
+    import threading
+
+    from serve.trials import service as service_module
+    from serve.trials.service import TrialService
+
+    assert gw.controller.start("t1", LOADED).phase == "step"
+    traffic(gw, 10, 40, cand_errors=25, ctrl_errors=1)  # buffered in the registry: the look must flush them
+    gw.clock.now += 60
+    readers: list[int] = []
+    real = service_module.read_window
+
+    def spy(*args: object) -> object:
+        readers.append(threading.get_ident())
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(service_module, "read_window", spy)
+    service = object.__new__(TrialService)  # only its look: the controller is all it uses
+    service.controller = gw.controller
+
+    async def look() -> int:
+        await service._look("t1")
+        return threading.get_ident()
+
+    loop_thread = asyncio.run(look())
+    assert readers and readers[0] != loop_thread
+    last = gw.store.journal("t1")[-1]
+    assert last["evidence"]["server_errors"]["candidate_bad"] == 25 and canary(gw) is None
