@@ -5,6 +5,7 @@ corrupted states, and through recovery on a real registry."""
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import sqlite3
 import tempfile
@@ -102,7 +103,7 @@ def corrupt(state: TrialState, changes: list[tuple[tuple[str, ...], Any]]) -> st
                 if value == "<delete>":
                     node.pop(path[-1], None)
                 else:
-                    node[path[-1]] = value
+                    node[path[-1]] = copy.deepcopy(value)  # one drawn `{}` set at two paths would nest in itself
     return json.dumps(data)
 
 
