@@ -45,17 +45,15 @@ including problems in calls after the first.
 
 from __future__ import annotations
 
-import ast
 import json
-import math
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from core.jsonfile import parse_problem, too_deep
 from core.keyset import ArgumentsError, decode_arguments, sorted_key_set
 from core.records import ParsedResponse, ParseOutcome, ToolCall
+from core.toolvalues import DECODE_ERRORS, NOT_A_VALUE, coerce, schema_types, typed_value
 
 Source = Literal["structured", "hermes", "qwen3_coder"]
 # Tool name -> its JSON Schema `parameters` object, as the request offered it.
@@ -76,16 +74,6 @@ _NESTING = re.compile(r"(?<=\n)<parameter=|</parameter>")
 _SPACE = re.compile(r"\s*")
 _TOP_LEVEL = re.compile(r"</?think>|<tool_call>|<function=")
 _JSON = json.JSONDecoder()
-# What json and ast raise on hostile input, deep nesting included: a parse never crashes.
-_DECODE_ERRORS = (ValueError, SyntaxError, RecursionError, MemoryError, TypeError)
-# vLLM's type aliases (tool_parsers/utils.py `_TYPE_ALIASES`).
-_TYPE_ALIASES = {
-    "str": "string", "text": "string", "varchar": "string", "char": "string", "enum": "string",
-    "int": "integer", "int32": "integer", "int64": "integer", "uint": "integer", "uint32": "integer",
-    "uint64": "integer", "long": "integer", "short": "integer", "unsigned": "integer",
-    "float": "number", "float32": "number", "float64": "number", "double": "number",
-    "bool": "boolean", "dict": "object", "arr": "array", "list": "array", "sequence": "array",
-}
 
 
 @dataclass(frozen=True)
@@ -293,7 +281,7 @@ def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_R
                 return reads, pos + len(_TOOL_CALL_CLOSE) if closed else pos
     try:
         value, end = _JSON.raw_decode(text, pos)
-    except _DECODE_ERRORS as exc:
+    except DECODE_ERRORS as exc:
         nxt, close = text.find(_TOOL_CALL_OPEN, pos), text.find(_TOOL_CALL_CLOSE, pos)
         tags = [tag for tag in (nxt, close) if tag >= 0]
         if tags and _inside_json_string(text, pos, min(tags)):
@@ -368,7 +356,7 @@ def _read_function(text: str, start: int, schemas: Schemas | None, *, wrapped: b
     for key, raw in reading.params:
         if key in arguments:
             return _Read("qwen3_coder", error=f"tool {name!r}: parameter {key!r} given twice"), reading.end
-        arguments[key] = _typed_value(_trim_newlines(raw), properties, key)
+        arguments[key] = typed_value(_trim_newlines(raw), properties, key)
     return _make_call("qwen3_coder", name, arguments), reading.end
 
 
@@ -451,8 +439,8 @@ def _fits(text: str, properties: Mapping[str, Any], key: str) -> bool:
     """Whether a value is one the schema allows for `key` (a listed key, and a value of its type)."""
     if key not in properties:
         return False
-    types = _schema_types(properties[key])
-    return "string" in types or any(_coerce(text, kind) is not _NOT for kind in types)
+    types = schema_types(properties[key])
+    return "string" in types or any(coerce(text, kind) is not NOT_A_VALUE for kind in types)
 
 
 def _value_ends(text: str, start: int, properties: Mapping[str, Any] | None) -> Iterator[tuple[int, int, bool]]:
@@ -496,124 +484,3 @@ def _trim_newlines(raw: str) -> str:
 def _properties(schema: Mapping[str, Any] | None) -> Mapping[str, Any]:
     properties = schema.get("properties") if isinstance(schema, Mapping) else None
     return properties if isinstance(properties, Mapping) else {}
-
-
-def _typed_value(text: str, properties: Mapping[str, Any] | None, key: str) -> Any:
-    """A parameter value typed as vLLM types it (`coerce_to_schema_type`); without schemas, JSON
-    when it parses as JSON, else the text."""
-    if properties is None:
-        return _json_or_none(text, text)
-    if key not in properties:
-        return text
-    types = _schema_types(properties[key])
-    for kind in ("null", "integer", "number", "boolean", "object", "array", "string"):
-        if kind not in types:
-            continue
-        if kind == "string":
-            return text
-        value = _coerce(text, kind)
-        if value is not _NOT:
-            return value
-    return _json_or_none(text, text)
-
-
-_NOT = object()
-
-
-def _coerce(text: str, kind: str) -> Any:
-    """`text` as one JSON Schema type, or `_NOT`."""
-    if kind == "null":
-        return None if text.lower() == "null" else _NOT
-    if kind == "integer":
-        try:
-            return int(text)
-        except ValueError:
-            return _NOT
-    if kind == "number":
-        try:
-            number = float(text)
-        except ValueError:
-            return _NOT
-        if not math.isfinite(number):
-            return _NOT
-        return int(number) if number == int(number) else number
-    if kind == "boolean":
-        word = text.strip().lower()
-        return True if word in ("true", "1") else False if word in ("false", "0") else _NOT
-    decoded = _json_or_none(text, _NOT)
-    from_json = decoded is not _NOT
-    if not from_json:
-        decoded = _python_literal(text)  # vLLM's qwen3_coder parser also reads `{'a': 1}`
-    if isinstance(decoded, str):
-        # A template that wrote json.dumps(str(value)) leaves the object inside a string:
-        # `"{'a': 1}"`. vLLM reads the string once more; so do we, keeping only a container.
-        inner = _python_literal(decoded)
-        if isinstance(inner, (dict, list)):
-            return inner
-    return decoded if from_json or isinstance(decoded, (dict, list)) else _NOT
-
-
-def _python_literal(text: str) -> Any:
-    """A Python literal JSON can carry, or `_NOT`; no deeper than JSON may nest (quoted brackets
-    count: a deep-looking literal stays text)."""
-    if too_deep(text):
-        return _NOT
-    try:
-        value = ast.literal_eval(text)
-    except _DECODE_ERRORS:
-        return _NOT
-    return value if _is_json(value) else _NOT
-
-
-def _json_or_none(text: str, otherwise: Any) -> Any:
-    value, problem = parse_problem(text)
-    return otherwise if problem is not None or not _is_json(value) else value
-
-
-def _is_json(value: Any) -> bool:
-    """A value JSON can carry: finite numbers, string keys, no tuples, sets or bytes."""
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if value is None or isinstance(value, (str, int, bool)):
-        return True
-    if isinstance(value, list):
-        return all(_is_json(v) for v in value)
-    if isinstance(value, dict):
-        return all(isinstance(k, str) and _is_json(v) for k, v in value.items())
-    return False
-
-
-def _schema_types(schema: Any) -> set[str]:
-    """The JSON Schema types a property allows (`type`, `enum`, `anyOf`/`oneOf`/`allOf`), as
-    vLLM's `extract_types_from_schema`; `string` when none is given."""
-    if not isinstance(schema, Mapping):
-        return {"string"}
-    types: set[str] = set()
-    declared = schema.get("type")
-    for kind in [declared] if isinstance(declared, str) else declared if isinstance(declared, list) else []:
-        if isinstance(kind, str):
-            types.add(_TYPE_ALIASES.get(kind.strip().lower(), kind.strip().lower()))
-    for value in schema.get("enum") or [] if isinstance(schema.get("enum"), list) else []:
-        types.add(_json_type(value))
-    for field in ("anyOf", "oneOf", "allOf"):
-        choices = schema.get(field)
-        if isinstance(choices, list):
-            for choice in choices:
-                types |= _schema_types(choice)
-    return types or {"string"}
-
-
-def _json_type(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, list):
-        return "array"
-    if isinstance(value, dict):
-        return "object"
-    return "string"
