@@ -1,4 +1,4 @@
-"""OpenAI tool schemas of the demo workspaces, generated from the demo worlds (`demo/worlds.py`).
+"""OpenAI tool schemas of the demo workspaces, generated from the demo worlds (`demo/worlds/`).
 
 The argument models there are the one definition of each tool: the suite shows the model
 exactly the schema the sandbox executes. Descriptions are short on purpose: the CPU demo
