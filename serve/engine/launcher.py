@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from core.jsonfile import JsonFileError, read_json_value
 from core.process import ServiceProcess
@@ -42,6 +42,8 @@ class VllmArgs(Strict):
     dtype: Literal["auto", "bfloat16", "float16", "float32"] = "auto"
     quantization: str | None = None
     kv_cache_dtype: str | None = None
+    kv_cache_memory_bytes: int | None = Field(None, gt=0)
+    """The KV cache's size; on CPU the config's `VLLM_CPU_KVCACHE_SPACE` (GiB), when set, overrides it."""
     max_model_len: int | None = Field(None, gt=0)
     tensor_parallel_size: int = Field(1, ge=1)
     gpu_memory_utilization: float | None = Field(None, gt=0, le=1)
@@ -67,6 +69,20 @@ class LaunchSettings(Strict):
     """Time allowed until `/health` answers (loading and compiling a model takes minutes)."""
 
 
+class CpuSettings(Strict):
+    """`[[cpu]]`: settings for one kind of CPU, applied at launch over `[vllm]` and `[env]` when the
+    host has every flag in `when` (as /proc/cpuinfo names them). The first match wins. A CPU engine's
+    best dtype and thread binding depend on the instruction set (BENCHMARKS.md, engine settings)."""
+
+    when: list[str] = Field(min_length=1)
+    vllm: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+
+    @property
+    def label(self) -> str:
+        return "+".join(self.when)
+
+
 class EngineConfig(Strict):
     """The whole engine config (configs/engine/*.toml)."""
 
@@ -74,15 +90,48 @@ class EngineConfig(Strict):
     env: dict[str, str] = Field(default_factory=dict)
     """Environment variables for the server process (e.g. `VLLM_ALLOW_RUNTIME_LORA_UPDATING`)."""
     launch: LaunchSettings = Field(default_factory=LaunchSettings)
+    cpu: list[CpuSettings] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _cpu_settings_are_flags(self) -> EngineConfig:
+        for i, kind in enumerate(self.cpu):
+            unknown = set(kind.vllm) - set(VllmArgs.model_fields)
+            if unknown:
+                raise ValueError(f"cpu[{i}].vllm: not vLLM flags this project sets: {sorted(unknown)}")
+            VllmArgs.model_validate({**self.vllm.model_dump(), **kind.vllm})
+        return self
 
     @property
     def base_url(self) -> str:
         return f"http://{self.vllm.host}:{self.vllm.port}"
 
 
-def load_engine_config(path: Path, port: int | None = None) -> EngineConfig:
-    """Parse and validate; expand `{cache}` in paths and resolve `chat_template` beside the file."""
+def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The instruction-set flags of this machine's CPU (empty where /proc/cpuinfo is not readable)."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return frozenset()
+    for line in text.splitlines():
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            return frozenset(value.split())
+    return frozenset()
+
+
+def cpu_settings_for(config: EngineConfig, flags: frozenset[str]) -> CpuSettings | None:
+    """The `[[cpu]]` entry these flags select, if any."""
+    return next((kind for kind in config.cpu if set(kind.when) <= flags), None)
+
+
+def load_engine_config(path: Path, port: int | None = None, cpu_flags: frozenset[str] | None = None) -> EngineConfig:
+    """Parse and validate; apply the `[[cpu]]` settings for `cpu_flags` (default: this host's);
+    expand `{cache}` in paths and resolve `chat_template` beside the file."""
     config = load_toml(path, EngineConfig, "engine config")
+    kind = cpu_settings_for(config, host_cpu_flags() if cpu_flags is None else cpu_flags)
+    if kind is not None:
+        config = config.model_copy(update={"vllm": VllmArgs.model_validate({**config.vllm.model_dump(), **kind.vllm}),
+                                           "env": {**config.env, **kind.env}})
     args = config.vllm
     updates: dict[str, object] = {"model": args.model.replace("{cache}", str(cache_dir()))}
     if args.chat_template:
@@ -193,6 +242,12 @@ class EngineProcess(ServiceProcess):
                          config.launch.health_timeout_s, log_path)
 
 
+def settings_line(config: EngineConfig) -> str:
+    """The settings that differ between CPU kinds, as the engine was started with them."""
+    reserved = config.env.get("VLLM_CPU_NUM_OF_RESERVED_CPU")
+    return f"dtype {config.vllm.dtype}" + (f", {reserved} core(s) reserved for vLLM's front end" if reserved else "")
+
+
 def run_foreground(config: EngineConfig) -> int:
     """`worker-serve engine`: start vLLM, report health, exit with its status. A stop signal (SIGTERM as
     Ctrl-C: `core.cli` makes both unwind) stops vLLM's whole process group on the way out."""
@@ -201,7 +256,8 @@ def run_foreground(config: EngineConfig) -> int:
     assert engine.proc is not None
     try:
         seconds = engine.wait_healthy()
-        print(f"engine healthy at {engine.base_url} after {seconds:.0f} s", file=sys.stderr, flush=True)
+        print(f"engine healthy at {engine.base_url} after {seconds:.0f} s ({settings_line(config)})",
+              file=sys.stderr, flush=True)
         return engine.proc.wait()
     except (RuntimeError, TimeoutError) as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -8,7 +8,14 @@ from pathlib import Path
 import pytest
 
 from serve.cli import main
-from serve.engine.launcher import ConfigError, load_engine_config, server_args, server_command
+from serve.engine.launcher import (
+    ConfigError,
+    host_cpu_flags,
+    load_engine_config,
+    server_args,
+    server_command,
+    settings_line,
+)
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "engine"
 
@@ -21,8 +28,12 @@ def vllm_parser():
     return make_arg_parser(FlexibleArgumentParser())
 
 
+AVX2_ONLY = frozenset({"fpu", "sse4_2", "avx2", "fma"})
+AVX512_BF16 = AVX2_ONLY | {"avx512f", "avx512bw", "avx512_vnni", "avx512_bf16"}
+
+
 def test_cpu_config_builds_the_documented_server_command():
-    config = load_engine_config(CONFIGS / "cpu-smollm2.toml")
+    config = load_engine_config(CONFIGS / "cpu-smollm2.toml", cpu_flags=AVX2_ONLY)
     cmd = server_command(config)
     assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     args = vllm_parser().parse_args(cmd[3:])
@@ -34,6 +45,40 @@ def test_cpu_config_builds_the_documented_server_command():
     assert Path(args.chat_template).is_file()
     assert config.env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] == "True"
     assert config.env["VLLM_CPU_KVCACHE_SPACE"] == "2"
+    assert config.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "0"
+
+
+def test_a_cpu_with_avx512_bf16_gets_bfloat16_and_a_core_for_the_front_end():
+    config = load_engine_config(CONFIGS / "cpu-smollm2.toml", cpu_flags=AVX512_BF16)
+    args = vllm_parser().parse_args(server_command(config)[3:])
+    assert args.dtype == "bfloat16" and config.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
+    assert args.enable_lora and args.max_model_len == 4096  # the rest is the config's own
+    assert settings_line(config) == "dtype bfloat16, 1 core(s) reserved for vLLM's front end"
+
+
+@pytest.mark.parametrize(("cpuinfo", "flags"), [
+    ("processor\t: 0\nflags\t\t: fpu avx2 avx512_bf16\n\nprocessor\t: 1\nflags\t\t: fpu avx2 avx512_bf16\n",
+     {"fpu", "avx2", "avx512_bf16"}),
+    ("processor\t: 0\nFeatures\t: fp asimd bf16\n", {"fp", "asimd", "bf16"}),  # aarch64 names them Features
+    ("processor\t: 0\n", set()),
+])
+def test_host_flags_are_read_from_cpuinfo(tmp_path, cpuinfo, flags):
+    path = tmp_path / "cpuinfo"
+    path.write_text(cpuinfo)
+    assert host_cpu_flags(path) == flags
+    assert host_cpu_flags(tmp_path / "absent") == frozenset()
+
+
+def test_the_first_matching_cpu_entry_wins_and_none_leaves_the_config_alone(tmp_path):
+    path = tmp_path / "e.toml"
+    path.write_text('[vllm]\nmodel = "m"\nserved_model_name = "b"\ndtype = "float32"\n'
+                    '[[cpu]]\nwhen = ["a", "b"]\nvllm = { dtype = "bfloat16" }\n'
+                    '[[cpu]]\nwhen = ["a"]\nvllm = { dtype = "float16" }\nenv = { X = "1" }\n')
+    assert load_engine_config(path, cpu_flags=frozenset({"a", "b", "c"})).vllm.dtype == "bfloat16"
+    only_a = load_engine_config(path, cpu_flags=frozenset({"a"}))
+    assert (only_a.vllm.dtype, only_a.env) == ("float16", {"X": "1"})
+    neither = load_engine_config(path, cpu_flags=frozenset({"b"}))
+    assert (neither.vllm.dtype, neither.env) == ("float32", {})
 
 
 def test_production_config_is_qwen_nvfp4_on_two_gpus():
@@ -62,6 +107,10 @@ def test_false_negatable_flag_is_written_as_no_flag(tmp_path):
     ('[vllm]\nmodel = "m"\nserved_model_name = "b"\n[launch]\nhealth_timeout = 3\n', "launch.health_timeout"),
     ('[vllm]\nmodel = "m"\nserved_model_name = "b"\nchat_template = "missing.jinja"\n', "vllm.chat_template"),
     ('[vllm\nmodel = "m"\n', "e.toml"),
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\n[[cpu]]\nwhen = ["x"]\nvllm = { dtypo = "float32" }\n',
+     "vllm: not vLLM flags this project sets"),
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\n[[cpu]]\nwhen = ["x"]\nvllm = { dtype = "int3" }\n', "dtype"),
+    ('[vllm]\nmodel = "m"\nserved_model_name = "b"\n[[cpu]]\nwhen = []\n', "cpu.0.when"),
 ])
 def test_bad_configs_are_rejected_naming_the_key(tmp_path, body, named):
     path = tmp_path / "e.toml"
@@ -73,7 +122,8 @@ def test_bad_configs_are_rejected_naming_the_key(tmp_path, body, named):
 def test_cli_dry_run_prints_env_and_command(capsys):
     assert main(["engine", "--config", str(CONFIGS / "cpu-smollm2.toml"), "--port", "8123", "--dry-run"]) == 0
     out = capsys.readouterr().out.strip()
-    assert out.startswith("VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_NUM_OF_RESERVED_CPU=0 ")
+    reserved = load_engine_config(CONFIGS / "cpu-smollm2.toml").env["VLLM_CPU_NUM_OF_RESERVED_CPU"]  # this host's
+    assert out.startswith(f"VLLM_ALLOW_RUNTIME_LORA_UPDATING=True VLLM_CPU_KVCACHE_SPACE=2 VLLM_CPU_NUM_OF_RESERVED_CPU={reserved} ")
     assert "-m vllm.entrypoints.openai.api_server" in out and "--port 8123" in out
 
 
