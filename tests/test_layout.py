@@ -139,6 +139,15 @@ def test_no_two_subpackages_or_loose_modules_import_each_other() -> None:
     assert cycle is None, "subpackages or loose modules import each other in a circle:\n" + show(graph, cycle)
 
 
+def test_the_two_runners_share_their_parts_without_importing_each_other() -> None:
+    """`worker-replay run` and `sandbox run` share the endpoint client, the run directory, memory
+    loading and the status line through their own modules, so a fix there reaches both."""
+    graph = import_graph(REPO)
+    sandbox = {m for m in graph if m.split(".")[:2] == ["replay", "sandbox"]}
+    assert sorted(m for m in sandbox if "replay.runner" in graph[m]) == []
+    assert sorted(sandbox & set(graph["replay.runner"])) == []
+
+
 def test_no_module_is_over_600_lines() -> None:
     lengths = {str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines())
                for path in modules(REPO).values()}
