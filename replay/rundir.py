@@ -2,12 +2,14 @@
 `worker-replay sandbox run` share about where their results go.
 
 One writer at a time (`run_lock`), a resume only of the same run (`check_run_dir` compares
-what decides the results), and the (arm, item) pairs already recorded (`read_completed`).
+what decides the results, starting with the config as `config_entries` records it), and the
+(arm, item) pairs already recorded (`read_completed`).
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -18,6 +20,7 @@ from pydantic import BaseModel
 
 from core.jsonfile import JsonFileError, cut_torn_tail, read_json_value, read_jsonl_values
 from core.names import excerpt
+from replay.config import RunConfig
 from replay.errors import ReplayError
 
 RESULTS = "results.jsonl"
@@ -66,6 +69,13 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
                        "use another --out, or restore the file") from None
     assert isinstance(data, dict)
     return data
+
+
+def config_entries(config: RunConfig) -> dict[str, Any]:
+    """run.json's `config` (the config as JSON values: what a resumed run must match) and its sha256."""
+    fingerprint = json.loads(config.model_dump_json())
+    return {"config": fingerprint,
+            "config_sha256": hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest()}
 
 
 def _flatten(value: Any, prefix: str = "") -> dict[str, Any]:

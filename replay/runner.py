@@ -1,22 +1,18 @@
 """The resumable replay runner: every arm × decision through an OpenAI-compatible endpoint.
 
 Sandboxed by construction: it only asks the model for its next action (no tool is ever
-executed), talks only to the configured endpoint (redirects are never followed, so the
-loopback-unless-allowed rule holds for every hop), and never writes to the suite or memory it
-reads. `results.jsonl` is appended and flushed one result at a time, so a run killed at any
+executed), talks only to the configured endpoint (`replay.endpoint`: redirects are never followed,
+so the loopback-unless-allowed rule holds for every hop), and never writes to the suite or memory
+it reads. `results.jsonl` is appended and flushed one result at a time, so a run killed at any
 point resumes with exactly one result per (arm, decision).
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
-import os
 import platform
 import random
-import sys
-import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -24,27 +20,25 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import aiohttp
-
-from core.jsonfile import parse_problem
-from core.names import excerpt
 from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
 from replay.config import Arm, RunConfig
-from replay.memory.files import WorkspaceMemory, load_memory, workspace_dir
+from replay.endpoint import Outcome as Outcome  # re-exported until replay/calibration imports it from replay.endpoint
+from replay.endpoint import chat_session, chat_url, check_served, fetch_models, send_chat
+from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.progress import Progress
 from replay.rundir import (
     RESULTS,
     RunError,
     check_run_dir,
+    config_entries,
     prepare_run_dir,
     read_completed,
     run_lock,
 )
 from replay.suite import Suite
-
-RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 
 
 @dataclass(frozen=True)
@@ -61,27 +55,10 @@ class WorkItem:
         return self.arm.model, tools + json.dumps(self.messages, sort_keys=True)
 
 
-@dataclass(frozen=True)
-class Outcome:
-    body: dict[str, Any] | None
-    error: str | None
-    attempts: int
-    latency_s: float
-    served_by: str | None = None  # the answering version, as a gateway names it (X-Worker-Adapter)
-
-
-def config_fingerprint(config: RunConfig) -> dict[str, Any]:
-    """The config as JSON values: what a resumed run must match."""
-    fingerprint: dict[str, Any] = json.loads(config.model_dump_json())
-    return fingerprint
-
-
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
     """The `run.json` of a run: config and its hash, suite identity, endpoint, models and engine version."""
-    fingerprint = config_fingerprint(config)
     return {
-        "config": fingerprint,
-        "config_sha256": hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest(),
+        **config_entries(config),
         "suite": {"path": str(suite.path), "name": suite.manifest.name, "version": suite.manifest.version,
                   "sha256": suite.sha256, "decisions": len(suite.decisions)},
         "endpoint": config.endpoint.base_url,
@@ -112,7 +89,7 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
             memory = decision.memory
             workspace = memory.workspace if memory and memory.workspace else decision.workspace
             if workspace not in memories:
-                memories[workspace] = load_workspace_memory(config, workspace)
+                memories[workspace] = load_workspace_memory(config.memory.root, workspace)
             try:
                 injected = inject(decision.request.messages, condition, memories[workspace])
             except ConditionError as exc:
@@ -129,16 +106,6 @@ def _memory_hint(config: RunConfig, workspace: str) -> str:
     if not workspace_dir(config.memory.root, workspace).is_dir():
         return f" (no directory {config.memory.root / workspace} under [memory] root)"
     return ""
-
-
-def load_workspace_memory(config: RunConfig, workspace: str) -> WorkspaceMemory | None:
-    """The workspace's memory under `[memory] root`, None when it has none; `MemoryLoadError` for a
-    workspace that is no name or whose directory resolves outside the root (defence in depth
-    behind the `Name` fields of decisions and scenarios)."""
-    if config.memory.root is None:
-        return None
-    path = workspace_dir(config.memory.root, workspace)
-    return load_memory(path) if path.is_dir() else None
 
 
 def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkItem]:
@@ -191,113 +158,16 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
     )
 
 
-class Progress:
-    """One status line: done/total, rate and ETA; redrawn in place on a terminal, else every 10 s."""
-
-    def __init__(self, total: int, label: str, stream: Any = sys.stderr):
-        self.total, self.label, self.stream = total, label, stream
-        self.done = 0
-        self.started = time.monotonic()
-        self.last_print = 0.0
-        self.tty = hasattr(stream, "isatty") and stream.isatty()
-
-    def advance(self) -> None:
-        self.done += 1
-        now = time.monotonic()
-        if self.tty or now - self.last_print >= 10 or self.done == self.total:
-            self.last_print = now
-            self.stream.write(("\r" if self.tty else "") + self.line() + ("" if self.tty else "\n"))
-            self.stream.flush()
-
-    def line(self) -> str:
-        elapsed = max(time.monotonic() - self.started, 1e-9)
-        rate = self.done / elapsed
-        eta = (self.total - self.done) / rate if rate > 0 else float("inf")
-        pct = 100 * self.done / self.total if self.total else 100
-        eta_text = f"{eta:,.0f}s" if eta != float("inf") else "?"
-        return f"{self.label} {self.done}/{self.total} ({pct:.0f}%)  {rate:.2f} req/s  ETA {eta_text}"
-
-    def close(self) -> None:
-        if self.tty:
-            self.stream.write("\n")
-
-
-async def send_chat(session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str],
-                config: RunConfig) -> Outcome:
-    """POST with retries and exponential backoff; what still fails is returned, never raised."""
-    error = "not sent"
-    for attempt in range(1, config.runner.retries + 2):
-        started = time.monotonic()
-        try:
-            async with session.post(url, json=body, headers=headers, allow_redirects=False) as resp:
-                text = await resp.text()
-                if 300 <= resp.status < 400:
-                    return Outcome(None, _redirect_error(resp), attempt, time.monotonic() - started)
-                if resp.status == 200:
-                    payload, problem = parse_problem(text)
-                    if problem is None:
-                        return Outcome(payload, None, attempt, time.monotonic() - started,
-                                       resp.headers.get("X-Worker-Adapter"))
-                    error = f"malformed JSON body from endpoint ({problem}): {excerpt(text, 200)}"
-                else:
-                    error = f"HTTP {resp.status}: {text[:300]}"
-                    if resp.status not in RETRYABLE_STATUS:
-                        return Outcome(None, error, attempt, time.monotonic() - started)
-        except (TimeoutError, aiohttp.ClientError) as exc:
-            error = f"{type(exc).__name__}: {exc}"
-        if attempt <= config.runner.retries:
-            await asyncio.sleep(config.runner.backoff_s * 2 ** (attempt - 1))
-    return Outcome(None, error, config.runner.retries + 1, 0.0)
-
-
-def _redirect_error(resp: aiohttp.ClientResponse) -> str:
-    return (f"HTTP {resp.status} redirect to {resp.headers.get('Location', '(no Location)')}: replay does not follow "
-            "redirects (sandbox: only the configured endpoint, loopback unless allowed)")
-
-
-def auth_headers(config: RunConfig) -> dict[str, str]:
-    if config.endpoint.api_key_env and os.environ.get(config.endpoint.api_key_env):
-        return {"Authorization": f"Bearer {os.environ[config.endpoint.api_key_env]}"}
-    return {}
-
-
-async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
-    """Served model ids (and the engine version where the endpoint exposes /version)."""
-    base = config.endpoint.base_url.rstrip("/")
-    timeout = aiohttp.ClientTimeout(total=30)
-    async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers(config)) as session:
-        try:
-            async with session.get(f"{base}/models", allow_redirects=False) as resp:
-                if 300 <= resp.status < 400:
-                    raise RunError(f"{base}/models answered {_redirect_error(resp)}")
-                if resp.status != 200:
-                    raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
-                models = [m["id"] for m in (await resp.json()).get("data", [])]
-        except aiohttp.ClientError as exc:
-            raise RunError(f"cannot reach the endpoint {base}: {exc}") from exc
-        version = None
-        try:
-            async with session.get(base.removesuffix("/v1") + "/version", allow_redirects=False) as resp:
-                if resp.status == 200:
-                    version = (await resp.json()).get("version")
-        except (aiohttp.ClientError, json.JSONDecodeError, aiohttp.ContentTypeError):
-            version = None
-    return models, version
-
-
 async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Path,
                   on_result: Callable[[ResultRecord], None] | None = None, label: str = "replay") -> int:
     """Send every item with bounded concurrency; append each result as soon as it exists."""
-    url = config.endpoint.base_url.rstrip("/") + "/chat/completions"
+    url = chat_url(config)
     queue: asyncio.Queue[WorkItem] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
     progress = Progress(len(items), label)
-    timeout = aiohttp.ClientTimeout(total=config.endpoint.timeout_s)
-    connector = aiohttp.TCPConnector(limit=config.runner.concurrency)
     with results_path.open("a", encoding="utf-8") as out:
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector,
-                                         headers=auth_headers(config)) as session:
+        async with chat_session(config) as session:
 
             async def worker() -> None:
                 while not queue.empty():
@@ -324,10 +194,7 @@ def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],
     Nothing is written when the run cannot start, so a corrected config is a new run, not a
     refused "mix". Call under `run_lock`. Returns the work still to do.
     """
-    missing = sorted({arm.model for arm in config.arms} - set(models))
-    if missing:
-        raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
-                       f"(served: {', '.join(models) or 'nothing'})")
+    check_served(config, models)
     manifest = run_manifest(config, suite, models, engine_version)
     check_run_dir(run_dir, manifest)
     items = plan(suite, config, read_completed(run_dir / RESULTS))

@@ -61,7 +61,7 @@ def _gateway(args: argparse.Namespace) -> int:
 
     import uvicorn
 
-    from serve.gateway.app import create_app
+    from serve.app import create_app
     from serve.gateway.config import load_gateway_config
 
     config = load_gateway_config(args.config, port=args.port)

@@ -1,16 +1,24 @@
 """The arrows between the packages go one way (README, Layout): `core` imports none of ours,
 `serve` and `replay` import `core` and never each other, `demo` sits on top of all three.
-Every import counts, also one inside a function."""
+Inside them the arrows go one way too: no two modules import each other, directly or round a
+circle, and neither do two subpackages (`serve.gateway`, `replay.memory`, ...) or loose modules
+(`serve.cli`, `replay.runner`, ...). Every import counts, also one inside a function or under
+`TYPE_CHECKING`. No module is over 600 lines."""
 
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+PACKAGES = ("core", "serve", "replay", "demo")
 FORBIDDEN = {"core": {"serve", "replay", "demo"}, "serve": {"replay", "demo"}, "replay": {"serve", "demo"}}
+MAX_LINES = 600
+
+Graph = Mapping[str, Mapping[str, str]]  # module -> {imported module: where (file:line)}
 
 
 def imported_packages(path: Path) -> set[str]:
@@ -35,3 +43,127 @@ def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from replay.runner import run\n    import serve.cli\n")
     assert imported_packages(module) == {"replay", "serve"}
+
+
+def modules(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, Path]:
+    """Every module under `root`'s packages by its dotted name (a package by its own name)."""
+    found: dict[str, Path] = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, dict[str, str]]:
+    """Which of our modules each module imports (`from a import b` counts `a.b` where that is a module)."""
+    known = modules(root, packages)
+
+    def ours(name: str) -> str | None:
+        while name and name not in known:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, dict[str, str]] = {}
+    for module, path in known.items():
+        package = module.split(".") if path.name == "__init__.py" else module.split(".")[:-1]
+        edges = graph.setdefault(module, {})
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = ".".join(package[:len(package) - node.level + 1]) if node.level else ""
+                source = ".".join(p for p in (base, node.module or "") if p)
+                targets = [source, *(f"{source}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            for target in filter(None, map(ours, targets)):
+                if target != module:
+                    edges.setdefault(target, f"{path.relative_to(root)}:{node.lineno}")
+    return graph
+
+
+def unit(root: Path, module: str) -> str:
+    """A subpackage directly under a top package (`serve.gateway`), else the module itself (`serve.cli`)."""
+    parts = module.split(".")
+    if len(parts) > 2 or len(parts) == 2 and root.joinpath(*parts).is_dir():
+        return ".".join(parts[:2])
+    return module
+
+
+def unit_graph(root: Path, graph: Graph) -> dict[str, dict[str, str]]:
+    units: dict[str, dict[str, str]] = {}
+    for module, edges in graph.items():
+        out = units.setdefault(unit(root, module), {})
+        for target, where in edges.items():
+            if unit(root, target) != unit(root, module):
+                out.setdefault(unit(root, target), f"{where} imports {target}")
+    return units
+
+
+def find_cycle(graph: Graph) -> list[str] | None:
+    """One circle of imports, as the nodes in order with the first repeated at the end; None without one."""
+    state: dict[str, str] = {}  # "open" while on the DFS path, "done" after
+
+    def visit(node: str, path: list[str]) -> list[str] | None:
+        state[node] = "open"
+        path.append(node)
+        for target in sorted(graph.get(node, {})):
+            if state.get(target) == "open":
+                return [*path[path.index(target):], target]
+            if target not in state and (cycle := visit(target, path)):
+                return cycle
+        path.pop()
+        state[node] = "done"
+        return None
+
+    for start in sorted(graph):
+        if start not in state and (cycle := visit(start, [])):
+            return cycle
+    return None
+
+
+def show(graph: Graph, cycle: list[str]) -> str:
+    return "\n".join(f"  {a} -> {b}  ({graph[a][b]})" for a, b in zip(cycle, cycle[1:], strict=False))
+
+
+def test_no_two_modules_import_each_other() -> None:
+    graph = import_graph(REPO)
+    cycle = find_cycle(graph)
+    assert cycle is None, "modules import each other in a circle:\n" + show(graph, cycle)
+
+
+def test_no_two_subpackages_or_loose_modules_import_each_other() -> None:
+    graph = unit_graph(REPO, import_graph(REPO))
+    cycle = find_cycle(graph)
+    assert cycle is None, "subpackages or loose modules import each other in a circle:\n" + show(graph, cycle)
+
+
+def test_the_two_runners_share_their_parts_without_importing_each_other() -> None:
+    """`worker-replay run` and `sandbox run` share the endpoint client, the run directory, memory
+    loading and the status line through their own modules, so a fix there reaches both."""
+    graph = import_graph(REPO)
+    sandbox = {m for m in graph if m.split(".")[:2] == ["replay", "sandbox"]}
+    assert sorted(m for m in sandbox if "replay.runner" in graph[m]) == []
+    assert sorted(sandbox & set(graph["replay.runner"])) == []
+
+
+def test_no_module_is_over_600_lines() -> None:
+    lengths = {str(path.relative_to(REPO)): len(path.read_text(encoding="utf-8").splitlines())
+               for path in modules(REPO).values()}
+    assert {path: n for path, n in lengths.items() if n > MAX_LINES} == {}
+
+
+def test_the_check_sees_a_circle_through_a_function_and_a_relative_import(tmp_path: Path) -> None:
+    for name, text in {"a/__init__.py": "", "a/b/__init__.py": "", "a/b/x.py": "def f():\n    from a import y\n",
+                       "a/y.py": "from .b import x\n", "a/z.py": "import a.y\n"}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    graph = import_graph(tmp_path, ("a",))
+    assert find_cycle(graph) == ["a.b.x", "a.y", "a.b.x"]
+    assert find_cycle(unit_graph(tmp_path, graph)) == ["a.b", "a.y", "a.b"]
+    assert "a/b/x.py:2" in show(graph, ["a.b.x", "a.y", "a.b.x"])
+
+
+def test_the_check_passes_a_graph_without_a_circle() -> None:
+    assert find_cycle({"a": {"b": ""}, "b": {"c": ""}, "c": {}, "d": {"b": ""}}) is None

@@ -21,7 +21,9 @@ from pydantic import BaseModel, ConfigDict
 from core.jsonfile import read_jsonl
 from core.names import excerpt
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, POSITIVE_STRATA, ResultRecord
-from replay.analysis.stats import (
+from replay.errors import ReplayError
+from replay.memory.ledger import RuleRef
+from replay.stats import (
     Overhead,
     PairedComparison,
     RepeatComparison,
@@ -29,8 +31,6 @@ from replay.analysis.stats import (
     paired_comparison,
     repeat_comparison,
 )
-from replay.errors import ReplayError
-from replay.memory.ledger import RuleRef
 from replay.suite import NO_CALL
 
 RESULTS_FILE = "results.jsonl"

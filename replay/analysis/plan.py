@@ -33,7 +33,7 @@ from replay.analysis.power import (
     power_at,
     win_share,
 )
-from replay.analysis.stats import DEFAULT_CONFIDENCE
+from replay.stats import DEFAULT_CONFIDENCE
 
 DEFAULT_POWER = 0.8
 DEFAULT_ALPHA = round(1 - DEFAULT_CONFIDENCE, 12)

@@ -27,7 +27,7 @@ from math import ceil, floor, log, sqrt
 import numpy as np
 import numpy.typing as npt
 
-from replay.analysis.stats import sign_test_p
+from replay.stats import sign_test_p
 
 MDE_TOLERANCE_POINTS = 0.001
 _WINDOW_SDS = 10.0

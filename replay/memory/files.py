@@ -208,6 +208,16 @@ def workspace_dir(memory_root: Path, workspace: str) -> Path:
     return _inside(memory_root / workspace, memory_root.resolve(), "the memory root")
 
 
+def load_workspace_memory(memory_root: Path | None, workspace: str) -> WorkspaceMemory | None:
+    """The workspace's memory under a run's `[memory] root`, None when it has none (no root, no
+    directory); `MemoryLoadError` for a workspace that is no name or whose directory resolves outside
+    the root (defence in depth behind the `Name` fields of decisions and scenarios)."""
+    if memory_root is None:
+        return None
+    path = workspace_dir(memory_root, workspace)
+    return load_memory(path) if path.is_dir() else None
+
+
 def _inside(path: Path, root: Path, what: str) -> Path:
     """`path` resolved (symlinks followed), refused unless it lies in the resolved `root`."""
     resolved = path.resolve()

@@ -33,11 +33,11 @@ from statistics import fmean
 from typing import Any, Literal
 
 from core.records import ResultRecord
-from replay.analysis.stats import PairedComparison, paired_comparison
 from replay.errors import ReplayError
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
 from replay.memory.inject import ConditionError, MemoryCondition, Workspace, WorkspaceMinus, parse_condition
 from replay.memory.ledger import Ledger, RuleRef
+from replay.stats import PairedComparison, paired_comparison
 
 HARMFUL = "eval-gate:harmful"
 HELPFUL = "eval-gate:helpful"

@@ -23,11 +23,11 @@ from pathlib import Path
 from core.evidence import OutcomeItem, PairedOutcomes
 from core.names import excerpt
 from replay.analysis.compare import format_ci, format_p, format_points
-from replay.analysis.stats import PairedComparison, paired_comparison
 from replay.rundir import RunError
 from replay.sandbox.measures import Scores
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import CATEGORIES
+from replay.stats import PairedComparison, paired_comparison
 
 EVIDENCE_FILES = {"isolated_replay": "isolated_replay.json", "unsupported_completion": "unsupported_completion.json",
                   "critical_failures": "critical_failures.json", "isolated_live_replay": "isolated_live_replay.json"}

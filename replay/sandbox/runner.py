@@ -1,16 +1,15 @@
 """Sandboxed episodes: every arm × scenario of a pack, the candidate driving the tool loop to the end.
 
-The same RUN.toml arms, memory injection (`replay.memory.inject`), request sending and
-retries (`replay.runner.send_chat`) and tool-call parser (`core.toolcalls`) as `worker-replay
-run`. An episode asks the model for its next message; its calls run in the scenario's world
-and their results are appended; it ends on a final answer without a call, the world's
-`done`, or a limit. Each result holds the whole trajectory (per turn: the messages appended
-since the last request, the raw answer, the parsed calls; the ledger; the end state and its
-hash) and its scores. `results.jsonl` is appended one episode at a time, so a run killed at
-any point resumes with exactly one result per (arm, scenario); a changed config, pack or
-endpoint kind is refused with what changed. The run directory is `worker-replay run`'s
-(`replay.rundir`): one writer at a time, and a second line for one (arm, scenario) is an error
-for every reader.
+The same RUN.toml arms, memory injection (`replay.memory.inject`), endpoint client with its
+retries (`replay.endpoint`) and tool-call parser (`core.toolcalls`) as `worker-replay run`. An
+episode asks the model for its next message; its calls run in the scenario's world and their
+results are appended; it ends on a final answer without a call, the world's `done`, or a limit.
+Each result holds the whole trajectory (per turn: the messages appended since the last request,
+the raw answer, the parsed calls; the ledger; the end state and its hash) and its scores.
+`results.jsonl` is appended one episode at a time, so a run killed at any point resumes with
+exactly one result per (arm, scenario); a changed config, pack or endpoint kind is refused with
+what changed. The run directory is `worker-replay run`'s (`replay.rundir`): one writer at a time,
+and a second line for one (arm, scenario) is an error for every reader.
 
 The endpoint kind is recorded: `engine` (the engine itself) or `gateway`; a run through the
 gateway's route with the candidate pinned is *isolated live replay* (DESIGN §8).
@@ -19,7 +18,6 @@ gateway's route with the candidate pinned is *isolated live replay* (DESIGN §8)
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import json
 import time
 from collections.abc import Sequence
@@ -36,16 +34,18 @@ from core.names import Name, excerpt
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response, request_schemas
 from replay.config import Arm, RunConfig
-from replay.memory.files import WorkspaceMemory
+from replay.endpoint import chat_session, chat_url, check_served, fetch_models, send_chat
+from replay.memory.files import WorkspaceMemory, load_workspace_memory
 from replay.memory.inject import ConditionError, inject, parse_condition
-from replay.rundir import RESULTS, RunError, check_run_dir, prepare_run_dir, read_completed, run_lock
-from replay.runner import (
-    Progress,
-    auth_headers,
-    config_fingerprint,
-    fetch_models,
-    load_workspace_memory,
-    send_chat,
+from replay.progress import Progress
+from replay.rundir import (
+    RESULTS,
+    RunError,
+    check_run_dir,
+    config_entries,
+    prepare_run_dir,
+    read_completed,
+    run_lock,
 )
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.pack import Pack, oracle_end_state, start_episode, trajectory_of
@@ -84,11 +84,9 @@ class EpisodeItem:
 
 def sandbox_manifest(config: RunConfig, pack: Pack, models: list[str], engine_version: str | None,
                      endpoint_kind: EndpointKind) -> dict[str, Any]:
-    fingerprint = config_fingerprint(config)
     return {
         "kind": "sandbox",
-        "config": fingerprint,
-        "config_sha256": hashlib.sha256(json.dumps(fingerprint, sort_keys=True).encode()).hexdigest(),
+        **config_entries(config),
         "pack": {"path": str(pack.path.resolve()), "name": pack.manifest.name, "version": pack.manifest.version,
                  "sha256": pack.sha256, "scenarios": len(pack.scenarios)},
         "endpoint": config.endpoint.base_url,
@@ -110,7 +108,7 @@ def plan_episodes(pack: Pack, config: RunConfig, done: set[tuple[str, str]]) -> 
                                                     and scenario.workspace not in arm.workspaces):
                 continue
             if scenario.workspace not in memories:
-                memories[scenario.workspace] = load_workspace_memory(config, scenario.workspace)
+                memories[scenario.workspace] = load_workspace_memory(config.memory.root, scenario.workspace)
             try:
                 injected = inject(scenario.messages, condition, memories[scenario.workspace])
             except ConditionError as exc:
@@ -204,17 +202,15 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
 async def execute_episodes(items: Sequence[EpisodeItem], pack: Pack, config: RunConfig, results_path: Path,
                            endpoint_kind: EndpointKind) -> int:
     """Run the episodes with bounded concurrency; append each result as soon as it exists."""
-    url = config.endpoint.base_url.rstrip("/") + "/chat/completions"
+    url = chat_url(config)
     scenarios = {i.scenario.id: i.scenario for i in items}.values()
     oracle_ends = {s.id: oracle_end_state(pack.world(s), s) for s in scenarios}
     queue: asyncio.Queue[EpisodeItem] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
     progress = Progress(len(items), "sandbox")
-    timeout = aiohttp.ClientTimeout(total=config.endpoint.timeout_s)
-    connector = aiohttp.TCPConnector(limit=config.runner.concurrency)
     with results_path.open("a", encoding="utf-8") as out:
-        async with aiohttp.ClientSession(timeout=timeout, connector=connector, headers=auth_headers(config)) as session:
+        async with chat_session(config) as session:
 
             async def worker() -> None:
                 while not queue.empty():
@@ -234,10 +230,7 @@ def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
                 endpoint_kind: EndpointKind = "engine") -> tuple[int, int]:
     """Run every episode not yet recorded in `run_dir`. Returns (run now, already done)."""
     models, engine_version = asyncio.run(fetch_models(config))
-    missing = sorted({arm.model for arm in config.arms} - set(models))
-    if missing:
-        raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
-                       f"(served: {', '.join(models) or 'nothing'})")
+    check_served(config, models)
     manifest = sandbox_manifest(config, pack, models, engine_version, endpoint_kind)
     with run_lock(run_dir):  # one writer: two runs into one directory would duplicate episodes
         check_run_dir(run_dir, manifest)

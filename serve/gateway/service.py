@@ -14,22 +14,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from serve.errors import ServeError
 from serve.gateway.capture import Capture
 from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
-from serve.gateway.proxy import send_shadow
 from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
 from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
-from serve.gateway.shadow import ShadowRunner
+from serve.gateway.shadow import ShadowJob, ShadowRunner
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool
 
 log = logging.getLogger(__name__)
 LOG_FLUSH_S = 1.0  # request/shadow log rows reach SQLite within this
+# How a shadow job reaches its candidate: `serve.gateway.proxy.send_shadow`, handed in by the app.
+# The proxy forwards through the running gateway, so it imports this module and never the reverse.
+ShadowSender = Callable[["Gateway", ShadowJob], Awaitable[Any]]
 
 
 class FilesChanged(ServeError, RuntimeError):
@@ -37,7 +40,7 @@ class FilesChanged(ServeError, RuntimeError):
 
 
 class Gateway:
-    def __init__(self, config: GatewayConfig) -> None:
+    def __init__(self, config: GatewayConfig, send_shadow: ShadowSender) -> None:
         self.config = config
         self.metrics = GatewayMetrics(nvml=config.metrics.nvml)
         dropped = self.metrics.log_rows_dropped

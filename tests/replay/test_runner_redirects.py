@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from replay.endpoint import fetch_models
 from replay.rundir import RunError
-from replay.runner import execute, fetch_models, plan
+from replay.runner import execute, plan
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.runs import config, suite
 

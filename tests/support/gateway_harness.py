@@ -16,7 +16,7 @@ import httpx
 import uvicorn
 from prometheus_client.parser import text_string_to_metric_families
 
-from serve.gateway.app import create_app
+from serve.app import create_app
 from serve.gateway.config import GatewayConfig, load_gateway_config
 from tests.support.live import free_port
 

@@ -40,7 +40,7 @@ from replay.analysis.gates.context import (
     row_of,
     row_text,
 )
-from replay.analysis.stats import RepeatComparison, paired_comparison, repeat_comparison
+from replay.stats import RepeatComparison, paired_comparison, repeat_comparison
 from replay.suite import SuiteError, load_suite
 
 Basis = Literal["point", "ci_low"]

@@ -9,7 +9,7 @@ from markupsafe import Markup
 
 from core.records import KNOWN_FAILURE, ResultRecord
 from replay.analysis.compare import ALL_POSITIVE, arms_of, is_held_out_positive, scope_order
-from replay.analysis.stats import wilson_interval
+from replay.stats import wilson_interval
 
 PLOT_SVG = "plot.svg"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")

@@ -25,7 +25,7 @@ from replay.analysis.gates import (
     read_verdict,
     write_verdict,
 )
-from replay.analysis.stats import Overhead, PairedComparison, RepeatComparison
+from replay.stats import Overhead, PairedComparison, RepeatComparison
 from tests.support.e13 import (
     BASE,
     MIXED,

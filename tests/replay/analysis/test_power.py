@@ -27,7 +27,7 @@ from replay.analysis.power import (
     sign_test_power,
     win_share,
 )
-from replay.analysis.stats import sign_test
+from replay.stats import sign_test
 
 # ── independent references ──────────────────────────────────────────────────
 

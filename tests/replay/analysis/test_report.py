@@ -18,9 +18,9 @@ from core.records import Decision, ResultRecord
 from replay.analysis.compare import ResultsError, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run, write_report
-from replay.analysis.stats import paired_comparison, wilson_interval
 from replay.memory.lessons import AblationEvidence, LiftEvidence, RuleVerdict, Verdict
 from replay.memory.uptake import RuleClaim, Uptake
+from replay.stats import paired_comparison, wilson_interval
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, positive_record
 
 ROOT = Path(__file__).resolve().parents[3]

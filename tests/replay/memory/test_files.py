@@ -19,6 +19,7 @@ from replay.memory.files import (
     MemoryLoadError,
     Section,
     load_memory,
+    load_workspace_memory,
     workspace_dir,
     workspace_dirs,
 )
@@ -135,6 +136,17 @@ def test_a_workspace_never_resolves_outside_its_memory_root(tmp_path: Path) -> N
         workspace_dir(root, "ws-link")
     with pytest.raises(MemoryLoadError, match="ws-link.*outside the memory root"):
         workspace_dirs(root)
+
+
+def test_a_runs_workspace_memory_is_never_read_from_outside_the_memory_root(tmp_path: Path) -> None:
+    """Defence in depth behind the `Name` fields: even a workspace name that reached a runner
+    unvalidated cannot read `<memory.root>/../other-tenant`."""
+    write_workspace(tmp_path / "other-tenant", OTHER_RULE)
+    (tmp_path / "memory").mkdir()
+    with pytest.raises(MemoryLoadError, match="must be a name"):
+        load_workspace_memory(tmp_path / "memory", "../other-tenant")
+    assert load_workspace_memory(tmp_path / "memory", "ws-absent") is None
+    assert load_workspace_memory(None, "ws-a") is None
 
 
 @settings(max_examples=200, deadline=None)

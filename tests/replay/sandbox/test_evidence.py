@@ -12,7 +12,6 @@ import pytest
 from core.evidence import PairedOutcomes
 from replay.analysis.compare import Comparison
 from replay.analysis.gates import Status, evaluate, load_policy
-from replay.analysis.stats import overhead
 from replay.rundir import RunError
 from replay.sandbox.evidence import (
     EVIDENCE_FILES,
@@ -25,6 +24,7 @@ from replay.sandbox.measures import score
 from replay.sandbox.pack import oracle_end_state, play
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import Call, Scenario
+from replay.stats import overhead
 from tests.replay.sandbox.shop import PHONE, SHOP, scenario
 
 REPO = Path(__file__).resolve().parents[3]

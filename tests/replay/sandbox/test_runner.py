@@ -12,8 +12,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from replay.config import RunConfig
+from replay.endpoint import Outcome
 from replay.rundir import RunError, run_lock
-from replay.runner import Outcome
 from replay.sandbox import runner
 from replay.sandbox.cli import _evidence, _score
 from replay.sandbox.pack import load_pack, oracle_end_state

@@ -16,9 +16,9 @@ import pytest
 from demo.pack import write_pack
 from replay.analysis.compare import Comparison
 from replay.analysis.gates import Status, evaluate, load_policy
-from replay.analysis.stats import overhead
 from replay.sandbox.pack import freeze_pack
 from replay.sandbox.runner import load_sandbox_results
+from replay.stats import overhead
 
 pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[3]

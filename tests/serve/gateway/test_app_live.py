@@ -192,7 +192,8 @@ def test_a_replay_through_the_gateway_records_the_engine_and_the_serving_version
 
     from core.records import Decision
     from replay.config import RunConfig
-    from replay.runner import execute, fetch_models, plan
+    from replay.endpoint import fetch_models
+    from replay.runner import execute, plan
     from replay.suite import Suite, SuiteManifest
 
     reset(gw, A)

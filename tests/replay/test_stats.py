@@ -1,6 +1,6 @@
 """Paired statistics, checked against published values and independent computations.
 
-The independent references below are written from the definitions, not from replay.analysis.stats:
+The independent references below are written from the definitions, not from replay.stats:
 the sign test by enumerating every sign sequence (or convolving Bernoulli(½) steps), the
 Wilson limits by bisection on the score equation, and Newcombe's interval from the paper's
 formulas on top of those numerically solved limits.
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay.analysis.stats import (
+from replay.stats import (
     newcombe_paired_ci,
     overhead,
     paired_comparison,

@@ -1,5 +1,8 @@
 """The gateway's FastAPI app: OpenAI-compatible endpoints, health, metrics and the admin API.
 
+The composition root of `worker-serve gateway`: it wires the running gateway (`serve.gateway`) and
+its trials (`serve.trials`, which read the gateway) into one app, so it sits above both packages.
+
 | Path | Does |
 |---|---|
 | `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` for sticky canaries and replica affinity. |
@@ -114,7 +117,7 @@ class Health(BaseModel):
 
 def create_app(config: GatewayConfig) -> FastAPI:
     """The FastAPI app of one gateway; its lifespan starts and stops the gateway's background work."""
-    gateway = Gateway(config)
+    gateway = Gateway(config, proxy.send_shadow)
     trials = TrialService(gateway)
 
     @asynccontextmanager

@@ -1,0 +1,117 @@
+"""The client of the OpenAI-compatible endpoint a run talks to: what both runners (`replay.runner`,
+`replay.sandbox.runner`) send and how, so a fix to one reaches both.
+
+Only the configured endpoint is ever asked (redirects are never followed, so the
+loopback-unless-allowed rule of `[endpoint]` holds for every hop); a chat request is retried
+with exponential backoff on a transient status, and what still fails is an `Outcome` with its
+error, never an exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+from core.jsonfile import parse_problem
+from core.names import excerpt
+from replay.config import RunConfig
+from replay.rundir import RunError
+
+RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    body: dict[str, Any] | None
+    error: str | None
+    attempts: int
+    latency_s: float
+    served_by: str | None = None  # the answering version, as a gateway names it (X-Worker-Adapter)
+
+
+def auth_headers(config: RunConfig) -> dict[str, str]:
+    if config.endpoint.api_key_env and os.environ.get(config.endpoint.api_key_env):
+        return {"Authorization": f"Bearer {os.environ[config.endpoint.api_key_env]}"}
+    return {}
+
+
+def chat_url(config: RunConfig) -> str:
+    return config.endpoint.base_url.rstrip("/") + "/chat/completions"
+
+
+def chat_session(config: RunConfig) -> aiohttp.ClientSession:
+    """One session for a run's chat requests: the endpoint's timeout, the runner's concurrency, the auth header."""
+    return aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=config.endpoint.timeout_s),
+                                 connector=aiohttp.TCPConnector(limit=config.runner.concurrency),
+                                 headers=auth_headers(config))
+
+
+async def send_chat(session: aiohttp.ClientSession, url: str, body: dict[str, Any], headers: dict[str, str],
+                    config: RunConfig) -> Outcome:
+    """POST with retries and exponential backoff; what still fails is returned, never raised."""
+    error = "not sent"
+    for attempt in range(1, config.runner.retries + 2):
+        started = time.monotonic()
+        try:
+            async with session.post(url, json=body, headers=headers, allow_redirects=False) as resp:
+                text = await resp.text()
+                if 300 <= resp.status < 400:
+                    return Outcome(None, _redirect_error(resp), attempt, time.monotonic() - started)
+                if resp.status == 200:
+                    payload, problem = parse_problem(text)
+                    if problem is None:
+                        return Outcome(payload, None, attempt, time.monotonic() - started,
+                                       resp.headers.get("X-Worker-Adapter"))
+                    error = f"malformed JSON body from endpoint ({problem}): {excerpt(text, 200)}"
+                else:
+                    error = f"HTTP {resp.status}: {text[:300]}"
+                    if resp.status not in RETRYABLE_STATUS:
+                        return Outcome(None, error, attempt, time.monotonic() - started)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+        if attempt <= config.runner.retries:
+            await asyncio.sleep(config.runner.backoff_s * 2 ** (attempt - 1))
+    return Outcome(None, error, config.runner.retries + 1, 0.0)
+
+
+def _redirect_error(resp: aiohttp.ClientResponse) -> str:
+    return (f"HTTP {resp.status} redirect to {resp.headers.get('Location', '(no Location)')}: replay does not follow "
+            "redirects (sandbox: only the configured endpoint, loopback unless allowed)")
+
+
+async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
+    """Served model ids (and the engine version where the endpoint exposes /version)."""
+    base = config.endpoint.base_url.rstrip("/")
+    timeout = aiohttp.ClientTimeout(total=30)
+    async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers(config)) as session:
+        try:
+            async with session.get(f"{base}/models", allow_redirects=False) as resp:
+                if 300 <= resp.status < 400:
+                    raise RunError(f"{base}/models answered {_redirect_error(resp)}")
+                if resp.status != 200:
+                    raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
+                models = [m["id"] for m in (await resp.json()).get("data", [])]
+        except aiohttp.ClientError as exc:
+            raise RunError(f"cannot reach the endpoint {base}: {exc}") from exc
+        version = None
+        try:
+            async with session.get(base.removesuffix("/v1") + "/version", allow_redirects=False) as resp:
+                if resp.status == 200:
+                    version = (await resp.json()).get("version")
+        except (aiohttp.ClientError, json.JSONDecodeError, aiohttp.ContentTypeError):
+            version = None
+    return models, version
+
+
+def check_served(config: RunConfig, models: list[str]) -> None:
+    """RunError unless the endpoint serves every arm's model."""
+    missing = sorted({arm.model for arm in config.arms} - set(models))
+    if missing:
+        raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
+                       f"(served: {', '.join(models) or 'nothing'})")
