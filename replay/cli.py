@@ -122,7 +122,9 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from replay.calibration.calibrate import calibrate, format_calibration, load_spec
+    from replay.calibration.calibrate import calibrate
+    from replay.calibration.report import format_calibration
+    from replay.calibration.spec import load_spec
 
     spec = load_spec(args.spec)
     if args.memory is not None:

@@ -12,23 +12,13 @@ import pytest
 from core.tomlfile import ConfigError
 from replay.analysis.power import power_at
 from replay.analysis.stats import wilson_interval
-from replay.calibration.calibrate import (
-    CALIBRATION_JSON,
-    CALIBRATION_TXT,
-    POWER_SVG,
-    CalibrationError,
-    CalibrationSpec,
-    LessonReport,
-    Rate,
-    RuleRates,
-    Simulator,
-    UptakeRates,
-    calibrate,
-    calibrate_gate,
-    calibrate_lesson,
-    load_spec,
-    targets,
-)
+from replay.calibration.calibrate import CALIBRATION_JSON, CALIBRATION_TXT, POWER_SVG, calibrate
+from replay.calibration.gate import calibrate_gate
+from replay.calibration.lesson import calibrate_lesson
+from replay.calibration.report import targets
+from replay.calibration.results import LessonReport, Rate, RuleRates, UptakeRates
+from replay.calibration.simulate import Simulator
+from replay.calibration.spec import CalibrationError, CalibrationSpec, load_spec
 from replay.cli import main
 from replay.suite import Suite
 
