@@ -20,6 +20,7 @@ from __future__ import annotations
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
+from tempfile import TemporaryDirectory
 
 from replay.analysis.compare import compare, load_results
 from replay.analysis.gates.context import GateContext
@@ -29,10 +30,23 @@ from replay.calibration.lesson import calibrate_lesson, evicted
 from replay.calibration.planted import serve_planted
 from replay.calibration.report import format_calibration, power_svg, targets
 from replay.calibration.results import Calibration, EndToEnd
+from replay.calibration.sandbox import (
+    PACK_BASELINE_ARM,
+    SandboxSimulator,
+    calibrate_pack,
+    candidate_arm,
+    judge_pairs,
+    pack_run_config,
+    sandbox_conditions,
+)
 from replay.calibration.simulate import Progress, Simulator
 from replay.calibration.spec import BASELINE_ARM, CalibrationError, CalibrationSpec, run_config
 from replay.memory.lessons import AblationPolicy
 from replay.runner import run
+from replay.sandbox.evidence import pair_results
+from replay.sandbox.measures import Scores
+from replay.sandbox.pack import Pack
+from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.suite import Suite
 
 CALIBRATION_JSON = "calibration.json"
@@ -41,27 +55,63 @@ POWER_SVG = "power.svg"
 END_TO_END = "end-to-end"
 
 
-def end_to_end(spec: CalibrationSpec, suite: Suite, sim: Simulator, out_dir: Path) -> list[EndToEnd]:
-    """`spec.end_to_end` replicates through the real runner against the planted endpoint."""
+def end_to_end(spec: CalibrationSpec, suite: Suite, sim: Simulator | None, out_dir: Path,
+               pack_sim: SandboxSimulator | None = None) -> list[EndToEnd]:
+    """`spec.end_to_end` replicates through the real runners (decisions, episodes) against the planted endpoint."""
     done = []
-    with serve_planted(spec, suite.decisions) as endpoint:
+    with serve_planted(spec, suite.decisions, pack_sim.episodes if pack_sim else None) as endpoint:
         for seed in range(spec.end_to_end):
-            config = run_config(spec, endpoint.base_url, suite, seed)
-            run_dir = out_dir / END_TO_END / f"seed-{seed}"
-            run(suite, config, run_dir, label=f"planted seed {seed}")
-            results = load_results(run_dir)
-            simulated = {(r.arm, r.decision_id): r.score for r in sim.rows(spec, seed, {a.name for a in config.arms})}
-            agree = sum(simulated.get((r.arm, r.decision_id)) == r.score for r in results)
-            report = EndToEnd(seed=seed, run_dir=str(run_dir), rows=len(results), agree_with_simulation=agree)
-            if spec.gate is not None:
-                policy = load_policy(spec.gate.policy)
-                for c in spec.gate.candidates:
-                    ctx = GateContext(compare(results, BASELINE_ARM, f"cand-{c}"), {})
-                    report.gate_passed[c] = {k.id: k.evaluate(ctx).status.value for k in judged_conditions(policy)}
-            if spec.lesson is not None:
-                report.evicted = sorted(evicted(results, spec.lesson.workspace, AblationPolicy().alpha)[0])
+            report = EndToEnd(seed=seed, run_dir="", rows=0, agree_with_simulation=0)
+            if sim is not None:
+                _decisions_end_to_end(spec, suite, sim, endpoint.base_url, out_dir / END_TO_END / f"seed-{seed}",
+                                      report)
+            if pack_sim is not None:
+                _episodes_end_to_end(spec, pack_sim, endpoint.base_url, out_dir / END_TO_END / f"pack-seed-{seed}",
+                                     report)
             done.append(report)
     return done
+
+
+def _decisions_end_to_end(spec: CalibrationSpec, suite: Suite, sim: Simulator, base_url: str, run_dir: Path,
+                          report: EndToEnd) -> None:
+    config = run_config(spec, base_url, suite, report.seed)
+    run(suite, config, run_dir, label=f"planted seed {report.seed}")
+    results = load_results(run_dir)
+    simulated = {(r.arm, r.decision_id): r.score for r in sim.rows(spec, report.seed, {a.name for a in config.arms})}
+    report.run_dir, report.rows = str(run_dir), len(results)
+    report.agree_with_simulation = sum(simulated.get((r.arm, r.decision_id)) == r.score for r in results)
+    if spec.gate is not None:
+        policy = load_policy(spec.gate.policy)
+        for c in spec.gate.candidates:
+            ctx = GateContext(compare(results, BASELINE_ARM, f"cand-{c}"), {})
+            report.gate_passed[c] = {k.id: k.evaluate(ctx).status.value for k in judged_conditions(policy)}
+    if spec.lesson is not None:
+        report.evicted = sorted(evicted(results, spec.lesson.workspace, AblationPolicy().alpha)[0])
+
+
+def _episodes_end_to_end(spec: CalibrationSpec, sim: SandboxSimulator, base_url: str, run_dir: Path,
+                         report: EndToEnd) -> None:
+    assert spec.pack is not None
+    config = pack_run_config(spec, base_url, report.seed)
+    run_sandbox(sim.pack, config, run_dir)
+    results = load_sandbox_results(run_dir)
+    simulated = {(arm.name, sid): scores for arm in config.arms
+                 for sid, _, scores in sim.scores(report.seed, arm.model)}
+    report.pack_run_dir, report.episodes = str(run_dir), len(results)
+    report.episodes_agree = sum(_measures(simulated.get((r.arm, r.scenario_id))) == _measures(r.scores)
+                                for r in results)
+    conditions = sandbox_conditions(load_policy(spec.pack.policy))
+    for c in spec.pack.candidates:
+        pairs = pair_results(results, PACK_BASELINE_ARM, candidate_arm(c))
+        statuses = judge_pairs(conditions, pairs, run_dir / "evidence" / c)
+        report.pack_gate_passed[c] = {cid: status.value for cid, status in statuses.items()}
+
+
+def _measures(scores: Scores | None) -> tuple[bool, bool, bool, dict[str, bool]] | None:
+    """What the sandbox gate conditions read of an episode's scores."""
+    if scores is None:
+        return None
+    return scores.task_completed, scores.unsupported_completion, scores.critical_failure, scores.critical
 
 
 def stderr_progress(what: str, done: int, total: int) -> None:
@@ -70,7 +120,7 @@ def stderr_progress(what: str, done: int, total: int) -> None:
 
 
 def calibrate(suite: Suite, spec: CalibrationSpec, out_dir: Path, progress: Progress = stderr_progress,
-              replicates: int | None = None) -> Calibration:
+              replicates: int | None = None, pack: Pack | None = None) -> Calibration:
     """Run the end-to-end replicates and the Monte-Carlo bulk; write calibration.json, the table and the plot.
 
     Refuses an `out_dir` that already holds a calibration: the runner would resume its end-to-end
@@ -78,15 +128,25 @@ def calibrate(suite: Suite, spec: CalibrationSpec, out_dir: Path, progress: Prog
     held = [p for p in (out_dir / CALIBRATION_JSON, out_dir / END_TO_END) if p.exists()]
     if held:
         raise CalibrationError(f"{out_dir} already holds a calibration ({held[0].name}); use a new --out directory")
+    if pack is not None and spec.pack is None:
+        raise CalibrationError("a pack was given but the spec has no [pack] (and [[pack_arms]]) to calibrate on it")
+    if spec.gate is None and spec.lesson is None and (spec.pack is None or pack is None):
+        raise CalibrationError("the spec calibrates nothing: give [gate], [lesson], or [pack] with --pack")
     out_dir.mkdir(parents=True, exist_ok=True)
     n = spec.replicates if replicates is None else replicates
-    sim = Simulator(spec, suite)
-    e2e = end_to_end(spec, suite, sim, out_dir)
-    gate = calibrate_gate(spec, sim, n, progress) if spec.gate is not None else None
-    lesson = calibrate_lesson(spec, sim, n, progress) if spec.lesson is not None else None
-    cal = Calibration(suite=f"{suite.manifest.name}@{suite.manifest.version}", spec_seed=spec.seed,
-                      created_at=datetime.now(UTC), end_to_end=e2e, gate=gate, lesson=lesson,
-                      targets=targets(gate, lesson))
+    sim = Simulator(spec, suite) if spec.gate is not None or spec.lesson is not None else None
+    pack_sim = SandboxSimulator(spec, pack) if pack is not None and spec.pack is not None else None
+    e2e = end_to_end(spec, suite, sim, out_dir, pack_sim)
+    gate = calibrate_gate(spec, sim, n, progress) if sim is not None and spec.gate is not None else None
+    lesson = calibrate_lesson(spec, sim, n, progress) if sim is not None and spec.lesson is not None else None
+    sandbox = None
+    if pack_sim is not None:
+        with TemporaryDirectory(prefix="calibrate-evidence-") as work:
+            sandbox = calibrate_pack(spec, pack_sim, n, progress, Path(work))
+    cal = Calibration(suite=f"{suite.manifest.name}@{suite.manifest.version}",
+                      pack=f"{pack.manifest.name}@{pack.manifest.version}" if pack_sim and pack else None,
+                      spec_seed=spec.seed, created_at=datetime.now(UTC), end_to_end=e2e, gate=gate, lesson=lesson,
+                      sandbox=sandbox, targets=targets(gate, lesson))
     (out_dir / CALIBRATION_JSON).write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out_dir / CALIBRATION_TXT).write_text(format_calibration(cal), encoding="utf-8")
     (out_dir / POWER_SVG).write_text(power_svg(cal), encoding="utf-8")

@@ -6,7 +6,7 @@ import html
 
 from replay.analysis.report.plot import PALETTE
 from replay.analysis.report.summary import text_table
-from replay.calibration.results import Calibration, GateReport, LessonReport, Rate, Target
+from replay.calibration.results import Calibration, GateReport, LessonReport, PackReport, Rate, Target
 
 # DESIGN §10's targets for the lesson gate.
 GENUINE_EVICTION_MAX = 0.05
@@ -53,10 +53,15 @@ def targets(gate: GateReport | None, lesson: LessonReport | None) -> list[Target
 
 
 def format_calibration(cal: Calibration) -> str:
-    lines = [f"Calibration (planted endpoint; label: {cal.label}) of suite {cal.suite}, spec seed {cal.spec_seed}", ""]
+    of = f"suite {cal.suite}" + (f" and pack {cal.pack}" if cal.pack else "")
+    lines = [f"Calibration (planted endpoint; label: {cal.label}) of {of}, spec seed {cal.spec_seed}", ""]
     for e in cal.end_to_end:
-        lines.append(f"end to end, seed {e.seed}: {e.rows} rows through the runner, {e.agree_with_simulation} "
-                     f"agree with the simulation; evicted: {', '.join(e.evicted) or 'none'}")
+        if e.run_dir:
+            lines.append(f"end to end, seed {e.seed}: {e.rows} rows through the runner, {e.agree_with_simulation} "
+                         f"agree with the simulation; evicted: {', '.join(e.evicted) or 'none'}")
+        if e.pack_run_dir:
+            lines.append(f"end to end, seed {e.seed}: {e.episodes} episodes through the sandbox runner, "
+                         f"{e.episodes_agree} agree with the simulation (completed, unsupported, critical)")
     if cal.gate is not None:
         g = cal.gate
         ids = [c.id for c in g.conditions]
@@ -80,6 +85,8 @@ def format_calibration(cal: Calibration) -> str:
         rows += [[f"{u.uptake:g}", r.rule_id, r.role, r.causal.text(), r.leave_one_out.text()]
                  for u in ls.uptakes for r in u.rules]
         lines += text_table(rows, left=3)
+    if cal.sandbox is not None:
+        lines += sandbox_lines(cal.sandbox)
     lines += ["", "Targets (DESIGN §10)"]
     for t in cal.targets:
         mark = "n/a" if t.met is None else ("met" if t.met else "NOT MET")
@@ -87,14 +94,43 @@ def format_calibration(cal: Calibration) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sandbox_lines(pk: PackReport) -> list[str]:
+    """The pack section: planted rates, pass rate per sandbox condition and candidate, the null's."""
+    measures = list(pk.baseline_rates)
+    base = ", ".join(f"{m} {100 * r:.1f}%" for m, r in pk.baseline_rates.items())
+    lines = ["", f"Sandbox conditions of {pk.policy} on pack {pk.pack} ({pk.scenarios} scenarios, "
+                 f"{pk.critical_possible} with a critical act to plant), {pk.replicates} replicates, 95% Wilson "
+                 "intervals", f"baseline {pk.baseline} planted {_planted(pk.baseline_planted)}: {base}"]
+    ids = [c.id for c in pk.conditions]
+    rows = [["candidate", "planted", *(f"Δ {m}" for m in measures), *ids]]
+    rows += [[c.candidate, _planted(c.planted), *(f"{c.effect_points[m]:+.1f}" for m in measures),
+              *(c.passed[i].text() for i in ids)] for c in pk.candidates]
+    lines += text_table(rows, left=2)
+    lines += ["", "Pass under the null (planted identical: each condition's margin of 0, a point threshold, no α)"]
+    rows = [["condition", "measure", "null candidate", "false pass"]]
+    rows += [[c.id, pk.measures.get(c.id, "all"), c.null_candidate or "-", c.false_pass.text() if c.false_pass else "-"]
+             for c in pk.conditions]
+    return lines + text_table(rows, left=3)
+
+
+def _planted(p: dict[str, float]) -> str:
+    return f"complete {p['complete']:g} / claim {p['claim']:g} / critical {p['critical']:g}"
+
+
 def power_svg(cal: Calibration) -> str:
-    """Power curves: pass rate per gate condition against planted effect, and eviction rate of the
-    swept rule against uptake (causal and leave-one-out), with 95% Wilson intervals."""
+    """Power curves: pass rate per gate condition against planted effect, per sandbox condition against
+    the planted completion effect, and eviction rate of the swept rule against uptake (causal and
+    leave-one-out), with 95% Wilson intervals."""
     panels: list[tuple[str, str, list[tuple[str, list[tuple[float, Rate]]]]]] = []
     if cal.gate is not None:
         cands = sorted(cal.gate.candidates, key=lambda c: c.effect_points)
         panels.append(("planted effect (points)", "gate pass rate", [
             (c.id, [(k.effect_points, k.passed[c.id]) for k in cands]) for c in cal.gate.conditions]))
+    if cal.sandbox is not None:
+        by_effect = sorted(cal.sandbox.candidates, key=lambda c: c.effect_points["task_completed"])
+        panels.append(("planted completion effect (points)", "sandbox condition pass rate", [
+            (c.id, [(k.effect_points["task_completed"], k.passed[c.id]) for k in by_effect])
+            for c in cal.sandbox.conditions]))
     if cal.lesson is not None:
         ls = cal.lesson
         series: dict[str, list[tuple[float, Rate]]] = {"causal": [], "leave-one-out": []}

@@ -74,6 +74,33 @@ class LessonReport(BaseModel):
     uptakes: list[UptakeRates]
 
 
+class PackCandidateRates(BaseModel):
+    candidate: str
+    planted: dict[str, float]
+    """The arm's planted probabilities: complete, claim, critical."""
+    effect_points: dict[str, float]
+    """Per sandbox measure, the planted rate difference in points (candidate − baseline), exact."""
+    passed: dict[str, Rate]
+    """Per condition id."""
+
+
+class PackReport(BaseModel):
+    policy: str
+    pack: str
+    scenarios: int
+    critical_possible: int
+    """Scenarios with a check a planted critical act can trip."""
+    baseline: str
+    baseline_planted: dict[str, float]
+    baseline_rates: dict[str, float]
+    """Per sandbox measure, the baseline's planted rate."""
+    replicates: int
+    candidates: list[PackCandidateRates]
+    conditions: list[ConditionCalibration]
+    measures: dict[str, str]
+    """Condition id → the sandbox measure it reads."""
+
+
 class Target(BaseModel):
     text: str
     measured: str
@@ -88,14 +115,21 @@ class EndToEnd(BaseModel):
     gate_passed: dict[str, dict[str, str]] = Field(default_factory=dict)
     """candidate → condition id → status."""
     evicted: list[str] = Field(default_factory=list)
+    pack_run_dir: str | None = None
+    episodes: int = 0
+    episodes_agree: int = 0
+    """Episodes whose measures (completed, unsupported completion, critical per category) equal the simulation's."""
+    pack_gate_passed: dict[str, dict[str, str]] = Field(default_factory=dict)
 
 
 class Calibration(BaseModel):
     label: str = "planted"
     suite: str
+    pack: str | None = None
     spec_seed: int
     created_at: datetime
     end_to_end: list[EndToEnd]
     gate: GateReport | None
     lesson: LessonReport | None
+    sandbox: PackReport | None = None
     targets: list[Target]

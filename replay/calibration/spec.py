@@ -1,8 +1,9 @@
 """CAL.toml, the calibration spec (DESIGN §10), and the replay run it asks for.
 
-The spec is the planted policy (`planted.PlantedSpec`) plus what to calibrate: a gate (baseline
-and candidates, each a planted model) and a lesson gate (one workspace, the rule whose uptake is
-swept); `run_config` turns it into the replay arms the end-to-end runs and the simulation share.
+The spec is the planted policy (`planted.PlantedSpec`, and `pack_arms` for sandbox episodes) plus
+what to calibrate: a gate (baseline and candidates, each a planted model), a lesson gate (one
+workspace, the rule whose uptake is swept) and a pack gate (the gate's sandbox conditions);
+`run_config` turns the first two into the replay arms the end-to-end runs and the simulation share.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from pydantic import Field, model_validator
 from core.names import Name, excerpt
 from core.records import Strict
 from core.tomlfile import load_toml
+from replay.calibration.episodes import PackArmBehaviour
 from replay.calibration.planted import PlantedSpec
 from replay.config import RunConfig
 from replay.errors import ReplayError
@@ -61,6 +63,10 @@ class CalibrationSpec(PlantedSpec):
     end_to_end: int = Field(2, ge=0, le=20)
     gate: GateCalibration | None = None
     lesson: LessonCalibration | None = None
+    pack_arms: list[PackArmBehaviour] = Field(default_factory=list)
+    """What each served model does in a sandbox episode (`episodes.py`)."""
+    pack: GateCalibration | None = None
+    """The gate whose sandbox conditions are calibrated on the pack (`--pack`), with pack_arms models."""
 
     @model_validator(mode="after")
     def _planted_models(self) -> CalibrationSpec:
@@ -68,6 +74,11 @@ class CalibrationSpec(PlantedSpec):
         named = [*([self.gate.baseline, *self.gate.candidates] if self.gate else []),
                  *([self.lesson.model] if self.lesson else [])]
         missing = sorted(set(named) - planted)
+        models = [a.model for a in self.pack_arms]
+        twice = sorted({m for m in models if models.count(m) > 1})
+        if twice:
+            raise ValueError(f"each model's sandbox behaviour is planted once: {', '.join(twice)} twice")
+        missing += sorted({*([self.pack.baseline, *self.pack.candidates] if self.pack else [])} - set(models))
         if missing:
             raise ValueError(f"models without planted behaviour: {', '.join(missing)}")
         return self
@@ -80,8 +91,9 @@ def load_spec(path: Path) -> CalibrationSpec:
     updates: dict[str, Any] = {}
     if spec.memory is not None and not spec.memory.is_absolute():
         updates["memory"] = base / spec.memory
-    if spec.gate is not None and not spec.gate.policy.is_absolute():
-        updates["gate"] = spec.gate.model_copy(update={"policy": base / spec.gate.policy})
+    for key, gate in (("gate", spec.gate), ("pack", spec.pack)):
+        if gate is not None and not gate.policy.is_absolute():
+            updates[key] = gate.model_copy(update={"policy": base / gate.policy})
     return spec.model_copy(update=updates)
 
 
