@@ -18,7 +18,8 @@ the answers the server gives.
 Per decision: each planted rule the request carries and that concerns the decision is followed
 with its probability (in the spec's order; the first followed wins) and answers what it says;
 otherwise the arm answers right, repeats the rejected call, or answers malformed with its
-probabilities, and otherwise makes a wrong call.
+probabilities, and otherwise makes a wrong call. A request that is no decision's may be a sandbox
+episode's: `episodes.PlantedEpisodes` answers those (`planted_app`'s `episodes`).
 """
 
 from __future__ import annotations
