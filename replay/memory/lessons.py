@@ -37,7 +37,7 @@ from pathlib import Path
 from statistics import fmean
 from typing import Any, Literal
 
-from core.records import DecisionScore, ResultRecord
+from core.records import ResultRecord
 from replay.analysis.stats import PairedComparison, paired_comparison
 from replay.errors import ReplayError
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
@@ -157,8 +157,8 @@ class RuleVerdict:
 # ── inputs ───────────────────────────────────────────────────────────────────
 
 
-def acceptable(score: DecisionScore) -> bool | None:
-    """Whether an answer is acceptable, by everything the scoring knows of its decision.
+def acceptable(record: ResultRecord) -> bool | None:
+    """Whether a result's answer is acceptable, by everything the scoring knows of its decision.
 
     Where the decision has a target: joint correctness. Else, on a known failure: the failed
     action not repeated at the shape level (same tool and key set), the finest level the scoring
@@ -167,6 +167,7 @@ def acceptable(score: DecisionScore) -> bool | None:
     key set, the recovery a known failure asks for, is not a repeat (a tool repeat would call it
     one). None: the scoring says nothing of the answer.
     """
+    score = record.score
     if score.joint_correct is not None:
         return score.joint_correct
     return None if score.shape_repeat is None else not score.shape_repeat
@@ -177,7 +178,7 @@ def trials_from_results(records: Iterable[ResultRecord]) -> list[Trial]:
     return [
         Trial(r.model, r.memory, r.decision_id, r.workspace, ok, frozenset(r.injected_rule_ids))
         for r in records
-        if (ok := acceptable(r.score)) is not None
+        if (ok := acceptable(r)) is not None
     ]
 
 

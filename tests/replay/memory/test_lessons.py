@@ -228,7 +228,7 @@ def test_trials_judge_targets_by_joint_correctness_and_known_failures_by_shape_r
     ]
     assert [(t.decision_id, t.acceptable) for t in trials_from_results(records)] == [
         ("d1", True), ("d2", False), ("k1", False), ("k2", True), ("k3", True)]
-    assert acceptable(DecisionScore(joint_correct=True, shape_repeat=True)) is True  # a target decides
+    assert acceptable(_result("b", recovery, DecisionScore(joint_correct=True, shape_repeat=True))) is True
 
 
 def test_a_rule_that_makes_known_failures_repeat_is_evicted_causally() -> None:
