@@ -30,6 +30,7 @@ from core.process import ServiceProcess, free_port
 from core.records import Decision, ResultRecord
 from demo.adapters import build_demo_adapters
 from demo.claims import CLAIMS
+from demo.instrument import instrument_beside_model, planted_calibration
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
@@ -38,6 +39,7 @@ from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
 from replay.analysis.report.summary import SummaryRow, format_summary, format_uptake, summary_rows, text_table
+from replay.calibration.results import Calibration
 from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
 from replay.memory.lessons import (
@@ -350,7 +352,10 @@ def demo_report(
     return html, summary_rows(main, MAIN_ARMS, reference=BASELINE)
 
 
-def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | None = None) -> Path:
+def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | None = None,
+            calibration: Calibration | None = None) -> Path:
+    """Print the comparisons, gates, lessons, uptake, summary and targets, and `calibration` (planted)
+    beside what the model did; write the report."""
     results = load_results(run_dir)
     comparisons = [compare(results, BASELINE, arm) for arm in MAIN_ARMS[1:]]
     for comparison in comparisons:
@@ -379,6 +384,9 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake)
     print("\n" + format_summary(rows))
     print("\n" + target_lines(rows, plan.verdicts))
+    if calibration is not None:
+        measured = {v.rule_id: _verdict_cell(v) for v in plan.verdicts if v.method == "ablation"}
+        print("\n" + instrument_beside_model(calibration, verdicts, measured))
     return html
 
 
@@ -400,7 +408,10 @@ def run_demo(out: Path, quick: bool = False) -> int:
         say(f"sandbox: {len(sandbox_config.arms)} arms × {len(pack.scenarios)} scenarios through the gateway")
         ran, resumed = run_sandbox(pack, sandbox_config, out / "sandbox", endpoint_kind="gateway")
         say(f"sandbox done: {ran} new episode(s), {resumed} resumed")
-    html = analyse(run_dir, suite, memory_root, out / "sandbox")
+    say("planted calibration of the instrument on the same suite, memory and pack (no model: the planted endpoint)")
+    calibration = planted_calibration(suite, memory_root, out / "calibration", pack)
+    say(f"planted calibration written: {out / 'calibration'}")
+    html = analyse(run_dir, suite, memory_root, out / "sandbox", calibration)
     say(f"finished in {time.monotonic() - started:.0f} s")
     print(f"\nreport: {html}\nreport: {html.with_suffix('.md')}")
     return 0

@@ -122,12 +122,19 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _calibrate(args: argparse.Namespace) -> int:
-    from replay.calibration.calibrate import calibrate, format_calibration, load_spec
+    from replay.calibration.calibrate import calibrate
+    from replay.calibration.report import format_calibration
+    from replay.calibration.spec import load_spec
 
     spec = load_spec(args.spec)
     if args.memory is not None:
         spec = spec.model_copy(update={"memory": args.memory})
-    cal = calibrate(load_suite(args.suite), spec, args.out, replicates=args.replicates)
+    pack = None
+    if args.pack is not None:
+        from replay.sandbox.pack import load_pack
+
+        pack = load_pack(args.pack)
+    cal = calibrate(load_suite(args.suite), spec, args.out, replicates=args.replicates, pack=pack)
     print(format_calibration(cal), end="")
     print(f"calibration written: {args.out}", file=sys.stderr)
     return 0
@@ -277,9 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     ledger_option(p)
     p.set_defaults(func=_plan)
 
-    p = sub.add_parser("calibrate", help="false-pass rate and power of the gates and the lesson gate, measured "
-                                         "against the planted-effect endpoint (DESIGN §10)")
+    p = sub.add_parser("calibrate", help="false-pass rate and power of the gates, the lesson gate and the sandbox "
+                                         "measures, measured against the planted-effect endpoint (DESIGN §10)")
     p.add_argument("--suite", type=Path, required=True, metavar="DIR")
+    p.add_argument("--pack", type=Path, metavar="DIR",
+                   help="a scenario pack: calibrate the gate's sandbox conditions on it (the spec's [pack])")
     p.add_argument("--spec", type=Path, required=True, metavar="CAL.toml",
                    help="the planted policy and what to calibrate")
     p.add_argument("--out", type=Path, required=True, metavar="DIR")

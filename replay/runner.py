@@ -24,8 +24,7 @@ from core.records import Decision, ResultRecord, Usage
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
 from replay.config import Arm, RunConfig
-from replay.endpoint import Outcome as Outcome  # re-exported until replay/calibration imports it from replay.endpoint
-from replay.endpoint import chat_session, chat_url, check_served, fetch_models, send_chat
+from replay.endpoint import Outcome, chat_session, chat_url, check_served, fetch_models, send_chat
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, parse_condition
 from replay.progress import Progress

@@ -55,9 +55,11 @@ def marked_slice(source: Path, out: Path, marker: str, count: int) -> Path:
     return out
 
 
-def measure(engine: EngineProcess, suite: Path, work: Path, concurrency: int, order: str) -> dict[str, float]:
+def measure(engine: EngineProcess, suite: Path, work: Path, concurrency: int, order: str,
+            max_tokens: int = 96) -> dict[str, float]:
+    """One replay of `suite` through the real runner: decisions/s and the engine's own prefix-cache hit rate."""
     config = RunConfig.model_validate({
-        "endpoint": {"base_url": f"{engine.base_url}/v1"}, "decoding": {"max_tokens": 96},
+        "endpoint": {"base_url": f"{engine.base_url}/v1"}, "decoding": {"max_tokens": max_tokens},
         "runner": {"concurrency": concurrency, "order": order},
         "arms": [{"name": "base", "model": engine.config.vllm.served_model_name}]})
     hits0 = engine_counter(engine.base_url, "vllm:prefix_cache_hits_total")

@@ -18,7 +18,8 @@ the answers the server gives.
 Per decision: each planted rule the request carries and that concerns the decision is followed
 with its probability (in the spec's order; the first followed wins) and answers what it says;
 otherwise the arm answers right, repeats the rejected call, or answers malformed with its
-probabilities, and otherwise makes a wrong call.
+probabilities, and otherwise makes a wrong call. A request that is no decision's may be a sandbox
+episode's: `episodes.PlantedEpisodes` answers those (`planted_app`'s `episodes`).
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from random import Random
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from aiohttp import web
 from pydantic import Field, model_validator
@@ -118,14 +119,14 @@ class PlantedSpec(Strict):
 def planted_kind(spec: PlantedSpec, seed: int, model: str, decision: Decision, rule_ids: Sequence[str]) -> Kind:
     """The kind of answer the planted `model` gives on `decision` carrying `rule_ids` (seeded, order-free)."""
     own = f"{spec.seed}|{seed}|{model}|{decision.id}"
-    rng = _rng(f"{own}|{','.join(sorted(rule_ids))}")
+    rng = seeded_rng(f"{own}|{','.join(sorted(rule_ids))}")
     carried = set(rule_ids)
     for rule in spec.rules:
         if rule.id in carried and rule.concerns(decision) and rng.random() < rule.follow:
             return rule.does
     arm = spec.arm(model)
     # The model's own answer, the same under every memory condition unless the prompt's change redraws it.
-    u = rng.random() if rng.random() < spec.prompt_sensitivity else _rng(own).random()
+    u = rng.random() if rng.random() < spec.prompt_sensitivity else seeded_rng(own).random()
     if u < arm.right:
         return "right"
     if u < arm.right + arm.repeat:
@@ -135,7 +136,8 @@ def planted_kind(spec: PlantedSpec, seed: int, model: str, decision: Decision, r
     return "wrong"
 
 
-def _rng(key: str) -> Random:
+def seeded_rng(key: str) -> Random:
+    """A generator seeded by the hash of `key`: the same key, the same draws, in any process."""
     return Random(int.from_bytes(hashlib.sha256(key.encode()).digest()[:8], "big"))
 
 
@@ -259,6 +261,17 @@ def injected_rule_ids(messages: Sequence[Mapping[str, Any]]) -> tuple[str, ...]:
 # ── the server ───────────────────────────────────────────────────────────────
 
 
+class EpisodePolicy(Protocol):
+    """Answers the requests of sandbox episodes (`episodes.PlantedEpisodes`)."""
+
+    @property
+    def models(self) -> frozenset[str]: ...
+
+    def answer(self, seed: int, model: str, messages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+        """The assistant message, or None when the request is no episode's."""
+        ...
+
+
 @dataclass(frozen=True)
 class PlantedEndpoint:
     base_url: str
@@ -270,8 +283,12 @@ def _error(status: int, message: str, code: str) -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind, "code": code}}, status=status)
 
 
-def planted_app(spec: PlantedSpec, decisions: Sequence[Decision]) -> web.Application:
-    """The aiohttp app: GET /v1/models and POST /v1/chat/completions, answers from the policy."""
+def planted_app(spec: PlantedSpec, decisions: Sequence[Decision],
+                episodes: EpisodePolicy | None = None) -> web.Application:
+    """The aiohttp app: GET /v1/models and POST /v1/chat/completions, answers from the policy (and
+    from `episodes` for a request that is no decision's)."""
+    served = [a.model for a in spec.arms] + sorted((episodes.models if episodes else frozenset())
+                                                   - {a.model for a in spec.arms})
     by_key: dict[str, Decision] = {}
     for d in decisions:
         twin = by_key.setdefault(request_key(d.request.messages), d)
@@ -281,7 +298,7 @@ def planted_app(spec: PlantedSpec, decisions: Sequence[Decision]) -> web.Applica
 
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
-            {"id": a.model, "object": "model", "owned_by": PLANTED} for a in spec.arms]})
+            {"id": model, "object": "model", "owned_by": PLANTED} for model in served]})
 
     async def chat(request: web.Request) -> web.Response:
         try:
@@ -291,20 +308,24 @@ def planted_app(spec: PlantedSpec, decisions: Sequence[Decision]) -> web.Applica
         if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
             return _error(400, "the body needs a messages list", "invalid_request")
         model = body.get("model")
-        if not isinstance(model, str) or model not in {a.model for a in spec.arms}:
+        if not isinstance(model, str) or model not in served:
             return _error(404, f"model {excerpt(str(model))} is not planted here", "model_not_found")
         messages = [m for m in body["messages"] if isinstance(m, dict)]
-        decision = by_key.get(request_key(messages))
-        if decision is None:
-            return _error(400, "the request matches no decision of the planted suite", "unknown_request")
         seed = body.get("seed")
         if not isinstance(seed, int):
             seed = 0
-        kind = planted_kind(spec, seed, model, decision, injected_rule_ids(messages))
+        decision = by_key.get(request_key(messages))
+        message: dict[str, Any] | None
+        if decision is not None and model in {a.model for a in spec.arms}:
+            message = answer_message(planted_kind(spec, seed, model, decision, injected_rule_ids(messages)), decision)
+        else:
+            message = _episode_answer(episodes, seed, model, messages)
+        if message is None:
+            return _error(400, "the request matches no decision or scenario planted here", "unknown_request")
         return web.json_response({
-            "id": f"planted-{decision.id}", "object": "chat.completion", "model": model,
+            "id": f"planted-{model}", "object": "chat.completion", "model": model,
             "system_fingerprint": PLANTED,
-            "choices": [{"index": 0, "message": answer_message(kind, decision), "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }, headers={"X-Calibration": PLANTED})
 
@@ -314,10 +335,18 @@ def planted_app(spec: PlantedSpec, decisions: Sequence[Decision]) -> web.Applica
     return app
 
 
+def _episode_answer(episodes: EpisodePolicy | None, seed: int, model: str,
+                    messages: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
+    if episodes is None or model not in episodes.models:
+        return None
+    return episodes.answer(seed, model, messages)
+
+
 @contextmanager
-def serve_planted(spec: PlantedSpec, decisions: Sequence[Decision]) -> Iterator[PlantedEndpoint]:
+def serve_planted(spec: PlantedSpec, decisions: Sequence[Decision],
+                  episodes: EpisodePolicy | None = None) -> Iterator[PlantedEndpoint]:
     """Serve the planted endpoint on a free loopback port in a background thread, for the block's duration."""
-    app = planted_app(spec, decisions)
+    app = planted_app(spec, decisions, episodes)
     loop = asyncio.new_event_loop()
     runner = web.AppRunner(app, access_log=None)
     loop.run_until_complete(runner.setup())

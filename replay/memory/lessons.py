@@ -3,8 +3,9 @@
 Two ways to judge a rule:
 
 * **Causal** (`causal_verdicts`): arm `workspace` against arm `workspace-minus:<id>` on the
-  same decisions (those whose `workspace` request carried the rule). A discordant pair the
-  full memory gets right and the ablation wrong is a win for the rule. Exact sign test on
+  same decisions (those whose `workspace` request carried the rule). A discordant pair whose
+  answer is acceptable (`acceptable`) with the full memory and not with the ablation is a win
+  for the rule. Exact sign test on
   the discordant pairs, Newcombe paired CI, thresholds from `AblationPolicy`.
 * **Correlational leave-one-out** (`lift_verdicts`), for runs without ablation arms, as in
   000: mean score of the outcomes that carried the rule against the mean of those that did
@@ -12,6 +13,10 @@ Two ways to judge a rule:
   (000, iteration 5); a rule that never was absent cannot be judged and is held (iteration 3)
   until `max_trials` forces a verdict. Co-injected rules share the blame: an innocent rule
   always injected beside a harmful one is evicted with it. The causal test does not do that.
+
+Both judge every decision by what the scoring knows of it (`acceptable`): the target where the
+decision has one, else whether the failed action was repeated, so a rule that makes the model
+repeat a rejected call is judged on the known failures too, not only on the recoveries.
 
 Eviction is soft: `propose_edits` renders a unified diff that *moves* each evicted rule to
 `## Retired` in learned-corrections.md and adds a dated `eval-gate:` line to the corrections
@@ -83,7 +88,8 @@ class Trial:
     memory: str
     decision_id: str
     workspace: str
-    correct: bool
+    acceptable: bool
+    """See `acceptable`."""
     rule_ids: frozenset[str]
 
 
@@ -151,19 +157,36 @@ class RuleVerdict:
 # ── inputs ───────────────────────────────────────────────────────────────────
 
 
+def acceptable(record: ResultRecord) -> bool | None:
+    """Whether a result's answer is acceptable, by everything the scoring knows of its decision.
+
+    Where the decision has a target: joint correctness. Else, on a known failure: the failed
+    action not repeated at the shape level (same tool and key set), the finest level the scoring
+    defines on every known failure (an exact repeat is unknown where the failed arguments were
+    withheld), and the level of key-set scoring, so that retrying the failed tool with a corrected
+    key set, the recovery a known failure asks for, is not a repeat (a tool repeat would call it
+    one). None: the scoring says nothing of the answer.
+    """
+    score = record.score
+    if score.joint_correct is not None:
+        return score.joint_correct
+    return None if score.shape_repeat is None else not score.shape_repeat
+
+
 def trials_from_results(records: Iterable[ResultRecord]) -> list[Trial]:
-    """Trials from result records; decisions without joint correctness (known_failure) are skipped."""
+    """Trials from result records, each judged by `acceptable`; results it cannot judge are skipped."""
     return [
-        Trial(r.model, r.memory, r.decision_id, r.workspace, bool(r.score.joint_correct),
-              frozenset(r.injected_rule_ids))
+        Trial(r.model, r.memory, r.decision_id, r.workspace, ok, frozenset(r.injected_rule_ids))
         for r in records
-        if r.score.joint_correct is not None
+        if (ok := acceptable(r)) is not None
     ]
 
 
 def outcomes_from_trials(trials: Iterable[Trial]) -> list[Outcome]:
-    """Trials as the lift analysis' outcomes (one per model, memory and decision)."""
-    return [Outcome(f"{t.model}|{t.memory}|{t.decision_id}", t.workspace, float(t.correct), t.rule_ids) for t in trials]
+    """Trials as the lift analysis' outcomes (one per model, memory and decision), scored on the same
+    `acceptable` as the causal test, so the two methods are compared on the same outcome."""
+    return [Outcome(f"{t.model}|{t.memory}|{t.decision_id}", t.workspace, float(t.acceptable), t.rule_ids)
+            for t in trials]
 
 
 # ── causal: workspace vs workspace-minus:<id> ────────────────────────────────
@@ -176,7 +199,7 @@ def causal_verdicts(trials: Iterable[Trial], policy: AblationPolicy = AblationPo
     for trial in trials:
         if isinstance(_condition(trial), Workspace):
             _unique(full, (trial.model, trial.decision_id), trial)
-    # (baseline, candidate) = (without the rule, with it), as `replay.analysis.stats` pairs them.
+    # (baseline, candidate) = (without the rule, with it), as `replay.stats` pairs them.
     pairs: dict[tuple[str, str, str], list[tuple[bool, bool]]] = defaultdict(list)
     used: dict[tuple[str, str, str], set[str]] = defaultdict(set)
     seen: dict[tuple[str, str, str], Trial] = {}
@@ -190,7 +213,7 @@ def causal_verdicts(trials: Iterable[Trial], policy: AblationPolicy = AblationPo
         with_rule = full.get((trial.model, trial.decision_id))
         if with_rule is not None and condition.rule_id in with_rule.rule_ids:
             key = (trial.model, trial.workspace, condition.rule_id)
-            pairs[key].append((trial.correct, with_rule.correct))
+            pairs[key].append((trial.acceptable, with_rule.acceptable))
             used[key] |= with_rule.rule_ids | trial.rule_ids
     return [
         replace(_ablation_verdict(model, ws, rule_id, found, policy),

@@ -46,7 +46,7 @@ def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     first = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "gateway healthy" in first.stderr and "replay done" in first.stderr
-    for section in ("REJECTED", "Lesson gate", "harmful rule(s) evicted"):
+    for section in ("REJECTED", "Lesson gate", "harmful rule(s) evicted", "The instrument beside the model. planted ="):
         assert section in first.stdout
     assert (out / "run" / "report.html").is_file() and (out / "run" / "report.md").is_file()
 

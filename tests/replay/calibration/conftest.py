@@ -1,4 +1,4 @@
-"""The demo suite and memory, written once per module (no engine: the planted endpoint answers)."""
+"""The demo suite, memory and scenario pack, written once per package (no engine: the planted endpoint answers)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from demo.pack import write_pack
 from demo.suite import write_demo
+from replay.sandbox.pack import Pack, load_pack
 from replay.suite import Suite, load_suite
 
 
@@ -18,3 +20,10 @@ def demo_dirs(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="package")
 def demo_suite(demo_dirs: tuple[Path, Path]) -> Suite:
     return load_suite(demo_dirs[0])
+
+
+@pytest.fixture(scope="package")
+def demo_pack(tmp_path_factory: pytest.TempPathFactory) -> Pack:
+    path = tmp_path_factory.mktemp("pack") / "pack"
+    write_pack(path, seed=0)
+    return load_pack(path)

@@ -20,6 +20,7 @@ from replay.memory.ledger import Ledger
 from replay.memory.lessons import (
     HARMFUL,
     INCONCLUSIVE,
+    AblationEvidence,
     AblationPolicy,
     LessonError,
     LiftEvidence,
@@ -28,9 +29,11 @@ from replay.memory.lessons import (
     RuleVerdict,
     Trial,
     Verdict,
+    acceptable,
     apply_edits,
     apply_plan,
     causal_verdicts,
+    leave_one_out_verdicts,
     lesson_verdicts,
     lift_verdicts,
     outcomes_from_trials,
@@ -203,18 +206,46 @@ class TestCoInjection:
         }
 
 
-def test_trials_from_results_skip_unscored_decisions() -> None:
-    def record(decision: str, correct: bool | None) -> ResultRecord:
-        return ResultRecord(
-            arm="mem", decision_id=decision, stratum="verified_recovery", cluster="c", workspace="ws-a", model="m",
-            memory="workspace", parsed=ParsedResponse(outcome=ParseOutcome.OK), score=DecisionScore(joint_correct=correct),
-            injected_rule_ids=["lc:a"], finished_at=datetime(2026, 8, 21, tzinfo=UTC),
-        )
+def _result(decision: str, stratum: str, score: DecisionScore, memory: str = "workspace",
+            rules: frozenset[str] = frozenset({"lc:a"})) -> ResultRecord:
+    return ResultRecord(
+        arm=memory, decision_id=decision, stratum=stratum, cluster="c", workspace="ws-a", model="m", memory=memory,
+        parsed=ParsedResponse(outcome=ParseOutcome.OK), score=score, injected_rule_ids=sorted(rules),
+        finished_at=datetime(2026, 8, 21, tzinfo=UTC),
+    )
 
-    assert trials_from_results([record("d1", True), record("d2", None), record("d3", False)]) == [
-        Trial("m", "workspace", "d1", "ws-a", True, frozenset({"lc:a"})),
-        Trial("m", "workspace", "d3", "ws-a", False, frozenset({"lc:a"})),
+
+def test_trials_judge_targets_by_joint_correctness_and_known_failures_by_shape_repeats() -> None:
+    recovery, failure = "verified_recovery", "known_failure"
+    records = [
+        _result("d1", recovery, DecisionScore(joint_correct=True)),
+        _result("d2", recovery, DecisionScore(joint_correct=False)),
+        # Known failures: acceptable unless the failed tool is called again with its key set.
+        _result("k1", failure, DecisionScore(tool_repeat=True, shape_repeat=True, exact_repeat=None)),
+        _result("k2", failure, DecisionScore(tool_repeat=True, shape_repeat=False, exact_repeat=False)),
+        _result("k3", failure, DecisionScore(tool_repeat=False, shape_repeat=False, exact_repeat=False)),
+        _result("u1", recovery, DecisionScore()),  # nothing scored: nothing to judge
     ]
+    assert [(t.decision_id, t.acceptable) for t in trials_from_results(records)] == [
+        ("d1", True), ("d2", False), ("k1", False), ("k2", True), ("k3", True)]
+    assert acceptable(_result("b", recovery, DecisionScore(joint_correct=True, shape_repeat=True))) is True
+
+
+def test_a_rule_that_makes_known_failures_repeat_is_evicted_causally() -> None:
+    # Six known failures: without lc:a no repeat, with it the failed call again each time (0/6, p = 0.03125).
+    records = []
+    for i in range(6):
+        records.append(_result(f"k{i}", "known_failure", DecisionScore(tool_repeat=True, shape_repeat=True)))
+        records.append(_result(f"k{i}", "known_failure", DecisionScore(tool_repeat=False, shape_repeat=False),
+                               memory="workspace-minus:lc:a", rules=frozenset()))
+    trials = trials_from_results(records)
+    (verdict,) = causal_verdicts(trials)
+    assert (verdict.rule_id, verdict.verdict) == ("lc:a", Verdict.EVICT)
+    assert isinstance(verdict.evidence, AblationEvidence)
+    assert (verdict.evidence.comparison.wins, verdict.evidence.comparison.losses) == (0, 6)
+    # Leave-one-out is scored on the same outcome: the plain arm always carried lc:a, so it is held.
+    (loo,) = leave_one_out_verdicts(trials)
+    assert isinstance(loo.evidence, LiftEvidence) and loo.evidence.carried == 6 and loo.evidence.carried_mean == 0.0
 
 
 class TestEdits:
