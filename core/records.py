@@ -161,6 +161,22 @@ class Usage(Strict):
     completion_tokens: int = 0
 
 
+class EngineSettings(Strict):
+    """`engine.json` in a run directory, written by whoever started the engine: the settings that make
+    two machines' answers differ (a CPU engine's dtype follows the CPU kind), shown in the report."""
+
+    dtype: str
+    settings: str
+    """The engine's settings that vary by CPU kind, in words."""
+    cpu_model: str | None = None
+    cpu_flags: list[str] = Field(default_factory=list)
+    """The instruction-set flags that choose kernels (AVX2, AVX-512, AVX512-BF16, AMX, NEON, SVE)."""
+
+    def line(self) -> str:
+        cpu = f"; CPU {self.cpu_model}" if self.cpu_model else ""
+        return f"{self.settings}{cpu} ({', '.join(self.cpu_flags) or 'no AVX2/AVX-512/AMX flags'})"
+
+
 class ResultRecord(Strict):
     """One arm × decision: everything compare/gate/report need, without the endpoint."""
 

@@ -51,12 +51,13 @@ from replay.memory.lessons import (
     trials_from_results,
 )
 from replay.memory.uptake import Uptake, uptake_table
+from replay.rundir import ENGINE_JSON, read_engine_settings
 from replay.runner import run
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.suite import Suite, freeze_suite, load_suite
-from serve.engine.launcher import EngineProcess, load_engine_config
+from serve.engine.launcher import EngineProcess, engine_settings, load_engine_config
 from serve.engine.modelbuild import MODEL_NAME, cache_dir
 
 REPO = Path(__file__).resolve().parent.parent
@@ -233,6 +234,18 @@ def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -
     return versions
 
 
+def record_engine(run_dir: Path) -> None:
+    """The run's engine.json, shown in the report: the dtype follows the CPU kind, and a run begun
+    under other settings is not resumed under these (its answers would mix)."""
+    settings = engine_settings(load_engine_config(ENGINE_CONFIG))
+    old = read_engine_settings(run_dir)
+    if old is not None and old.model_dump(exclude={"cpu_model"}) != settings.model_dump(exclude={"cpu_model"}):
+        raise WorkerTierError(f"{run_dir} was replayed with {old.line()}; this machine runs {settings.line()}. "
+                              "Their answers would mix: remove the directory or replay into another one.")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / ENGINE_JSON).write_text(settings.model_dump_json(indent=2) + "\n", encoding="utf-8")
+
+
 @contextmanager
 def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "") -> Iterator[tuple[str, dict[str, str]]]:
     """The real engine and the real gateway in front of it (`gateway_extra`: more gateway TOML, e.g.
@@ -398,6 +411,7 @@ def run_demo(out: Path, quick: bool = False) -> int:
     say("building the demo adapters (cached after the first time)")
     adapters = build_demo_adapters(data, cache_dir())
     run_dir = out / "run"
+    record_engine(run_dir)
     with serving(out, adapters) as (gateway_url, versions):
         config = run_config(gateway_url, versions, suite, memory_root)
         say(f"replaying {len(config.arms)} arms through the gateway into {run_dir}")

@@ -1,4 +1,5 @@
-"""A run directory (`run.json`, `results.jsonl`, `run.lock`): what `worker-replay run` and
+"""A run directory (`run.json`, `results.jsonl`, `run.lock`, and `engine.json` where the engine's
+starter wrote one): what `worker-replay run` and
 `worker-replay sandbox run` share about where their results go.
 
 One writer at a time (`run_lock`), a resume only of the same run (`check_run_dir` compares
@@ -20,12 +21,14 @@ from pydantic import BaseModel
 
 from core.jsonfile import JsonFileError, cut_torn_tail, read_json_value, read_jsonl_values
 from core.names import excerpt
+from core.records import EngineSettings
 from replay.config import RunConfig
 from replay.errors import ReplayError
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
 RUN_LOCK = "run.lock"
+ENGINE_JSON = "engine.json"
 
 
 class RunError(ReplayError, RuntimeError):
@@ -69,6 +72,19 @@ def read_run_json(run_dir: Path) -> dict[str, Any]:
                        "use another --out, or restore the file") from None
     assert isinstance(data, dict)
     return data
+
+
+def read_engine_settings(run_dir: Path) -> EngineSettings | None:
+    """The run directory's engine.json, None when it has none; a bad one is a RunError naming it."""
+    path = run_dir / ENGINE_JSON
+    if not path.is_file():
+        return None
+    try:
+        return EngineSettings.model_validate(read_json_value(path))
+    except JsonFileError as exc:
+        raise RunError(str(exc)) from None
+    except ValueError as exc:
+        raise RunError(f"{path}: not an engine.json ({excerpt(str(exc).splitlines()[0])})") from None
 
 
 def config_entries(config: RunConfig) -> dict[str, Any]:

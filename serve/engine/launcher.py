@@ -16,7 +16,7 @@ from pydantic import Field, model_validator
 
 from core.jsonfile import JsonFileError, read_json_value
 from core.process import ServiceProcess
-from core.records import Strict
+from core.records import EngineSettings, Strict
 from core.tomlfile import ConfigError, load_toml
 from serve.engine.modelbuild import cache_dir
 
@@ -24,6 +24,8 @@ SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
 NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
 # The call format each vLLM tool parser reads, for the parsers of the formats core/toolcalls reads.
+# The instruction-set flags that decide which CPU kernels run (and so, at the last bit, the answers).
+KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve")
 PARSER_FORMATS = {"hermes": "hermes", "qwen3_json": "hermes", "qwen3_coder": "qwen3_coder", "qwen3_xml": "qwen3_coder"}
 FORMAT_LOOKS = {"hermes": '<tool_call>{"name": …, "arguments": …}</tool_call>',
                 "qwen3_coder": "<function=…><parameter=…>…</parameter></function>"}
@@ -117,6 +119,23 @@ def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
         if key.strip() in ("flags", "Features"):
             return frozenset(value.split())
     return frozenset()
+
+
+def host_cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's model name, as /proc/cpuinfo gives it."""
+    try:
+        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    return next((line.partition(":")[2].strip() for line in text.splitlines()
+                 if line.partition(":")[0].strip() == "model name"), None)
+
+
+def engine_settings(config: EngineConfig, cpuinfo: Path = Path("/proc/cpuinfo")) -> EngineSettings:
+    """What a run directory's engine.json records of an engine started on this host."""
+    flags = host_cpu_flags(cpuinfo)
+    return EngineSettings(dtype=config.vllm.dtype, settings=settings_line(config), cpu_model=host_cpu_model(cpuinfo),
+                          cpu_flags=[f for f in KERNEL_FLAGS if f in flags])
 
 
 def cpu_settings_for(config: EngineConfig, flags: frozenset[str]) -> CpuSettings | None:

@@ -111,6 +111,23 @@ def test_target_lines_judge_each_target_from_the_summary_and_the_causal_verdicts
     assert lines[4].endswith("lc:closed-ticket-reopen")
 
 
+def test_a_demo_run_begun_under_other_engine_settings_is_not_resumed(tmp_path):
+    from core.errors import WorkerTierError
+    from core.records import EngineSettings
+    from demo.run import record_engine
+    from replay.rundir import read_engine_settings
+
+    run_dir = tmp_path / "run"
+    record_engine(run_dir)
+    here = read_engine_settings(run_dir)
+    assert here is not None
+    record_engine(run_dir)  # the same machine resumes
+    other = "float16" if here.dtype != "float16" else "float32"
+    (run_dir / "engine.json").write_text(EngineSettings(dtype=other, settings=f"dtype {other}").model_dump_json())
+    with pytest.raises(WorkerTierError, match=f"replayed with dtype {other}.*would mix"):
+        record_engine(run_dir)
+
+
 def test_demo_report_and_console_summary_count_changes_against_base_whatever_the_results_order(tmp_path):
     """The runner writes results in its work order (here `mix` first): the report's summary and the
     console's both say "calls changed vs base" and leave base's cell empty."""

@@ -37,7 +37,7 @@ from replay.analysis.report.plot import PLOT_SVG, plot_svg
 from replay.analysis.report.summary import reference_arm
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
-from replay.rundir import read_run_json
+from replay.rundir import read_engine_settings, read_run_json
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -91,6 +91,8 @@ def write_report(
     run = Path(run_dir)
     tainted = tuple(tainted)
     info = read_run_json(run)
+    if (engine := read_engine_settings(run)) is not None:
+        info["engine settings"] = engine.line()
     arms = arms_of(results)
     reference = reference_arm(arms, [c.baseline for c in comparisons], baseline)
     if reference not in arms:

@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 
 from core.keyset import key_set
-from core.records import Decision, ResultRecord
+from core.records import Decision, EngineSettings, ResultRecord
 from replay.analysis.compare import ResultsError, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run, write_report
 from replay.memory.lessons import AblationEvidence, LiftEvidence, RuleVerdict, Verdict
 from replay.memory.uptake import RuleClaim, Uptake
+from replay.rundir import RunError, read_engine_settings
 from replay.stats import paired_comparison, wilson_interval
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, positive_record
 
@@ -106,6 +107,9 @@ def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[ResultR
     (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
     info = {"suite": {"name": "ev1", "version": "1"}, "endpoint": "http://127.0.0.1:8000/v1"}
     (run / "run.json").write_text(json.dumps(info))
+    engine = EngineSettings(dtype="bfloat16", settings="dtype bfloat16, 1 core(s) reserved for vLLM's front end",
+                            cpu_model="AMD EPYC", cpu_flags=["avx2", "avx512f", "avx512_bf16"])
+    (run / "engine.json").write_text(engine.model_dump_json())
     tainted = {"lc:disputed"}
     comparisons = [compare(records, BASE, Q_ONLY, tainted=tainted), compare(records, BASE, MIXED, tainted=tainted)]
     verdict = evaluate_gate(SERIOUS, run, BASE, Q_ONLY, tainted=tainted)
@@ -217,6 +221,15 @@ def test_run_summary_from_run_json(report) -> None:
     keys = {r.attrs["data-key"]: r.all_text() for r in summary.find_all("tr")}
     assert "ev1" in keys["suite"] and keys["endpoint"] == "endpointhttp://127.0.0.1:8000/v1"
     assert "base, q-only, mixed" in keys["arms"]
+    assert keys["engine settings"] == ("engine settingsdtype bfloat16, 1 core(s) reserved for vLLM's front end; "
+                                       "CPU AMD EPYC (avx2, avx512f, avx512_bf16)")
+
+
+@pytest.mark.parametrize("body", ['{"dtype": "float32"}', "[1]", "{", '{"dtype": "x", "settings": "y", "z": 1}'])
+def test_an_engine_json_that_is_not_one_is_an_error_naming_it(tmp_path: Path, body: str) -> None:
+    (tmp_path / "engine.json").write_text(body)
+    with pytest.raises(RunError, match="engine.json"):
+        read_engine_settings(tmp_path)
 
 
 def test_markdown_report(report) -> None:

@@ -10,6 +10,7 @@ import pytest
 from serve.cli import main
 from serve.engine.launcher import (
     ConfigError,
+    engine_settings,
     host_cpu_flags,
     load_engine_config,
     server_args,
@@ -67,6 +68,15 @@ def test_host_flags_are_read_from_cpuinfo(tmp_path, cpuinfo, flags):
     path.write_text(cpuinfo)
     assert host_cpu_flags(path) == flags
     assert host_cpu_flags(tmp_path / "absent") == frozenset()
+
+
+def test_engine_settings_record_the_dtype_and_the_kernel_flags_of_this_host(tmp_path):
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text("processor\t: 0\nmodel name\t: AMD EPYC 9R14\nflags\t\t: fpu sse2 avx2 avx512f avx512_bf16 ht\n")
+    config = load_engine_config(CONFIGS / "cpu-smollm2.toml", cpu_flags=host_cpu_flags(cpuinfo))
+    settings = engine_settings(config, cpuinfo)
+    assert (settings.dtype, settings.cpu_model) == ("bfloat16", "AMD EPYC 9R14")
+    assert settings.cpu_flags == ["avx2", "avx512f", "avx512_bf16"]
 
 
 def test_the_first_matching_cpu_entry_wins_and_none_leaves_the_config_alone(tmp_path):
