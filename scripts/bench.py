@@ -2,8 +2,10 @@
 
 * replay concurrency: decisions/s with the runner's concurrency vs one request at a time;
 * replay order: engine prefix-cache hit rate and decisions/s, prefix-grouped vs shuffled;
-* engine settings: the shipped CPU config (float32, every core) vs vLLM's CPU defaults for the
-  same model (bfloat16, one core reserved for the API server), on the same slice;
+* engine settings: float32 on every core (the AVX2 setting) vs bfloat16 with one core reserved for
+  the API server (vLLM's CPU default, the AVX512-BF16 setting), quiet and beside one busy core;
+* prefix order with a small KV cache: `scripts/bench_prefix_order.py` (hit rate and decisions/s,
+  prefix-grouped vs shuffled, the cache holding less than half the working set);
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
 
@@ -17,10 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from core.process import free_port, run_main, run_to_end
@@ -28,9 +33,10 @@ from demo.suite import write_demo
 from replay.config import RunConfig
 from replay.runner import run
 from replay.suite import freeze_suite, load_suite
-from serve.engine.launcher import EngineProcess, load_engine_config
+from serve.engine.launcher import KERNEL_FLAGS, EngineProcess, host_cpu_flags, load_engine_config
 
 REPO = Path(__file__).resolve().parent.parent
+ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
 
 
 def engine_counter(base_url: str, name: str) -> float:
@@ -77,7 +83,7 @@ def replay_benchmarks(decisions: int) -> list[tuple[str, str]]:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         suite, _ = write_demo(work / "demo", seed=0)
-        config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
+        config = load_engine_config(ENGINE_CONFIG, port=free_port())
         with EngineProcess(config, log_path=work / "vllm.log") as engine:
             warm = marked_slice(suite, work / "warmup", "warmup", 2)
             measure(engine, warm, work, 2, "prefix")
@@ -98,37 +104,63 @@ def replay_benchmarks(decisions: int) -> list[tuple[str, str]]:
     return rows
 
 
+@contextmanager
+def busy_core() -> Iterator[None]:
+    """One process spinning on a core for the duration: the load a gateway, a replay client or a test
+    run puts beside the engine on a small machine."""
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
 def engine_settings_benchmark(decisions: int) -> list[tuple[str, str]]:
-    speeds = {}
+    """float32 on every core (the AVX2 setting) vs bfloat16 with one core left to the front end (vLLM's
+    CPU default, the AVX512-BF16 setting), each on a quiet machine and beside one busy core."""
+    flags = host_cpu_flags()
+    shipped = load_engine_config(ENGINE_CONFIG, port=free_port())
+    speeds: dict[str, dict[str, float]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         suite, _ = write_demo(work / "demo", seed=0)
-        for label, dtype, reserved in (("vLLM CPU defaults (bfloat16, 1 core reserved)", "bfloat16", "1"),
-                                       ("shipped config (float32, every core)", None, None)):
-            config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
-            if dtype:
-                config.vllm.dtype = dtype
-                config.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
+        for label, dtype, reserved in (("float32, every core", "float32", "0"),
+                                       ("bfloat16, one core reserved", "bfloat16", "1")):
+            config = load_engine_config(ENGINE_CONFIG, port=free_port(), cpu_flags=frozenset())
+            config.vllm.dtype = dtype
+            config.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] = reserved
+            if (dtype, reserved) == (shipped.vllm.dtype, shipped.env.get("VLLM_CPU_NUM_OF_RESERVED_CPU")):
+                label += " (shipped for this CPU)"
             with EngineProcess(config, log_path=work / f"vllm-{dtype}.log") as engine:
-                name = f"settings-{dtype or 'shipped'}"
-                speeds[label] = measure(engine, marked_slice(suite, work / name, name, decisions), work, 8, "prefix")
-    rows = [(label, f"{r['decisions_per_s']:.3f} decisions/s, {r['seconds']:.0f} s") for label, r in speeds.items()]
-    slow, fast = speeds.values()
-    ratio = fast["decisions_per_s"] / slow["decisions_per_s"]
-    rows.append(("ratio: shipped / defaults (decisions/s)", f"{ratio:.2f}x"))
+                name = f"settings-{dtype}"
+                speeds[f"{label}, quiet"] = measure(engine, marked_slice(suite, work / name, name, decisions),
+                                                    work, 8, "prefix")
+                busy = marked_slice(suite, work / f"{name}-busy", f"{name}-busy", decisions)
+                with busy_core():
+                    speeds[f"{label}, one busy core"] = measure(engine, busy, work, 8, "prefix")
+    kernel = [f for f in KERNEL_FLAGS if f in flags]
+    rows = [("CPU kernel flags", ", ".join(kernel) or "none of " + ", ".join(KERNEL_FLAGS))]
+    rows += [(label, f"{r['decisions_per_s']:.3f} decisions/s, {r['seconds']:.0f} s") for label, r in speeds.items()]
+    fp32, bf16 = ([r for label, r in speeds.items() if label.startswith(kind)] for kind in ("float32", "bfloat16"))
+    for (quiet_or_busy, a, b) in (("quiet", fp32[0], bf16[0]), ("one busy core", fp32[1], bf16[1])):
+        rows.append((f"ratio bfloat16/float32, {quiet_or_busy}", f"{b['decisions_per_s'] / a['decisions_per_s']:.2f}x"))
     return rows
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=24, help="decisions per replay measurement")
+    parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--skip-gateway", action="store_true")
     parser.add_argument("--skip-engine-settings", action="store_true")
     parser.add_argument("--skip-trial-look", action="store_true")
+    parser.add_argument("--skip-prefix-order", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
-    rows = replay_benchmarks(args.decisions)
-    print(f"\n## replay (real CPU engine, demo suite slice of {args.decisions} decisions, base model)")
+    rows = [] if args.skip_replay else replay_benchmarks(args.decisions)
+    if rows:
+        print(f"\n## replay (real CPU engine, demo suite slice of {args.decisions} decisions, base model)")
     for name, value in rows:
         print(f"  {name:<48} {value}")
     if not args.skip_engine_settings:
@@ -141,6 +173,10 @@ def main() -> int:
         print("\n## gateway", flush=True)
         if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_gateway.py")]):
             raise SystemExit(f"bench_gateway.py failed with status {status}")
+    if not args.skip_prefix_order:
+        print("\n## prefix order, small KV cache", flush=True)
+        if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_prefix_order.py")]):
+            raise SystemExit(f"bench_prefix_order.py failed with status {status}")
     if not args.skip_trial_look:
         print("\n## trial look", flush=True)
         if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_trial_look.py")]):

@@ -25,20 +25,18 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import measure  # scripts/ is this script's own directory
+from bench import ENGINE_CONFIG, measure  # scripts/ is this script's own directory
 from transformers import AutoTokenizer
 
 from core.process import free_port, run_main
-from core.records import Decision
+from core.records import Decision, ParseOutcome
 from demo.suite import write_demo
+from replay.analysis.compare import load_results
 from replay.suite import freeze_suite, load_suite
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 
-REPO = Path(__file__).resolve().parent.parent
-ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
-# The longest request here is a prefix plus one demo decision (≈ 700 tokens): a short context lets
-# the cache be small, since vLLM refuses a cache that cannot hold one request of max_model_len.
-MAX_MODEL_LEN = 2560
+# vLLM refuses a KV cache that cannot hold one request of max_model_len, so the cache is at least this.
+MAX_MODEL_LEN = 4096
 DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
@@ -85,7 +83,11 @@ def grouped_suite(source: Path, out: Path, marker: str, groups: int, per_group: 
 def replay(config: EngineConfig, suite: Path, work: Path, order: str, concurrency: int) -> dict[str, float]:
     """The suite on a fresh engine (no cache from the other order), 8 tokens per answer: prefill dominates."""
     with EngineProcess(config, log_path=work / f"vllm-{order}.log") as engine:
-        return measure(engine, suite, work, concurrency, order, max_tokens=8)
+        measured = measure(engine, suite, work, concurrency, order, max_tokens=8)
+    failed = [r for r in load_results(work / f"run-{suite.name}") if r.parsed.outcome == ParseOutcome.TRANSPORT_ERROR]
+    if failed:
+        raise SystemExit(f"{len(failed)} request(s) failed ({failed[0].parsed.error}): the measurement is void")
+    return measured
 
 
 def main() -> int:
@@ -108,7 +110,7 @@ def main() -> int:
         "max_model_len": MAX_MODEL_LEN, "kv_cache_memory_bytes": cache_tokens * per_token})})
     print(f"# prefix order vs shuffled ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): "
           f"{args.groups} workspaces × {args.per_group} decisions, prefixes of {args.prefix_tokens} tokens "
-          f"(working set ≈ {working_set} tokens), KV cache {cache_tokens} tokens "
+          f"(working set ≥ {working_set} tokens: the preambles alone), KV cache {cache_tokens} tokens "
           f"({cache_tokens / working_set:.0%} of the working set), concurrency {args.concurrency}", flush=True)
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
