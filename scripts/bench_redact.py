@@ -30,6 +30,11 @@ def main(argv: list[str] | None = None) -> int:
     result = score(cases, find)
     elapsed = time.perf_counter() - began
     print(table(result))
+    held = score([case for case in cases if case.batch == "held-out"], find)
+    redacted = sum(t.hit for t in held.labelled.values())
+    changed = sum(t.hit for t in held.lookalikes.values())
+    print(f"held-out batch: {redacted} of {sum(t.total for t in held.labelled.values())} labelled values redacted, "
+          f"{changed} of {sum(t.total for t in held.lookalikes.values())} look-alikes changed")
     print(f"{len(cases)} cases scanned in {elapsed:.2f} s")
     if args.misses:
         for kind, tally in sorted(result.labelled.items()):

@@ -3,8 +3,10 @@ tests/replay/test_redact_corpus.py and scripts/bench_redact.py.
 
 Each case is a text as people write it, the values in it that must be redacted (with their type)
 and the look-alikes that must stay byte-identical (ids, dates, amounts, versions, numbers that
-fail a check digit). A detector is scored on spans: a labelled value counts as redacted when one
-finding covers it whole; a look-alike counts as changed when any finding touches it.
+fail a check digit). A detector is scored on spans: a labelled value counts as redacted when
+findings cover each of its occurrences whole; a look-alike counts as changed when any finding
+touches it. Cases of the `held-out` batch were written after the recognizers were tuned on the
+first batch, so their figures are the honest ones for text nobody tuned against.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Literal, Protocol
 
 from pydantic import Field, model_validator
 
@@ -24,15 +26,17 @@ CORPUS = Path(__file__).resolve().parents[1] / "replay" / "data" / "redaction_co
 class Labelled(Strict):
     kind: str = Field(pattern=r"^[A-Z_]+$")
     value: str = Field(min_length=1)
+    missed: str | None = None  # a known limitation: why the value is not redacted (counted as a miss)
 
 
 class Case(Strict):
-    """One text; every labelled value and look-alike occurs in it (the first occurrence is the one scored)."""
+    """One text; every labelled value and look-alike occurs in it (each occurrence is scored)."""
 
     text: str
     values: list[Labelled] = Field(default_factory=list)  # must be redacted (kind: the pseudonym type)
     keep: list[Labelled] = Field(default_factory=list)  # look-alikes that must stay (kind: what it is)
     note: str | None = None
+    batch: Literal["tuning", "held-out"] = "tuning"
 
     @model_validator(mode="after")
     def _values_occur(self) -> Case:
@@ -41,9 +45,12 @@ class Case(Strict):
                 raise ValueError(f"{item.value!r} does not occur in the case's text")
         return self
 
-    def span(self, item: Labelled) -> tuple[int, int]:
-        start = self.text.index(item.value)
-        return start, start + len(item.value)
+    def spans(self, item: Labelled) -> list[tuple[int, int]]:
+        found, at = [], self.text.find(item.value)
+        while at >= 0:
+            found.append((at, at + len(item.value)))
+            at = self.text.find(item.value, at + 1)
+        return found
 
 
 def load(path: Path = CORPUS) -> list[Case]:
@@ -80,26 +87,24 @@ def score(cases: Sequence[Case], find: Callable[[str], Sequence[Found]]) -> Scor
     for case in cases:
         found = find(case.text)
         for item in case.values:
-            start, end = case.span(item)
             tally = result.labelled.setdefault(item.kind, Tally())
             tally.total += 1
-            covering = [f for f in found if f.start <= start and end <= f.end]
-            if covering:
+            covering = [[f for f in found if f.start <= start and end <= f.end] for start, end in case.spans(item)]
+            if all(covering):
                 tally.hit += 1
-                tally.typed += any(f.kind == item.kind for f in covering)
+                tally.typed += all(any(f.kind == item.kind for f in fs) for fs in covering)
             else:
                 tally.misses.append(item.value)
         for item in case.keep:
-            start, end = case.span(item)
             tally = result.lookalikes.setdefault(item.kind, Tally())
             tally.total += 1
-            if any(f.start < end and start < f.end for f in found):
+            if any(f.start < end and start < f.end for f in found for start, end in case.spans(item)):
                 tally.hit += 1
                 tally.misses.append(item.value)
         inside = set[int]()
         for item in case.values:
-            start, end = case.span(item)
-            inside.update(range(start, end))
+            for start, end in case.spans(item):
+                inside.update(range(start, end))
         changed = {i for f in found for i in range(f.start, f.end)}
         result.outside_chars += len(case.text) - len(inside)
         result.outside_changed += len(changed - inside)
