@@ -21,9 +21,11 @@ well-kept library, and context rules, as Presidio's recognizers are built. Pure.
 * IP: IPv4/IPv6 candidates validated by `ipaddress`; one right after `version`, `release`,
   `firmware`, `build`… is a version.
 * EMAIL: a pattern (local part, `@`, dotted domain with a TLD).
-
-Person names and street addresses are not detected: a reliable recognizer needs an NER model
-(Presidio's default is a downloaded spaCy model), which this project does not ship.
+* PERSON: only a name that a cue announces — a salutation or title (`Dear`, `Mr.`, `Ms.`, `Dr.`,
+  `Herr`, `Frau`, `Madame`…) or a label (`Name:`, `Attn:`, `Contact person:`, `Ansprechpartner:`) —
+  followed by one to three capitalised words (`Dear Customer`, `Dear Sir` stay). A name anywhere
+  else (`ask Maria about it`) is not found: that needs an NER model (Presidio's default is a
+  downloaded spaCy model), which this project does not ship. Street addresses are not detected.
 
 Every pattern here is linear in the text: candidates start only where the lookbehind allows,
 repetitions are bounded or cannot overlap, and the plugins' own expressions (Python `re`, some
@@ -174,12 +176,16 @@ def _keyword_secrets(text: str) -> Iterator[Span]:
         window_end = min(len(text) if line_end < 0 else line_end, m.end() + _WINDOW)
         window = text[m.start():window_end]
         at = m.end()
-        found = next(_KEYWORD.analyze_string(window, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP), None)
-        value = None if found is None else keyword_value(found)
-        start = -1 if value is None else text.find(value, m.end(), window_end)
-        if value is not None and start >= 0:
-            yield start, start + len(value)
-            at = start + len(value)
+        # the plugin's expressions each yield their first value in the window, which may belong to a
+        # later keyword: this keyword's value is the one that starts right after it
+        values = [v for found in _KEYWORD.analyze_string(window, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP)
+                  if (v := keyword_value(found)) is not None]
+        starts = [(text.find(v, m.end(), window_end), v) for v in values]
+        spans = [(start, start + len(v)) for start, v in starts if 0 <= start <= m.end() + 10]
+        if spans:
+            span = min(spans)
+            yield span
+            at = span[1]
 
 
 def _private_keys(text: str) -> Iterator[Span]:
@@ -235,13 +241,16 @@ _IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[ -]?[A-Za-z0-9]){11,
 
 def ibans(text: str) -> Iterator[Span]:
     """The longest valid IBAN from each candidate's start that ends at a word boundary (a candidate
-    runs on into the next word: `… 0130 00 BIC` → `… 0130 00 B`)."""
-    for m in _IBAN.finditer(text):
+    runs on into the next words: `… 0130 00 BIC` → `… 0130 00 B`); the search goes on after the
+    IBAN found, or after the candidate's start, never past a later IBAN the candidate ran into."""
+    at = 0
+    while (m := _IBAN.search(text, at)) is not None:
         start, end = m.span()
+        at = start + 1
         while end - start >= 15:
-            after = text[end:end + 1]
-            if not after.isalnum() and text[end - 1].isalnum() and iban.is_valid(text[start:end]):
+            if not text[end:end + 1].isalnum() and text[end - 1].isalnum() and iban.is_valid(text[start:end]):
                 yield start, end
+                at = end
                 break
             end -= 1
 
@@ -304,6 +313,31 @@ def ips(text: str) -> Iterator[Span]:
             except ValueError:
                 continue
             yield m.span()
+
+
+# --- person names after a cue -------------------------------------------------------------
+
+_UPPER, _LOWER = "A-ZÀ-ÖØ-ÞŁŚŻŹĆŃŠŽČ", "a-zß-öø-ÿłśżźćńšžč'’"
+_NAME_WORD = f"[{_UPPER}][{_LOWER}]+(?:-?[{_UPPER}][{_LOWER}]+)*"
+_PARTICLE = r"(?:van|von|de|da|del|der|den|di|du|le|la|zu|ter)"
+_PERSON = re.compile(
+    r"(?:(?<![\w])(?:(?:Dear|Mr|Mrs|Ms|Mx|Miss|Dr|Prof|Herr|Frau|Madame|Monsieur|Señor|Señora)\.?[ \t]+){1,2}"
+    r"|(?<![\w])(?i:name|full[ _]name|attn|contact[ _]person|ansprechpartner(?:in)?)[ \t]*[:=][ \t]*"
+    r"(?:(?:Mr|Mrs|Ms|Dr|Prof|Herr|Frau)\.?[ \t]+)?)"
+    f"({_NAME_WORD}(?:[ \\t]+(?:{_PARTICLE}[ \\t]+){{0,2}}{_NAME_WORD}){{0,2}})(?![\\w-])")
+_NOT_NAMES = frozenset({
+    "Customer", "Customers", "Sir", "Sirs", "Madam", "Team", "All", "Colleague", "Colleagues", "Friend", "Friends",
+    "Everyone", "Support", "Sales", "Valued", "Hiring", "Manager", "Member", "Members", "User", "Users", "Client",
+    "Partner", "Kunde", "Kundin", "Kollegen", "Damen", "Herren", "Applicant", "Reader", "Subscriber", "Owner", "Admin",
+    "Administrator",
+    # a cue is no name (`Attn: Dr. <PERSON_…>` redacted again must stay as it is)
+    "Dear", "Mr", "Mrs", "Ms", "Mx", "Miss", "Dr", "Prof", "Herr", "Frau", "Madame", "Monsieur", "Señor", "Señora"})
+
+
+def persons(text: str) -> Iterator[Span]:
+    for m in _PERSON.finditer(text):
+        if m.group(1).split()[0] not in _NOT_NAMES:
+            yield m.span(1)
 
 
 # --- phone numbers --------------------------------------------------------------------------

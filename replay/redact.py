@@ -15,11 +15,11 @@ byte-identical.
 The recognizers (replay/recognizers.py) follow Presidio's model — a candidate finder, a validator
 from a well-kept library, context rules: `phonenumbers` for phone numbers, `python-stdnum` for
 IBAN and card check digits, `detect-secrets`' plugins for keys, tokens, private keys and
-`password: …` values, `ipaddress` for IP addresses, a pattern for e-mail. In a JSON object, the
+`password: …` values, `ipaddress` for IP addresses, a pattern for e-mail, and person names only
+where a cue announces one (`Dear …`, `Mr. …`, `Name: …`). In a JSON object, the
 string under a key that names a secret (`password`, `api_key`, `client_secret`, …, the keyword
-plugin's list) is a SECRET whole. Overlaps go to the earlier type in `TYPES`. Person names and
-street addresses have no recognizer: a reliable one needs an NER model, which this project does
-not ship.
+plugin's list) is a SECRET whole. Overlaps go to the earlier type in `TYPES`. Names without a cue
+and street addresses are not detected: that needs an NER model, which this project does not ship.
 """
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ from core.jsonfile import parse_problem
 from replay import recognizers
 from replay.recognizers import PHONE_REGIONS, Span, card_number, keyword_value
 
-TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE")
+TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE", "PERSON")
 PSEUDONYM = re.compile(r"<(?:" + "|".join(TYPES) + r")_[0-9a-f]{8}>")
 _SECRET_KEY = re.compile(r"(?i)(?:" + "|".join(DENYLIST) + r")")
 
@@ -56,7 +56,7 @@ class Finding:
 def _detectors(regions: tuple[str, ...]) -> tuple[tuple[str, Callable[[str], Iterator[Span]]], ...]:
     return (("EMAIL", recognizers.emails), ("SECRET", recognizers.secrets), ("IBAN", recognizers.ibans),
             ("CARD", recognizers.cards), ("IP", recognizers.ips),
-            ("PHONE", lambda text: recognizers.phones(text, regions)))
+            ("PHONE", lambda text: recognizers.phones(text, regions)), ("PERSON", recognizers.persons))
 
 
 def find(text: str, regions: tuple[str, ...] = PHONE_REGIONS) -> list[Finding]:

@@ -59,6 +59,13 @@ def test_an_iban_ends_where_its_check_digits_hold_not_at_the_next_word(text):
     assert [f.value.replace(" ", "").upper() for f in find(text)] == ["DE89370400440532013000"]
 
 
+def test_an_iban_candidate_that_runs_into_the_next_iban_does_not_hide_it():
+    """The property test of idempotence found it: the first candidate ran on into the second IBAN."""
+    text = "iban=no93-8601-1117-947 and New account DE89 3704 0044 0532 0130 00"
+    assert [(f.kind, f.value) for f in find(text)] == [("IBAN", "no93-8601-1117-947"),
+                                                       ("IBAN", "DE89 3704 0044 0532 0130 00")]
+
+
 def test_a_card_after_another_number_is_still_found():
     assert [(f.kind, f.value) for f in find("no. 7 4111 1111 1111 1111 ok")] == [("CARD", "4111 1111 1111 1111")]
 

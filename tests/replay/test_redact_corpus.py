@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.redact import PSEUDONYM, Pseudonymizer, find
+from replay.redact import PSEUDONYM, TYPES, Pseudonymizer, find
 from tests.support.redaction_corpus import Case, load, score
 
 CASES = load()
@@ -18,8 +18,7 @@ KEY_A, KEY_B = b"a" * 32, b"b" * 32
 def test_the_corpus_is_large_and_spread():
     result = score(CASES, lambda text: [])
     assert sum(t.total for t in result.labelled.values()) >= 150
-    assert {kind: t.total >= 10 for kind, t in result.labelled.items()} == dict.fromkeys(
-        ("CARD", "EMAIL", "IBAN", "IP", "PHONE", "SECRET"), True)
+    assert all(result.labelled[kind].total >= 10 for kind in TYPES)  # and ADDRESS, which is not detected
     assert sum(t.total for t in result.lookalikes.values()) >= 100
 
 
