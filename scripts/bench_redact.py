@@ -37,9 +37,10 @@ def main(argv: list[str] | None = None) -> int:
           f"{changed} of {sum(t.total for t in held.lookalikes.values())} look-alikes changed")
     print(f"{len(cases)} cases scanned in {elapsed:.2f} s")
     if args.misses:
+        known = {item.value: item.missed for case in cases for item in case.values if item.missed}
         for kind, tally in sorted(result.labelled.items()):
             for value in tally.misses:
-                print(f"missed {kind}: {value!r}")
+                print(f"missed {kind}: {value!r}" + (f" (known: {known[value]})" if value in known else ""))
         for kind, tally in sorted(result.lookalikes.items()):
             for value in tally.misses:
                 print(f"changed {kind}: {value!r}")
