@@ -109,9 +109,10 @@ _JWT = re.compile(r"(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+\.[\w-]*")
 _RANDOM = re.compile(r"(?<![\w+/=-])[\w+/=-]{24,}(?![\w+/=-])")
 _PEM = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
 _PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_LINE = re.compile(r"\n[A-Za-z0-9+/=]+(?=\n|$)")
+_PEM_SPAN = 32_768  # a PEM or PGP private key block is a few KiB; an END farther away is another's
 _KEYWORDS = re.compile(r"(?i)(?:" + "|".join(DENYLIST) + r")[\w]{0,40}[\]'\"]{0,2}[ \t]{0,8}(?::=|:|=)")
 _TOKEN = re.compile(r"\S+")
-_SECRET_CHARS = re.compile(r"[\w-]+")
 
 
 def _token_windows(text: str) -> Iterator[tuple[int, str]]:
@@ -189,30 +190,30 @@ def _keyword_secrets(text: str) -> Iterator[Span]:
 
 
 def _private_keys(text: str) -> Iterator[Span]:
-    """A PEM private key, from its BEGIN line to its END line (or, cut short, to the last line of
-    key material after BEGIN)."""
+    """A PEM private key, from its BEGIN line to its END line within `_PEM_SPAN` characters (or, cut
+    short, to the last line of key material after BEGIN)."""
     at = 0
     while (m := _PEM.search(text, at)) is not None:
         if not any(True for _ in _PRIVATE_KEY.analyze_string(m.group())):
             at = m.end()
             continue
-        end_marker = _PEM_END.search(text, m.end())
+        end_marker = _PEM_END.search(text, m.end(), m.end() + _PEM_SPAN)
+        end = m.end()
         if end_marker is not None:
             end = end_marker.end()
         else:
-            end = m.end()
-            for line in re.finditer(r"\n([A-Za-z0-9+/=]+)(?=\n|$)", text[m.end():]):
-                if m.end() + line.start() != end:
+            for line in _PEM_LINE.finditer(text, m.end(), m.end() + _PEM_SPAN):
+                if line.start() != end:
                     break
-                end = m.end() + line.end()
+                end = line.end()
         yield m.start(), end
         at = end
 
 
 def high_entropy(token: str) -> bool:
-    """A long random token: upper and lower case and digits, and a Shannon entropy (the
-    high-entropy plugin's) near the most its length allows. UUIDs, hex digests and identifiers
-    (`getHTTPResponseCode2XX`) fail it."""
+    """A long random token (24+ characters): upper and lower case, digits, and a Shannon entropy
+    (the high-entropy plugin's) of 3.5 bits or more. UUIDs, hex digests and identifiers
+    (`getHTTPResponseCode2XX`, `SomeVeryLongClassName…`) fail it."""
     if is_potential_uuid(token) or sum(c.isdigit() for c in token) < 2:
         return False
     if sum(c.isupper() for c in token) < 2 or sum(c.islower() for c in token) < 2:

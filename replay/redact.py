@@ -164,9 +164,9 @@ def residuals(value: Any, path: str = "$", regions: tuple[str, ...] = PHONE_REGI
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
-            decoded, _ = parse_problem(value)  # a JSON string is checked as the redaction saw it
+            decoded, _ = parse_problem(value)  # a JSON string is checked as redaction saw it (keys as context)
             if isinstance(decoded, (dict, list)):
-                return residuals(decoded, path, regions)
+                return [Residual(path, r.kind) for r in residuals(decoded, path, regions)]
         return [Residual(path, f.kind) for f in find(value, regions)]
     if isinstance(value, int) and not isinstance(value, bool) and _card_number(value):
         return [Residual(path, "CARD")]

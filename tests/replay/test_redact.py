@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from core.keyset import key_set
 from replay.recognizers import card_number
-from replay.redact import PSEUDONYM, Pseudonymizer, find, residuals
+from replay.redact import PSEUDONYM, Pseudonymizer, Residual, find, residuals
 from tests.support.cli import ROOT
 
 KEY_A, KEY_B = b"a" * 32, b"b" * 32
@@ -80,14 +80,22 @@ def test_a_password_line_redacts_the_password_only():
     assert [(f.kind, f.value) for f in find(text)] == [("SECRET", "hunter2!")]
 
 
+def test_a_private_key_cut_short_goes_to_its_last_line_of_key_material():
+    text = "the key:\n-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA\nAAAABG5vbmU=\nthat was all"
+    assert [f.value for f in find(text)] == ["-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEA\nAAAABG5vbmU="]
+
+
 def test_the_string_under_a_secret_key_is_a_secret_whole():
     """A tool call's `{"password": "..."}` holds no keyword in the value itself: the key is the context."""
     p = Pseudonymizer(KEY_A)
     redacted = p.value({"password": "correct horse battery staple", "note": "password: see the vault", "secret": "yes"})
     assert redacted == {"password": p.pseudonym("SECRET", "correct horse battery staple"),
                         "note": "password: see the vault", "secret": "yes"}
-    assert residuals({"api_key": "4eC39HqLyjWDarjtT1zdp7dc"}) == [type(residuals({"a": "x@y.io"})[0])("$.api_key", "SECRET")]
+    assert residuals({"api_key": "4eC39HqLyjWDarjtT1zdp7dc"}) == [Residual("$.api_key", "SECRET")]
     assert residuals(redacted) == [] and p.counts == {"SECRET": 1}
+    arguments = json.dumps({"user": "ops", "db_password": "Tr0ub4dor&3"})  # a tool call's arguments: a JSON string
+    assert residuals({"arguments": arguments}) == [Residual("$.arguments", "SECRET")]
+    assert json.loads(p.value(arguments)) == {"user": "ops", "db_password": p.pseudonym("SECRET", "Tr0ub4dor&3")}
 
 
 def test_pseudonyms_are_typed_keyed_stable_and_tenant_scoped():
