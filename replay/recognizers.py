@@ -4,8 +4,11 @@ well-kept library, and context rules, as Presidio's recognizers are built. Pure.
 * PHONE: `phonenumbers` (libphonenumber) `PhoneNumberMatcher` at leniency VALID, once per region
   in `PHONE_REGIONS`: a number written with `+`/`00` is found whatever the region; a national one
   (`030/5550142`, `(212) 555-0142`) must be valid in one of the regions. POSSIBLE takes dates,
-  amounts and ids for numbers; STRICT_GROUPING drops numbers grouped as people group them. Context:
-  a match inside an id (`INV-2024-000017`, `batch 2024-11-30-07`) or holding a date is no number.
+  amounts and ids for numbers; STRICT_GROUPING drops numbers grouped as people group them
+  (`0171 234 56 78`). Context: a match inside an id (`INV-2024-000017`, `batch 2024-11-30-07`),
+  after a digit group or an IBAN's head, or holding a date is no number. The regions are a
+  parameter, not a setting in a file: the privacy check, which reads no config, must find what
+  redaction finds.
 * IBAN: candidates of two letters, two digits and 11–32 letters or digits, in any case, grouped by
   spaces or dashes; `stdnum.iban` (country format and ISO 7064 mod 97-10) decides.
 * CARD: runs of digit groups (spaces, dashes or dots); the longest span of whole groups with one
