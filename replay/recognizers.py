@@ -18,9 +18,9 @@ well-kept library, and context rules, as Presidio's recognizers are built. Pure.
   basic-auth URLs) on each whitespace-separated token, the keyword plugin (`password: …`,
   `secret=…`, `api_key: …`) on the text after each keyword, `PrivateKeyDetector` for PEM headers
   (the block to its END line goes), `JwtTokenDetector.is_formally_valid` for JWTs' header and
-  payload, and the
-  high-entropy plugin's Shannon entropy for long random tokens; plus the prefixes it has no plugin
-  for (`sk-proj-`, `sk-ant-`, `github_pat_`, `AIza`). UUIDs and hex digests are ids, not secrets.
+  payload, and the high-entropy plugin's Shannon entropy for long random tokens; plus the
+  prefixes it has no plugin for (`sk-proj-`, `sk-ant-`, `github_pat_`, `AIza`). UUIDs and hex
+  digests are ids, not secrets: they name records, and a replayed request keeps them.
 * IP: IPv4/IPv6 candidates validated by `ipaddress`; one right after `version`, `release`,
   `firmware`, `build`… is a version.
 * EMAIL: a pattern (local part, `@`, dotted domain with a TLD).

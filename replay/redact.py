@@ -16,9 +16,9 @@ The recognizers (replay/recognizers.py) follow Presidio's model — a candidate 
 from a well-kept library, context rules: `phonenumbers` for phone numbers, `python-stdnum` for
 IBAN and card check digits, `detect-secrets`' plugins for keys, tokens, private keys and
 `password: …` values, `ipaddress` for IP addresses, a pattern for e-mail, and person names only
-where a cue announces one (`Dear …`, `Mr. …`, `Name: …`). In a JSON object, the
-string under a key that names a secret (`password`, `api_key`, `client_secret`, …, the keyword
-plugin's list) is a SECRET whole. Overlaps go to the earlier type in `TYPES`. Names without a cue
+where a cue announces one (`Dear …`, `Mr. …`, `Name: …`). In a JSON object, the string under a
+key that names a secret (`password`, `api_key`, `client_secret`, …, the keyword plugin's list)
+is a SECRET whole. Overlaps go to the earlier type in `TYPES`. Names without a cue
 and street addresses are not detected: that needs an NER model, which this project does not ship.
 """
 
