@@ -12,48 +12,37 @@ string that holds an object or a list (a tool call's `arguments`) is decoded, re
 re-encoded, so its key set survives too. A string in which nothing was found stays
 byte-identical.
 
-Detectors are plain patterns with checks, not an NLP model: e-mail; phone numbers (9–15
-digits, written with a `+`/`00` prefix or with separators); IBAN (ISO 13616 mod-97); card
-numbers (13–19 digits, Luhn); API keys and tokens (well-known prefixes: `sk-`, `ghp_`,
-`github_pat_`, `AKIA`, `xox…-`, `AIza`, `glpat-`, JWTs; and long high-entropy strings mixing
-upper case, lower case and digits); IPv4 and IPv6 addresses (validated by `ipaddress`).
-Overlaps go to the earlier type in `TYPES`. Person names have no recognizer here: a reliable
-one needs an NLP model (Presidio's default is a downloaded spaCy model), which this project
-does not ship.
+The recognizers (replay/recognizers.py) follow Presidio's model — a candidate finder, a validator
+from a well-kept library, context rules: `phonenumbers` for phone numbers, `python-stdnum` for
+IBAN and card check digits, `detect-secrets`' plugins for keys, tokens, private keys and
+`password: …` values, `ipaddress` for IP addresses, a pattern for e-mail, and person names only
+where a cue announces one (`Dear …`, `Mr. …`, `Name: …`). In a JSON object, the string under a
+key that names a secret (`password`, `api_key`, `client_secret`, …, the keyword plugin's list)
+is a SECRET whole. Overlaps go to the earlier type in `TYPES`. Names without a cue
+and street addresses are not detected: that needs an NER model, which this project does not ship.
 """
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import hmac
-import ipaddress
 import json
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
+from detect_secrets.plugins.keyword import DENYLIST
+
 from core.jsonfile import parse_problem
+from replay import recognizers
+from replay.recognizers import PHONE_REGIONS, Span, card_number, keyword_value
 
-TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE")
+TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE", "PERSON")
 PSEUDONYM = re.compile(r"<(?:" + "|".join(TYPES) + r")_[0-9a-f]{8}>")
-
-_EMAIL = re.compile(r"(?<![\w.%+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?"
-                    r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?)*\.[A-Za-z]{2,}(?![\w-])")
-_SECRET_PREFIXED = re.compile(
-    r"(?<![\w-])(?:sk-(?:proj-|ant-)?[A-Za-z0-9_-]{16,}|sk_(?:live|test)_[A-Za-z0-9]{16,}"
-    r"|gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{22,}|(?:AKIA|ASIA)[0-9A-Z]{16}"
-    r"|xox[abposr]-[A-Za-z0-9-]{10,}|AIza[0-9A-Za-z_-]{35}|glpat-[A-Za-z0-9_-]{20,}"
-    r"|eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,})(?![\w-])")
-_SECRET_RANDOM = re.compile(r"(?<![\w+=-])[A-Za-z0-9_+=-]{32,}(?![\w+=-])")
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Z]{2}\d{2}(?: ?[A-Z0-9]){11,30}(?![A-Za-z0-9])")
-_CARD = re.compile(r"(?<![\d-])\d(?:[ -]?\d){12,}(?![\d-])")
-_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)")
-_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
-_PHONE = re.compile(r"(?<![\w+.])(?:\+|00)?\(?\d[\d ().-]{6,22}\d(?![\w])")
-_DATE = re.compile(r"\d{4}-\d{2}-\d{2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}")
+_SECRET_KEY = re.compile(r"(?i)(?:" + "|".join(DENYLIST) + r")")
 
 
 @dataclass(frozen=True)
@@ -64,118 +53,38 @@ class Finding:
     value: str
 
 
-def luhn(digits: str) -> bool:
-    total = 0
-    for i, ch in enumerate(reversed(digits)):
-        d = int(ch) * (2 if i % 2 else 1)
-        total += d - 9 if d > 9 else d
-    return total % 10 == 0
+def _detectors(regions: tuple[str, ...]) -> tuple[tuple[str, Callable[[str], Iterator[Span]]], ...]:
+    return (("EMAIL", recognizers.emails), ("SECRET", recognizers.secrets), ("IBAN", recognizers.ibans),
+            ("CARD", recognizers.cards), ("IP", recognizers.ips),
+            ("PHONE", lambda text: recognizers.phones(text, regions)), ("PERSON", recognizers.persons))
 
 
-def iban_valid(compact: str) -> bool:
-    """ISO 13616: move the first four characters to the end, letters to numbers, mod 97 is 1."""
-    if not 15 <= len(compact) <= 34 or not compact[:2].isalpha() or not compact[2:4].isdigit():
-        return False
-    rearranged = compact[4:] + compact[:4]
-    return int("".join(str(int(c, 36)) for c in rearranged)) % 97 == 1
-
-
-def _entropy(text: str) -> float:
-    counts = Counter(text)
-    return -sum(n / len(text) * math.log2(n / len(text)) for n in counts.values())
-
-
-def _emails(text: str) -> Iterator[tuple[int, int]]:
-    for m in _EMAIL.finditer(text):
-        yield m.span()
-
-
-def _secrets(text: str) -> Iterator[tuple[int, int]]:
-    for m in _SECRET_PREFIXED.finditer(text):
-        yield m.span()
-    for m in _SECRET_RANDOM.finditer(text):
-        token = m.group()
-        if (sum(c.isdigit() for c in token) >= 3 and sum(c.isupper() for c in token) >= 2
-                and sum(c.islower() for c in token) >= 2 and _entropy(token) >= 3.5):
-            yield m.span()
-
-
-def _ibans(text: str) -> Iterator[tuple[int, int]]:
-    for m in _IBAN.finditer(text):
-        end = m.end()
-        while end - m.start() >= 15:  # a match may run into an upper-case word after the IBAN
-            if iban_valid(text[m.start():end].replace(" ", "")):
-                yield m.start(), end
-                break
-            end -= 1
-            while end > m.start() and text[end - 1] == " ":
-                end -= 1
-
-
-def _cards(text: str) -> Iterator[tuple[int, int]]:
-    """Runs of digit groups; within a run, the longest Luhn-valid span of whole groups from each
-    group on (a run may start with a number that is not part of the card: `no. 7 4111 1111 …`).
-    A card has at most 19 digits, so at most 19 groups from each one are tried: a run of
-    thousands of groups (`1 1 1 …`) costs linear time, not cubic."""
-    for m in _CARD.finditer(text):
-        groups = [(m.start() + g.start(), m.start() + g.end()) for g in re.finditer(r"\d+", m.group())]
-        i = 0
-        while i < len(groups):
-            for j in range(min(len(groups) - 1, i + 18), i - 1, -1):
-                digits = re.sub(r"\D", "", text[groups[i][0]:groups[j][1]])
-                if 13 <= len(digits) <= 19 and luhn(digits):
-                    yield groups[i][0], groups[j][1]
-                    i = j
-                    break
-            i += 1
-
-
-def _ips(text: str) -> Iterator[tuple[int, int]]:
-    for m in _IPV4.finditer(text):
-        if all(int(part) <= 255 for part in m.group().split(".")):
-            yield m.span()
-    for m in _IPV6.finditer(text):
-        candidate = m.group()
-        if sum(bool(group) for group in candidate.split(":")) >= 2:
-            try:
-                ipaddress.IPv6Address(candidate)
-            except ValueError:
-                continue
-            yield m.span()
-
-
-def _phones(text: str) -> Iterator[tuple[int, int]]:
-    for m in _PHONE.finditer(text):
-        value = m.group().rstrip(" (.-")
-        digits = re.sub(r"\D", "", value)
-        prefixed = value.startswith(("+", "00", "("))
-        separated = re.search(r"\d[ ().-]+\d", value) is not None
-        if 9 <= len(digits) <= 15 and (prefixed or separated) and not _DATE.search(value) \
-                and value.count("(") == value.count(")"):
-            yield m.start(), m.start() + len(value)
-
-
-_DETECTORS: tuple[tuple[str, Callable[[str], Iterator[tuple[int, int]]]], ...] = (
-    ("EMAIL", _emails), ("SECRET", _secrets), ("IBAN", _ibans), ("CARD", _cards), ("IP", _ips),
-    ("PHONE", _phones))
-
-
-def find(text: str) -> list[Finding]:
+def find(text: str, regions: tuple[str, ...] = PHONE_REGIONS) -> list[Finding]:
     """Every detected value in `text`, in order, without overlaps (earlier types win);
-    pseudonyms already in the text are never findings."""
-    taken = [m.span() for m in PSEUDONYM.finditer(text)]
+    pseudonyms already in the text are never findings. `regions`: whose national phone numbers."""
+    taken = [m.span() for m in PSEUDONYM.finditer(text)]  # disjoint, in order
     found: list[Finding] = []
-    for kind, detect in _DETECTORS:
+    for kind, detect in _detectors(regions):
         for start, end in detect(text):
-            if all(end <= s or start >= e for s, e in taken):
-                taken.append((start, end))
+            at = bisect.bisect_left(taken, (start, end))
+            if (at == 0 or taken[at - 1][1] <= start) and (at == len(taken) or end <= taken[at][0]):
+                taken.insert(at, (start, end))
                 found.append(Finding(kind, start, end, text[start:end]))
     return sorted(found, key=lambda f: f.start)
 
 
 def _card_number(value: int) -> bool:
-    digits = str(abs(value))
-    return 13 <= len(digits) <= 19 and luhn(digits)
+    return card_number(str(abs(value)))
+
+
+def secret_key(key: str) -> bool:
+    """A JSON key that names a secret (`password`, `api_key`, `client_secret`: detect-secrets'
+    keyword list): the string under it is a SECRET whole, unless it is a word or a template."""
+    return _SECRET_KEY.search(key) is not None
+
+
+def _keyed_secret(value: str) -> bool:
+    return not PSEUDONYM.fullmatch(value) and keyword_value(value) is not None
 
 
 @dataclass
@@ -184,13 +93,14 @@ class Pseudonymizer:
 
     key: bytes
     counts: Counter[str] = field(default_factory=Counter)
+    regions: tuple[str, ...] = PHONE_REGIONS
 
     def pseudonym(self, kind: str, value: str) -> str:
         digest = hmac.new(self.key, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest()
         return f"<{kind}_{digest[:8]}>"
 
     def text(self, text: str) -> str:
-        findings = find(text)
+        findings = find(text, self.regions)
         if not findings:
             return text
         parts, at = [], 0
@@ -203,7 +113,8 @@ class Pseudonymizer:
     def value(self, value: Any) -> Any:
         """`value` with every detected value replaced; keys, lengths and types of containers kept."""
         if isinstance(value, dict):
-            return {k: self.value(v) for k, v in value.items()}
+            return {k: self._keyed(v) if secret_key(k) and isinstance(v, str) and _keyed_secret(v) else self.value(v)
+                    for k, v in value.items()}
         if isinstance(value, list):
             return [self.value(v) for v in value]
         if isinstance(value, str):
@@ -212,6 +123,10 @@ class Pseudonymizer:
             self.counts["CARD"] += 1
             return self.pseudonym("CARD", str(value))
         return value
+
+    def _keyed(self, value: str) -> str:
+        self.counts["SECRET"] += 1
+        return self.pseudonym("SECRET", value)
 
     def _string(self, text: str) -> str:
         stripped = text.strip()
@@ -231,20 +146,28 @@ class Residual:
     kind: str
 
 
-def residuals(value: Any, path: str = "$") -> list[Residual]:
+def residuals(value: Any, path: str = "$", regions: tuple[str, ...] = PHONE_REGIONS) -> list[Residual]:
     """Every detectable value in a JSON document — in values and in keys (a key cannot be
     redacted, so a key that holds one fails the check) — with its JSON path."""
     if isinstance(value, dict):
         found = []
         for k, v in value.items():
             child = f"{path}.{k}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else f"{path}[{json.dumps(k)}]"
-            found += [Residual(f"{child} (key)", f.kind) for f in find(k)]
-            found += residuals(v, child)
+            found += [Residual(f"{child} (key)", f.kind) for f in find(k, regions)]
+            if secret_key(k) and isinstance(v, str) and _keyed_secret(v):
+                found.append(Residual(child, "SECRET"))
+            else:
+                found += residuals(v, child, regions)
         return found
     if isinstance(value, list):
-        return [r for i, v in enumerate(value) for r in residuals(v, f"{path}[{i}]")]
+        return [r for i, v in enumerate(value) for r in residuals(v, f"{path}[{i}]", regions)]
     if isinstance(value, str):
-        return [Residual(path, f.kind) for f in find(value)]
+        stripped = value.strip()
+        if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
+            decoded, _ = parse_problem(value)  # a JSON string is checked as redaction saw it (keys as context)
+            if isinstance(decoded, (dict, list)):
+                return [Residual(path, r.kind) for r in residuals(decoded, path, regions)]
+        return [Residual(path, f.kind) for f in find(value, regions)]
     if isinstance(value, int) and not isinstance(value, bool) and _card_number(value):
         return [Residual(path, "CARD")]
     return []

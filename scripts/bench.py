@@ -8,6 +8,7 @@
   prefix-grouped vs shuffled, the cache holding less than half the working set);
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
+* redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus).
 
 Each replay measurement uses its own copy of the suite slice with a distinct marker at the
 start of the system prompt, so no measurement is served from another one's prefix cache.
@@ -156,6 +157,7 @@ def main() -> int:
     parser.add_argument("--skip-engine-settings", action="store_true")
     parser.add_argument("--skip-trial-look", action="store_true")
     parser.add_argument("--skip-prefix-order", action="store_true")
+    parser.add_argument("--skip-redact", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
     rows = [] if args.skip_replay else replay_benchmarks(args.decisions)
@@ -181,6 +183,10 @@ def main() -> int:
         print("\n## trial look", flush=True)
         if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_trial_look.py")]):
             raise SystemExit(f"bench_trial_look.py failed with status {status}")
+    if not args.skip_redact:
+        print("\n## redaction", flush=True)
+        if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_redact.py")]):
+            raise SystemExit(f"bench_redact.py failed with status {status}")
     print(json.dumps({"replay": dict(rows)}, indent=2))
     return 0
 

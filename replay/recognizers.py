@@ -1,0 +1,384 @@
+"""The recognizers redaction runs (replay/redact.py): each a candidate finder, a validator from a
+well-kept library, and context rules, as Presidio's recognizers are built. Pure.
+
+* PHONE: `phonenumbers` (libphonenumber) `PhoneNumberMatcher` at leniency VALID, once per region
+  in `PHONE_REGIONS`: a number written with `+`/`00` is found whatever the region; a national one
+  (`030/5550142`, `(212) 555-0142`) must be valid in one of the regions. POSSIBLE takes dates,
+  amounts and ids for numbers; STRICT_GROUPING drops numbers grouped as people group them
+  (`0171 234 56 78`). Context: a match inside an id (`INV-2024-000017`, `batch 2024-11-30-07`),
+  after a digit group or an IBAN's head, or holding a date is no number. The regions are a
+  parameter, not a setting in a file: the privacy check, which reads no config, must find what
+  redaction finds.
+* IBAN: candidates of two letters, two digits and 11–32 letters or digits, in any case, grouped by
+  spaces or dashes; `stdnum.iban` (country format and ISO 7064 mod 97-10) decides.
+* CARD: runs of digit groups (spaces, dashes or dots); the longest span of whole groups with one
+  separator, 13–19 digits, an issuer's first digit (2–6) and a valid `stdnum.luhn` check digit.
+* SECRET: `detect-secrets`' plugins used as a library — the token plugins (AWS, GitHub, GitLab,
+  Slack, Stripe, SendGrid, Twilio, Telegram, Discord, Mailchimp, npm, PyPI, OpenAI, Azure, Square,
+  basic-auth URLs) on each whitespace-separated token, the keyword plugin (`password: …`,
+  `secret=…`, `api_key: …`) on the text after each keyword, `PrivateKeyDetector` for PEM headers
+  (the block to its END line goes), `JwtTokenDetector.is_formally_valid` for JWTs' header and
+  payload, and the high-entropy plugin's Shannon entropy for long random tokens; plus the
+  prefixes it has no plugin for (`sk-proj-`, `sk-ant-`, `github_pat_`, `AIza`). UUIDs and hex
+  digests are ids, not secrets: they name records, and a replayed request keeps them.
+* IP: IPv4/IPv6 candidates validated by `ipaddress`; one right after `version`, `release`,
+  `firmware`, `build`… is a version.
+* EMAIL: a pattern (local part, `@`, dotted domain with a TLD).
+* PERSON: only a name that a cue announces — a salutation or title (`Dear`, `Mr.`, `Ms.`, `Dr.`,
+  `Herr`, `Frau`, `Madame`…) or a label (`Name:`, `Attn:`, `Contact person:`, `Ansprechpartner:`) —
+  followed by one to three capitalised words (`Dear Customer`, `Dear Sir` stay). A name anywhere
+  else (`ask Maria about it`) is not found: that needs an NER model (Presidio's default is a
+  downloaded spaCy model), which this project does not ship. Street addresses are not detected.
+
+Every pattern here is linear in the text: candidates start only where the lookbehind allows,
+repetitions are bounded or cannot overlap, and the plugins' own expressions (Python `re`, some
+super-linear on adversarial input) only ever see bounded windows: a token of at most `_WINDOW`
+characters (longer ones in overlapping windows) or the `_WINDOW` characters after a keyword.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from collections.abc import Iterator
+
+import phonenumbers
+from detect_secrets.filters.heuristic import is_potential_uuid, is_templated_secret
+from detect_secrets.plugins.aws import AWSKeyDetector
+from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
+from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.basic_auth import BasicAuthDetector
+from detect_secrets.plugins.discord import DiscordBotTokenDetector
+from detect_secrets.plugins.github_token import GitHubTokenDetector
+from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
+from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+from detect_secrets.plugins.jwt import JwtTokenDetector
+from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, DENYLIST, KeywordDetector
+from detect_secrets.plugins.mailchimp import MailchimpDetector
+from detect_secrets.plugins.npm import NpmDetector
+from detect_secrets.plugins.openai import OpenAIDetector
+from detect_secrets.plugins.private_key import PrivateKeyDetector
+from detect_secrets.plugins.pypi_token import PypiTokenDetector
+from detect_secrets.plugins.sendgrid import SendGridDetector
+from detect_secrets.plugins.slack import SlackDetector
+from detect_secrets.plugins.square_oauth import SquareOAuthDetector
+from detect_secrets.plugins.stripe import StripeDetector
+from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
+from detect_secrets.plugins.twilio import TwilioKeyDetector
+from stdnum import iban, luhn
+
+Span = tuple[int, int]
+
+PHONE_REGIONS = ("DE", "AT", "CH", "FR", "GB", "US", "NL", "ES", "IT")
+"""Regions whose national numbers are found (ISO 3166 alpha-2), in order; international numbers
+are found whatever the list. Each region is one more pass over a text that holds 7+ digits."""
+
+_WINDOW = 256  # the most characters one plugin expression sees at once
+
+# --- e-mail ---------------------------------------------------------------------------------
+
+_EMAIL = re.compile(r"(?<![\w.%+'-])[\w.%+'-]+@[^\W_](?:[\w-]*[^\W_])?(?:\.[^\W_](?:[\w-]*[^\W_])?)*"
+                    r"\.[^\W\d_]{2,}(?![\w-])")
+
+
+def _token_before(text: str, start: int) -> str:
+    """The part of the whitespace-separated token that ends at `start` (at most 256 characters back)."""
+    head = text[max(0, start - 256):start]
+    return head.split()[-1] if head and not head[-1].isspace() else ""
+
+
+def emails(text: str) -> Iterator[Span]:
+    """Not the `user:password@host` of a URL (the basic-auth plugin takes the password)."""
+    for m in _EMAIL.finditer(text):
+        if "://" not in _token_before(text, m.start()):
+            yield m.span()
+
+
+# --- secrets --------------------------------------------------------------------------------
+
+_TOKEN_PLUGINS: tuple[RegexBasedDetector, ...] = (
+    AWSKeyDetector(), GitHubTokenDetector(), GitLabTokenDetector(), SlackDetector(), StripeDetector(),
+    SendGridDetector(), TwilioKeyDetector(), TelegramBotTokenDetector(), DiscordBotTokenDetector(),
+    MailchimpDetector(), NpmDetector(), PypiTokenDetector(), OpenAIDetector(), AzureStorageKeyDetector(),
+    SquareOAuthDetector(), BasicAuthDetector())
+_TOKEN_PATTERNS = tuple(pattern for plugin in _TOKEN_PLUGINS for pattern in plugin.denylist)
+_PRIVATE_KEY = PrivateKeyDetector()
+_KEYWORD = KeywordDetector()
+_ENTROPY = Base64HighEntropyString()
+# prefixes of keys detect-secrets 1.5 has no plugin for (OpenAI project, Anthropic, GitHub fine-grained, Google)
+_PREFIXED = re.compile(r"(?<![\w-])(?:sk-(?:proj|ant|svcacct|admin)-[\w-]{16,}|github_pat_\w{22,}"
+                       r"|AIza[\w-]{35})(?![\w-])")
+_JWT = re.compile(r"(?<![\w-])eyJ[\w-]+\.eyJ[\w-]+\.[\w-]*")
+_RANDOM = re.compile(r"(?<![\w+/=-])[\w+/=-]{24,}(?![\w+/=-])")
+_PEM = re.compile(r"-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_END = re.compile(r"-----END [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----")
+_PEM_LINE = re.compile(r"\n[A-Za-z0-9+/=]+(?=\n|$)")
+_PEM_SPAN = 32_768  # a PEM or PGP private key block is a few KiB; an END farther away is another's
+_KEYWORDS = re.compile(r"(?i)(?:" + "|".join(DENYLIST) + r")[\w]{0,40}[\]'\"]{0,2}[ \t]{0,8}(?::=|:|=)")
+_TOKEN = re.compile(r"\S+")
+
+
+def _token_windows(text: str) -> Iterator[tuple[int, str]]:
+    """Each whitespace-separated token with its offset; one longer than `_WINDOW` in windows of
+    `_WINDOW` that overlap by half, so a secret of up to `_WINDOW // 2` characters is whole in one."""
+    for m in _TOKEN.finditer(text):
+        start, token = m.start(), m.group()
+        if len(token) <= _WINDOW:
+            yield start, token
+            continue
+        for at in range(0, len(token) - _WINDOW // 2, _WINDOW // 2):
+            yield start + at, token[at:at + _WINDOW]
+
+
+def _widen(text: str, start: int, end: int, lo: int, hi: int) -> Span:
+    """A token secret is the whole run of token characters around the part a plugin matched (the
+    Slack plugin stops at the first upper-case letter of `xoxb-…-AbCd…`), within its window
+    `lo:hi` (so a token of thousands of characters costs no more than its windows)."""
+    while start > lo and (text[start - 1].isalnum() or text[start - 1] in "_-"):
+        start -= 1
+    while end < hi and (text[end].isalnum() or text[end] in "_-"):
+        end += 1
+    return start, end
+
+
+def _plugin_secrets(text: str) -> Iterator[Span]:
+    for offset, window in _token_windows(text):
+        for pattern in _TOKEN_PATTERNS:
+            for m in pattern.finditer(window):
+                groups = [g for g in range(1, (pattern.groups or 0) + 1) if m.group(g)]
+                if groups and m.start(groups[-1]) > m.start():  # the secret is a part (basic auth: the password)
+                    start, end = m.span(groups[-1])
+                else:
+                    value = m.group().strip(" \t\"'=:")
+                    start = m.start() + m.group().index(value)
+                    end = start + len(value)
+                yield _widen(text, offset + start, offset + end, offset, offset + len(window))
+
+
+def _prose(value: str) -> bool:
+    """`password: see the vault` names no secret: a keyword's value of six lower-case letters or
+    fewer is taken as a word of the sentence."""
+    return value.isalpha() and value.islower() and len(value) <= 6
+
+
+def keyword_value(value: str) -> str | None:
+    """The secret in a keyword plugin's value, or None: its first word, without the sentence's
+    closing punctuation; a template (`{x}`, `<x>`, `${x}`, a pseudonym) or a word is none."""
+    words = value.split()
+    if not words:
+        return None
+    word = words[0].rstrip(".,;)").strip("\"'`")
+    if not word or is_templated_secret(word) or word.startswith("$") or _prose(word):
+        return None
+    return word
+
+
+def _keyword_secrets(text: str) -> Iterator[Span]:
+    at = 0
+    while (m := _KEYWORDS.search(text, at)) is not None:
+        line_end = text.find("\n", m.end())
+        window_end = min(len(text) if line_end < 0 else line_end, m.end() + _WINDOW)
+        window = text[m.start():window_end]
+        at = m.end()
+        # the plugin's expressions each yield their first value in the window, which may belong to a
+        # later keyword: this keyword's value is the one that starts right after it
+        values = [v for found in _KEYWORD.analyze_string(window, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP)
+                  if (v := keyword_value(found)) is not None]
+        starts = [(text.find(v, m.end(), window_end), v) for v in values]
+        spans = [(start, start + len(v)) for start, v in starts if 0 <= start <= m.end() + 10]
+        if spans:
+            span = min(spans)
+            yield span
+            at = span[1]
+
+
+def _private_keys(text: str) -> Iterator[Span]:
+    """A PEM private key, from its BEGIN line to its END line within `_PEM_SPAN` characters (or, cut
+    short, to the last line of key material after BEGIN)."""
+    at = 0
+    while (m := _PEM.search(text, at)) is not None:
+        if not any(True for _ in _PRIVATE_KEY.analyze_string(m.group())):
+            at = m.end()
+            continue
+        end_marker = _PEM_END.search(text, m.end(), m.end() + _PEM_SPAN)
+        end = m.end()
+        if end_marker is not None:
+            end = end_marker.end()
+        else:
+            for line in _PEM_LINE.finditer(text, m.end(), m.end() + _PEM_SPAN):
+                if line.start() != end:
+                    break
+                end = line.end()
+        yield m.start(), end
+        at = end
+
+
+def high_entropy(token: str) -> bool:
+    """A long random token (24+ characters): upper and lower case, digits, and a Shannon entropy
+    (the high-entropy plugin's) of 3.5 bits or more. UUIDs, hex digests and identifiers
+    (`getHTTPResponseCode2XX`, `SomeVeryLongClassName…`) fail it."""
+    if is_potential_uuid(token) or sum(c.isdigit() for c in token) < 2:
+        return False
+    if sum(c.isupper() for c in token) < 2 or sum(c.islower() for c in token) < 2:
+        return False
+    return bool(_ENTROPY.calculate_shannon_entropy(token) >= 3.5)
+
+
+def secrets(text: str) -> Iterator[Span]:
+    yield from _private_keys(text)
+    yield from _keyword_secrets(text)
+    yield from _plugin_secrets(text)
+    for m in _PREFIXED.finditer(text):
+        yield m.span()
+    for m in _JWT.finditer(text):  # header and payload decode to JSON (the signature may be cut short)
+        if JwtTokenDetector.is_formally_valid(".".join(m.group().split(".")[:2])):
+            yield m.span()
+    for m in _RANDOM.finditer(text):
+        if high_entropy(m.group()):
+            yield m.span()
+
+
+# --- IBAN -----------------------------------------------------------------------------------
+
+_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[ -]?[A-Za-z0-9]){11,32}")
+
+
+def ibans(text: str) -> Iterator[Span]:
+    """The longest valid IBAN from each candidate's start that ends at a word boundary (a candidate
+    runs on into the next words: `… 0130 00 BIC` → `… 0130 00 B`); the search goes on after the
+    IBAN found, or after the candidate's start, never past a later IBAN the candidate ran into."""
+    at = 0
+    while (m := _IBAN.search(text, at)) is not None:
+        start, end = m.span()
+        at = start + 1
+        while end - start >= 15:
+            if not text[end:end + 1].isalnum() and text[end - 1].isalnum() and iban.is_valid(text[start:end]):
+                yield start, end
+                at = end
+                break
+            end -= 1
+
+
+# --- cards ----------------------------------------------------------------------------------
+
+_DIGIT_RUN = re.compile(r"(?<![\w.-])\d+(?:[ .-]\d+)*")
+_GROUP = re.compile(r"\d+")
+
+
+def card_number(digits: str) -> bool:
+    """13–19 digits, an issuer's first digit (2 Mastercard, 3 Amex/Diners/JCB, 4 Visa, 5 Mastercard,
+    6 Discover/UnionPay/Maestro) and a valid Luhn check digit (`stdnum.luhn`)."""
+    return 13 <= len(digits) <= 19 and digits[0] in "23456" and luhn.is_valid(digits)
+
+
+def cards(text: str) -> Iterator[Span]:
+    """Runs of digit groups; within a run, the longest span of whole groups with one separator that
+    is a card number, from each group on (a run may start with a number that is not part of the
+    card: `no. 7 4111 1111 …`). A card has at most 19 digits, so at most 19 groups from each one
+    are tried: a run of thousands of groups (`1 1 1 …`) costs linear time."""
+    for m in _DIGIT_RUN.finditer(text):
+        if m.end() < len(text) and text[m.end()].isalnum() or _continues_a_number(text, m.start()):
+            continue  # a run that runs into a word (`1Z999AA…`) is an id, one after `DE89 ` a number's tail
+        groups = [(m.start() + g.start(), m.start() + g.end()) for g in _GROUP.finditer(m.group())]
+        i = 0
+        while i < len(groups):
+            longest, digits = None, ""
+            for j in range(i, min(len(groups), i + 19)):
+                if j > i and text[groups[j - 1][1]] != text[groups[i][1]]:
+                    break  # one separator throughout
+                digits += text[groups[j][0]:groups[j][1]]
+                if len(digits) > 19:
+                    break
+                if card_number(digits):
+                    longest = j
+            if longest is not None:
+                yield groups[i][0], groups[longest][1]
+                i = longest
+            i += 1
+
+
+# --- IP addresses ---------------------------------------------------------------------------
+
+_IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)")
+_IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
+_VERSION_CUE = re.compile(r"(?i)(?<![a-z])(?:version|ver|release|firmware|build|revision|rev|patch|tag)[\s:=]{1,3}$")
+
+
+def ips(text: str) -> Iterator[Span]:
+    for m in _IPV4.finditer(text):
+        if all(int(part) <= 255 for part in m.group().split(".")) \
+                and not _VERSION_CUE.search(text[max(0, m.start() - 12):m.start()]):
+            yield m.span()
+    for m in _IPV6.finditer(text):
+        candidate = m.group()
+        if sum(bool(group) for group in candidate.split(":")) >= 2:
+            try:
+                ipaddress.IPv6Address(candidate)
+            except ValueError:
+                continue
+            yield m.span()
+
+
+# --- person names after a cue -------------------------------------------------------------
+
+_UPPER, _LOWER = "A-ZÀ-ÖØ-ÞŁŚŻŹĆŃŠŽČ", "a-zß-öø-ÿłśżźćńšžč'’"
+_NAME_WORD = f"[{_UPPER}][{_LOWER}]+(?:-?[{_UPPER}][{_LOWER}]+)*"
+_PARTICLE = r"(?:van|von|de|da|del|der|den|di|du|le|la|zu|ter)"
+_PERSON = re.compile(
+    r"(?:(?<![\w])(?:(?:Dear|Mr|Mrs|Ms|Mx|Miss|Dr|Prof|Herr|Frau|Madame|Monsieur|Señor|Señora)\.?[ \t]+){1,2}"
+    r"|(?<![\w])(?i:name|full[ _]name|attn|contact[ _]person|ansprechpartner(?:in)?)[ \t]*[:=][ \t]*"
+    r"(?:(?:Mr|Mrs|Ms|Dr|Prof|Herr|Frau)\.?[ \t]+)?)"
+    f"({_NAME_WORD}(?:[ \\t]+(?:{_PARTICLE}[ \\t]+){{0,2}}{_NAME_WORD}){{0,2}})(?![\\w-])")
+_NOT_NAMES = frozenset({
+    "Customer", "Customers", "Sir", "Sirs", "Madam", "Team", "All", "Colleague", "Colleagues", "Friend", "Friends",
+    "Everyone", "Support", "Sales", "Valued", "Hiring", "Manager", "Member", "Members", "User", "Users", "Client",
+    "Partner", "Kunde", "Kundin", "Kollegen", "Damen", "Herren", "Applicant", "Reader", "Subscriber", "Owner", "Admin",
+    "Administrator",
+    # a cue is no name (`Attn: Dr. <PERSON_…>` redacted again must stay as it is)
+    "Dear", "Mr", "Mrs", "Ms", "Mx", "Miss", "Dr", "Prof", "Herr", "Frau", "Madame", "Monsieur", "Señor", "Señora"})
+
+
+def persons(text: str) -> Iterator[Span]:
+    for m in _PERSON.finditer(text):
+        if m.group(1).split()[0] not in _NOT_NAMES:
+            yield m.span(1)
+
+
+# --- phone numbers --------------------------------------------------------------------------
+
+_DATE = re.compile(r"\d{4}[-/.]\d{1,2}[-/.]\d{1,2}|\d{1,2}[./]\d{1,2}[./]\d{2,4}")
+
+
+_NUMBER_HEAD = re.compile(r"\d+|[A-Za-z]{2}\d{2}")
+
+
+def _continues_a_number(text: str, start: int) -> bool:
+    """A span after a space that follows a digit group or an IBAN's head (`DE89 3704 0044 …`, an IBAN
+    whose check digits fail) is the tail of a longer number, not a number of its own."""
+    return text[start - 1:start] == " " and _NUMBER_HEAD.fullmatch(_token_before(text, start - 1)) is not None
+
+
+def _glued(near: str, far: str) -> bool:
+    """Whether the character next to a match (`near`), or the one beyond it (`far`) through `-`, `/`,
+    `.` or `_`, is part of a word."""
+    return near.isalnum() or near == "_" or (near in "-/._" and far.isalnum())
+
+
+def _inside_a_word(text: str, start: int, end: int) -> bool:
+    """A match glued to letters or digits, directly or through `-`, `/`, `.` or `_` (`INV-2024-000017`),
+    or the tail of a longer number."""
+    before, after = text[max(0, start - 2):start].rjust(2), text[end:end + 2].ljust(2)
+    return _continues_a_number(text, start) or _glued(before[1], before[0]) or _glued(after[0], after[1])
+
+
+def phones(text: str, regions: tuple[str, ...] = PHONE_REGIONS) -> Iterator[Span]:
+    if sum(c.isdigit() for c in text) < 7:
+        return
+    seen: set[Span] = set()
+    for region in regions:
+        for match in phonenumbers.PhoneNumberMatcher(text, region, leniency=phonenumbers.Leniency.VALID):
+            span = (match.start, match.end)
+            if span in seen or _inside_a_word(text, *span) or _DATE.search(match.raw_string):
+                continue
+            seen.add(span)
+            yield span
