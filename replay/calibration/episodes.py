@@ -32,7 +32,7 @@ from pydantic import Field, model_validator
 
 from core.names import Name
 from core.records import Strict
-from replay.calibration.planted import PlantedError, request_key, seeded_rng
+from replay.calibration.planted import PlantedError, categorical, check_mass, request_key, seeded_rng
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.pack import Pack, oracle_end_state, play
 from replay.sandbox.scenario import Call, Critical, Scenario
@@ -52,8 +52,7 @@ class PackArmBehaviour(Strict):
 
     @model_validator(mode="after")
     def _mass(self) -> PackArmBehaviour:
-        if self.complete + self.claim + self.critical > 1 + 1e-9:
-            raise ValueError(f"model {self.model}: complete + claim + critical exceed 1")
+        check_mass(self.model, {"complete": self.complete, "claim": self.claim, "critical": self.critical})
         return self
 
 
@@ -63,13 +62,9 @@ def episode_kind(arms: Sequence[PackArmBehaviour], spec_seed: int, seed: int, mo
     if arm is None:
         raise PlantedError(f"no planted sandbox behaviour for model {model!r}")
     u = seeded_rng(f"pack|{spec_seed}|{seed}|{model}|{key}").random()
-    if u < arm.complete:
-        return "complete"
-    if u < arm.complete + arm.claim:
-        return "claim"
-    if u < arm.complete + arm.claim + arm.critical:
-        return "critical"
-    return "give_up"
+    kinds: tuple[tuple[EpisodeKind, float], ...] = (("complete", arm.complete), ("claim", arm.claim),
+                                                    ("critical", arm.critical))
+    return categorical(u, kinds, "give_up")
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from random import Random
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, TypeVar
 
 from aiohttp import web
 from pydantic import Field, model_validator
@@ -46,6 +46,7 @@ from replay.memory.inject import MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 
 PLANTED = "planted"
 Kind = Literal["right", "repeat", "malformed", "wrong"]
+Drawn = TypeVar("Drawn")
 MALFORMED_TEXT = '<tool_call>{"name": '
 _END = object()
 _RULE_LINE_RE = re.compile(r"^- .*<!-- (\S+)(?: evidence:\S+)? -->$")
@@ -68,8 +69,7 @@ class ArmBehaviour(Strict):
 
     @model_validator(mode="after")
     def _mass(self) -> ArmBehaviour:
-        if self.right + self.repeat + self.malformed > 1 + 1e-9:
-            raise ValueError(f"model {self.model}: right + repeat + malformed exceed 1")
+        check_mass(self.model, {"right": self.right, "repeat": self.repeat, "malformed": self.malformed})
         return self
 
 
@@ -127,13 +127,25 @@ def planted_kind(spec: PlantedSpec, seed: int, model: str, decision: Decision, r
     arm = spec.arm(model)
     # The model's own answer, the same under every memory condition unless the prompt's change redraws it.
     u = rng.random() if rng.random() < spec.prompt_sensitivity else seeded_rng(own).random()
-    if u < arm.right:
-        return "right"
-    if u < arm.right + arm.repeat:
-        return "repeat"
-    if u < arm.right + arm.repeat + arm.malformed:
-        return "malformed"
-    return "wrong"
+    own_answers: tuple[tuple[Kind, float], ...] = (("right", arm.right), ("repeat", arm.repeat),
+                                                   ("malformed", arm.malformed))
+    return categorical(u, own_answers, "wrong")
+
+
+def categorical(u: float, outcomes: Sequence[tuple[Drawn, float]], rest: Drawn) -> Drawn:
+    """The outcome a uniform draw `u` falls on, the outcomes' probabilities laid end to end; `rest` past them."""
+    edge = 0.0
+    for outcome, probability in outcomes:
+        edge += probability
+        if u < edge:
+            return outcome
+    return rest
+
+
+def check_mass(model: str, probabilities: Mapping[str, float]) -> None:
+    """A planted model's outcome probabilities may not exceed 1 together (the rest is the last outcome)."""
+    if sum(probabilities.values()) > 1 + 1e-9:
+        raise ValueError(f"model {model}: {' + '.join(probabilities)} exceed 1")
 
 
 def seeded_rng(key: str) -> Random:
