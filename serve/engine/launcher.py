@@ -23,9 +23,9 @@ from serve.engine.modelbuild import cache_dir
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
 NEGATABLE_FLAGS = {"enable_prefix_caching", "enable_lora"}
-# The call format each vLLM tool parser reads, for the parsers of the formats core/toolcalls reads.
 # The instruction-set flags that decide which CPU kernels run (and so, at the last bit, the answers).
 KERNEL_FLAGS = ("avx2", "avx512f", "avx512_bf16", "amx_bf16", "asimd", "sve")
+# The call format each vLLM tool parser reads, for the parsers of the formats core/toolcalls reads.
 PARSER_FORMATS = {"hermes": "hermes", "qwen3_json": "hermes", "qwen3_coder": "qwen3_coder", "qwen3_xml": "qwen3_coder"}
 FORMAT_LOOKS = {"hermes": '<tool_call>{"name": …, "arguments": …}</tool_call>',
                 "qwen3_coder": "<function=…><parameter=…>…</parameter></function>"}
@@ -80,10 +80,6 @@ class CpuSettings(Strict):
     vllm: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
 
-    @property
-    def label(self) -> str:
-        return "+".join(self.when)
-
 
 class EngineConfig(Strict):
     """The whole engine config (configs/engine/*.toml)."""
@@ -108,27 +104,24 @@ class EngineConfig(Strict):
         return f"http://{self.vllm.host}:{self.vllm.port}"
 
 
-def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
-    """The instruction-set flags of this machine's CPU (empty where /proc/cpuinfo is not readable)."""
-    try:
-        text = cpuinfo.read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return frozenset()
-    for line in text.splitlines():
-        key, _, value = line.partition(":")
-        if key.strip() in ("flags", "Features"):
-            return frozenset(value.split())
-    return frozenset()
-
-
-def host_cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
-    """The CPU's model name, as /proc/cpuinfo gives it."""
+def _cpuinfo_value(cpuinfo: Path, keys: tuple[str, ...]) -> str | None:
+    """The first value under one of `keys` in /proc/cpuinfo (None where it is not readable)."""
     try:
         text = cpuinfo.read_text(encoding="utf-8", errors="replace")
     except OSError:
         return None
-    return next((line.partition(":")[2].strip() for line in text.splitlines()
-                 if line.partition(":")[0].strip() == "model name"), None)
+    return next((value.strip() for key, _, value in (line.partition(":") for line in text.splitlines())
+                 if key.strip() in keys), None)
+
+
+def host_cpu_flags(cpuinfo: Path = Path("/proc/cpuinfo")) -> frozenset[str]:
+    """The instruction-set flags of this machine's CPU (x86 `flags`, aarch64 `Features`)."""
+    return frozenset((_cpuinfo_value(cpuinfo, ("flags", "Features")) or "").split())
+
+
+def host_cpu_model(cpuinfo: Path = Path("/proc/cpuinfo")) -> str | None:
+    """The CPU's model name, as /proc/cpuinfo gives it."""
+    return _cpuinfo_value(cpuinfo, ("model name",))
 
 
 def engine_settings(config: EngineConfig, cpuinfo: Path = Path("/proc/cpuinfo")) -> EngineSettings:
