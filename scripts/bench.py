@@ -171,22 +171,14 @@ def main() -> int:
         for name, value in settings:
             print(f"  {name:<48} {value}")
         rows += settings
-    if not args.skip_gateway and (REPO / "scripts" / "bench_gateway.py").exists():
-        print("\n## gateway", flush=True)
-        if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_gateway.py")]):
-            raise SystemExit(f"bench_gateway.py failed with status {status}")
-    if not args.skip_prefix_order:
-        print("\n## prefix order, small KV cache", flush=True)
-        if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_prefix_order.py")]):
-            raise SystemExit(f"bench_prefix_order.py failed with status {status}")
-    if not args.skip_trial_look:
-        print("\n## trial look", flush=True)
-        if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_trial_look.py")]):
-            raise SystemExit(f"bench_trial_look.py failed with status {status}")
-    if not args.skip_redact:
-        print("\n## redaction", flush=True)
-        if status := run_to_end([sys.executable, str(REPO / "scripts" / "bench_redact.py")]):
-            raise SystemExit(f"bench_redact.py failed with status {status}")
+    for skip, heading, script in ((args.skip_gateway, "gateway", "bench_gateway.py"),
+                                  (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
+                                  (args.skip_trial_look, "trial look", "bench_trial_look.py"),
+                                  (args.skip_redact, "redaction", "bench_redact.py")):
+        if not skip:
+            print(f"\n## {heading}", flush=True)
+            if status := run_to_end([sys.executable, str(REPO / "scripts" / script)]):
+                raise SystemExit(f"{script} failed with status {status}")
     print(json.dumps({"replay": dict(rows)}, indent=2))
     return 0
 
