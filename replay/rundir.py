@@ -15,7 +15,7 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
@@ -29,6 +29,7 @@ RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
 RUN_LOCK = "run.lock"
 ENGINE_JSON = "engine.json"
+_Model = TypeVar("_Model", bound=BaseModel)
 
 
 class RunError(ReplayError, RuntimeError):
@@ -59,32 +60,32 @@ class _RunJson(BaseModel, extra="allow"):
 def read_run_json(run_dir: Path) -> dict[str, Any]:
     """A run directory's run.json ({} when it has none). One that is not UTF-8 JSON, not an object,
     or whose config, suite or pack is the wrong shape, is a RunError naming the file."""
-    path = run_dir / RUN_JSON
-    if not path.is_file():
+    found = _read_run_file(run_dir / RUN_JSON, _RunJson, "a run's run.json", "; use another --out, or restore the file")
+    if found is None:
         return {}
-    try:
-        data = read_json_value(path)
-        _RunJson.model_validate(data)
-    except JsonFileError as exc:
-        raise RunError(f"{exc}; use another --out, or restore the file") from None
-    except ValueError as exc:  # ValidationError: not an object, or a part of the wrong shape
-        raise RunError(f"{path}: not a run's run.json ({excerpt(str(exc).splitlines()[0])}); "
-                       "use another --out, or restore the file") from None
+    data, _ = found
     assert isinstance(data, dict)
     return data
 
 
 def read_engine_settings(run_dir: Path) -> EngineSettings | None:
     """The run directory's engine.json, None when it has none; a bad one is a RunError naming it."""
-    path = run_dir / ENGINE_JSON
+    found = _read_run_file(run_dir / ENGINE_JSON, EngineSettings, "an engine.json")
+    return None if found is None else found[1]
+
+
+def _read_run_file(path: Path, model: type[_Model], what: str, hint: str = "") -> tuple[Any, _Model] | None:
+    """A JSON file of the run directory as read and as `model` validates it (None when absent);
+    not UTF-8 JSON, or not the model's shape, is a RunError naming the file."""
     if not path.is_file():
         return None
     try:
-        return EngineSettings.model_validate(read_json_value(path))
+        data = read_json_value(path)
+        return data, model.model_validate(data)
     except JsonFileError as exc:
-        raise RunError(str(exc)) from None
-    except ValueError as exc:
-        raise RunError(f"{path}: not an engine.json ({excerpt(str(exc).splitlines()[0])})") from None
+        raise RunError(f"{exc}{hint}") from None
+    except ValueError as exc:  # ValidationError: not an object, or a part of the wrong shape
+        raise RunError(f"{path}: not {what} ({excerpt(str(exc).splitlines()[0])}){hint}") from None
 
 
 def config_entries(config: RunConfig) -> dict[str, Any]:
