@@ -30,6 +30,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from core.process import free_port, run_main, run_to_end
+from core.records import Decision
 from demo.suite import write_demo
 from replay.config import RunConfig
 from replay.runner import run
@@ -46,20 +47,31 @@ def engine_counter(base_url: str, name: str) -> float:
     return sum(float(v) for v in re.findall(rf"^{re.escape(name)}\{{[^}}]*\}} ([0-9.e+]+)$", text, re.M))
 
 
-def marked_slice(source: Path, out: Path, marker: str, count: int) -> Path:
-    """The first `count` held-out decisions, system prompt prefixed by `marker`, frozen."""
-    decisions = [d for d in load_suite(source).decisions if d.stratum != "training_sanity"][:count]
+def held_out(source: Path) -> list[Decision]:
+    """The suite's held-out decisions (every stratum but the training-sanity one)."""
+    return [d for d in load_suite(source).decisions if d.stratum != "training_sanity"]
+
+
+def with_system_prefix(decision: Decision, prefix: str, new_id: str | None = None) -> Decision:
+    """The decision with `prefix` before its system prompt (and `new_id`, where given)."""
+    messages = [dict(m) for m in decision.request.messages]
+    messages[0]["content"] = f"{prefix}{messages[0]['content']}"
+    request = decision.request.model_copy(update={"messages": messages})
+    return decision.model_copy(update={"request": request, **({"id": new_id} if new_id else {})})
+
+
+def frozen_suite(out: Path, marker: str, decisions: list[Decision]) -> Path:
+    """`decisions` written and frozen as the suite `bench-<marker>` in `out`."""
     out.mkdir(parents=True)
     (out / "suite.toml").write_text(f'name = "bench-{marker}"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
-    lines = []
-    for decision in decisions:
-        messages = [dict(m) for m in decision.request.messages]
-        messages[0]["content"] = f"[{marker}] {messages[0]['content']}"
-        request = decision.request.model_copy(update={"messages": messages})
-        lines.append(decision.model_copy(update={"request": request}).model_dump_json() + "\n")
-    (out / "decisions.jsonl").write_text("".join(lines))
+    (out / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in decisions))
     freeze_suite(out, synthetic=True)  # the demo suite's invented values
     return out
+
+
+def marked_slice(source: Path, out: Path, marker: str, count: int) -> Path:
+    """The first `count` held-out decisions, system prompt prefixed by `marker`, frozen."""
+    return frozen_suite(out, marker, [with_system_prefix(d, f"[{marker}] ") for d in held_out(source)[:count]])
 
 
 def measure(engine: EngineProcess, suite: Path, work: Path, concurrency: int, order: str,

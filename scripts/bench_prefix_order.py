@@ -25,14 +25,19 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import ENGINE_CONFIG, measure  # scripts/ is this script's own directory
+from bench import (  # scripts/ is this script's own directory
+    ENGINE_CONFIG,
+    frozen_suite,
+    held_out,
+    measure,
+    with_system_prefix,
+)
 from transformers import AutoTokenizer
 
 from core.process import free_port, run_main
-from core.records import Decision, ParseOutcome
+from core.records import ParseOutcome
 from demo.suite import write_demo
 from replay.analysis.compare import load_results
-from replay.suite import freeze_suite, load_suite
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 
 # vLLM refuses a KV cache that cannot hold one request of max_model_len, so the cache is at least this.
@@ -61,23 +66,13 @@ def preamble(group: int, tokens: int, tokenizer: object) -> str:
 def grouped_suite(source: Path, out: Path, marker: str, groups: int, per_group: int, prefix_tokens: int,
                   tokenizer: object) -> Path:
     """`groups` × the same `per_group` held-out decisions, each group's system prompt preceded by its preamble."""
-    decisions = [d for d in load_suite(source).decisions if d.stratum != "training_sanity"]
-    workspace = decisions[0].workspace
-    chosen = [d for d in decisions if d.workspace == workspace][:per_group]
-    out.mkdir(parents=True)
-    (out / "suite.toml").write_text(f'name = "bench-{marker}"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
-    lines = []
+    decisions = held_out(source)
+    chosen = [d for d in decisions if d.workspace == decisions[0].workspace][:per_group]
+    grouped = []
     for group in range(groups):
         text = f"[{marker}] " + preamble(group, prefix_tokens, tokenizer)
-        for decision in chosen:
-            messages = [dict(m) for m in decision.request.messages]
-            messages[0]["content"] = f"{text}\n\n{messages[0]['content']}"
-            request = decision.request.model_copy(update={"messages": messages})
-            copy: Decision = decision.model_copy(update={"id": f"g{group:02d}-{decision.id}", "request": request})
-            lines.append(copy.model_dump_json() + "\n")
-    (out / "decisions.jsonl").write_text("".join(lines))
-    freeze_suite(out, synthetic=True)  # the demo suite's invented values
-    return out
+        grouped += [with_system_prefix(d, f"{text}\n\n", f"g{group:02d}-{d.id}") for d in chosen]
+    return frozen_suite(out, marker, grouped)
 
 
 def replay(config: EngineConfig, suite: Path, work: Path, order: str, concurrency: int) -> dict[str, float]:
