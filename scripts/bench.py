@@ -6,6 +6,8 @@
   the API server (vLLM's CPU default, the AVX512-BF16 setting), quiet and beside one busy core;
 * prefix order with a small KV cache: `scripts/bench_prefix_order.py` (hit rate and decisions/s,
   prefix-grouped vs shuffled, the cache holding less than half the working set);
+* LoRA on the CPU engine: `scripts/bench_cpu_lora.py` (vLLM's per-token ops vs the grouped ones,
+  alone and in the engine: an adapter's decisions/s as a share of the base model's);
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
 * redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus).
@@ -169,6 +171,7 @@ def main() -> int:
     parser.add_argument("--skip-engine-settings", action="store_true")
     parser.add_argument("--skip-trial-look", action="store_true")
     parser.add_argument("--skip-prefix-order", action="store_true")
+    parser.add_argument("--skip-cpu-lora", action="store_true")
     parser.add_argument("--skip-redact", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
@@ -185,6 +188,7 @@ def main() -> int:
         rows += settings
     for skip, heading, script in ((args.skip_gateway, "gateway", "bench_gateway.py"),
                                   (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
+                                  (args.skip_cpu_lora, "LoRA on the CPU engine", "bench_cpu_lora.py"),
                                   (args.skip_trial_look, "trial look", "bench_trial_look.py"),
                                   (args.skip_redact, "redaction", "bench_redact.py")):
         if not skip:

@@ -1,4 +1,4 @@
-"""The real CPU engine started from cpu-smollm2.toml: models, tool calls, runtime LoRA, prefix cache."""
+"""The real CPU engine started from cpu-smollm2.toml: models, tool calls, runtime LoRA (grouped ops), prefix cache."""
 
 from __future__ import annotations
 
@@ -84,6 +84,8 @@ def test_seeded_adapter_loads_at_run_time_and_answers_differently(engine, seeded
     # Same fixed prompt, greedy: the adapter's weights change the model's token probabilities.
     base, lora = completion_logprobs(engine, "worker-base"), completion_logprobs(engine, "seed1-v1")
     assert max(abs(a - b) for a, b in zip(base, lora, strict=True)) > 1e-3, (base, lora)
+    # ... through this package's grouped CPU LoRA ops (serve/engine/cpulora.py), which vLLM loaded as a plugin.
+    assert "Using GroupedPunicaWrapperCPU." in engine.log_path.read_text(errors="replace")
 
 
 def test_prefix_cache_counters_increase_after_a_repeated_prompt(engine):
