@@ -317,19 +317,27 @@ def build_scenarios(seed: int = 0) -> list[Scenario]:
     return out
 
 
-def write_pack(out_dir: Path, seed: int = 0, per_family: int = PER_FAMILY) -> Path:
+def write_pack(out_dir: Path, seed: int = 0, per_family: int = PER_FAMILY,
+               families: tuple[str, ...] | None = None) -> Path:
     """Write and freeze the demo pack (or its slice: the first `per_family` scenarios of each
-    family, the same lines as in the whole pack); the same arguments give the same bytes."""
+    family, of `families` only where given (their short names, `recover`...), the same lines as in
+    the whole pack); the same arguments give the same bytes."""
+    known = [short for short, _ in FAMILIES]
+    if families is not None and not set(families) <= set(known):
+        raise WorkerTierError(f"unknown scenario families {sorted(set(families) - set(known))}; known: {known}")
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise WorkerTierError(f"{out_dir}: cannot write the pack there ({exc.strerror})") from None
-    name = "demo-sandbox" if per_family >= PER_FAMILY else f"demo-sandbox-slice{per_family}"
+    name = "demo-sandbox" if per_family >= PER_FAMILY and families is None else f"demo-sandbox-slice{per_family}"
+    if families is not None:
+        name += "-" + "-".join(short for short in known if short in families)
     (out_dir / PACK_TOML).write_text(
         f'name = "{name}"\nversion = "1"\ndescription = "Demo scenario pack, seed {seed}: six policy families '
         f'over the four demo worlds"\ncreated = {CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")}\nworlds = "demo.worlds"\n',
         encoding="utf-8")
-    chosen = [s for s in build_scenarios(seed) if int(s.id.rsplit("-", 1)[1]) <= per_family]
+    chosen = [s for s in build_scenarios(seed) if int(s.id.rsplit("-", 1)[1]) <= per_family
+              and (families is None or s.id.rsplit("-", 1)[0] in families)]
     lines = [s.model_dump_json(by_alias=True, exclude_defaults=False) + "\n" for s in chosen]
     (out_dir / SCENARIOS_JSONL).write_text("".join(lines), encoding="utf-8")
     freeze_pack(out_dir, at=CREATED)

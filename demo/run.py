@@ -4,7 +4,7 @@
 LoRA adapter learned, at zero training cost. The demo asks it of the embedded model on the demo
 suite: base × {withheld, one rule, workspace memory}, two trained adapters × withheld, and one
 `workspace-minus:<id>` ablation arm per injected rule (the causal lesson gate), and one
-`rules:<id>` arm per rule with a claim (demo/claims.py), for rule uptake. Everything runs
+`rules:<id>` arm per rule with a claim (demo/claims.py) outside the ablated workspace, for rule uptake. Everything runs
 against the real CPU engine behind the real gateway. Re-running into the same directory resumes.
 """
 
@@ -68,12 +68,20 @@ ADAPTER_ARMS = ("recovery", "mix")
 QUICK_PER_CELL = 1
 # Held-out decisions per workspace and stratum in the full demo; the ablated workspace (the one
 # holding the planted harmful rule) gives all of its decisions, so that the causal lesson gate has
-# enough pairs to reach a verdict (a 6/0 sign test is p = 0.031). Sized for the ≈15-minute budget.
-DEMO_PER_CELL = 2
-# Sandbox episodes: the first scenario of each of the six policy families, for the gate's task
-# conditions (isolated replay, unsupported completion, critical failures); the whole pack is
-# `worker-demo pack --out DIR` + `worker-replay sandbox run --pack DIR ...` (README, "The demo").
+# enough pairs to reach a verdict (a 6/0 sign test is p = 0.031). One a cell keeps `make demo`
+# within 10 minutes on a 2-core machine (BENCHMARKS.md): the demo shows every part working on the
+# real engine, and its planted calibration (demo/instrument.py) says what a slice this size detects.
+DEMO_PER_CELL = 1
+# Sandbox episodes: the first scenario of three policy families, one for each task condition the
+# gate judges from them: a rejected call to recover from (isolated replay completion), a phone
+# number not to send out (critical failures), a failed move not to claim (unsupported completion).
+# The whole pack is `worker-demo pack --out DIR` + `worker-replay sandbox run --pack DIR ...`
+# (README, "The demo").
 SANDBOX_PER_FAMILY = 1
+SANDBOX_FAMILIES = ("recover", "pii", "claims")
+# Requests in flight: the engine's max_num_seqs (configs/engine/cpu-smollm2.toml), 1.13x the
+# decisions/s of 8 on the demo suite (BENCHMARKS.md).
+DEMO_CONCURRENCY = 16
 SANDBOX_ARMS = (BASELINE, "base+memory", *ADAPTER_ARMS)
 MAIN_ARMS = (BASELINE, "base+rule", "base+memory", *ADAPTER_ARMS)
 ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
@@ -155,8 +163,10 @@ def ablation_arms(suite: Suite, memory_root: Path) -> list[dict[str, Any]]:
 
 def uptake_arms(suite: Suite) -> list[dict[str, Any]]:
     """One `rules:<id>` arm per claimed rule (demo/claims.py), on that rule's workspace: uptake
-    compares it with the base, which carries no rule."""
-    workspaces = {d.workspace for d in suite.decisions}
+    compares it with the base, which carries no rule. An ablated workspace gets none: its rules'
+    uptake is the ablation pair (the workspace's memory with and without the rule), and a second
+    pair there would cost 19 requests a rule."""
+    workspaces = {d.workspace for d in suite.decisions} - ABLATED_WORKSPACES
     return [{"name": f"only-{rule.slug}", "model": "worker", "memory": f"rules:{rule.id}", "workspaces": [workspace]}
             for workspace, rules in sorted(RULES.items()) if workspace in workspaces
             for rule in rules if rule.id in CLAIMS]
@@ -188,7 +198,7 @@ def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_roo
     return RunConfig.model_validate({
         "endpoint": {"base_url": f"{base_url}/v1", "api_key_env": None},
         "decoding": {"temperature": 0.0, "seed": 0, "max_tokens": 128},
-        "runner": {"concurrency": 8, "order": "prefix"},
+        "runner": {"concurrency": DEMO_CONCURRENCY, "order": "prefix"},
         "memory": {"root": str(memory_root)},
         "arms": arms,
     })
@@ -341,7 +351,7 @@ def _verdict_cell(verdict: RuleVerdict) -> str:
 def sandbox_pack(out: Path) -> Pack:
     path = out / "sandbox-pack"
     if not (path / "pack.toml").exists():
-        write_pack(path, seed=0, per_family=SANDBOX_PER_FAMILY)
+        write_pack(path, seed=0, per_family=SANDBOX_PER_FAMILY, families=SANDBOX_FAMILIES)
     return load_pack(path)
 
 

@@ -66,11 +66,17 @@ def test_every_claim_concerns_decisions_of_the_demo_suite(suite: Suite) -> None:
         assert any(concerns(claim, d) for d in own), rule_id
 
 
-def test_uptake_arms_inject_one_claimed_rule_on_its_workspace(demo: Path, suite: Suite) -> None:
+def test_every_claimed_rule_has_one_uptake_pair_in_the_demo(demo: Path, suite: Suite) -> None:
+    """An `only-<slug>` arm on the rule's workspace, except where the workspace is ablated: there the
+    ablation arm against the full memory is the pair, and no `only-` arm is spent."""
     config = run_config("http://127.0.0.1:9", {"recovery": "r", "mix": "m"}, suite, demo / "memory")
-    arms = {a.name: a for a in config.arms if a.name.startswith("only-")}
-    assert {(a.memory, tuple(a.workspaces or ())) for a in arms.values()} == {
-        (f"rules:{rule_id}", (WORKSPACE_OF[rule_id],)) for rule_id in CLAIMS}
+    only = {a.memory: tuple(a.workspaces or ()) for a in config.arms if a.name.startswith("only-")}
+    ablated = {a.memory.removeprefix("workspace-minus:") for a in config.arms if a.name.startswith("minus-")}
+    for rule_id in CLAIMS:
+        if WORKSPACE_OF[rule_id] in ABLATED_WORKSPACES:
+            assert f"rules:{rule_id}" not in only and rule_id in ablated, rule_id
+        else:
+            assert only[f"rules:{rule_id}"] == (WORKSPACE_OF[rule_id],), rule_id
     one_workspace = Suite(suite.path, suite.manifest, tuple(d for d in suite.decisions if d.workspace == "ws-sales"),
                           suite.sha256)
     assert {a["memory"] for a in uptake_arms(one_workspace)} == {
@@ -96,7 +102,8 @@ def obeying(claim: RuleClaim, decision: Decision) -> ParsedResponse:
 
 
 def test_a_model_that_obeys_every_rule_has_full_uptake_on_the_demo_suite(suite: Suite) -> None:
-    """The demo's arms, pairs and claims together: base answers no call, each `only-<slug>` arm obeys its rule."""
+    """The demo's arms, pairs and claims together: base answers no call, each `only-<slug>` arm obeys its rule
+    (the ablated workspace's rules are paired by their ablation arms, in the next tests)."""
     decisions = [d for d in suite.decisions if d.stratum != "training_sanity"]
     results = [record("base", "withheld", d, ParsedResponse(outcome=ParseOutcome.NO_CALL), ()) for d in decisions]
     for arm in uptake_arms(Suite(suite.path, suite.manifest, tuple(decisions), suite.sha256)):
@@ -104,7 +111,8 @@ def test_a_model_that_obeys_every_rule_has_full_uptake_on_the_demo_suite(suite: 
         results += [record(arm["name"], arm["memory"], d, obeying(CLAIMS[rule_id], d), (rule_id,))
                     for d in decisions if d.workspace in arm["workspaces"]]
     pairs = uptake_pairs(results)
-    assert pairs == [(rule_id, "base", f"only-{rule_id.removeprefix('lc:')}") for rule_id in CLAIMS]
+    assert pairs == [(rule_id, "base", f"only-{rule_id.removeprefix('lc:')}") for rule_id in CLAIMS
+                     if WORKSPACE_OF[rule_id] not in ABLATED_WORKSPACES]
     for u in uptake_table(CLAIMS, pairs, results, decisions):
         assert u.n > 0 and u.moved_to == u.open == u.n, u
 
@@ -145,10 +153,9 @@ def test_analyse_prints_uptake_and_the_report_opens_with_the_answer(demo: Path, 
     uptake = printed[printed.index("Rule uptake"):]
     assert printed.index("Lesson gate") < printed.index("Rule uptake") < printed.index("calls changed vs base")
     flaky = [line.split()[5:] for line in uptake.splitlines() if line.startswith("lc:helpdesk-api-flaky ")]
-    # Two quick-slice decisions follow a rejected call. The arm with only the harmful rule repeats it (moved to);
-    # base+memory obeys its first rule instead, as its ablation arm does (unchanged).
-    assert flaky == [["base", "→", "only-helpdesk-api-flaky", "2", "2", "0", "0", "0", "0", "2/2"],
-                     ["minus-helpdesk-api-flaky", "→", "base+memory", "2", "0", "0", "0", "0", "2", "0/2"]]
+    # Two quick-slice decisions follow a rejected call; base+memory obeys its first rule there, as the
+    # ablation arm does (unchanged). The quick slice is the ablated workspace: no `only-` arm runs.
+    assert flaky == [["minus-helpdesk-api-flaky", "→", "base+memory", "2", "0", "0", "0", "0", "2", "0/2"]]
     md = html.with_suffix(".md").read_text()
     assert md.index("## Answer") < md.index("### Lesson verdicts") < md.index("### Rule uptake") < md.index("## Run")
-    assert "| lc:closed-ticket-reopen | call reopen_ticket | base → only-closed-ticket-reopen |" in md
+    assert "| lc:closed-ticket-reopen | call reopen_ticket | minus-closed-ticket-reopen → base+memory |" in md

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from demo.instrument import instrument_beside_model, planted_calibration
-from demo.run import ABLATED_WORKSPACES, DEMO_PER_CELL, SERIOUS_GATE, held_out_slice, sandbox_pack
+from demo.run import ABLATED_WORKSPACES, DEMO_PER_CELL, SANDBOX_FAMILIES, SERIOUS_GATE, held_out_slice, sandbox_pack
 from demo.suite import write_demo
 from replay.analysis.gates import evaluate_gate
 from replay.calibration.calibrate import END_TO_END
@@ -30,9 +30,10 @@ def test_the_demo_calibration_is_planted_and_a_rerun_reads_it(slice_and_memory: 
     suite_dir, memory = slice_and_memory
     suite = load_suite(suite_dir)
     pack = sandbox_pack(tmp_path)
+    assert len(pack.scenarios) == len(SANDBOX_FAMILIES)
     cal = planted_calibration(suite, memory, tmp_path / "cal", pack, replicates=40)
     assert cal.label == "planted" and cal.gate is not None and cal.lesson is not None and cal.sandbox is not None
-    assert [e.episodes_agree for e in cal.end_to_end] == [e.episodes for e in cal.end_to_end] == [3 * 6]
+    assert [e.episodes_agree for e in cal.end_to_end] == [e.episodes for e in cal.end_to_end] == [3 * len(pack.scenarios)]
     assert cal.gate.replicates == 40 and [e.agree_with_simulation for e in cal.end_to_end] == [e.rows for e in cal.end_to_end]
     # A resumed demo reads what it wrote instead of calibrating again (calibrate refuses an out that holds one).
     assert planted_calibration(suite, memory, tmp_path / "cal", pack, replicates=7) == cal

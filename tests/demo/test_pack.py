@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from core.errors import WorkerTierError
 from demo.pack import build_scenarios, write_pack
 from demo.suite import TRAIN_JSONL, write_demo
 from demo.worlds import WORLDS
@@ -56,3 +57,9 @@ def test_the_demo_slice_is_lines_of_the_whole_pack(pack_dir: Path, tmp_path: Pat
     lines = (one / "scenarios.jsonl").read_text().splitlines()
     assert len(lines) == 6 and set(lines) <= whole
     assert load_pack(one).manifest.name == "demo-sandbox-slice1"
+    three = write_pack(tmp_path / "three", seed=0, per_family=1, families=("claims", "recover", "pii"))
+    assert [s.id for s in load_pack(three).scenarios] == ["recover-01", "pii-01", "claims-01"]
+    assert set((three / "scenarios.jsonl").read_text().splitlines()) <= set(lines)
+    assert load_pack(three).manifest.name == "demo-sandbox-slice1-recover-pii-claims"
+    with pytest.raises(WorkerTierError, match=r"unknown scenario families \['refunds'\]"):
+        write_pack(tmp_path / "bad", families=("recover", "refunds"))
