@@ -7,7 +7,9 @@ Two measurements, side by side in one run:
 * the real engine, twice from cold, once with the grouped wrapper (the shipped default) and once
   with vLLM's own (`VLLM_PLUGINS` without this package's plugin): the same demo decisions
   replayed through the demo's `recovery` adapter and through the base model, decisions/s, the
-  adapter's rate as a share of the base's, and how many adapter answers the two engines agree on.
+  adapter's rate as a share of the base's, and how many adapter answers the two engines agree on;
+  then a third fresh engine with the grouped ops and 3 requests in flight instead of 8 (other
+  batches): its adapter answers must be the first engine's (a bfloat16 engine is deterministic).
 
 Usage: `python scripts/bench_cpu_lora.py [--decisions 16]` (also run by `make bench`).
 """
@@ -20,7 +22,8 @@ import sys
 import tempfile
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import torch
@@ -92,15 +95,27 @@ def load_adapter(engine: EngineProcess, name: str, path: Path) -> None:
         resp.read()
 
 
-def replay(engine: EngineProcess, suite: Path, out: Path, model: str) -> tuple[float, dict[str, str]]:
+def replay(engine: EngineProcess, suite: Path, out: Path, model: str,
+           concurrency: int = 8) -> tuple[float, dict[str, str]]:
     """Decisions/s of one arm, and each decision's parsed answer."""
     config = RunConfig.model_validate({
         "endpoint": {"base_url": f"{engine.base_url}/v1"}, "decoding": {"max_tokens": 128},
-        "runner": {"concurrency": 8, "order": "prefix"}, "arms": [{"name": model, "model": model}]})
+        "runner": {"concurrency": concurrency, "order": "prefix"}, "arms": [{"name": model, "model": model}]})
     started = time.monotonic()
     sent, _ = run(load_suite(suite), config, out, label=f"{out.name:>24}")
     rate = sent / (time.monotonic() - started)
     return rate, {r.decision_id: r.parsed.model_dump_json() for r in load_results(out)}
+
+
+@contextmanager
+def engine_with_adapter(plugins: str | None, adapter: Path, log: Path) -> Iterator[EngineProcess]:
+    """A fresh engine with the adapter loaded; `plugins`: VLLM_PLUGINS ("" = vLLM's own LoRA ops)."""
+    config = load_engine_config(ENGINE_CONFIG, port=free_port())
+    if plugins is not None:
+        config.env["VLLM_PLUGINS"] = plugins
+    with EngineProcess(config, log_path=log) as engine:
+        load_adapter(engine, ADAPTER, adapter)
+        yield engine
 
 
 def engine_rows(decisions: int) -> list[tuple[str, str]]:
@@ -113,24 +128,25 @@ def engine_rows(decisions: int) -> list[tuple[str, str]]:
         suites = {arm: marked_slice(demo / "suite", work / f"suite-{arm}", f"lora-{arm}", decisions)
                   for arm in ("adapter", "base")}
         for ops, plugins in (("grouped", None), ("vLLM", "")):
-            config = load_engine_config(ENGINE_CONFIG, port=free_port())
-            if plugins is not None:
-                config.env["VLLM_PLUGINS"] = plugins
-            with EngineProcess(config, log_path=work / f"vllm-{ops}.log") as engine:
-                load_adapter(engine, ADAPTER, adapter)
+            with engine_with_adapter(plugins, adapter, work / f"vllm-{ops}.log") as engine:
                 rates[ops] = {}
                 rates[ops]["adapter"], answers[ops] = replay(engine, suites["adapter"], work / f"{ops}-adapter",
                                                              ADAPTER)
                 rates[ops]["base"], _ = replay(engine, suites["base"], work / f"{ops}-base",
-                                               config.vllm.served_model_name)
+                                               engine.config.vllm.served_model_name)
+        # Another fresh engine, other batches (3 in flight): bfloat16 grouped ops give each row the same bits.
+        with engine_with_adapter(None, adapter, work / "vllm-grouped-c3.log") as engine:
+            _, answers["grouped, 3 in flight"] = replay(engine, suites["adapter"], work / "grouped-c3", ADAPTER, 3)
     rows = []
     for ops, rate in rates.items():
         rows.append((f"{ops} ops: adapter / base", f"{rate['adapter']:.3f} / {rate['base']:.3f} decisions/s "
                                                    f"= {rate['adapter'] / rate['base']:.2f}x"))
     rows.append(("ratio adapter decisions/s, grouped / vLLM",
                  f"{rates['grouped']['adapter'] / rates['vLLM']['adapter']:.2f}x"))
-    same = sum(answers["grouped"][d] == answers["vLLM"].get(d) for d in answers["grouped"])
-    rows.append(("adapter answers the same under both", f"{same}/{len(answers['grouped'])}"))
+    for label, other in (("adapter answers, grouped vs vLLM's ops", "vLLM"),
+                         ("adapter answers, grouped: 8 vs 3 in flight", "grouped, 3 in flight")):
+        same = sum(answers["grouped"][d] == answers[other].get(d) for d in answers["grouped"])
+        rows.append((label, f"{same}/{len(answers['grouped'])} the same"))
     return rows
 
 

@@ -6,7 +6,7 @@ adapter on SmolLM2's MLP takes 14-44 ms per projection that way and 0.3-0.5 ms a
 (`scripts/bench_cpu_lora.py`), so an adapter request ran at a third of the base model's rate.
 Tokens of one request share one adapter, and a step holds at most `max_loras` of them: this
 wrapper groups the step's tokens by adapter once, in `update_metadata`, and does each group's
-shrink (x @ A^T, scaled) and expand (@ B^T) as one matmul, in the dtypes vLLM's ops use.
+shrink (x @ A^T, scaled) and expand (@ B^T) as one matmul.
 
 Index -1 means "no adapter" (vLLM's GPU kernels skip it); such tokens get no LoRA term here,
 where vLLM's CPU ops would index the last slot, which holds zeros unless every slot is in use.
@@ -42,17 +42,20 @@ def _stacked(weights: torch.Tensor) -> torch.Tensor:
 
 
 def shrink(x: torch.Tensor, weights: torch.Tensor, y: torch.Tensor, groups: Groups, scale: float) -> None:
-    """y[:, :rank] = scale * x @ A[slot]^T per group, computed in y's dtype (vLLM's bgmv_shrink)."""
+    """y[:, :rank] = scale * x @ A[slot]^T per group (vLLM's bgmv_shrink).
+
+    The matmul runs in the model's dtype, not in y's (float32): a bfloat16 matmul gives each row the
+    same bits however many rows share it, a float32 one does not (sgemm picks its kernel by row
+    count), and batches differ from run to run, so a bfloat16 engine replays deterministically."""
     a = _stacked(weights)
     rank = a.shape[1]
-    x = x.to(y.dtype)
     for slot, rows in groups:
         if slot < 0:
             y[rows if rows is not None else slice(None), :rank] = 0
         elif rows is None:
-            y[:, :rank] = scale * (x @ a[slot].to(y.dtype).t())
+            y[:, :rank] = scale * (x @ a[slot].to(x.dtype).t()).to(y.dtype)
         else:
-            y[rows, :rank] = scale * (x[rows] @ a[slot].to(y.dtype).t())
+            y[rows, :rank] = scale * (x[rows] @ a[slot].to(x.dtype).t()).to(y.dtype)
 
 
 def expand(x: torch.Tensor, weights: torch.Tensor, y: torch.Tensor, groups: Groups, offset: int, width: int | None,

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from vllm.lora.layers import LoRAMapping
 from vllm.lora.punica_wrapper.punica_cpu import PunicaWrapperCPU
 
-from serve.engine.cpulora import GroupedPunicaWrapperCPU, token_groups
+from serve.engine.cpulora import GroupedPunicaWrapperCPU, expand, shrink, token_groups
 
 MAX_LORAS = 4
 RANK = 8
@@ -81,3 +81,24 @@ def test_groups_are_computed_per_step() -> None:
     groups = token_groups(torch.tensor([1, -1, 1, 0]))
     assert [(slot, rows.tolist()) for slot, rows in groups if rows is not None] == [(-1, [1]), (0, [3]), (1, [0, 2])]
     assert token_groups(torch.tensor([], dtype=torch.long)) == []
+
+
+def test_a_tokens_lora_term_in_bfloat16_does_not_depend_on_the_rest_of_the_batch() -> None:
+    """Batches differ from run to run (what else is in flight); a bfloat16 engine replays the same
+    answers only if a token's shrink and expand give the same bits in a batch of 1, 3 or 40
+    (at the served model's width: a float32 shrink there differs between 1, 2-3 and 4+ rows)."""
+    gen = torch.Generator().manual_seed(3)
+    hidden, out = 576, 1536
+    a = torch.randn(MAX_LORAS, 1, RANK, hidden, generator=gen).to(torch.bfloat16)
+    b = torch.randn(MAX_LORAS, 1, out, RANK, generator=gen).to(torch.bfloat16)
+    x = torch.randn(40, hidden, generator=gen).to(torch.bfloat16)
+    first_rows = []
+    for size in (1, 3, 40):
+        groups = token_groups(torch.ones(size, dtype=torch.long))
+        mid = torch.zeros(size, RANK)
+        y = torch.zeros(size, out, dtype=torch.bfloat16)
+        shrink(x[:size], a, mid, groups, 2.0)
+        expand(mid, b, y, groups, 0, None, True)
+        first_rows.append((mid[0], y[0]))
+    for mid, y in first_rows[1:]:
+        assert torch.equal(mid, first_rows[0][0]) and torch.equal(y, first_rows[0][1])
