@@ -16,7 +16,6 @@ vLLM uses it through the platform plugin in `serve.engine.vllm_plugins`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -95,46 +94,46 @@ class GroupedPunicaWrapperCPU(PunicaWrapperCPU):
         rows = self.token_lora_indices.shape[0]
         return bool(x.shape[0] == rows == y.shape[0])
 
-    def _shrink(self, y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, scale: float,
-                fallback: Callable[..., None]) -> None:
-        if self._grouped(x, y):
-            shrink(x, w, y, self._groups, scale)
-        else:
-            fallback(y, x, w, scale)
-
-    def _expand_into(self, y: torch.Tensor, x: torch.Tensor, w: torch.Tensor, offset: int, width: int | None,
-                     add: bool,
-                     fallback: Callable[[], None]) -> None:
-        if self._grouped(x, y):
-            expand(x, w, y, self._groups, offset, width, add)
-        else:
-            fallback()
-
     def _shrink_prefill(self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, scale: float) -> None:
-        if not self.no_lora:
-            self._shrink(y, x, w_t_all, scale, super()._shrink_prefill)
+        if self.no_lora:
+            return
+        if self._grouped(x, y):
+            shrink(x, w_t_all, y, self._groups, scale)
+        else:
+            super()._shrink_prefill(y, x, w_t_all, scale)
 
     def _shrink_decode(self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, scale: float) -> None:
-        self._shrink(y, x, w_t_all, scale, super()._shrink_decode)
+        if self._grouped(x, y):
+            shrink(x, w_t_all, y, self._groups, scale)
+        else:
+            super()._shrink_decode(y, x, w_t_all, scale)
 
     def _expand_prefill(self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, add_inputs: bool) -> None:
-        if not self.no_lora:
-            self._expand_into(y, x, w_t_all, 0, None, add_inputs,
-                              lambda: super(GroupedPunicaWrapperCPU, self)._expand_prefill(y, x, w_t_all, add_inputs))
+        if self.no_lora:
+            return
+        if self._grouped(x, y):
+            expand(x, w_t_all, y, self._groups, 0, None, add_inputs)
+        else:
+            super()._expand_prefill(y, x, w_t_all, add_inputs)
 
     def _expand_decode(self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, add_inputs: bool) -> None:
-        self._expand_into(y, x, w_t_all, 0, None, add_inputs,
-                          lambda: super(GroupedPunicaWrapperCPU, self)._expand_decode(y, x, w_t_all, add_inputs))
+        if self._grouped(x, y):
+            expand(x, w_t_all, y, self._groups, 0, None, add_inputs)
+        else:
+            super()._expand_decode(y, x, w_t_all, add_inputs)
 
     def _expand_slice_prefill(self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, y_offset: int,
                               y_slice_size: int, add_inputs: bool) -> None:
-        if not self.no_lora:
-            self._expand_into(y, x, w_t_all, y_offset, y_slice_size, add_inputs,
-                              lambda: super(GroupedPunicaWrapperCPU, self)._expand_slice_prefill(
-                                  y, x, w_t_all, y_offset, y_slice_size, add_inputs))
+        if self.no_lora:
+            return
+        if self._grouped(x, y):
+            expand(x, w_t_all, y, self._groups, y_offset, y_slice_size, add_inputs)
+        else:
+            super()._expand_slice_prefill(y, x, w_t_all, y_offset, y_slice_size, add_inputs)
 
     def _expand_slice_decode(self, y: torch.Tensor, x: torch.Tensor, w_t_all: torch.Tensor, y_offset: int,
                              y_slice_size: int, add_inputs: bool) -> None:
-        self._expand_into(y, x, w_t_all, y_offset, y_slice_size, add_inputs,
-                          lambda: super(GroupedPunicaWrapperCPU, self)._expand_slice_decode(
-                              y, x, w_t_all, y_offset, y_slice_size, add_inputs))
+        if self._grouped(x, y):
+            expand(x, w_t_all, y, self._groups, y_offset, y_slice_size, add_inputs)
+        else:
+            super()._expand_slice_decode(y, x, w_t_all, y_offset, y_slice_size, add_inputs)

@@ -102,3 +102,15 @@ def test_a_tokens_lora_term_in_bfloat16_does_not_depend_on_the_rest_of_the_batch
         first_rows.append((mid[0], y[0]))
     for mid, y in first_rows[1:]:
         assert torch.equal(mid, first_rows[0][0]) and torch.equal(y, first_rows[0][1])
+
+
+def test_rows_that_are_not_the_steps_tokens_go_to_vllms_own_op() -> None:
+    """vLLM's expand broadcasts a single input row over the batch; the grouped path does not
+    handle that shape and hands it to vLLM's op, with the same result."""
+    reference, grouped = _wrappers([0, 0, 2], prefill=False)
+    _, b = _weights(torch.float32, seed=5)
+    x = torch.randn(1, RANK)
+    expected, got = torch.zeros(3, SLICES[0]), torch.zeros(3, SLICES[0])
+    reference._expand_decode(expected, x, b[0], True)
+    grouped._expand_decode(got, x, b[0], True)
+    assert torch.equal(got, expected) and bool(expected.abs().sum() > 0)
