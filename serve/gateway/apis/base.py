@@ -98,6 +98,16 @@ def chat_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     return message
 
 
+def make_strict(tools: Any, function_key: str | None) -> bool:
+    """Mark every offered tool strict (in place); False when there is none to mark."""
+    given = [t.get(function_key) if function_key else t for t in tools if isinstance(t, dict)] \
+        if isinstance(tools, list) else []
+    entries: list[dict[str, Any]] = [e for e in given if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    for entry in entries:
+        entry["strict"] = True
+    return bool(entries)
+
+
 def label(choice: Any) -> str:
     """`choice_label` of a tool choice, `auto` when the request has none."""
     return choice_label("auto" if choice is None else choice)
@@ -195,6 +205,13 @@ class Api(ABC):
     def check(self, body: Mapping[str, Any]) -> None:
         """Refuse (GatewayError) a field this API's forwarding cannot honour; most APIs take every field."""
         return None
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        """Make a request that offers tools and chooses none call one of them (`gateway.forced_tool_routes`):
+        the API's "any tool" choice, with the offered tools made strict so that the engine's structured output
+        holds the call to their schemas (vLLM enforces a schema only for a strict tool). False when it offers
+        no tools or already chooses."""
+        return False
 
     def session(self, body: Mapping[str, Any]) -> str | None:
         """A session id the runtime put in the body, if any (not checked: the caller keeps it only if a name)."""

@@ -22,6 +22,7 @@ from serve.gateway.apis.base import (
     chat_message,
     function_tool,
     label,
+    make_strict,
 )
 from serve.gateway.errors import error_body
 
@@ -143,6 +144,12 @@ class ChatApi(OpenAIErrors, Api):
             tools=chat_tools(body.get("tools")), tool_choice=label(body.get("tool_choice")),
             replies=tool_replies(messages),
             request={k: body[k] for k in ("messages", "tools", "tool_choice") if k in body})
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), "function"):
+            return False
+        body["tool_choice"] = "required"
+        return True
 
     def answer(self, payload: Any) -> Answer:
         message: dict[str, Any] = first_choice(payload, "message", dict)

@@ -29,6 +29,7 @@ from serve.gateway.apis.base import (
     ToolReply,
     chat_message,
     function_tool,
+    make_strict,
     tool_call,
 )
 from serve.gateway.errors import bounded_message
@@ -152,6 +153,12 @@ class MessagesApi(AnthropicErrors, Api):
             tools=offered, tool_choice=tool_choice_label(body.get("tool_choice")), replies=tool_replies(messages),
             request={k: body[k] for k in ("system", "messages", "tools", "tool_choice") if k in body})
 
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), None):
+            return False
+        body["tool_choice"] = {"type": "any"}
+        return True
+
     def session(self, body: Mapping[str, Any]) -> str | None:
         metadata = body.get("metadata")
         user_id = metadata.get("user_id") if isinstance(metadata, Mapping) else None
@@ -184,6 +191,9 @@ class CountTokensApi(MessagesApi):
     path = "/v1/messages/count_tokens"
     generates = False
     captures = False
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        return False
 
     def output_limit(self, body: Mapping[str, Any]) -> str | None:
         return None

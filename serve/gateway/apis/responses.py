@@ -28,6 +28,7 @@ from serve.gateway.apis.base import (
     ToolReply,
     chat_message,
     function_tool,
+    make_strict,
     tool_call,
 )
 from serve.gateway.apis.chat import OpenAIErrors
@@ -103,6 +104,13 @@ class ResponsesApi(OpenAIErrors, Api):
             raise GatewayError(400, "'previous_response_id' is not supported: the gateway is stateless (a response "
                                     "stored by one engine replica is unknown to the others); send the whole "
                                     "conversation in 'input'", "unsupported_field")
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        functions = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+        if body.get("tool_choice") is not None or not make_strict(functions, None):
+            return False
+        body["tool_choice"] = "required"
+        return True
 
     def sse_error(self, message: str, code: str, status: int) -> bytes:
         event = {"type": "error", "code": code, "message": bounded_message(message), "param": None}
