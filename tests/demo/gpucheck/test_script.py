@@ -78,3 +78,10 @@ def test_a_dry_run_without_an_engine_fails_at_the_engine_and_runs_nothing_after_
     assert statuses["install"] == "skipped" and statuses["config"] == statuses["model"] == "passed"
     assert [s.name for s in report.steps] == [s.name for s in STEPS]
     assert {s.status for s in report.steps[4:]} == {"not run"}
+
+
+def test_the_production_doc_lists_every_step_with_its_budget():
+    text = (REPO / "docs" / "production.md").read_text()
+    section = text[text.index("## 8. Checking a GPU host"):]
+    rows = re.findall(r"^\| ([a-z-]+) \| (\d+) \|", section, re.M)
+    assert rows == [(s.name, f"{s.budget_s:.0f}") for s in STEPS]
