@@ -99,6 +99,6 @@ def run_bounded(name: str, argv: Sequence[str], log: Path, timeout_s: float, env
     except subprocess.TimeoutExpired:
         raise CheckFailed(f"{name} did not finish within {timeout_s:.0f} s; log {log}: {log_tail(log)}") from None
     finally:
-        process.stop(grace_s=10)
+        process.stop()  # SIGTERM first: a command that started services of its own stops them
     if status != 0:
         raise CheckFailed(f"{name} exited with status {status}; log {log}: {log_tail(log)}")

@@ -62,7 +62,7 @@ def install_record(spec: StepSpec, args: argparse.Namespace) -> StepRecord:
     """The shell script's install step, as it reported it."""
     if args.install_s is not None:
         return StepRecord(name=spec.name, status="passed", seconds=args.install_s, budget_s=spec.budget_s,
-                          detail=f"worker-tier[gpu] installed into {args.venv or 'its venv'}")
+                          detail=f"worker-tier[gpu] in {args.venv or 'its venv'}")
     reason = args.install_skipped or "not done by this command (run scripts/gpu_check.sh)"
     return StepRecord(name=spec.name, status="skipped", seconds=0, budget_s=spec.budget_s, detail=f"skipped: {reason}")
 
@@ -172,7 +172,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m demo.gpucheck", description=__doc__.splitlines()[0])
     parser.add_argument("--dry-run", action="store_true",
                         help=f"on a CPU machine: the CPU engine, NVML not judged, budgets x{DRY_RUN_FACTOR:g}")
-    parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"), help="the check's working directory")
+    parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"),
+                        help="the check's working directory (its gateway, adapters, replay and logs start afresh)")
     parser.add_argument("--json", type=Path, default=None, help="where gpu-check.json goes (default: OUT/)")
     parser.add_argument("--engine-config", type=Path, default=None,
                         help=f"default: {GPU_CONFIG.name} ({CPU_CONFIG.name} with --dry-run)")
