@@ -169,7 +169,9 @@ def check(args: argparse.Namespace, functions: Mapping[str, StepFunction] = FUNC
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m demo.gpucheck", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m demo.gpucheck",
+                                     description="The GPU check's steps, each timed against its budget; a table and "
+                                                 "gpu-check.json at the end (scripts/gpu_check.sh runs this).")
     parser.add_argument("--dry-run", action="store_true",
                         help=f"on a CPU machine: the CPU engine, NVML not judged, budgets x{DRY_RUN_FACTOR:g}")
     parser.add_argument("--out", type=Path, default=Path("runs/gpu-check"),
