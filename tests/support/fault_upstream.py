@@ -249,9 +249,14 @@ class FaultUpstream:
         if isinstance(read, web.Response):
             return read
         body, mode = read
-        tools = body.get("tools") or []
-        content = [{"type": "tool_use", "id": "toolu_1", "name": tools[0]["name"], "input": {"id": "1"}}] if tools \
-            else [{"type": "text", "text": "Hello"}]
+        try:  # like vLLM, a body it cannot read is a 400 (the gateway passes bodies on unchecked)
+            tools = body.get("tools") or []
+            content = [{"type": "tool_use", "id": "toolu_1", "name": str(tools[0]["name"]), "input": {"id": "1"}}] \
+                if tools else [{"type": "text", "text": "Hello"}]
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
+                                                                 "message": f"cannot read the request: {exc!r}"}},
+                                     status=400)
         message = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
                    "stop_reason": "tool_use" if tools else "end_turn", "usage": {"input_tokens": 5, "output_tokens": 2}}
         if not body.get("stream"):
