@@ -175,6 +175,8 @@ class TrainingExample(Decision):
     """One line of a training split: a decision plus its full answer, which a suite never
     carries (the request contract keeps the answer out of what is scored)."""
 
+    request: ChatRequest
+    """Training renders the chat template: a training example is a chat request."""
     answer: Answer
 
 
