@@ -22,6 +22,12 @@ def _deferred(args: argparse.Namespace) -> int:
     return run_deferred(args.out)
 
 
+def _agent(args: argparse.Namespace) -> int:
+    from demo.agent import run_agent
+
+    return run_agent(args.out)
+
+
 def _adapters(args: argparse.Namespace) -> int:
     from demo.adapters import build_demo_adapters, cached_demo_dir
 
@@ -51,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                "-> replay of base and the recovery adapter")
     deferred.add_argument("--out", type=Path, default=Path("runs/deferred"), help="a fresh directory")
     deferred.set_defaults(func=_deferred)
+    agent = sub.add_parser("agent", help="one Claude Agent SDK session through the gateway -> its captured "
+                                         "decisions -> replayed with memory withheld and injected")
+    agent.add_argument("--out", type=Path, default=Path("runs/agent"), help="a fresh directory")
+    agent.set_defaults(func=_agent)
     adapters = sub.add_parser("adapters", help="train and cache the demo's recovery and mix adapters (idempotent)")
     adapters.add_argument("--demo-dir", type=Path, default=None,
                           help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")

@@ -204,10 +204,11 @@ def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_roo
     })
 
 
-def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path, extra: str = "") -> Path:
+def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path, extra: str = "",
+                   gateway_keys: str = "") -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
-        f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n'
+        f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n{gateway_keys}'
         f'[base]\nserved_model_name = "worker-base"\nmodel = "{MODEL_NAME}"\n'
         f'[adapters]\nroot = "{adapter_root}"\n'
         f'[[upstreams]]\nname = "engine-0"\nurl = "{engine_url}"\n'
@@ -257,9 +258,11 @@ def record_engine(run_dir: Path) -> None:
 
 
 @contextmanager
-def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "") -> Iterator[tuple[str, dict[str, str]]]:
+def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "",
+            gateway_keys: str = "") -> Iterator[tuple[str, dict[str, str]]]:
     """The real engine and the real gateway in front of it (`gateway_extra`: more gateway TOML, e.g.
-    a `[capture]` table); yields the gateway URL and adapter versions."""
+    a `[capture]` table; `gateway_keys`: lines of its `[gateway]` table); yields the gateway URL and
+    adapter versions."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     token = secrets.token_hex(16)
@@ -268,7 +271,7 @@ def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "") -> It
                                                              log_path=logs / "engine.log"), "engine"))
         port = free_port()
         config = gateway_config(out / "gateway" / "gateway.toml", port, engine.base_url, cache_dir() / "adapters",
-                                gateway_extra)
+                                gateway_extra, gateway_keys)
         gateway = ServiceProcess("gateway", [sys.executable, "-m", "serve", "gateway", "--config", str(config)],
                                  {**os.environ, "WORKER_GATEWAY_ADMIN_TOKEN": token}, f"http://127.0.0.1:{port}",
                                  120.0, logs / "gateway.log")
