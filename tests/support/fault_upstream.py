@@ -280,14 +280,22 @@ class FaultUpstream:
         read = await self._other_api(request)
         return read if isinstance(read, web.Response) else web.json_response({"input_tokens": 5})
 
-    async def _responses(self, request: web.Request) -> web.Response:
+    async def _responses(self, request: web.Request) -> web.StreamResponse:
         read = await self._other_api(request)
         if isinstance(read, web.Response):
             return read
         body, _ = read
-        return web.json_response({"id": "resp_1", "object": "response", "model": body["model"], "status": "completed",
-                                  "output": [{"type": "message", "role": "assistant", "id": "m1",
-                                              "content": [{"type": "output_text", "text": "Hello"}]}]})
+        answer = {"id": "resp_1", "object": "response", "model": body["model"], "status": "completed",
+                  "output": [{"type": "message", "role": "assistant", "id": "m1",
+                              "content": [{"type": "output_text", "text": "Hello"}]}]}
+        if not body.get("stream"):
+            return web.json_response(answer)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(_event("response.created", {"type": "response.created", "response": answer}))
+        await response.write(_event("response.completed", {"type": "response.completed", "response": answer}))
+        await response.write_eof()
+        return response
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:
