@@ -48,10 +48,12 @@ class WorkItem:
     rule_ids: tuple[str, ...]
 
     @property
-    def prefix_key(self) -> tuple[str, str]:
-        """Requests with equal keys share a rendered prompt prefix (the cache is per adapter)."""
+    def prefix_key(self) -> tuple[str, str, str]:
+        """Requests with equal keys share a rendered prompt prefix (the cache is per adapter). A replicate
+        runs as its own group, as any other arm would, not beside its original's identical requests."""
         tools = json.dumps(self.decision.request.tools, sort_keys=True)
-        return self.arm.model, tools + json.dumps(self.messages, sort_keys=True)
+        group = self.arm.name if self.arm.replicate_of else ""
+        return self.arm.model, group, tools + json.dumps(self.messages, sort_keys=True)
 
 
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
@@ -154,6 +156,7 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
                     completion_tokens=usage.get("completion_tokens") or 0),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
         attempts=outcome.attempts, finished_at=datetime.now(UTC), served_by=outcome.served_by,
+        replicate_of=item.arm.replicate_of,
     )
 
 
