@@ -59,7 +59,7 @@ def level(engine: EngineProcess, source: Path, work: Path, marker: str, decision
     records = load_results(run_dir)
     failed = [r for r in records if r.parsed.outcome == ParseOutcome.TRANSPORT_ERROR]
     if failed:
-        raise SystemExit(f"{len(failed)} request(s) failed ({failed[0].parsed.error}): the measurement is void")
+        raise Void(f"{len(failed)} request(s) failed ({failed[0].parsed.error}): the measurement is void")
     by_arm: dict[str, dict[str, ResultRecord]] = {}
     for r in records:
         by_arm.setdefault(r.arm, {})[r.decision_id] = r
@@ -76,7 +76,11 @@ def sweep(config: EngineConfig, source: Path, work: Path, name: str, decisions: 
     """The levels on one fresh engine (a short warm-up first, so no level pays the first compile)."""
     with EngineProcess(config, log_path=work / f"vllm-{name}.log") as engine:
         level(engine, source, work, f"{name}-warm", 2, 2)
-        return [level(engine, source, work, f"{name}-c{c}", decisions, c) for c in levels]
+        measured = []
+        for c in levels:
+            measured.append(level(engine, source, work, f"{name}-c{c}", decisions, c))
+            print(row(f"{name}, {c}", measured[-1]), flush=True)
+        return measured
 
 
 def row(label: str, r: dict[str, Any]) -> str:
@@ -84,10 +88,28 @@ def row(label: str, r: dict[str, Any]) -> str:
     return f"{label:<34} {joint:>13} {answers:>14} {r['decisions_per_s']:>8.3f} {r['seconds']:>6.0f}s"
 
 
+class Void(Exception):
+    """A level whose requests failed: nothing it measured counts."""
+
+
+def invariant_sweep(source: Path, work: Path, decisions: int, concurrency: int) -> dict[str, Any]:
+    """The engine with `VLLM_BATCH_INVARIANT=1`, or what became of it (the last lines of its log)."""
+    config = load_engine_config(ENGINE_CONFIG, port=free_port())
+    config.env["VLLM_BATCH_INVARIANT"] = "1"
+    log = work / "vllm-invariant.log"
+    try:
+        return {"levels": sweep(config, source, work, "invariant", decisions, [concurrency])}
+    except (RuntimeError, TimeoutError, Void) as exc:
+        lines = log.read_text(errors="replace").splitlines() if log.exists() else []
+        errors = [line for line in lines if "Error" in line or "error" in line][-6:]
+        return {"error": str(exc), "log_errors": errors}
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--decisions", type=int, default=24, help="decisions per level (each answered twice)")
     parser.add_argument("--levels", default="1,4,8,16", help="requests in flight, comma-separated")
+    parser.add_argument("--skip-shipped", action="store_true", help="skip the shipped engine's levels")
     parser.add_argument("--skip-batch-invariant", action="store_true",
                         help="skip the engine started with VLLM_BATCH_INVARIANT=1")
     args = parser.parse_args()
@@ -96,34 +118,24 @@ def main() -> int:
     print(f"# noise floor against concurrency ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): "
           f"{args.decisions} demo decisions × 2 arms (base and a replicate) per level, "
           f"dtype {shipped.vllm.dtype}, max_num_seqs {shipped.vllm.max_num_seqs}", flush=True)
+    print(f"{'engine, in flight':<34} {'joint differs':>13} {'answer differs':>14} {'dec/s':>8} {'time':>7}",
+          flush=True)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         source, _ = write_demo(work / "demo", seed=0)
-        results["shipped"] = sweep(shipped, source, work, "shipped", args.decisions, levels)
+        if not args.skip_shipped:
+            results["shipped"] = sweep(shipped, source, work, "shipped", args.decisions, levels)
+            shipped_rows = results["shipped"]
+            slowest, fastest = shipped_rows[0], shipped_rows[-1]
+            print(f"ratio decisions/s, {fastest['concurrency']} in flight / {slowest['concurrency']}: "
+                  f"{fastest['decisions_per_s'] / slowest['decisions_per_s']:.2f}x", flush=True)
         if not args.skip_batch_invariant:
-            invariant = load_engine_config(ENGINE_CONFIG, port=free_port())
-            invariant.env["VLLM_BATCH_INVARIANT"] = "1"
-            try:
-                results["batch_invariant"] = sweep(invariant, source, work, "invariant", args.decisions,
-                                                   [max(levels)])
-            except (RuntimeError, TimeoutError) as exc:
-                log = (work / "vllm-invariant.log")
-                tail = log.read_text(errors="replace").splitlines()[-5:] if log.exists() else []
-                results["batch_invariant"] = {"error": str(exc), "log_tail": tail}
-    print(f"{'engine, in flight':<34} {'joint differs':>13} {'answer differs':>14} {'dec/s':>8} {'time':>7}")
-    for r in results["shipped"]:
-        print(row(f"shipped, {r['concurrency']}", r))
-    invariant_rows = results.get("batch_invariant")
-    if isinstance(invariant_rows, list):
-        for r in invariant_rows:
-            print(row(f"VLLM_BATCH_INVARIANT=1, {r['concurrency']}", r))
-    elif invariant_rows is not None:
-        print(f"VLLM_BATCH_INVARIANT=1: {invariant_rows['error']}")
-    shipped_rows = results["shipped"]
-    slowest, fastest = shipped_rows[0], shipped_rows[-1]
-    print(f"ratio decisions/s, {fastest['concurrency']} in flight / {slowest['concurrency']}: "
-          f"{fastest['decisions_per_s'] / slowest['decisions_per_s']:.2f}x")
+            invariant = invariant_sweep(source, work, args.decisions, max(levels))
+            results["batch_invariant"] = invariant
+            if "error" in invariant:
+                print(f"VLLM_BATCH_INVARIANT=1: {invariant['error']}")
+                print("\n".join(f"  log: {line}" for line in invariant["log_errors"]))
     print(json.dumps({"noise": results}, indent=2))
     return 0
 

@@ -17,10 +17,11 @@ from replay.calibration.lesson import calibrate_lesson
 from replay.calibration.report import targets
 from replay.calibration.results import LessonReport, Rate, RuleRates, UptakeRates
 from replay.calibration.simulate import Simulator
-from replay.calibration.spec import CalibrationError, CalibrationSpec, load_spec
+from replay.calibration.spec import CalibrationError, CalibrationSpec, load_spec, with_pilot_noise
 from replay.cli import main
 from replay.stats import wilson_interval
 from replay.suite import Suite
+from tests.support.e13 import e13_results, with_replicate
 
 ALPHA = 0.05
 REPLICATES = 300
@@ -208,3 +209,14 @@ def test_calibrate_with_noise_sets_each_rate_beside_the_exact_one(demo_suite: Su
     text = (tmp_path / "out" / CALIBRATION_TXT).read_text()
     assert "with noise 0.5 (an answer drawn afresh that often) beside exact answers" in text
     assert "Lesson gate with noise 0.5 beside exact answers" in text
+
+
+def test_the_noise_is_taken_from_an_aa_pilot(tmp_path: Path) -> None:
+    """15 of 264 positives changed between base and its replicate: planted for the gate's baseline
+    (right 0.6) as the redraw rate at which two replicates disagree that often."""
+    spec, taken = with_pilot_noise(_spec(tmp_path), with_replicate(e13_results()))
+    eta = 15 / 264
+    assert (1 - (1 - spec.noise) ** 2) * 2 * 0.6 * 0.4 == pytest.approx(eta)
+    assert "15 of 264 positives changed between base and its replicate base-aa" in taken
+    with pytest.raises(CalibrationError, match="no replicate arm"):
+        with_pilot_noise(_spec(tmp_path), e13_results())
