@@ -1,6 +1,7 @@
 """The engine's noise floor against concurrency: an A/A pair (`base` and a replicate of it) replayed
 on the real CPU engine at 1, 4, 8 and 16 requests in flight, and once with vLLM's batch-invariant
-mode (`VLLM_BATCH_INVARIANT=1`) asked for.
+mode (`VLLM_BATCH_INVARIANT=1`) asked for, and on an engine that fixes what a batch holds: one
+sequence at a time (`max_num_seqs = 1`) without a prefix cache, with as many requests in flight.
 
 At temperature 0 an answer should depend on its request alone; on the CPU engine it also depends on
 what shares its batch (the base model's float32 matmuls pick their kernel by row count) and on
@@ -10,7 +11,7 @@ the two (the noise floor `compare` shows), decisions whose answer differs at all
 Each level replays its own copy of the slice (a distinct marker starts the system prompt), so no
 level is served from another one's prefix cache.
 
-Usage: `python scripts/bench_noise.py [--decisions 24] [--levels 1,4,8,16] [--skip-batch-invariant]`
+Usage: `python scripts/bench_noise.py [--decisions 24] [--levels 1,4,8,16] [--skip-serial] [--skip-batch-invariant]`
 (also run by `make bench`).
 """
 
@@ -112,6 +113,8 @@ def main() -> int:
     parser.add_argument("--skip-shipped", action="store_true", help="skip the shipped engine's levels")
     parser.add_argument("--skip-batch-invariant", action="store_true",
                         help="skip the engine started with VLLM_BATCH_INVARIANT=1")
+    parser.add_argument("--skip-serial", action="store_true",
+                        help="skip the engine that runs one sequence at a time without a prefix cache")
     args = parser.parse_args()
     levels = [int(c) for c in args.levels.split(",")]
     shipped = load_engine_config(ENGINE_CONFIG, port=free_port())
@@ -130,6 +133,11 @@ def main() -> int:
             slowest, fastest = shipped_rows[0], shipped_rows[-1]
             print(f"ratio decisions/s, {fastest['concurrency']} in flight / {slowest['concurrency']}: "
                   f"{fastest['decisions_per_s'] / slowest['decisions_per_s']:.2f}x", flush=True)
+        if not args.skip_serial:
+            serial = load_engine_config(ENGINE_CONFIG, port=free_port())
+            serial.vllm.max_num_seqs = 1
+            serial.vllm.enable_prefix_caching = False
+            results["serial"] = sweep(serial, source, work, "serial", args.decisions, [max(levels)])
         if not args.skip_batch_invariant:
             invariant = invariant_sweep(source, work, args.decisions, max(levels))
             results["batch_invariant"] = invariant
