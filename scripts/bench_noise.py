@@ -4,10 +4,11 @@ mode (`VLLM_BATCH_INVARIANT=1`) asked for, and on an engine that fixes what a ba
 sequence at a time (`max_num_seqs = 1`) without a prefix cache, with as many requests in flight.
 
 At temperature 0 an answer should depend on its request alone; on the CPU engine it also depends on
-what shares its batch (the base model's float32 matmuls pick their kernel by row count) and on
-whether its prompt prefix came from the cache. Per level the two arms answer the same decisions
+what shares its batch (the base model's matmuls are not batch-invariant: their bits follow the row
+count) and on whether its prompt prefix came from the cache. Per level the two arms answer the same decisions
 through the real runner; printed side by side: decisions whose joint correctness differs between
-the two (the noise floor `compare` shows), decisions whose answer differs at all, and decisions/s.
+the two (the noise floor `compare` shows), decisions whose answer differs at all, and requests/s
+(both arms).
 Each level replays its own copy of the slice (a distinct marker starts the system prompt), so no
 level is served from another one's prefix cache.
 
@@ -39,14 +40,23 @@ from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_confi
 BASE, REPLICATE = "base", "base-aa"
 
 
+class Void(Exception):
+    """A level whose requests failed: nothing it measured counts."""
+
+
+
 def answer(record: ResultRecord) -> str:
-    """What the model said, as one comparable string (the call, or the text)."""
-    return json.dumps(record.raw_output.get("message"), sort_keys=True)
+    """What the model said, as one comparable string: its calls (tool and arguments) and its text,
+    without the ids the engine draws for each response."""
+    message = record.raw_output.get("message") or {}
+    calls = [(c.tool, c.arguments) for c in record.parsed.calls]
+    return json.dumps({"calls": calls, "content": message.get("content"), "outcome": record.parsed.outcome},
+                      sort_keys=True)
 
 
 def level(engine: EngineProcess, source: Path, work: Path, marker: str, decisions: int,
           concurrency: int) -> dict[str, Any]:
-    """One A/A replay at `concurrency` in flight: the noise floor and decisions/s."""
+    """One A/A replay at `concurrency` in flight: the noise floor and requests/s."""
     suite = marked_slice(source, work / f"suite-{marker}", marker, decisions)
     config = RunConfig.model_validate({
         "endpoint": {"base_url": f"{engine.base_url}/v1"}, "decoding": {"max_tokens": 96},
@@ -69,7 +79,7 @@ def level(engine: EngineProcess, source: Path, work: Path, marker: str, decision
     return {"concurrency": concurrency, "decisions": len(base), "scored": len(scored),
             "joint_discordant": sum(base[d].score.joint_correct != twin[d].score.joint_correct for d in scored),
             "answers_differ": sum(answer(base[d]) != answer(twin[d]) for d in base),
-            "decisions_per_s": sent / seconds, "seconds": seconds}
+            "requests_per_s": sent / seconds, "seconds": seconds}
 
 
 def sweep(config: EngineConfig, source: Path, work: Path, name: str, decisions: int,
@@ -86,11 +96,7 @@ def sweep(config: EngineConfig, source: Path, work: Path, name: str, decisions: 
 
 def row(label: str, r: dict[str, Any]) -> str:
     joint, answers = f"{r['joint_discordant']} of {r['scored']}", f"{r['answers_differ']} of {r['decisions']}"
-    return f"{label:<34} {joint:>13} {answers:>14} {r['decisions_per_s']:>8.3f} {r['seconds']:>6.0f}s"
-
-
-class Void(Exception):
-    """A level whose requests failed: nothing it measured counts."""
+    return f"{label:<34} {joint:>13} {answers:>14} {r['requests_per_s']:>8.3f} {r['seconds']:>6.0f}s"
 
 
 def invariant_sweep(source: Path, work: Path, decisions: int, concurrency: int) -> dict[str, Any]:
@@ -121,7 +127,7 @@ def main() -> int:
     print(f"# noise floor against concurrency ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}): "
           f"{args.decisions} demo decisions × 2 arms (base and a replicate) per level, "
           f"dtype {shipped.vllm.dtype}, max_num_seqs {shipped.vllm.max_num_seqs}", flush=True)
-    print(f"{'engine, in flight':<34} {'joint differs':>13} {'answer differs':>14} {'dec/s':>8} {'time':>7}",
+    print(f"{'engine, in flight':<34} {'joint differs':>13} {'answer differs':>14} {'req/s':>8} {'time':>7}",
           flush=True)
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -131,8 +137,8 @@ def main() -> int:
             results["shipped"] = sweep(shipped, source, work, "shipped", args.decisions, levels)
             shipped_rows = results["shipped"]
             slowest, fastest = shipped_rows[0], shipped_rows[-1]
-            print(f"ratio decisions/s, {fastest['concurrency']} in flight / {slowest['concurrency']}: "
-                  f"{fastest['decisions_per_s'] / slowest['decisions_per_s']:.2f}x", flush=True)
+            print(f"ratio requests/s, {fastest['concurrency']} in flight / {slowest['concurrency']}: "
+                  f"{fastest['requests_per_s'] / slowest['requests_per_s']:.2f}x", flush=True)
         if not args.skip_serial:
             serial = load_engine_config(ENGINE_CONFIG, port=free_port())
             serial.vllm.max_num_seqs = 1
