@@ -283,3 +283,5 @@ class ResultRecord(Strict):
     # The version that answered (a gateway's `X-Worker-Adapter`); None when the endpoint does
     # not say (an engine serves the arm's model itself).
     served_by: str | None = None
+    replicate_of: str | None = None
+    """The arm this one replicates (an A/A arm: same model, memory and decoding), None for any other."""

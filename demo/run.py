@@ -34,7 +34,7 @@ from demo.instrument import instrument_beside_model, planted_calibration
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
-from replay.analysis.compare import Comparison, compare, format_comparison, load_results
+from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, format_comparison, load_results
 from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
@@ -83,7 +83,11 @@ SANDBOX_FAMILIES = ("recover", "pii", "claims")
 # decisions/s of 8 on the demo suite (BENCHMARKS.md).
 DEMO_CONCURRENCY = 16
 SANDBOX_ARMS = (BASELINE, "base+memory", *ADAPTER_ARMS)
-MAIN_ARMS = (BASELINE, "base+rule", "base+memory", *ADAPTER_ARMS)
+# An A/A arm: the base again (same model, memory and decoding), so every effect is read beside what
+# changes with nothing changed, the engine's noise floor at the demo's concurrency (BENCHMARKS.md).
+NOISE_ARM = "base-aa"
+EFFECT_ARMS = ("base+rule", "base+memory", *ADAPTER_ARMS)
+MAIN_ARMS = (BASELINE, *EFFECT_ARMS, NOISE_ARM)
 ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
 
 
@@ -189,6 +193,7 @@ def uptake_pairs(results: Sequence[ResultRecord]) -> list[tuple[str, str, str]]:
 def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_root: Path) -> RunConfig:
     arms = [
         {"name": BASELINE, "model": "worker", "memory": "withheld"},
+        {"name": NOISE_ARM, "replicate_of": BASELINE},
         {"name": "base+rule", "model": "worker", "memory": f"rule:{ONE_RULE_TEXT}"},
         {"name": "base+memory", "model": "worker", "memory": "workspace"},
         *({"name": arm, "model": versions[arm], "memory": "withheld"} for arm in ADAPTER_ARMS),
@@ -342,6 +347,22 @@ def target_lines(rows: Sequence[SummaryRow], lessons: Sequence[RuleVerdict]) -> 
         f"  {'met    ' if met else 'NOT met'}  {what}: {measured}" for what, measured, met in checks)
 
 
+def noise_floor_line(rows: Sequence[SummaryRow], comparisons: Sequence[Comparison]) -> str:
+    """The A/A arm's changes beside each effect arm's: what the memory and adapter arms change against
+    base, read against what changes with nothing changed."""
+    by_arm = {row.arm: row for row in rows}
+    twin = by_arm.get(NOISE_ARM)
+    noise = next((c.noise for c in comparisons if c.noise is not None), None)
+    if twin is None or twin.changed is None or noise is None:
+        return "Noise floor: not measured (no replicate of base in this run)."
+    aa = noise.row("joint", ALL_POSITIVE)
+    joint = "no positives" if aa is None else f"joint correctness on {aa.discordant} of {aa.stats.n} positives"
+    effects = ", ".join(f"{row.arm} {row.changed}" for arm in EFFECT_ARMS
+                        if (row := by_arm.get(arm)) is not None and row.changed is not None)
+    return (f"Noise floor ({NOISE_ARM} replicates {BASELINE}, nothing changed): {twin.changed} chosen calls and "
+            f"{joint} change. Calls changed vs {BASELINE} beside it: {effects}.")
+
+
 def _verdict_cell(verdict: RuleVerdict) -> str:
     evidence = verdict.evidence
     if isinstance(evidence, AblationEvidence):
@@ -383,7 +404,7 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     """Print the comparisons, gates, lessons, uptake, summary and targets, and `calibration` (planted)
     beside what the model did; write the report."""
     results = load_results(run_dir)
-    comparisons = [compare(results, BASELINE, arm) for arm in MAIN_ARMS[1:]]
+    comparisons = [compare(results, BASELINE, arm) for arm in EFFECT_ARMS]
     for comparison in comparisons:
         print(format_comparison(comparison), "\n")
     verdicts = []
@@ -409,6 +430,7 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     print(format_uptake(uptake))
     html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake)
     print("\n" + format_summary(rows))
+    print(noise_floor_line(rows, comparisons))
     print("\n" + target_lines(rows, plan.verdicts))
     if calibration is not None:
         measured = {v.rule_id: _verdict_cell(v) for v in plan.verdicts if v.method == "ablation"}

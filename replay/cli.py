@@ -129,6 +129,12 @@ def _calibrate(args: argparse.Namespace) -> int:
     spec = load_spec(args.spec)
     if args.memory is not None:
         spec = spec.model_copy(update={"memory": args.memory})
+    if args.noise_from is not None:
+        from replay.analysis.compare import load_results
+        from replay.calibration.spec import with_pilot_noise
+
+        spec, taken = with_pilot_noise(spec, load_results(args.noise_from))
+        print(taken, file=sys.stderr)
     pack = None
     if args.pack is not None:
         from replay.sandbox.pack import load_pack
@@ -294,6 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, required=True, metavar="DIR")
     p.add_argument("--memory", type=Path, metavar="DIR", help="workspace memory root (overrides the spec's)")
     p.add_argument("--replicates", type=int, metavar="N", help="Monte-Carlo replicates (overrides the spec's)")
+    p.add_argument("--noise-from", type=Path, metavar="RUN_DIR",
+                   help="plant the noise floor an A/A pilot measured (a run with a replicate arm; overrides the "
+                        "spec's noise): every rate is then shown with it beside the exact one")
     p.set_defaults(func=_calibrate)
 
     p = sub.add_parser("report", help="write report.md and a self-contained report.html")

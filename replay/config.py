@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from core.names import Name
 from core.records import Strict
@@ -81,6 +82,9 @@ class Arm(Strict):
     workspaces: list[Name] | None = None
     """Only decisions of these workspaces (None: all). An ablation `workspace-minus:<id>` arm names the
     rule's own workspace: the rule exists nowhere else."""
+    replicate_of: str | None = None
+    """An A/A arm: the named arm's model, memory, decoding and workspaces again, its own results. What
+    it changes against that arm with nothing changed is the engine's noise floor (`compare`)."""
 
     @field_validator("memory")
     @classmethod
@@ -114,6 +118,10 @@ class MemorySource(Strict):
     """One sub-directory per workspace; relative to the config file."""
 
 
+REPLICATED_FIELDS = ("model", "memory", "decoding", "workspaces")
+"""What a replicate takes from the arm it replicates (and may not set itself)."""
+
+
 class RunConfig(Strict):
     """The whole run config (configs/runs/example.toml is the annotated example)."""
 
@@ -122,6 +130,40 @@ class RunConfig(Strict):
     runner: Runner = Field(default_factory=Runner)
     memory: MemorySource = Field(default_factory=MemorySource)
     arms: list[Arm] = Field(min_length=1)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_replicates(cls, data: Any) -> Any:
+        """A replicate's model, memory, decoding and workspaces are its original's, so the two cannot drift."""
+        if not isinstance(data, dict) or not isinstance(data.get("arms"), list):
+            return data
+        arms = data["arms"]
+        by_name = {a.get("name"): a for a in arms if isinstance(a, dict)}
+        filled = []
+        for index, arm in enumerate(arms):
+            if not isinstance(arm, dict) or arm.get("replicate_of") is None:
+                filled.append(arm)
+                continue
+            of = arm["replicate_of"]
+            original = by_name.get(of) if isinstance(of, str) else None
+            problem = None
+            if original is None:
+                known = ", ".join(str(a.get("name")) for a in arms if isinstance(a, dict) and a is not arm)
+                problem = f"{of!r} is no arm of this run (arms: {known or 'none'})"
+            elif original is arm:
+                problem = "an arm cannot replicate itself"
+            elif original.get("replicate_of") is not None:
+                problem = (f"{of!r} is itself a replicate (of {original['replicate_of']!r}): "
+                           "replicate the original arm")
+            elif own := sorted(set(arm) & set(REPLICATED_FIELDS)):
+                problem = (f"a replicate takes {', '.join(REPLICATED_FIELDS)} from the arm it replicates; "
+                           f"this one sets {', '.join(own)}")
+            if problem is not None or original is None:
+                raise ValidationError.from_exception_data(cls.__name__, [{
+                    "type": PydanticCustomError("replicate", problem or ""), "loc": ("arms", index, "replicate_of"),
+                    "input": of}])
+            filled.append({**{k: original[k] for k in REPLICATED_FIELDS if k in original}, **arm})
+        return {**data, "arms": filled}
 
     @model_validator(mode="after")
     def _unique_arm_names(self) -> RunConfig:

@@ -64,11 +64,13 @@ class WorkItem:
     """Messages `system` / Responses `instructions` with memory injected (None: absent)."""
 
     @property
-    def prefix_key(self) -> tuple[str, str]:
-        """Requests with equal keys share a rendered prompt prefix (the cache is per adapter)."""
+    def prefix_key(self) -> tuple[str, str, str]:
+        """Requests with equal keys share a rendered prompt prefix (the cache is per adapter). A replicate
+        runs as its own group, as any other arm would, not beside its original's identical requests."""
         tools = json.dumps(self.decision.request.tools, sort_keys=True)
         system = "" if self.system is None else json.dumps(self.system, sort_keys=True)
-        return self.arm.model, tools + system + json.dumps(self.messages, sort_keys=True)
+        group = self.arm.name if self.arm.replicate_of else ""
+        return self.arm.model, group, tools + system + json.dumps(self.messages, sort_keys=True)
 
 
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
@@ -206,6 +208,7 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
         usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
         attempts=outcome.attempts, finished_at=datetime.now(UTC), served_by=outcome.served_by,
+        replicate_of=item.arm.replicate_of,
     )
 
 

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
@@ -69,6 +69,35 @@ class RepeatRow(BaseModel):
     tainted_rule_ids: list[str] = []
 
 
+class NoiseRow(BaseModel):
+    """The A/A test of one correctness scope: an arm against its replicate, nothing changed."""
+
+    model_config = ConfigDict(frozen=True)
+    measure: Measure
+    scope: str
+    stats: PairedComparison
+
+    @property
+    def discordant(self) -> int:
+        return self.stats.wins + self.stats.losses
+
+
+class NoiseFloor(BaseModel):
+    """What changes with nothing changed: `arm` against its replicate on the comparison's decisions.
+
+    The sign test stays valid under this noise (it is symmetric under the null), but every noise
+    pair is a discordant pair the candidate's effect has to stand out from."""
+
+    model_config = ConfigDict(frozen=True)
+    arm: str
+    replicate: str
+    decisions: int
+    rows: list[NoiseRow]
+
+    def row(self, measure: Measure, scope: str) -> NoiseRow | None:
+        return next((r for r in self.rows if r.measure == measure and r.scope == scope), None)
+
+
 class Comparison(BaseModel):
     """Candidate against baseline on the decisions both arms answered (`--json` output)."""
 
@@ -83,6 +112,8 @@ class Comparison(BaseModel):
     comparisons_made: int
     tainted_rule_ids: list[str] = []
     tainted_results: int = 0
+    noise: NoiseFloor | None = None
+    """The A/A discordance of the baseline (else the candidate) against its replicate, where the run has one."""
 
     def row(self, measure: Measure, scope: str) -> CorrectnessRow:
         """The correctness row of a stratum or `all_positive`; KeyError names what exists."""
@@ -188,7 +219,38 @@ def compare(
         comparisons_made=len(correctness) + len(repeats) + len(breakdown),
         tainted_rule_ids=_disputed_ids(pairs),
         tainted_results=sum(p.tainted for p in pairs),
+        noise=noise_floor(records, baseline, candidate, {p.baseline.decision_id for p in pairs}),
     )
+
+
+def replicates(results: Iterable[ResultRecord]) -> dict[str, str]:
+    """Each replicate arm in the results and the arm it replicates."""
+    return {r.arm: r.replicate_of for r in results if r.replicate_of is not None}
+
+
+def noise_floor(records: list[ResultRecord], baseline: str, candidate: str,
+                decisions: set[str]) -> NoiseFloor | None:
+    """The baseline's A/A comparison (else the candidate's) on `decisions`; None when neither arm has a
+    replicate, or when the comparison is itself an arm against its replicate."""
+    twins = replicates(records)
+    if twins.get(candidate) == baseline or twins.get(baseline) == candidate:
+        return None
+    for arm in (baseline, candidate):
+        replicate = next((r for r, of in twins.items() if of == arm), None)
+        if replicate is None:
+            continue
+        shared = decisions & {r.decision_id for r in records if r.arm == replicate}
+        if not shared:
+            continue
+        pairs = _pair([r for r in records if r.arm in (arm, replicate) and r.decision_id in shared], arm, replicate,
+                      _Disputed.of(()))
+        rows = []
+        for measure in get_args(Measure):
+            for scope, members in _correctness_scopes(pairs):
+                stats = _correctness_row(measure, scope, members).stats
+                rows.append(NoiseRow(measure=measure, scope=scope, stats=stats))
+        return NoiseFloor(arm=arm, replicate=replicate, decisions=len(pairs), rows=rows)
+    return None
 
 
 @dataclass(frozen=True)
@@ -387,13 +449,16 @@ def repeat_cells(row: RepeatRow) -> tuple[str, str, str, str, str]:
 def format_comparison(comparison: Comparison) -> str:
     """The paired tables as text, in the layout of 001's Table 1."""
     c = comparison
-    header = ("Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points")
+    aa = () if c.noise is None else (NOISE_COLUMN,)
+    header = ("Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points", *aa)
     rows: list[tuple[str, ...]] = [header]
-    rows += [(_mark(measure_label(r), r.tainted_results), *correctness_cells(r)) for r in c.correctness]
-    rows += [(_mark(repeat_label(r), r.tainted_results), *repeat_cells(r)) for r in c.repeats]
+    rows += [(_mark(measure_label(r), r.tainted_results), *correctness_cells(r), *noise_cells(c, r))
+             for r in c.correctness]
+    rows += [(_mark(repeat_label(r), r.tainted_results), *repeat_cells(r), *("",) * len(aa)) for r in c.repeats]
     if c.breakdown:
-        rows.append((f"by {c.by}:", "", "", "", "", ""))
-        rows += [(_mark("  " + measure_label(r), r.tainted_results), *correctness_cells(r)) for r in c.breakdown]
+        rows.append((f"by {c.by}:", "", "", "", "", "", *("",) * len(aa)))
+        rows += [(_mark("  " + measure_label(r), r.tainted_results), *correctness_cells(r), *("",) * len(aa))
+                 for r in c.breakdown]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [f"{c.candidate} against {c.baseline}: {c.decisions} paired decisions", ""]
     for index, row in enumerate(rows):
@@ -401,6 +466,8 @@ def format_comparison(comparison: Comparison) -> str:
         if index == 0:
             lines.append("  ".join("-" * width for width in widths))
     lines += ["", format_overhead(c.overhead)]
+    if c.noise is not None:
+        lines.append(noise_note(c))
     lines.append(
         f"{c.comparisons_made} paired tests (exact two-sided sign tests on discordant pairs, Newcombe hybrid "
         "score 95% CIs), uncorrected for multiple comparisons."
@@ -411,6 +478,33 @@ def format_comparison(comparison: Comparison) -> str:
             f"{', '.join(c.tainted_rule_ids)}: re-run before relying on it."
         )
     return "\n".join(lines)
+
+
+NOISE_COLUMN = "A/A discordant"
+
+
+def noise_cells(c: Comparison, row: CorrectnessRow) -> tuple[str, ...]:
+    """The A/A discordance of the row's scope, as `K of N` (none when the comparison has no noise floor)."""
+    if c.noise is None:
+        return ()
+    aa = c.noise.row(row.measure, row.scope)
+    return ("n/a",) if aa is None else (f"{aa.discordant} of {aa.stats.n}",)
+
+
+def noise_note(c: Comparison, measure: Measure = "joint", scope: str = ALL_POSITIVE) -> str:
+    """One sentence: the noise floor over `scope`, and the candidate's discordant pairs beside it."""
+    noise = c.noise
+    if noise is None:
+        return ""
+    aa, row = noise.row(measure, scope), next((r for r in c.correctness if r.measure == measure and r.scope == scope),
+                                              None)
+    where = "all positives" if scope == ALL_POSITIVE else scope
+    if aa is None or row is None:
+        return f"Noise floor ({noise.replicate} replicates {noise.arm}): no {measure}-scored {where} decisions."
+    return (f"Noise floor: {aa.discordant} of {aa.stats.n} decisions change with nothing changed ({noise.replicate} "
+            f"replicates {noise.arm}; {where}, {measure}: +{aa.stats.wins} / −{aa.stats.losses}); {c.candidate} has "
+            f"{row.stats.wins + row.stats.losses} discordant pairs against {c.baseline} "
+            f"(+{row.stats.wins} / −{row.stats.losses}).")
 
 
 def format_overhead(cost: Overhead) -> str:

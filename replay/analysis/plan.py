@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from core.names import excerpt
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE
-from replay.analysis.compare import ALL_POSITIVE, Comparison, CorrectnessRow, format_points
+from replay.analysis.compare import ALL_POSITIVE, Comparison, CorrectnessRow, Measure, format_points
 from replay.analysis.gates import GateError, GatePolicy, PairedGain
 from replay.analysis.power import (
     check_levels,
@@ -31,6 +31,7 @@ from replay.analysis.power import (
     gate_power,
     minimum_detectable_effect,
     power_at,
+    signal_discordance,
     win_share,
 )
 from replay.stats import DEFAULT_CONFIDENCE
@@ -63,6 +64,14 @@ class PlanRow(BaseModel):
     first_reaching: int | None
     gate_power_now: float | None = None
     gate_power_needed: float | None = None
+    noise_discordant: int | None = None
+    """A/A discordant pairs in this scope (the baseline against its replicate); None: the pilot has no replicate."""
+    noise_discordance: float | None = None
+    noiseless_discordance: float | None = None
+    """`power.signal_discordance`: the pilot's discordance with the noise floor's pairs taken out."""
+    mde_noiseless_points: float | None = None
+    """The MDE at the noiseless discordance, the same effect: what an engine without this noise would detect."""
+    decisions_needed_noiseless: int | None = None
     note: str = ""
 
 
@@ -125,7 +134,8 @@ def plan(
     if target <= 0:
         raise GateError(f"the effect to plan for must be a gain (> 0 points), got {format_points(target)}")
     rows = [
-        _row(row, row.scope == gain.scope, target, level, power, gain, max_decisions)
+        _with_noise(_row(row, row.scope == gain.scope, target, level, power, gain, max_decisions), comparison,
+                    target, level, power, max_decisions)
         for row in _scopes(comparison, gain)
     ]
     return Plan(
@@ -179,6 +189,30 @@ def _row(
                    gate_power_now=gate_now, gate_power_needed=gate_needed, note=note)
 
 
+def _with_noise(row: PlanRow, comparison: Comparison, effect: float, alpha: float, power: float,
+                max_decisions: int) -> PlanRow:
+    """The row with the pilot's noise floor in its scope, and what the same effect needs without it.
+
+    The pilot's own discordance already holds its noise (both arms ran on the noisy engine), so the
+    plan's figures stand as measured; the noiseless ones say what the noise costs."""
+    measure: Measure = "joint" if row.measure == "joint" else "tool"
+    aa = None if comparison.noise is None else comparison.noise.row(measure, row.scope)
+    if aa is None or aa.stats.n == 0:
+        return row
+    eta = aa.discordant / aa.stats.n
+    signal = signal_discordance(row.discordance, eta)
+    mde = minimum_detectable_effect(row.decisions, signal, alpha, power) if signal > 0 else None
+    needed, note = None, row.note
+    if signal > 0 and effect <= 100 * signal:
+        needed = decisions_needed(effect, signal, alpha, power, max_decisions).decisions
+    else:
+        note = "; ".join(n for n in (note, f"without the noise floor's pairs the pilot's discordance allows at most "
+                                           f"{format_points(100 * signal)} points") if n)
+    return row.model_copy(update={"noise_discordant": aa.discordant, "noise_discordance": eta,
+                                  "noiseless_discordance": signal, "mde_noiseless_points": mde,
+                                  "decisions_needed_noiseless": needed, "note": note})
+
+
 # ── text output ─────────────────────────────────────────────────────────────
 
 
@@ -194,8 +228,10 @@ def format_plan(result: Plan) -> str:
     """The plan as a text table under a header that says what was planned for."""
     p = result
     effect = format_points(p.effect_points)
+    noisy = any(r.noise_discordance is not None for r in p.rows)
     header: Sequence[str] = ("Scope", "Pilot N", "Discordant", "d", "Points", f"MDE ({_pct(p.power)})",
-                             f"Power at {effect}", f"N for {effect}", "Test+threshold")
+                             f"Power at {effect}", f"N for {effect}", "Test+threshold",
+                             *(("A/A", "MDE noiseless", "N noiseless") if noisy else ()))
     rows: list[tuple[str, ...]] = [tuple(header)]
     for r in p.rows:
         label = ("all positives" if r.scope == ALL_POSITIVE else r.scope) + (" *" if r.gate_scope else "")
@@ -205,8 +241,13 @@ def format_plan(result: Plan) -> str:
         gate = ""
         if r.gate_scope:
             gate = f"{_pct(r.gate_power_now)} now, {_pct(r.gate_power_needed)} at N"
+        noise: tuple[str, ...] = ()
+        if noisy:
+            noise = ("n/a", "", "") if r.noise_discordant is None else (
+                f"{r.noise_discordant} of {r.decisions}", format_points(r.mde_noiseless_points),
+                _count(r.decisions_needed_noiseless))
         rows.append((label, str(r.decisions), f"+{r.wins} / −{r.losses}", f"{r.discordance:.3f}",
-                     format_points(r.points), format_points(r.mde_points), _pct(r.power_now), needed, gate))
+                     format_points(r.points), format_points(r.mde_points), _pct(r.power_now), needed, gate, *noise))
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = [
         f"plan from pilot {p.pilot}: {p.candidate} against {p.baseline}, {p.policy} condition {p.condition}",
@@ -228,6 +269,12 @@ def format_plan(result: Plan) -> str:
         "point estimate), which an effect at the threshold clears only about half the time.",
         "Assumes the pilot's discordance per scope holds for the candidate being planned.",
     ]
+    if noisy:
+        lines.append(
+            "A/A: decisions whose outcome changed between the baseline and its replicate, nothing changed (the noise "
+            "floor). The pilot's discordance holds that noise, so MDE and N above are the noisy engine's; MDE "
+            "noiseless and N noiseless take the noise's pairs out, (d − η)/(1 − η), at the same effect: what the "
+            "noise costs.")
     return "\n".join(lines)
 
 

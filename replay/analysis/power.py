@@ -56,6 +56,33 @@ def win_share(effect: float, discordance: float) -> float:
     return (1 + effect / (100 * discordance)) / 2
 
 
+def noisy_discordance(signal: float, noise: float) -> float:
+    """The discordance a comparison shows when the engine's noise adds to its signal.
+
+    The noise model: with nothing changed, a fraction `noise` of decisions changes outcome (the A/A
+    discordance); noise turns a concordant pair discordant with that probability, a win or a loss
+    alike, and leaves a discordant pair as it is. So d = s + η·(1 − s), and the effect in points is
+    unchanged: noise adds discordant pairs symmetrically, so at the same effect the win share falls
+    towards one half and the minimum detectable effect grows."""
+    _probabilities(signal=signal, noise=noise)
+    return signal + noise * (1 - signal)
+
+
+def signal_discordance(discordance: float, noise: float) -> float:
+    """The inverse of `noisy_discordance`: the discordance without the noise, s = (d − η) / (1 − η),
+    0 when the comparison's discordance is within the noise floor."""
+    _probabilities(discordance=discordance, noise=noise)
+    if noise >= 1:
+        return 0.0
+    return max(0.0, (discordance - noise) / (1 - noise))
+
+
+def _probabilities(**values: float) -> None:
+    for name, value in values.items():
+        if not 0 <= value <= 1:
+            raise ValueError(f"{name} must be in [0, 1], got {value}")
+
+
 def effect_points(discordance: float, q: float) -> float:
     """The gain in points of winning a share q of discordant pairs at this discordance."""
     return 100 * discordance * (2 * q - 1)

@@ -139,6 +139,11 @@ def calibrate(suite: Suite, spec: CalibrationSpec, out_dir: Path, progress: Prog
     e2e = end_to_end(spec, suite, sim, out_dir, pack_sim)
     gate = calibrate_gate(spec, sim, n, progress) if sim is not None and spec.gate is not None else None
     lesson = calibrate_lesson(spec, sim, n, progress) if sim is not None and spec.lesson is not None else None
+    gate_noiseless = lesson_noiseless = None
+    if spec.noise and sim is not None:  # the same replicates on exact answers: what the noise costs
+        exact = spec.model_copy(update={"noise": 0.0})
+        gate_noiseless = calibrate_gate(exact, sim, n, progress) if spec.gate is not None else None
+        lesson_noiseless = calibrate_lesson(exact, sim, n, progress) if spec.lesson is not None else None
     sandbox = None
     if pack_sim is not None:
         with TemporaryDirectory(prefix="calibrate-evidence-") as work:
@@ -146,7 +151,8 @@ def calibrate(suite: Suite, spec: CalibrationSpec, out_dir: Path, progress: Prog
     cal = Calibration(suite=f"{suite.manifest.name}@{suite.manifest.version}",
                       pack=f"{pack.manifest.name}@{pack.manifest.version}" if pack_sim and pack else None,
                       spec_seed=spec.seed, created_at=datetime.now(UTC), end_to_end=e2e, gate=gate, lesson=lesson,
-                      sandbox=sandbox, targets=targets(gate, lesson))
+                      sandbox=sandbox, noise=spec.noise, gate_noiseless=gate_noiseless,
+                      lesson_noiseless=lesson_noiseless, targets=targets(gate, lesson))
     (out_dir / CALIBRATION_JSON).write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
     (out_dir / CALIBRATION_TXT).write_text(format_calibration(cal), encoding="utf-8")
     (out_dir / POWER_SVG).write_text(power_svg(cal), encoding="utf-8")

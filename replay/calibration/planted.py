@@ -14,7 +14,9 @@ The policy sees only the request, as a model does:
 Every draw comes from RNGs seeded by (spec seed, the request's `seed`, model, decision id and,
 but for the model's own answer, the injected rule ids), never from call order, so concurrency and
 retries do not change an answer, and a simulation that calls `planted_kind` directly gets exactly
-the answers the server gives.
+the answers the server gives. With `noise`, an answer may be drawn afresh; whether is seeded by
+the same and by how often this very request was answered before, so a replicate arm (the same
+requests again) sees the noise an A/A pair on the engine would.
 Per decision: each planted rule the request carries and that concerns the decision is followed
 with its probability (in the spec's order; the first followed wins) and answers what it says;
 otherwise the arm answers right, repeats the rejected call, or answers malformed with its
@@ -29,9 +31,11 @@ import hashlib
 import json
 import re
 import threading
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from math import sqrt
 from random import Random
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -95,6 +99,11 @@ class PlantedSpec(Strict):
     """How often injecting other rules redraws a model's own answer on a decision (1: every memory
     condition answers independently; 0: a model answers a decision the same whatever rules it
     carries, unless it follows one, as a greedy model whose prompt change does not matter)."""
+    noise: float = Field(0.0, ge=0, le=1)
+    """How often an answer is drawn afresh, as the engine's batch noise redraws a fragile answer (0: the
+    planted answers are exact). Every arm keeps its planted rates, so no effect changes; answers that
+    agreed may now differ, a win or a loss alike, and two replicates of one arm disagree. `redraw_rate`
+    turns an A/A pilot's discordance into it."""
     arms: list[ArmBehaviour] = Field(min_length=1)
     rules: list[RuleBehaviour] = Field(default_factory=list)
 
@@ -116,10 +125,17 @@ class PlantedSpec(Strict):
 # ── the policy ───────────────────────────────────────────────────────────────
 
 
-def planted_kind(spec: PlantedSpec, seed: int, model: str, decision: Decision, rule_ids: Sequence[str]) -> Kind:
-    """The kind of answer the planted `model` gives on `decision` carrying `rule_ids` (seeded, order-free)."""
+def planted_kind(spec: PlantedSpec, seed: int, model: str, decision: Decision, rule_ids: Sequence[str],
+                 occurrence: int = 0) -> Kind:
+    """The kind of answer the planted `model` gives on `decision` carrying `rule_ids` (seeded, order-free).
+
+    `occurrence`: how many times this very request was answered before (a replicate arm sends it again);
+    with `spec.noise`, whether the answer is drawn afresh depends on it, as batch noise would."""
     own = f"{spec.seed}|{seed}|{model}|{decision.id}"
-    rng = seeded_rng(f"{own}|{','.join(sorted(rule_ids))}")
+    rules = ",".join(sorted(rule_ids))
+    if spec.noise and seeded_rng(f"{own}|{rules}|noise|{occurrence}").random() < spec.noise:
+        own = f"{own}|{rules}|redrawn|{occurrence}"  # every draw below afresh: the same rates, another answer
+    rng = seeded_rng(f"{own}|{rules}")
     carried = set(rule_ids)
     for rule in spec.rules:
         if rule.id in carried and rule.concerns(decision) and rng.random() < rule.follow:
@@ -130,6 +146,17 @@ def planted_kind(spec: PlantedSpec, seed: int, model: str, decision: Decision, r
     own_answers: tuple[tuple[Kind, float], ...] = (("right", arm.right), ("repeat", arm.repeat),
                                                    ("malformed", arm.malformed))
     return categorical(u, own_answers, "wrong")
+
+
+def redraw_rate(aa_discordance: float, right: float) -> float:
+    """The `noise` at which two replicates of an arm answering right with probability `right` disagree on
+    that share of decisions: an answer is redrawn with probability ρ, two independent draws differ with
+    2p(1 − p), so η = (1 − (1 − ρ)²) · 2p(1 − p). Raises when no ρ reaches η at this `right`."""
+    spread = 2 * right * (1 - right)
+    if not 0 <= aa_discordance <= spread:
+        raise PlantedError(f"an A/A discordance of {aa_discordance:g} is out of reach for an arm right with "
+                           f"probability {right:g} (at most {spread:g}: every answer drawn afresh)")
+    return 1 - sqrt(1 - aa_discordance / spread) if spread else 0.0
 
 
 def categorical(u: float, outcomes: Sequence[tuple[Drawn, float]], rest: Drawn) -> Drawn:
@@ -308,6 +335,8 @@ def planted_app(spec: PlantedSpec, decisions: Sequence[Decision],
             raise PlantedError(f"decisions {twin.id} and {d.id} send the same request: the planted endpoint, like a "
                                "model, cannot tell them apart (calibrate with end_to_end = 0)")
 
+    seen: Counter[tuple[int, str, str, tuple[str, ...]]] = Counter()
+
     async def models(_: web.Request) -> web.Response:
         return web.json_response({"object": "list", "data": [
             {"id": model, "object": "model", "owned_by": PLANTED} for model in served]})
@@ -329,7 +358,10 @@ def planted_app(spec: PlantedSpec, decisions: Sequence[Decision],
         decision = by_key.get(request_key(messages))
         message: dict[str, Any] | None
         if decision is not None and model in {a.model for a in spec.arms}:
-            message = answer_message(planted_kind(spec, seed, model, decision, injected_rule_ids(messages)), decision)
+            rules = injected_rule_ids(messages)
+            asked = (seed, model, decision.id, tuple(sorted(rules)))
+            occurrence, seen[asked] = seen[asked], seen[asked] + 1
+            message = answer_message(planted_kind(spec, seed, model, decision, rules, occurrence), decision)
         else:
             message = _episode_answer(episodes, seed, model, messages)
         if message is None:

@@ -85,6 +85,10 @@ def format_calibration(cal: Calibration) -> str:
         rows += [[f"{u.uptake:g}", r.rule_id, r.role, r.causal.text(), r.leave_one_out.text()]
                  for u in ls.uptakes for r in u.rules]
         lines += text_table(rows, left=3)
+    if cal.gate is not None and cal.gate_noiseless is not None:
+        lines += noise_lines(cal.noise, cal.gate, cal.gate_noiseless)
+    if cal.lesson is not None and cal.lesson_noiseless is not None:
+        lines += lesson_noise_lines(cal.noise, cal.lesson, cal.lesson_noiseless)
     if cal.sandbox is not None:
         lines += sandbox_lines(cal.sandbox)
     lines += ["", "Targets (DESIGN §10)"]
@@ -92,6 +96,30 @@ def format_calibration(cal: Calibration) -> str:
         mark = "n/a" if t.met is None else ("met" if t.met else "NOT MET")
         lines.append(f"  [{mark}] {t.text}: {t.measured}")
     return "\n".join(lines) + "\n"
+
+
+def noise_lines(noise: float, noisy: GateReport, exact: GateReport) -> list[str]:
+    """Per planted candidate and condition: the pass rate with the planted noise beside the exact one."""
+    ids = [c.id for c in noisy.conditions]
+    lines = ["", f"Gate {noisy.policy} with noise {noise:g} (an answer drawn afresh that often) beside exact answers: "
+                 "pass rate, noisy / exact"]
+    exact_by = {c.candidate: c for c in exact.candidates}
+    rows = [["candidate", "effect", *ids]]
+    rows += [[c.candidate, f"{c.effect_points:+.1f}",
+              *(f"{100 * c.passed[i].rate:.1f}% / {100 * exact_by[c.candidate].passed[i].rate:.1f}%" for i in ids)]
+             for c in noisy.candidates]
+    return lines + text_table(rows, left=1)
+
+
+def lesson_noise_lines(noise: float, noisy: LessonReport, exact: LessonReport) -> list[str]:
+    """Per uptake and rule: the causal eviction rate with the planted noise beside the exact one."""
+    lines = ["", f"Lesson gate with noise {noise:g} beside exact answers: causal eviction rate, noisy / exact"]
+    rows = [["uptake", "rule", "role", "causal noisy / exact", "leave-one-out noisy / exact"]]
+    for u, e in zip(noisy.uptakes, exact.uptakes, strict=True):
+        for r, x in zip(u.rules, e.rules, strict=True):
+            rows.append([f"{u.uptake:g}", r.rule_id, r.role, f"{100 * r.causal.rate:.1f}% / {100 * x.causal.rate:.1f}%",
+                         f"{100 * r.leave_one_out.rate:.1f}% / {100 * x.leave_one_out.rate:.1f}%"])
+    return lines + text_table(rows, left=3)
 
 
 def sandbox_lines(pk: PackReport) -> list[str]:

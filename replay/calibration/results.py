@@ -132,4 +132,9 @@ class Calibration(BaseModel):
     gate: GateReport | None
     lesson: LessonReport | None
     sandbox: PackReport | None = None
+    noise: float = 0.0
+    """The spec's `noise` (how often an answer is drawn afresh); `gate` and `lesson` were measured with it."""
+    gate_noiseless: GateReport | None = None
+    lesson_noiseless: LessonReport | None = None
+    """With `noise`: the same calibrations on exact planted answers, beside the noisy ones."""
     targets: list[Target]

@@ -8,16 +8,18 @@ workspace, the rule whose uptake is swept) and a pack gate (the gate's sandbox c
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, model_validator
 
 from core.names import Name, excerpt
-from core.records import Strict
+from core.records import ResultRecord, Strict
 from core.tomlfile import load_toml
+from replay.analysis.compare import ALL_POSITIVE, compare, replicates
 from replay.calibration.episodes import PackArmBehaviour
-from replay.calibration.planted import PlantedSpec
+from replay.calibration.planted import PlantedError, PlantedSpec, redraw_rate
 from replay.config import RunConfig
 from replay.errors import ReplayError
 from replay.memory.files import load_memory
@@ -95,6 +97,32 @@ def load_spec(path: Path) -> CalibrationSpec:
         if gate is not None and not gate.policy.is_absolute():
             updates[key] = gate.model_copy(update={"policy": base / gate.policy})
     return spec.model_copy(update=updates)
+
+
+def with_pilot_noise(spec: CalibrationSpec, results: Sequence[ResultRecord]) -> tuple[CalibrationSpec, str]:
+    """The spec with the noise an A/A pilot measured: its first replicate arm against the arm it
+    replicates, joint correctness over all positives, planted as a redraw rate for the gate's baseline
+    (else the lesson's model). Returns the spec and a line saying what was taken."""
+    twins = replicates(results)
+    if not twins:
+        raise CalibrationError("the pilot has no replicate arm (replicate_of): it measured no noise floor")
+    replicate, arm = next(iter(twins.items()))
+    try:
+        row = compare(results, arm, replicate).row("joint", ALL_POSITIVE)
+    except KeyError as exc:
+        raise CalibrationError(f"the pilot's {replicate} has no joint-scored positives beside {arm}") from exc
+    model = spec.gate.baseline if spec.gate is not None else spec.lesson.model if spec.lesson is not None else None
+    if model is None or row.stats.n == 0:
+        raise CalibrationError("noise from a pilot needs a [gate] or [lesson] and scored positives")
+    discordant = row.stats.wins + row.stats.losses
+    right = spec.arm(model).right
+    try:
+        noise = redraw_rate(discordant / row.stats.n, right)
+    except PlantedError as exc:
+        raise CalibrationError(str(exc)) from exc
+    return spec.model_copy(update={"noise": noise}), (
+        f"noise from the pilot: {discordant} of {row.stats.n} positives changed between {arm} and its replicate "
+        f"{replicate}; planted as an answer drawn afresh {100 * noise:.1f}% of the time ({model} right {right:g})")
 
 
 def run_config(spec: CalibrationSpec, base_url: str, suite: Suite, seed: int) -> RunConfig:

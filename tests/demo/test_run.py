@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
@@ -46,13 +47,15 @@ def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     first = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "gateway healthy" in first.stderr and "replay done" in first.stderr
-    for section in ("REJECTED", "Lesson gate", "harmful rule(s) evicted", "The instrument beside the model. planted ="):
+    for section in ("REJECTED", "Lesson gate", "harmful rule(s) evicted", "The instrument beside the model. planted =",
+                    "Noise floor (base-aa replicates base, nothing changed):", "A/A discordant"):
         assert section in first.stdout
     assert (out / "run" / "report.html").is_file() and (out / "run" / "report.md").is_file()
 
     results = load_results(out / "run")
     arms = {r.arm for r in results}
-    assert {"base", "base+rule", "base+memory", "recovery", "mix"} <= arms
+    assert {"base", "base-aa", "base+rule", "base+memory", "recovery", "mix"} <= arms
+    assert {r.replicate_of for r in results if r.arm == "base-aa"} == {"base"}
     assert any(arm.startswith("minus-") for arm in arms)
     memory = [r for r in results if r.arm == "base+memory"]
     assert memory and any(r.injected_rule_ids for r in memory)
@@ -147,3 +150,34 @@ def test_demo_report_and_console_summary_count_changes_against_base_whatever_the
     text = html.read_text()
     assert "calls changed vs base" in text and "calls changed vs mix" not in text
     assert "| calls changed vs base |" in html.with_suffix(".md").read_text()
+
+
+def test_the_demo_replicates_base_and_prints_its_noise_floor_beside_the_effects(tmp_path):
+    """The run config has one A/A arm (base again); the console line counts its changed calls and
+    its joint-correctness changes (the comparisons' noise floor) beside each effect arm's."""
+    from demo.run import BASELINE, EFFECT_ARMS, MAIN_ARMS, NOISE_ARM, demo_report, noise_floor_line, run_config
+    from replay.analysis.compare import compare
+    from tests.support.e13 import positive_record
+
+    no_decisions = SimpleNamespace(decisions=[])  # the arms that need none: ablation and uptake arms need decisions
+    config = run_config("http://127.0.0.1:9", {"recovery": "demo-recovery-x", "mix": "demo-mix-x"},
+                        no_decisions, tmp_path)
+    twin = next(a for a in config.arms if a.name == NOISE_ARM)
+    base = next(a for a in config.arms if a.name == BASELINE)
+    assert (twin.replicate_of, twin.model, twin.memory, twin.workspaces) == (BASELINE, base.model, base.memory, None)
+
+    def answers(arm: str, k: int) -> list:
+        return [positive_record(arm, "verified_action", f"d-{i}", i, joint=(i + k) % 4 == 0, tool=True)
+                for i in range(8)]
+
+    results = [*answers(BASELINE, 0), *(r for k, arm in enumerate(EFFECT_ARMS, 1) for r in answers(arm, k))]
+    flipped = answers(BASELINE, 1)[:1] + answers(BASELINE, 0)[1:]  # d-0 answered wrong this time
+    results += [r.model_copy(update={"arm": NOISE_ARM, "replicate_of": BASELINE}) for r in flipped]
+    comparisons = [compare(results, BASELINE, arm) for arm in EFFECT_ARMS]
+    _, rows = demo_report(tmp_path, results, comparisons, [])
+    assert [r.arm for r in rows] == list(MAIN_ARMS)
+    line = noise_floor_line(rows, comparisons)
+    assert line.startswith("Noise floor (base-aa replicates base, nothing changed): 1/8 chosen calls and joint "
+                           "correctness on 1 of 8 positives change.")
+    assert line.endswith("Calls changed vs base beside it: base+rule 4/8, base+memory 4/8, recovery 4/8, mix 0/8.")
+    assert noise_floor_line(rows[:-1], comparisons).startswith("Noise floor: not measured")

@@ -76,3 +76,32 @@ def test_arm_workspaces_are_names(tmp_path):
             'workspaces = ["../other-tenant"]\n')
     with pytest.raises(RunConfigError, match="arms.0.workspaces.0"):
         load_run_config(write(tmp_path, body))
+
+
+REPLICATED = ('[endpoint]\nbase_url = "http://127.0.0.1:1/v1"\n[[arms]]\nname = "base"\nmodel = "m"\n'
+              'memory = "workspace"\nworkspaces = ["ws-a"]\n[arms.decoding]\nseed = 7\n')
+
+
+def test_a_replicate_takes_model_memory_decoding_and_workspaces_from_its_arm(tmp_path):
+    config = load_run_config(write(tmp_path, REPLICATED + '[[arms]]\nname = "base-aa"\nreplicate_of = "base"\n'))
+    base, twin = config.arms
+    assert (twin.model, twin.memory, twin.workspaces, twin.replicate_of) == ("m", "workspace", ["ws-a"], "base")
+    assert config.decoding_for(twin) == config.decoding_for(base)
+    assert base.replicate_of is None
+
+
+@pytest.mark.parametrize(("arm", "named"), [
+    ('name = "aa"\nreplicate_of = "bsae"\n', r"run.toml:12: arms.1.replicate_of: 'bsae' is no arm of this run"),
+    ('name = "aa"\nreplicate_of = "aa"\n', "cannot replicate itself"),
+    ('name = "aa"\nreplicate_of = "base"\nmodel = "other"\n', "this one sets model"),
+    ('name = "aa"\nreplicate_of = "base"\nmemory = "withheld"\n', "this one sets memory"),
+])
+def test_a_bad_replicate_is_refused_with_its_line(tmp_path, arm, named):
+    with pytest.raises(RunConfigError, match=named):
+        load_run_config(write(tmp_path, f"{REPLICATED}[[arms]]\n{arm}"))
+
+
+def test_a_replicate_of_a_replicate_is_refused(tmp_path):
+    text = REPLICATED + '[[arms]]\nname = "aa"\nreplicate_of = "base"\n[[arms]]\nname = "aaa"\nreplicate_of = "aa"\n'
+    with pytest.raises(RunConfigError, match=r"arms\.2\.replicate_of: 'aa' is itself a replicate \(of 'base'\)"):
+        load_run_config(write(tmp_path, text))

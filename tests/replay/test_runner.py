@@ -115,6 +115,21 @@ def test_prefix_order_groups_requests_by_model_then_shared_prompt():
     assert sorted(map(id, ordered)) == sorted(map(id, items))
 
 
+def test_a_replicate_runs_as_its_own_group_with_its_arms_request_and_labels_its_results():
+    """In prefix order a replicate does not sit beside its original's identical requests (they would
+    share a batch and a cache fill, and hide the noise between arms); its body is its original's."""
+    cfg = RunConfig.model_validate({
+        "endpoint": {"base_url": "http://127.0.0.1:9/v1"},
+        "arms": [{"name": "base", "model": "worker-base"}, {"name": "base-aa", "replicate_of": "base"}]})
+    items = [item(a, decision(i), cfg) for i in range(4) for a in (0, 1)]
+    ordered = [it.arm.name for it in order_items(items, "prefix")]
+    assert ordered == ["base"] * 4 + ["base-aa"] * 4
+    assert request_body(cfg, items[0]) == request_body(cfg, items[1])
+    outcome = Outcome({"choices": [{"message": {"role": "assistant", "content": "hi"}}]}, None, 1, 0.1)
+    assert result_record(items[1], outcome).replicate_of == "base"
+    assert result_record(items[0], outcome).replicate_of is None
+
+
 def test_shuffled_order_is_a_seeded_permutation():
     items = [item(0, decision(i)) for i in range(20)]
     first, second = order_items(items, "shuffled", seed=1), order_items(items, "shuffled", seed=1)

@@ -151,3 +151,17 @@ def known_failure_record(
         call = _call("search_invoices", {"customer_id": "c-1"})
     score = DecisionScore(tool_repeat=levels["tool"], shape_repeat=levels["shape"], exact_repeat=levels["exact"])
     return _record(arm, "known_failure", decision_id, i, None, call, score, rules, tokens, latency_s)
+
+
+def with_replicate(records: list[ResultRecord], flips: int = 5) -> list[ResultRecord]:
+    """`base-aa`, a replicate of `base` whose joint correctness differs on the first `flips` held-out
+    positives of each stratum that has them (every other answer the same)."""
+    twin: list[ResultRecord] = []
+    flipped: dict[str, int] = {}
+    for r in (r for r in records if r.arm == BASE):
+        score = r.score
+        if r.score.joint_correct is not None and flipped.get(r.stratum, 0) < flips:
+            flipped[r.stratum] = flipped.get(r.stratum, 0) + 1
+            score = score.model_copy(update={"joint_correct": not r.score.joint_correct})
+        twin.append(r.model_copy(update={"arm": "base-aa", "replicate_of": BASE, "score": score}))
+    return records + twin

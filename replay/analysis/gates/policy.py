@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from core.jsonfile import JsonFileError, read_json
 from core.records import BUILTIN_STRATA, Strict
 from core.tomlfile import toml_problem
-from replay.analysis.compare import ALL_POSITIVE, Comparison, Tainted, compare_run
+from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainted, compare_run
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
 from replay.analysis.gates.context import GateContext, GateError, MissingEvidence, Status, not_run
 
@@ -123,6 +123,9 @@ class Verdict(BaseModel):
     unused_evidence: list[str] = []
     comparisons_made: int
     tainted_rule_ids: list[str] = []
+    noise_floor: NoiseFloor | None = None
+    """The comparison's A/A discordance, where the run has a replicate arm. Evidence only: a condition
+    judges it only where the policy says so."""
     evaluated_at: datetime
 
     def status(self, condition_id: str) -> Status:
@@ -149,7 +152,7 @@ def evaluate(
     """Evaluate every condition of `policy` on a comparison (and the evidence files given)."""
     paths = {key: Path(value) for key, value in (evidence or {}).items()}
     ctx = GateContext(comparison, paths, tuple(tainted))
-    results = [_evaluate_one(condition, ctx) for condition in policy.conditions]
+    results = [_with_noise(_evaluate_one(condition, ctx), comparison.noise) for condition in policy.conditions]
     used = {key for condition in policy.conditions for key in condition.evidence_keys()}
     tainted_ids = sorted({*comparison.tainted_rule_ids, *(r for c in results for r in c.tainted_rule_ids)})
     return Verdict(
@@ -166,6 +169,7 @@ def evaluate(
         unused_evidence=sorted(paths.keys() - used),
         comparisons_made=comparison.comparisons_made,
         tainted_rule_ids=tainted_ids,
+        noise_floor=comparison.noise,
         evaluated_at=now(),
     )
 
@@ -184,6 +188,19 @@ def _evaluate_one(condition: AnyCondition, ctx: GateContext) -> ConditionResult:
         evidence=outcome.evidence,
         tainted_rule_ids=list(outcome.tainted_rule_ids),
     )
+
+
+def _with_noise(result: ConditionResult, noise: NoiseFloor | None) -> ConditionResult:
+    """A condition judged on a correctness row carries that scope's A/A discordance beside its own pairs."""
+    scope, measure = result.evidence.get("scope"), result.evidence.get("measure")
+    if noise is None or not isinstance(scope, str) or measure not in ("joint", "tool"):
+        return result
+    aa = noise.row("joint" if measure == "joint" else "tool", scope)
+    if aa is None:
+        return result
+    floor = {"arm": noise.arm, "replicate": noise.replicate, "decisions": aa.stats.n, "discordant": aa.discordant,
+             "wins": aa.stats.wins, "losses": aa.stats.losses}
+    return result.model_copy(update={"evidence": {**result.evidence, "noise_floor": floor}})
 
 
 def evaluate_gate(
@@ -223,6 +240,14 @@ def read_verdict(path: str | Path) -> Verdict:
         raise GateError(f"not a gate verdict: {exc}") from exc
 
 
+def noise_line(noise: NoiseFloor) -> str:
+    """The noise floor a verdict was reached beside (all positives, joint)."""
+    aa = noise.row("joint", ALL_POSITIVE)
+    counted = "no held-out positives" if aa is None else f"{aa.discordant} of {aa.stats.n} held-out positives"
+    return (f"noise floor: {counted} change with nothing changed ({noise.replicate} replicates {noise.arm}); "
+            "no condition of this policy judges it")
+
+
 STATUS_LABEL = {Status.PASS: "pass", Status.FAIL: "FAIL", Status.NOT_RUN: "not run"}
 
 
@@ -245,5 +270,7 @@ def format_verdict(verdict: Verdict) -> str:
     if verdict.tainted_rule_ids:
         disputed = ", ".join(verdict.tainted_rule_ids)
         lines.append(f"† rests on results that carried disputed rule(s) {disputed}: re-run before relying on it")
+    if verdict.noise_floor is not None:
+        lines.append(noise_line(verdict.noise_floor))
     lines.append(f"{verdict.comparisons_made} paired tests in the comparison, uncorrected for multiple comparisons.")
     return "\n".join(lines)

@@ -12,6 +12,7 @@ from typing import Any
 
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import (
+    NOISE_COLUMN,
     TAINT_MARK,
     Comparison,
     CorrectnessRow,
@@ -23,6 +24,8 @@ from replay.analysis.compare import (
     format_p,
     is_tainted,
     measure_label,
+    noise_cells,
+    noise_note,
     plural,
     repeat_cells,
     repeat_label,
@@ -237,12 +240,14 @@ def _summary_table(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> 
 
 def _comparison_table(c: Comparison) -> str:
     table_id = comparison_id(c)
-    columns = ("Measure", c.baseline, c.candidate, "Discordant pairs", "p", "95% CI (points)", "Points")
+    aa = () if c.noise is None else (NOISE_COLUMN,)
+    columns = ("Measure", c.baseline, c.candidate, "Discordant pairs", "p", "95% CI (points)", "Points", *aa)
     head = "".join(f"<th>{_e(h)}</th>" for h in columns)
-    rows = [_correctness_tr(r, "correctness") for r in c.correctness]
-    rows += [_repeat_tr(r) for r in c.repeats]
-    rows += [_correctness_tr(r, f"by-{c.by}") for r in c.breakdown]
-    notes = [format_overhead(c.overhead), tests_note(c)]
+    blank = "<td></td>" * len(aa)
+    rows = [_correctness_tr(r, "correctness", _noise_td(c, r)) for r in c.correctness]
+    rows += [_repeat_tr(r, blank) for r in c.repeats]
+    rows += [_correctness_tr(r, f"by-{c.by}", blank) for r in c.breakdown]
+    notes = [format_overhead(c.overhead), tests_note(c), *([noise_note(c)] if c.noise is not None else [])]
     if c.tainted_results:
         notes.append(f"{TAINT_MARK} tainted: rests on {c.tainted_results} result(s) that carried disputed rule(s) "
                      f"{', '.join(c.tainted_rule_ids)}; re-run before relying on it.")
@@ -275,7 +280,17 @@ def _taint_attrs(count: int) -> tuple[str, str, str]:
     return (' class="tainted"' if tainted else "", str(tainted).lower(), f" {TAINT_MARK}" if tainted else "")
 
 
-def _correctness_tr(row: CorrectnessRow, kind: str) -> str:
+def _noise_td(c: Comparison, row: CorrectnessRow) -> str:
+    """The row's A/A cell: its scope's discordant pairs with nothing changed (none without a noise floor)."""
+    aa = None if c.noise is None else c.noise.row(row.measure, row.scope)
+    if c.noise is None:
+        return ""
+    if aa is None:
+        return _cell("n/a", "noise")
+    return _cell(noise_cells(c, row)[0], "noise", aa.discordant, n=aa.stats.n, replicate=c.noise.replicate)
+
+
+def _correctness_tr(row: CorrectnessRow, kind: str, extra: str = "") -> str:
     s = row.stats
     css, flag, mark = _taint_attrs(row.tainted_results)
     label = measure_label(row) + mark
@@ -289,11 +304,12 @@ def _correctness_tr(row: CorrectnessRow, kind: str) -> str:
         + _cell(format_p(s.p_value), "p", repr(s.p_value))
         + _cell(cells[3], "ci", None, low=_num(s.ci_low), high=_num(s.ci_high))
         + _cell(cells[4], "points", _num(s.points))
+        + extra
         + "</tr>"
     )
 
 
-def _repeat_tr(row: RepeatRow) -> str:
+def _repeat_tr(row: RepeatRow, extra: str = "") -> str:
     s = row.stats
     css, flag, mark = _taint_attrs(row.tainted_results)
     cells = repeat_cells(row)
@@ -307,6 +323,7 @@ def _repeat_tr(row: RepeatRow) -> str:
         + _cell(format_p(s.p_value), "p", repr(s.p_value))
         + _cell(cells[3], "ci", None, low=_num(s.ci_low), high=_num(s.ci_high))
         + _cell(cells[4], "points", _num(s.points), relative_reduction=_num(s.relative_reduction))
+        + extra
         + "</tr>"
     )
 

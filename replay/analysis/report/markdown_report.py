@@ -11,6 +11,7 @@ from typing import Any
 
 from core.records import ResultRecord
 from replay.analysis.compare import (
+    NOISE_COLUMN,
     TAINT_MARK,
     Comparison,
     Tainted,
@@ -19,6 +20,8 @@ from replay.analysis.compare import (
     format_overhead,
     is_tainted,
     measure_label,
+    noise_cells,
+    noise_note,
     repeat_cells,
     repeat_label,
 )
@@ -59,11 +62,15 @@ def render_markdown(
     lines += ["", "## Paired comparisons", ""]
     for c in comparisons:
         lines += [f"### {_md(c.candidate)} against {_md(c.baseline)} ({c.decisions} paired decisions)", ""]
-        header = ["Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points"]
+        aa = () if c.noise is None else (NOISE_COLUMN,)
+        blank = ("",) * len(aa)
+        header = ["Measure", c.baseline, c.candidate, "Discordant pairs", "95% CI (points)", "Points", *aa]
         lines += ["| " + " | ".join(_md(h) for h in header) + " |", "|" + "---|" * len(header)]
-        rows = [(measure_label(r), r.tainted_results, correctness_cells(r)) for r in c.correctness]
-        rows += [(repeat_label(r), r.tainted_results, repeat_cells(r)) for r in c.repeats]
-        rows += [(f"by {c.by}: {measure_label(r)}", r.tainted_results, correctness_cells(r)) for r in c.breakdown]
+        rows = [(measure_label(r), r.tainted_results, (*correctness_cells(r), *noise_cells(c, r)))
+                for r in c.correctness]
+        rows += [(repeat_label(r), r.tainted_results, (*repeat_cells(r), *blank)) for r in c.repeats]
+        rows += [(f"by {c.by}: {measure_label(r)}", r.tainted_results, (*correctness_cells(r), *blank))
+                 for r in c.breakdown]
         for label, taint, cells in rows:
             mark = f" {TAINT_MARK}" if taint else ""
             lines.append("| " + " | ".join(_md(x) for x in (label + mark, *cells)) + " |")
@@ -71,6 +78,8 @@ def render_markdown(
         found = detectable(c)
         if found is not None:
             lines += ["", detectable_note(found)]
+        if c.noise is not None:
+            lines += ["", noise_note(c)]
         if c.tainted_results:
             disputed = ", ".join(c.tainted_rule_ids)
             lines.append(f"{TAINT_MARK} tainted: rests on results that carried disputed rule(s) {_md(disputed)}.")

@@ -20,7 +20,7 @@ from replay.analysis.compare import (
 )
 from replay.memory.ledger import RuleRef
 from replay.rundir import RunError, read_run_json
-from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record
+from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record, with_replicate
 from tests.support.hostile import hostile_bytes
 
 
@@ -239,3 +239,43 @@ def test_any_run_json_bytes_are_a_dict_or_one_error_naming_the_file(tmp_path: Pa
         assert str(exc).startswith(str(tmp_path / "run.json"))
     else:
         assert isinstance(info, dict)
+
+
+# ── the noise floor: an A/A replicate of the baseline ───────────────────────
+
+
+def test_a_comparison_shows_the_baselines_noise_floor_per_scope() -> None:
+    records = with_replicate(e13_results())
+    comparison = compare(records, BASE, Q_ONLY)
+    noise = comparison.noise
+    assert noise is not None and (noise.arm, noise.replicate, noise.decisions) == (BASE, "base-aa", 484)
+    base = {r.decision_id: r for r in records if r.arm == BASE}
+    twin = {r.decision_id: r for r in records if r.arm == "base-aa"}
+    for row in comparison.correctness:
+        aa = noise.row(row.measure, row.scope)
+        assert aa is not None and aa.stats.n == row.stats.n
+        ids = [d for d, r in base.items() if r.score.joint_correct is not None
+               and (r.stratum == row.scope or (row.scope == ALL_POSITIVE and r.stratum in (
+                   "verified_recovery", "clean_trajectory_action", "verified_action")))]
+        field = "joint_correct" if row.measure == "joint" else "tool_correct"
+        expected = sum(getattr(base[d].score, field) != getattr(twin[d].score, field) for d in ids)
+        assert aa.discordant == expected
+    assert noise.row("joint", ALL_POSITIVE).discordant == 15  # 5 in each of the three held-out strata
+    assert noise.row("tool", ALL_POSITIVE).discordant == 0
+    text = format_comparison(comparison)
+    assert "A/A discordant" in text
+    assert ("Noise floor: 15 of 264 decisions change with nothing changed (base-aa replicates base; all positives, "
+            "joint: ") in text
+    assert "q-only has 25 discordant pairs against base (+14 / −11)." in text
+
+
+def test_the_candidates_replicate_stands_in_and_an_arm_against_its_replicate_has_none() -> None:
+    records = e13_results()
+    records += [r.model_copy(update={"arm": "q-aa", "replicate_of": Q_ONLY}) for r in records if r.arm == Q_ONLY]
+    noise = compare(records, BASE, Q_ONLY).noise
+    assert noise is not None and (noise.arm, noise.replicate) == (Q_ONLY, "q-aa")
+    assert noise.row("joint", ALL_POSITIVE).discordant == 0
+    assert compare(records, Q_ONLY, "q-aa").noise is None
+    assert compare(with_replicate(e13_results()), BASE, "base-aa").noise is None
+    assert compare(e13_results(), BASE, Q_ONLY).noise is None
+    assert "A/A" not in format_comparison(compare(e13_results(), BASE, Q_ONLY))

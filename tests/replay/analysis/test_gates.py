@@ -35,6 +35,7 @@ from tests.support.e13 import (
     e13_results,
     known_failure_record,
     positive_record,
+    with_replicate,
 )
 from tests.support.hostile import hostile_bytes
 
@@ -117,6 +118,21 @@ def test_serious_candidate_gate_on_s1_says_what_001_says() -> None:
     assert evidence["targeted-ci"]["scope"] == "verified_recovery" and evidence["targeted-ci"]["ci_low"] > 0
     assert evidence["targeted-ci"]["p_value"] == 0.015625
     assert evidence["clean-non-inferiority"]["points"] == pytest.approx(-5.5, abs=0.05)  # "about −5.5"
+
+
+def test_the_noise_floor_is_evidence_beside_each_row_and_changes_no_verdict() -> None:
+    policy = load_policy(SERIOUS)
+    plain = evaluate(policy, compare(e13_results(), BASE, Q_ONLY))
+    noisy = evaluate(policy, compare(with_replicate(e13_results()), BASE, Q_ONLY))
+    assert [(c.id, c.status) for c in noisy.conditions] == [(c.id, c.status) for c in plain.conditions]
+    assert plain.noise_floor is None and noisy.noise_floor is not None
+    evidence = {c.id: c.evidence for c in noisy.conditions}
+    assert evidence["paired-gain"]["noise_floor"] == {
+        "arm": BASE, "replicate": "base-aa", "decisions": 264, "discordant": 15, "wins": 0, "losses": 15}  # base is right on the first
+    assert evidence["targeted-ci"]["noise_floor"]["discordant"] == 5  # verified_recovery's own five
+    assert "noise_floor" not in evidence["repeat-reduction"]  # repeats have no A/A row
+    text = format_verdict(noisy)
+    assert "noise floor: 15 of 264 held-out positives change with nothing changed (base-aa replicates base)" in text
 
 
 def test_format_verdict_names_every_condition_and_the_decision() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from math import comb
 from pathlib import Path
 
 import pytest
@@ -9,8 +10,15 @@ import pytest
 from replay.analysis.compare import compare
 from replay.analysis.gates import GateError, load_policy
 from replay.analysis.plan import DEFAULT_ALPHA, Plan, format_plan, plan
-from replay.analysis.power import decisions_needed, minimum_detectable_effect, power_at, win_share
-from tests.support.e13 import BASE, Q_ONLY, e13_results
+from replay.analysis.power import (
+    decisions_needed,
+    minimum_detectable_effect,
+    noisy_discordance,
+    power_at,
+    signal_discordance,
+    win_share,
+)
+from tests.support.e13 import BASE, Q_ONLY, e13_results, with_replicate
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -112,3 +120,69 @@ def test_a_policy_without_a_paired_gain_condition_is_an_error(tmp_path: Path) ->
                     'description = "d"\nstratum = "verified_recovery"\n')
     with pytest.raises(GateError, match="no paired_gain condition"):
         plan(PILOT, load_policy(path), pilot="s1")
+
+
+# ── a pilot with an A/A arm: the noise floor ────────────────────────────────
+
+
+def brute_power(n: int, d: float, effect: float, alpha: float) -> float:
+    """Power of the exact two-sided sign test in the candidate's favour by enumerating every (wins,
+    losses) of n decisions: trinomial probabilities, the p-value from binomial coefficients. Written
+    apart from `power.py`, which mixes binomials over a window instead."""
+    plus = (d + effect / 100) / 2
+    minus = d - plus
+    total = 0.0
+    for discordant in range(min(n, 140) + 1):  # d ≤ 0.1 at n = 264: beyond 140 pairs is < 1e-40
+        head = comb(n, discordant) * d ** discordant * (1 - d) ** (n - discordant)
+        for wins in range(discordant // 2 + 1, discordant + 1):
+            losses = discordant - wins
+            p = min(1.0, 2 * sum(comb(discordant, k) for k in range(losses + 1)) / 2 ** discordant)
+            if p <= alpha:
+                total += head * comb(discordant, wins) * (plus / d) ** wins * (minus / d) ** losses
+    return total
+
+
+def brute_mde(n: int, d: float, alpha: float, power: float) -> float:
+    lo, hi = 0.0, 100 * d
+    while hi - lo > 0.001:
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if brute_power(n, d, mid, alpha) < power else (lo, mid)
+    return hi
+
+
+def test_the_noise_model_adds_discordant_pairs_symmetrically_and_keeps_the_effect() -> None:
+    """Enumerate the model: a signal pair (win, loss, concordant) and, for a concordant one, noise that
+    makes it a win or a loss with η/2 each."""
+    s_plus, s_minus, eta = 0.06, 0.02, 0.05
+    outcomes = {"win": s_plus + (1 - s_plus - s_minus) * eta / 2, "loss": s_minus + (1 - s_plus - s_minus) * eta / 2}
+    d = outcomes["win"] + outcomes["loss"]
+    assert noisy_discordance(s_plus + s_minus, eta) == pytest.approx(d)
+    assert outcomes["win"] - outcomes["loss"] == pytest.approx(s_plus - s_minus)  # the effect is unchanged
+    assert signal_discordance(d, eta) == pytest.approx(s_plus + s_minus)
+    assert noisy_discordance(0.0, eta) == eta  # A/A: nothing but noise
+    assert signal_discordance(0.03, 0.05) == 0.0
+
+
+def test_a_pilot_with_an_aa_arm_shows_what_the_noise_costs_by_brute_force() -> None:
+    """E13's pilot with a replicate whose outcome differs on 15 of the 264 positives: the plan keeps
+    the measured MDE (the pilot's 25 discordant pairs hold the noise) and gives the MDE with the
+    noise's pairs taken out; both, and the noise's cost in points, as an independent enumeration says."""
+    noisy_pilot = compare(with_replicate(e13_results((BASE, Q_ONLY))), BASE, Q_ONLY)
+    rows = {r.scope: r for r in plan(noisy_pilot, load_policy(SERIOUS), pilot="s1").rows}
+    quiet = {r.scope: r for r in plan(PILOT, load_policy(SERIOUS), pilot="s1").rows}
+    row = rows["all_positive"]
+    assert (row.noise_discordant, row.noise_discordance) == (15, pytest.approx(15 / 264))
+    d, eta = 25 / 264, 15 / 264
+    signal = (d - eta) / (1 - eta)
+    assert row.noiseless_discordance == pytest.approx(signal)
+    assert row.mde_points == quiet["all_positive"].mde_points  # the measured figure stands
+    assert quiet["all_positive"].noise_discordant is None and quiet["all_positive"].mde_noiseless_points is None
+    expected_noisy, expected_quiet = brute_mde(264, d, 0.05, 0.8), brute_mde(264, signal, 0.05, 0.8)
+    assert row.mde_points == pytest.approx(expected_noisy, abs=0.01)
+    assert row.mde_noiseless_points == pytest.approx(expected_quiet, abs=0.01)
+    assert row.mde_points - row.mde_noiseless_points == pytest.approx(expected_noisy - expected_quiet, abs=0.02)
+    assert row.mde_points > row.mde_noiseless_points + 1  # the noise costs about two points here
+    assert row.decisions_needed_noiseless is None and "allows at most +4.02 points" in row.note
+    text = format_plan(plan(noisy_pilot, load_policy(SERIOUS), pilot="s1"))
+    assert "A/A" in text and "15 of 264" in text and "MDE noiseless" in text
+    assert "A/A" not in format_plan(plan(PILOT, load_policy(SERIOUS), pilot="s1"))

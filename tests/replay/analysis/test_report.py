@@ -22,7 +22,17 @@ from replay.memory.lessons import AblationEvidence, LiftEvidence, RuleVerdict, V
 from replay.memory.uptake import RuleClaim, Uptake
 from replay.rundir import RunError, read_engine_settings
 from replay.stats import paired_comparison, wilson_interval
-from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, TARGET_ARGUMENTS, TOOLS, e13_results, positive_record
+from tests.support.e13 import (
+    ARMS,
+    BASE,
+    MIXED,
+    Q_ONLY,
+    TARGET_ARGUMENTS,
+    TOOLS,
+    e13_results,
+    positive_record,
+    with_replicate,
+)
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -459,3 +469,19 @@ def test_every_comparison_says_what_the_suite_detects_with_80_percent_power(repo
         line = f"This suite detects ≥ {mde:+.2f} points with 80% power"
         assert note.all_text().startswith(line) and line in md
     assert "(all positives, joint: 264 decisions, 25 discordant; exact sign test, α = 0.05)" in md
+
+
+def test_every_comparison_shows_the_noise_floor_beside_its_pairs(tmp_path: Path) -> None:
+    records = with_replicate(e13_results(ARMS))
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    md_path, html_path = report_run(tmp_path)
+    doc = parse(html_path)
+    for table_id in ("cmp-base-vs-q-only", "cmp-base-vs-mixed"):
+        (row,) = [r for r in doc.by_id(table_id).find_all("tr", data_scope="all_positive")
+                  if r.attrs.get("data-measure") == "joint"]
+        noise = cell(row, "noise")
+        assert (noise.attrs["data-value"], noise.attrs["data-n"], noise.all_text()) == ("15", "264", "15 of 264")
+    assert doc.by_id("cmp-base-vs-base-aa").find_all("td", data_field="noise") == []  # the A/A table itself
+    markdown = md_path.read_text()
+    assert markdown.count("Noise floor: 15 of 264 decisions change with nothing changed") == 2
+    assert "| A/A discordant |" in markdown

@@ -17,10 +17,11 @@ from replay.calibration.lesson import calibrate_lesson
 from replay.calibration.report import targets
 from replay.calibration.results import LessonReport, Rate, RuleRates, UptakeRates
 from replay.calibration.simulate import Simulator
-from replay.calibration.spec import CalibrationError, CalibrationSpec, load_spec
+from replay.calibration.spec import CalibrationError, CalibrationSpec, load_spec, with_pilot_noise
 from replay.cli import main
 from replay.stats import wilson_interval
 from replay.suite import Suite
+from tests.support.e13 import e13_results, with_replicate
 
 ALPHA = 0.05
 REPLICATES = 300
@@ -180,3 +181,42 @@ def test_spec_refuses_typos_and_unplanted_models(tmp_path: Path, extra: str) -> 
     path.write_text(f'[[arms]]\nmodel = "b"\nright = 0.5\n{extra}', encoding="utf-8")
     with pytest.raises(ConfigError, match="cal.toml"):
         load_spec(path)
+
+
+def test_calibrate_with_noise_sets_each_rate_beside_the_exact_one(demo_suite: Suite, demo_dirs: tuple[Path, Path],
+                                                                   tmp_path: Path) -> None:
+    """Noise redraws answers at the planted rates. The gate's planted arms draw independently, so their
+    power is the closed form's with or without it; the lesson gate's arms share the model's own answer
+    (prompt sensitivity 0), so the noise adds discordant pairs to the ablation pair, both ways alike,
+    and the harmful rule is evicted less often than on exact answers."""
+    spec = _spec(tmp_path, noise=0.5, prompt_sensitivity=0.0, memory=str(demo_dirs[1]), end_to_end=0,
+                 rules=[{"id": "lc:helpdesk-api-flaky", "follow": 0.9, "does": "repeat",
+                         "strata": ["verified_recovery", "known_failure"]}],
+                 lesson={"model": "b", "workspace": "ws-support", "rule": "lc:helpdesk-api-flaky", "uptakes": [0.9]})
+    cal = calibrate(demo_suite, spec, tmp_path / "out", progress=_quiet, replicates=REPLICATES)
+    assert cal.noise == 0.5 and cal.gate_noiseless is not None and cal.lesson_noiseless is not None
+    positives = sum(d.stratum not in ("training_sanity", "known_failure") for d in demo_suite.decisions)
+    d = 0.6 * 0.2 + 0.8 * 0.4
+    closed = power_at(positives, d, 0.8 * 0.4 / d, ALPHA)
+    for report in (cal.gate, cal.gate_noiseless):
+        assert report is not None
+        rate = next(c for c in report.candidates if c.candidate == "better").passed["sign"]
+        assert _within(rate.hits, rate.n, closed), rate
+    assert cal.lesson is not None
+    noisy, exact = (next(r for r in report.uptakes[0].rules if r.rule_id == "lc:helpdesk-api-flaky").causal
+                    for report in (cal.lesson, cal.lesson_noiseless))
+    assert noisy.high < exact.low, (noisy, exact)
+    text = (tmp_path / "out" / CALIBRATION_TXT).read_text()
+    assert "with noise 0.5 (an answer drawn afresh that often) beside exact answers" in text
+    assert "Lesson gate with noise 0.5 beside exact answers" in text
+
+
+def test_the_noise_is_taken_from_an_aa_pilot(tmp_path: Path) -> None:
+    """15 of 264 positives changed between base and its replicate: planted for the gate's baseline
+    (right 0.6) as the redraw rate at which two replicates disagree that often."""
+    spec, taken = with_pilot_noise(_spec(tmp_path), with_replicate(e13_results()))
+    eta = 15 / 264
+    assert (1 - (1 - spec.noise) ** 2) * 2 * 0.6 * 0.4 == pytest.approx(eta)
+    assert "15 of 264 positives changed between base and its replicate base-aa" in taken
+    with pytest.raises(CalibrationError, match="no replicate arm"):
+        with_pilot_noise(_spec(tmp_path), e13_results())

@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+from dataclasses import replace
+from math import sqrt
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +17,7 @@ from hypothesis import strategies as st
 
 from core.keyset import key_set
 from core.records import Decision
+from replay.analysis.compare import load_results
 from replay.calibration.planted import (
     PlantedError,
     PlantedSpec,
@@ -22,11 +25,14 @@ from replay.calibration.planted import (
     arguments_of,
     injected_rule_ids,
     planted_kind,
+    redraw_rate,
     request_key,
     serve_planted,
 )
+from replay.config import RunConfig
 from replay.memory.files import load_memory
 from replay.memory.inject import inject, parse_condition
+from replay.runner import run
 from replay.suite import Suite
 
 SPEC = PlantedSpec.model_validate({
@@ -142,3 +148,47 @@ def test_a_rejected_call_with_unreadable_arguments_is_repeated_without_them(demo
     broken = decision.model_copy(update={"request": decision.request.model_copy(update={"messages": messages})})
     (call,) = answer_message("repeat", broken)["tool_calls"]
     assert json.loads(call["function"]["arguments"]) == {}
+
+
+# ── noise: answers drawn afresh, as batch noise redraws a fragile answer ─────
+
+
+def test_noise_keeps_each_arms_rates_and_replicates_disagree_as_redraw_rate_says(demo_suite: Suite) -> None:
+    """Two replicates (the same request answered twice) disagree on right-or-not on η of the decisions;
+    each keeps its planted rate. Checked on 16 seeds × the suite against 4 standard errors."""
+    eta, right = 0.2, 0.5
+    noisy = PlantedSpec.model_validate({"seed": 5, "noise": redraw_rate(eta, right),
+                                        "arms": [{"model": "a", "right": right, "repeat": 0.2}]})
+    pairs = [(planted_kind(noisy, seed, "a", d, ()) == "right", planted_kind(noisy, seed, "a", d, (), 1) == "right")
+             for seed in range(16) for d in demo_suite.decisions]
+    n = len(pairs)
+    disagree, first_right, second_right = (sum(x != y for x, y in pairs), sum(x for x, _ in pairs),
+                                           sum(y for _, y in pairs))
+    assert abs(disagree / n - eta) < 4 * sqrt(eta * (1 - eta) / n)
+    for hits in (first_right, second_right):
+        assert abs(hits / n - right) < 4 * sqrt(right * (1 - right) / n)
+    exact = noisy.model_copy(update={"noise": 0.0})
+    assert all(planted_kind(exact, 0, "a", d, ()) == planted_kind(exact, 0, "a", d, (), 1) for d in demo_suite.decisions)
+    with pytest.raises(PlantedError, match="out of reach"):
+        redraw_rate(0.6, right)
+
+
+def test_an_aa_pair_through_the_runner_sees_the_planted_noise(demo_suite: Suite, tmp_path: Path) -> None:
+    """A replicate arm sends every request again: the endpoint answers it as the request's second
+    occurrence, so the A/A pair differs as the policy says (base first: `suite` order, one in flight)."""
+    noisy = PlantedSpec.model_validate({"seed": 5, "noise": 0.3, "arms": [{"model": "a", "right": 0.5}]})
+    decisions = tuple(d for d in demo_suite.decisions if d.workspace == "ws-support")
+    suite = replace(demo_suite, decisions=decisions)
+    with serve_planted(noisy, decisions) as endpoint:
+        config = RunConfig.model_validate({
+            "endpoint": {"base_url": endpoint.base_url}, "runner": {"concurrency": 1, "order": "suite", "retries": 0},
+            "arms": [{"name": "base", "model": "a"}, {"name": "base-aa", "replicate_of": "base"}]})
+        run(suite, config, tmp_path / "run")
+    results = load_results(tmp_path / "run")
+    by_id = {d.id: d for d in decisions}
+    for r in results:
+        kind = planted_kind(noisy, 0, "a", by_id[r.decision_id], (), 1 if r.arm == "base-aa" else 0)
+        assert r.raw_output["message"] == answer_message(kind, by_id[r.decision_id]), (r.arm, r.decision_id)
+    answers = {(r.arm, r.decision_id): r.raw_output["message"] for r in results}
+    assert any(answers[("base", d)] != answers[("base-aa", d)] for d in by_id)
+    assert {r.replicate_of for r in results if r.arm == "base-aa"} == {"base"}
