@@ -45,9 +45,9 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.jsonfile import parse_problem
 from core.keyset import ArgumentsError, decode_arguments, sorted_key_set
 from core.records import ParsedResponse, ParseOutcome, ToolCall
-from core.jsonfile import parse_problem
 from core.toolvalues import typed_value
 
 Source = Literal["structured", "hermes", "qwen3_coder"]
@@ -279,11 +279,28 @@ def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_R
         return [_Read("hermes", error="empty <tool_call> block")], end
     value, problem = parse_problem(body)
     if problem is not None:
+        if _ends_inside_string(body):
+            # Cut inside a JSON string: where the block ends is unknown, so nothing after it is read
+            # as a call (or as the end of reasoning).
+            return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {problem}")], len(text)
         nxt = body.find(_TOOL_CALL_OPEN)
         if nxt >= 0:
             return [_Read("hermes", error="<tool_call> block is not closed before the next one")], start + nxt
         return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {problem}")], end
     return [_read_hermes_object(value)], end
+
+
+def _ends_inside_string(json_text: str) -> bool:
+    """Whether JSON text that was cut ends inside a string."""
+    in_string = escaped = False
+    for char in json_text:
+        if escaped:
+            escaped = False
+        elif char == "\\" and in_string:
+            escaped = True
+        elif char == '"':
+            in_string = not in_string
+    return in_string
 
 
 def _read_hermes_object(item: Any) -> _Read:
@@ -342,37 +359,37 @@ def _reading(
     parameter: it ends the value before it, closed or not. Otherwise a value ends at a
     `</parameter>` after which the whole rest of the body reads. Whether a value fits its type
     plays no part: one that does not is text. Of the readings, the one with the fewest values
-    holding tag text wins, then the fewest keys the schema does not list, then the shortest
-    values: text without tag text inside values reads as vLLM reads it, and a file holding a
+    holding tag text wins, then the fewest keys the schema does not list, then the one that reads
+    furthest: text without tag text inside values reads as vLLM reads it, and a file holding a
     tool-call template (`</parameter>` and unlisted `<parameter=…>` lines) is one value, where vLLM
     splits it into spurious keys.
     """
-    memo: dict[int, tuple[tuple[int, int], _Reading] | None] = {}
+    memo: dict[int, tuple[tuple[int, int, int], _Reading] | None] = {}
 
-    def body(pos: int) -> tuple[tuple[int, int], _Reading] | None:
+    def body(pos: int) -> tuple[tuple[int, int, int], _Reading] | None:
         if pos not in memo:
             memo[pos] = None
             at = _skip_space(text, pos)
             if text.startswith(_FUNCTION_CLOSE, at):
                 end = at + len(_FUNCTION_CLOSE)
-                memo[pos] = ((0, 0), _Reading((), end)) if follow(text, end) else None
+                memo[pos] = ((0, 0, -end), _Reading((), end)) if follow(text, end) else None
             elif (tag := _PARAMETER.match(text, at)) is not None:
                 memo[pos] = value(_key(tag.group(1)), tag.end())
         return memo[pos]
 
-    def value(key: str, start: int) -> tuple[tuple[int, int], _Reading] | None:
+    def value(key: str, start: int) -> tuple[tuple[int, int, int], _Reading] | None:
         stop = _starting_tag(text, start, properties)
         ends = [(close, close + len(_PARAMETER_CLOSE)) for close in _closes(text, start, stop)]
         if stop < len(text):
             ends.append((stop, stop))  # not closed: the next listed key's tag ends it
         unlisted = int(properties is not None and key not in properties)
-        best: tuple[tuple[int, int], _Reading] | None = None
+        best: tuple[tuple[int, int, int], _Reading] | None = None
         for end, resume in ends:
             rest = body(resume)
             if rest is None:
                 continue
             raw = text[start:end]
-            score = (rest[0][0] + int(_TAG_TEXT.search(raw) is not None), rest[0][1] + unlisted)
+            score = (rest[0][0] + int(_TAG_TEXT.search(raw) is not None), rest[0][1] + unlisted, -rest[1].end)
             if best is None or score < best[0]:
                 best = score, _Reading(((key, raw), *rest[1].params), rest[1].end)
         return best
