@@ -5,7 +5,7 @@ its trials (`serve.trials`, which read the gateway) into one app, so it sits abo
 
 | Path | Does |
 |---|---|
-| `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` for sticky canaries and replica affinity. |
+| `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` (names) for sticky canaries and replica affinity. A client's `X-Request-Id` (any visible ASCII, 0x21–0x7E, up to 200 characters) is stored and echoed as sent; any other is replaced by the gateway's own id, and `X-Worker-Request-Id-Replaced: invalid` says so (never a refusal). |
 | `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions. |
 | `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
 | `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
@@ -29,7 +29,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from core.names import NAME_PATTERN, excerpt, is_name
 from serve.gateway import admin, proxy
 from serve.gateway.config import GatewayConfig
-from serve.gateway.edge import valid_text_body
+from serve.gateway.edge import RequestIdNote, valid_text_body
 from serve.gateway.errors import ErrorResponse, GatewayError, error_body
 from serve.gateway.service import Gateway
 from serve.trials import admin as trials_admin
@@ -137,6 +137,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
     app.state.gateway = gateway
     app.state.trials = trials
     app.add_middleware(BodyLimit, limit=config.gateway.max_body_bytes, gateway=gateway)
+    app.add_middleware(RequestIdNote, paths=proxy.PATHS.values())
 
     @app.exception_handler(GatewayError)
     async def gateway_error(_: Request, exc: GatewayError) -> Response:

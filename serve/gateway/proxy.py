@@ -42,7 +42,7 @@ from core.capture import request_sha256
 from core.jsonfile import JsonFileError, loads_bounded, parse_problem
 from core.names import BadName, check_name
 from serve.gateway.capture import CaptureJob, now_iso
-from serve.gateway.edge import REQUEST_ID_HEADER, SESSION_HEADER, WORKSPACE_HEADER, header_name, parse_json
+from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_id, header_name, parse_json
 from serve.gateway.errors import GatewayError, bounded_message, error_body, unavailable
 from serve.gateway.registry import RequestRow
 from serve.gateway.router import Resolution
@@ -117,7 +117,7 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
     key = f"{_BOOT}-{next(_SEQUENCE)}"
     call = Call(key, endpoint, time.perf_counter(), key)
     try:
-        call.request_id = header_name(request, REQUEST_ID_HEADER) or key
+        call.request_id = client_request_id(request) or key
         call.workspace = header_name(request, WORKSPACE_HEADER)
         call.session = header_name(request, SESSION_HEADER)
         body = parse_body(await request.body())
