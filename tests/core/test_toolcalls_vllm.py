@@ -123,13 +123,17 @@ PLAIN_VALUES = st.sampled_from([
 ]) | st.text(alphabet=st.characters(blacklist_characters="<", blacklist_categories=("Cs",)), max_size=20)
 
 
-def render_xml(calls: list[tuple[str, list[tuple[str, str]]]], wrapped: bool, gap: str, prose: str) -> str:
-    parts = []
+def render_xml(calls: list[tuple[str, list[tuple[str, str]]]], wrapped: bool | None, gap: str, prose: str,
+               pad: str = "") -> str:
+    """Calls as Qwen3-Coder writes them: each in its own `<tool_call>` (wrapped), bare (False), or
+    all in one block (None); `pad` is blank space inside the tags (`<function= f>`)."""
+    functions = []
     for name, params in calls:
-        body = "".join(f"<parameter={key}>\n{raw}\n</parameter>{gap}" for key, raw in params)
-        function = f"<function={name}>{gap}{body}</function>"
-        parts.append(f"<tool_call>\n{function}\n</tool_call>" if wrapped else function)
-    return prose + "\n".join(parts)
+        body = "".join(f"<parameter={pad}{key}>\n{raw}\n</parameter>{gap}" for key, raw in params)
+        functions.append(f"<function={pad}{name}{pad}>{gap}{body}</function>")
+    if wrapped is None:
+        return prose + "<tool_call>\n" + "\n".join(functions) + "\n</tool_call>"
+    return prose + "\n".join(f"<tool_call>\n{f}\n</tool_call>" if wrapped else f for f in functions)
 
 
 @st.composite
@@ -144,12 +148,14 @@ def xml_calls(draw: st.DrawFn, schema: dict[str, Any], values: st.SearchStrategy
 
 
 @SETTINGS
-@given(schema=schemas(), data=st.data(), wrapped=st.booleans(), gap=st.sampled_from(["\n", "", "\n\n  "]),
-       prose=st.sampled_from(["", "Let me do that.\n", "  "]))
-def test_qwen3_xml_calls_read_as_vllm_reads_them(oracle, schema, data, wrapped, gap, prose) -> None:
-    """Values that fit and that do not, multi-line values, listed and unlisted keys, several calls."""
+@given(schema=schemas(), data=st.data(), wrapped=st.sampled_from([True, False, None]),
+       gap=st.sampled_from(["\n", "", "\n\n  "]), prose=st.sampled_from(["", "Let me do that.\n", "  "]),
+       pad=st.sampled_from(["", "", " "]))
+def test_qwen3_xml_calls_read_as_vllm_reads_them(oracle, schema, data, wrapped, gap, prose, pad) -> None:
+    """Values that fit and that do not, multi-line values, listed and unlisted keys, several calls
+    (in blocks of their own, bare, or in one block), blank space inside the tags."""
     calls = data.draw(xml_calls(schema))
-    text = render_xml(calls, wrapped, gap, prose)
+    text = render_xml(calls, wrapped, gap, prose, pad)
     tools = offered(schema)
     theirs = vllm_calls(oracle["qwen"], text, tools)
     assert theirs is not None and [(n, list(a)) for n, a in theirs] == [(n, [k for k, _ in p]) for n, p in calls]
