@@ -11,17 +11,21 @@ A model answer is read in this order:
 The text is read as vLLM's own `hermes` and `qwen3_coder` parsers read it (vLLM 0.32;
 tests/core/test_toolcalls_vllm.py is the differential test against them): wherever they return a
 call whose text is whole, ours is the same tool, keys and typed values. Never silently wrong: where
-vLLM reads no call, or a call that loses part of the text, ours is a typed `malformed_call`.
+vLLM reads no call, or a call that loses part of the text, ours is a typed `malformed_call`. Both
+formats are read whichever parser a server runs (a scorer does not know which); each vLLM parser
+reads only its own.
 
 * Hermes: a block's JSON runs to the first `</tool_call>` (so one inside a JSON string cuts it)
-  and must be an object with a string `name` and an object `arguments`. When any block cannot be
-  read, the answer is `malformed_call`: vLLM's parser then returns no call at all.
+  and must be an object with a string `name` (kept as written) and an object `arguments`. When
+  any block cannot be read, the answer is `malformed_call`: vLLM's parser then returns no call.
 * Qwen3-Coder: a function must end with `</function>` (vLLM reads a cut-off call with the
   parameters that were closed; ours calls it malformed), and its body must be `<parameter=…>`
-  tags (a JSON body is malformed). A listed key's `<parameter=KEY>` always starts a parameter; a
-  value ends at the first `</parameter>` after which the body goes on, so a value may hold tag
-  text and unlisted `<parameter=…>` lines (a file holding a tool-call template is one value, where
-  vLLM splits it into spurious keys). A key given twice is malformed (vLLM keeps the last).
+  tags (vLLM skips other text; ours never drops it: a call of it is malformed). A listed key's `<parameter=KEY>` always
+  starts a parameter, closed before it or not, and a value that does not fit its type is text.
+  When no value holds tag text the reading is vLLM's; otherwise a value may hold `</parameter>`,
+  `</function>` and unlisted `<parameter=…>` lines (a file holding a tool-call template is one
+  value, where vLLM cuts it and splits it into spurious keys): see `_reading`. A key given twice
+  is malformed (vLLM keeps the last).
 * Qwen3-Coder values are typed by the request's tool schema as vLLM types them
   (core/toolvalues.py); a value that does not fit its type stays text. Without schemas (none
   passed) a value that parses as JSON is decoded, others kept as text.
