@@ -20,12 +20,12 @@ reads only its own.
   any block cannot be read, the answer is `malformed_call`: vLLM's parser then returns no call.
 * Qwen3-Coder: a function must end with `</function>` (vLLM reads a cut-off call with the
   parameters that were closed; ours calls it malformed), and its body must be `<parameter=…>`
-  tags (vLLM skips other text; ours never drops it: a call of it is malformed). A listed key's `<parameter=KEY>` always
-  starts a parameter, closed before it or not, and a value that does not fit its type is text.
-  When no value holds tag text the reading is vLLM's; otherwise a value may hold `</parameter>`,
-  `</function>` and unlisted `<parameter=…>` lines (a file holding a tool-call template is one
-  value, where vLLM cuts it and splits it into spurious keys): see `_reading`. A key given twice
-  is malformed (vLLM keeps the last).
+  tags (vLLM skips other text; ours never drops it: it is in a value, or the call is malformed).
+  A listed key's `<parameter=KEY>` always starts a parameter, closed before it or not, and a value
+  that does not fit its type is text. When no value holds tag text the reading is vLLM's;
+  otherwise a value may hold `</parameter>`, `</function>` and unlisted `<parameter=…>` lines (a
+  file holding a tool-call template is one value, where vLLM cuts it and splits it into spurious
+  keys): see `_reading`. A key given twice is malformed (vLLM keeps the last).
 * Qwen3-Coder values are typed by the request's tool schema as vLLM types them
   (core/toolvalues.py); a value that does not fit its type stays text. Without schemas (none
   passed) a value that parses as JSON is decoded, others kept as text.
