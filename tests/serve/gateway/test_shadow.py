@@ -133,7 +133,7 @@ def test_a_failing_candidate_is_stored_as_unparsed_with_its_error(tmp_path):
 def test_text_answers_are_typed_by_the_requests_tool_schema():
     body = {"messages": [], "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {
         "type": "object", "properties": {"id": {"type": "string"}, "filter": {"type": "object"}}}}}]}
-    text = "<function=lookup><parameter=id>42</parameter><parameter=filter>{'s': 1}</parameter></function>"
+    text = "<function=lookup><parameter=id>42</parameter><parameter=filter>{"s": 1}</parameter></function>"
     parsed = parse_answer({"role": "assistant", "content": text}, body)
     assert parsed.first is not None and parsed.first.arguments == {"id": "42", "filter": {"s": 1}}
     assert parse_answer(text, body).first == parsed.first
