@@ -235,6 +235,20 @@ def test_tag_text_inside_a_value_is_the_value_or_malformed(oracle, schema, data,
         assert set(parsed.first.arguments) == {key for key, _ in params}, text
 
 
+def test_vllms_own_param_like_lines_case_is_read_whole(oracle) -> None:
+    """The text of vLLM's `test_content_with_param_like_lines` (its older Qwen3-Coder parsers read
+    keys `path, content`); vLLM 0.32's parser cuts `content` and adds `new_string`."""
+    schema = {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}
+    content = 'TOOL_CALL_TEMPLATE = """\n</parameter>\n<parameter=new_string>\n#!/usr/bin/env python3\n</parameter>\n"""'
+    text = (f"<tool_call>\n<function={TOOL}>\n<parameter=path>\ntest_template.py\n</parameter>\n"
+            f"<parameter=content>\n{content}\n</parameter>\n</function>\n</tool_call>\n")
+    parsed = parse_text(text, [TOOL], schemas=request_schemas(offered(schema)))
+    assert parsed.outcome is ParseOutcome.OK and parsed.first is not None
+    assert parsed.first.arguments == {"path": "test_template.py", "content": content}
+    assert vllm_calls(oracle["qwen"], text, offered(schema)) == [
+        (TOOL, {"path": "test_template.py", "content": 'TOOL_CALL_TEMPLATE = """', "new_string": "#!/usr/bin/env python3"})]
+
+
 # --- Hermes JSON --------------------------------------------------------------------------------
 
 JSON_TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=12) | st.sampled_from(
