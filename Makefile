@@ -1,7 +1,7 @@
 # The two commands a new user runs (README): `make demo` and `make test`. Both set up everything first.
 VENV ?= .venv
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test bench gpu-check
 
 setup:
 	./scripts/setup.sh
@@ -18,3 +18,7 @@ test:
 
 bench: setup
 	$(VENV)/bin/python scripts/bench.py
+
+# The GPU path on a GPU host in one command (its own venv, .venv-gpu); `GPU_CHECK_ARGS=--dry-run` on a CPU machine.
+gpu-check:
+	./scripts/gpu_check.sh $(GPU_CHECK_ARGS)

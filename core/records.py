@@ -11,9 +11,18 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    ValidationInfo,
+    field_validator,
+    model_serializer,
+)
 
 from core.names import Name
+from core.wire import WIRES, DecisionApi, Wire
 
 
 class Strict(BaseModel):
@@ -37,6 +46,38 @@ class ChatRequest(BaseModel):
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] = Field(default_factory=list)
     tool_choice: Any = "auto"
+
+
+class MessagesRequest(BaseModel):
+    """The frozen Anthropic Messages request of a decision captured on `/v1/messages`."""
+
+    model_config = ConfigDict(extra="allow")
+    system: str | list[dict[str, Any]] | None = None
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    """Anthropic's shape: `name`, `description`, `input_schema`."""
+    tool_choice: dict[str, Any] | None = None
+
+
+class ResponsesRequest(BaseModel):
+    """The frozen OpenAI Responses request of a decision captured on `/v1/responses` (the whole
+    conversation in `input`: the gateway is stateless)."""
+
+    model_config = ConfigDict(extra="allow")
+    instructions: str | None = None
+    input: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = Field(default_factory=list)
+    tool_choice: str | dict[str, Any] | None = None
+
+
+Request = ChatRequest | MessagesRequest | ResponsesRequest
+REQUESTS: dict[DecisionApi, type[Request]] = {"chat": ChatRequest, "messages": MessagesRequest,
+                                               "responses": ResponsesRequest}
+
+
+def request_api(request: Request) -> DecisionApi:
+    """The API whose shape a request model holds."""
+    return next(api for api, kind in REQUESTS.items() if type(request) is kind)
 
 
 class Target(Strict):
@@ -80,13 +121,47 @@ class Decision(Strict):
     session: Name
     """The session it was captured in (unique within its workspace, not across workspaces)."""
     captured_at: datetime
-    request: ChatRequest
-    """The frozen request up to the decision: never the target action, never a memory block."""
+    api: DecisionApi | None = None
+    """The API the decision was captured on, whose shape `request` holds and which replay sends it through;
+    None: the run's `[endpoint] api` (chat unless set). Never written when None."""
+    request: Request
+    """The frozen request up to the decision: never the target action, never a memory block. In the API's
+    own fields: chat `messages`/`tools`/`tool_choice`; Messages adds `system` (tools with `input_schema`);
+    Responses has `instructions`/`input`/`tools`/`tool_choice`."""
     target: Target | None = None
     """The recorded next move (positive strata); usually None for known_failure."""
     failed_action: FailedAction | None = None
     """The historically failed action (known_failure only)."""
     memory: MemoryRef | None = None
+
+    @field_validator("request", mode="before")
+    @classmethod
+    def _request_of_its_api(cls, value: Any, info: ValidationInfo) -> Any:
+        """A request is read in its API's shape; without an `api`, a request with `input` and no
+        `messages` is a Responses one, any other a chat one (whose extra fields are kept)."""
+        if not isinstance(value, dict):
+            return value
+        inferred: DecisionApi = "responses" if "input" in value and "messages" not in value else "chat"
+        api: DecisionApi = info.data.get("api") or inferred
+        return REQUESTS[api].model_validate(value)
+
+    @model_serializer(mode="wrap")
+    def _no_api_when_unset(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict) and data.get("api", "") is None:
+            del data["api"]
+        return data
+
+    @property
+    def wire(self) -> Wire:
+        """How the decision's API reads (without an `api`: the shape its request holds)."""
+        return WIRES[self.api or request_api(self.request)]
+
+    @property
+    def turn(self) -> list[dict[str, Any]]:
+        """The request's conversation: chat and Messages `messages`, Responses `input`."""
+        turn: list[dict[str, Any]] = getattr(self.request, self.wire.turn_field)
+        return turn
 
 
 class Answer(Strict):
@@ -100,6 +175,8 @@ class TrainingExample(Decision):
     """One line of a training split: a decision plus its full answer, which a suite never
     carries (the request contract keeps the answer out of what is scored)."""
 
+    request: ChatRequest
+    """Training renders the chat template: a training example is a chat request."""
     answer: Answer
 
 

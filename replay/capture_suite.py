@@ -17,9 +17,11 @@ A `full`-mode capture holds its request; a `descriptor` holds only hashes and be
 decision when a transcript corpus resolves it (replay/resolve.py: proven by hash, or refused
 with its reason). Requests end before the answer (the contract excludes its target), memory
 blocks are stripped (replay injects memory; the workspace is recorded instead), and a decision
-state seen twice is kept once. With workspace keys, every decision is redacted before it is
-written (replay/redact.py: typed pseudonyms, one key per workspace, never in the suite), and
-the written suite is run through the privacy check.
+state seen twice is kept once. A decision keeps the API it was captured on (`api`) and its request
+in that API's own shape (Messages: `system`, `messages`, tools with `input_schema`), so replay sends
+it through the same API and the engine renders the same prompt. With workspace keys, every
+decision is redacted before it is written (replay/redact.py: typed pseudonyms, one key per
+workspace, never in the suite), and the written suite is run through the privacy check.
 """
 
 from __future__ import annotations
@@ -39,8 +41,9 @@ from typing import Any
 from core.capture import CapturedDecision, read_decisions, session_key
 from core.guard import FAILURES
 from core.names import excerpt, is_name
-from core.records import KNOWN_FAILURE, ChatRequest, Decision, FailedAction, MemoryRef, Target
+from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
 from core.tomlfile import read_toml
+from core.wire import WIRES, DecisionApi
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.redact import PSEUDONYM, Pseudonymizer
 from replay.resolve import NO_KEY, Refusal, Verify, resolve
@@ -82,35 +85,49 @@ def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
     return strata
 
 
+def _clean(text: str) -> str:
+    return re.sub(r"\n{3,}", "\n\n", _BLOCKS.sub("", text)).strip()
+
+
+def strip_text(content: Any) -> Any:
+    """A message's content (a string, or parts/blocks with `text`) without memory blocks."""
+    if isinstance(content, str):
+        return _clean(content)
+    if isinstance(content, list):
+        return [{**p, "text": _clean(p["text"])} if isinstance(p, dict) and isinstance(p.get("text"), str) else p
+                for p in content]
+    return content
+
+
 def strip_memory(messages: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
     """The messages without `<memory>` and `<standing_rules>` blocks (production's injection)."""
+    return [{**m, "content": strip_text(m["content"])} if isinstance(m.get("content"), str | list) else m
+            for m in messages]
 
-    def clean(text: str) -> str:
-        return re.sub(r"\n{3,}", "\n\n", _BLOCKS.sub("", text)).strip()
 
-    stripped = []
-    for message in messages:
-        content = message.get("content")
-        if isinstance(content, str):
-            message = {**message, "content": clean(content)}
-        elif isinstance(content, list):
-            message = {**message, "content": [{**p, "text": clean(p["text"])} if isinstance(p, dict) and
-                                              isinstance(p.get("text"), str) else p for p in content]}
-        stripped.append(message)
+def strip_request(api: DecisionApi, request: dict[str, Any]) -> dict[str, Any]:
+    """A request in `api`'s shape without memory blocks: in its turn and, where the API has one, its
+    system field (Messages `system`, Responses `instructions`: where production injects them)."""
+    wire = WIRES[api]
+    stripped = {**request, wire.turn_field: strip_memory(request[wire.turn_field])}
+    if wire.system_field is not None and wire.system_field in request:
+        stripped[wire.system_field] = strip_text(request[wire.system_field])
     return stripped
 
 
 def to_decision(captured: CapturedDecision, stratum: str, request: dict[str, Any],
                 arguments: dict[str, Any] | None) -> Decision:
-    """A suite decision from a stratified capture, its request and its chosen call's arguments
-    (None when withheld: a failed action then carries its key set only)."""
-    assert captured.chosen_tool is not None
+    """A suite decision from a stratified capture, its request (in the shape of the API it was
+    captured on, which the decision records) and its chosen call's arguments (None when withheld:
+    a failed action then carries its key set only)."""
+    assert captured.chosen_tool is not None and captured.api in WIRES
+    api = WIRES[captured.api].api
     failed = stratum == KNOWN_FAILURE
     return Decision(
         id=f"cap-{captured.id}", stratum=stratum, cluster=f"{captured.workspace}/{captured.session}",
         workspace=captured.workspace, session=captured.session,
         captured_at=datetime.fromisoformat(captured.captured_at.replace("Z", "+00:00")),
-        request=ChatRequest.model_validate({**request, "messages": strip_memory(request["messages"])}),
+        api=api, request=REQUESTS[api].model_validate(strip_request(api, request)),
         target=None if failed else Target(tool=captured.chosen_tool, arg_keys=captured.chosen_keys),
         failed_action=(FailedAction(tool=captured.chosen_tool, arguments=arguments) if arguments is not None else
                        FailedAction(tool=captured.chosen_tool, arg_keys=captured.chosen_keys)) if failed else None,
@@ -189,6 +206,9 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
         if not (is_name(item.workspace) and is_name(item.session)):
             skipped["workspace or session is not a name"] += 1
             continue
+        if item.api not in WIRES:
+            skipped[f"captured on the {excerpt(item.api)} API, which replay does not send"] += 1
+            continue
         if item.request is not None:
             request, arguments = item.request, item.chosen_arguments
         elif transcripts is None:
@@ -206,7 +226,7 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
         try:
             decision = to_decision(item, stratum, request, arguments)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
-            raise SuiteError(f"{db}: decision {item.id}: its stored request is not a chat request "
+            raise SuiteError(f"{db}: decision {item.id}: its stored request is not a {item.api} request "
                              f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
         if keys is not None:
             if item.workspace not in keys:

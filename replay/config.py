@@ -12,6 +12,7 @@ from pydantic import Field, field_validator, model_validator
 from core.names import Name
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
+from core.wire import DecisionApi
 from replay.errors import ReplayError
 from replay.memory.inject import ConditionError, parse_condition
 
@@ -31,6 +32,9 @@ class Endpoint(Strict):
     """Environment variable holding a bearer token, sent when it is set."""
     timeout_s: float = Field(300.0, gt=0)
     """Per request; a slower answer is a transport error (retried, then recorded)."""
+    api: DecisionApi = "chat"
+    """The API a decision that names none is sent through (`chat`: /chat/completions, `messages`: Anthropic
+    /messages, `responses`: /responses); a decision with its own `api` (captured on it) is sent through that."""
 
     @model_validator(mode="after")
     def _loopback_unless_allowed(self) -> Endpoint:

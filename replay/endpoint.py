@@ -20,6 +20,7 @@ import aiohttp
 
 from core.jsonfile import parse_problem
 from core.names import excerpt
+from core.wire import WIRES, DecisionApi
 from replay.config import RunConfig
 from replay.rundir import RunError
 
@@ -42,7 +43,12 @@ def auth_headers(config: RunConfig) -> dict[str, str]:
 
 
 def chat_url(config: RunConfig) -> str:
-    return config.endpoint.base_url.rstrip("/") + "/chat/completions"
+    return api_url(config, "chat")
+
+
+def api_url(config: RunConfig, api: DecisionApi) -> str:
+    """The endpoint's URL for one API (chat, Anthropic Messages, Responses) under its `/v1` base."""
+    return config.endpoint.base_url.rstrip("/") + WIRES[api].path
 
 
 def chat_session(config: RunConfig) -> aiohttp.ClientSession:

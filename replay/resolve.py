@@ -5,7 +5,8 @@ in a `TranscriptSource`, takes its first `len(message_hashes)` messages, and rec
 message hash and the request hash with `core.capture`'s own functions — the very code the
 gateway hashed with. What it checks, in order (the first failure refuses, with its reason):
 
-1. the session is in the corpus (`session missing`) and readable (`transcript unreadable`);
+1. the session is in the corpus (`session missing`), readable (`transcript unreadable`) and written
+   in the API the decision was captured on (`api mismatch`: its header's `api`);
 2. it holds the captured turn and the answer after it (`turn missing`: a session cut short);
 3. every message hash equals the captured one (`hash mismatch`: the transcript changed);
 4. the request hash equals the captured one (`hash mismatch`). The gateway hashes the whole
@@ -16,8 +17,9 @@ gateway hashed with. What it checks, in order (the first failure refuses, with i
    counted as not request-verified;
 5. the offered tool names and the tool choice equal the descriptor's (`offer mismatch`:
    with `verify="messages"` this is what keeps a different offer out);
-6. the transcript's next message is the assistant's, and its chosen call has the captured
-   tool and key set (`answer mismatch`).
+6. the transcript's next message is the assistant's (Responses: the output items after the
+   turn), and its chosen call — read as the gateway reads that API's answer (core/wire.py) — has
+   the captured tool and key set (`answer mismatch`).
 
 The corpus is only read. `load_keys` reads the workspace keys redaction needs (replay/redact.py).
 """
@@ -33,14 +35,14 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from core.capture import CapturedDecision, choice_label, message_hash, request_sha256
+from core.capture import CapturedDecision, message_hash, request_sha256
 from core.names import NAME_RULE, Name, excerpt, is_name
-from core.records import ChatRequest, Strict
+from core.records import REQUESTS, Strict
 from core.scoring import chosen_call
 from core.tomlfile import MAX_TOML_BYTES, ConfigError, parse_toml, read_regular, toml_problem
 from core.toolcalls import parse_response, request_schemas
+from core.wire import WIRES, DecisionApi
 from replay.errors import ReplayError
-from replay.suite_checks import offered_tools
 from replay.transcripts import TranscriptError, TranscriptSource
 
 Verify = Literal["request", "messages"]
@@ -50,6 +52,7 @@ TURN_MISSING = "turn missing"
 HASH_MISMATCH = "hash mismatch"
 OFFER_MISMATCH = "offer mismatch"
 ANSWER_MISMATCH = "answer mismatch"
+API_MISMATCH = "api mismatch"
 NO_KEY = "no pseudonym key for the workspace"
 KEYS_ENV = "WORKER_REPLAY_PSEUDONYM_KEYS"
 
@@ -64,9 +67,10 @@ class Refusal:
 class Resolved:
     """What a capture resolved to: the request the model saw, and the chosen call's arguments."""
 
-    request: dict[str, Any]  # messages, tools, tool_choice
+    request: dict[str, Any]  # the API's conversation fields (chat: messages, tools, tool_choice)
     arguments: dict[str, Any] | None
     request_verified: bool
+    api: DecisionApi = "chat"
 
 
 def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify = "request") -> Resolved | Refusal:
@@ -78,6 +82,9 @@ def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify
         return Refusal(TRANSCRIPT_UNREADABLE, str(exc))
     if transcript is None:
         return Refusal(SESSION_MISSING, f"{where}: no such session in the transcripts")
+    if transcript.header.api != captured.api:
+        return Refusal(API_MISMATCH, f"{where}: the decision was captured on the {captured.api} API, the "
+                                     f"transcript is written in the {transcript.header.api} API's shape")
     turn, messages = len(captured.message_hashes), transcript.messages
     if len(messages) <= turn:
         return Refusal(TURN_MISSING, f"{where}: the decision needs {turn} message(s) and the answer after them; "
@@ -91,23 +98,29 @@ def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify
     if not verified and verify == "request":
         return Refusal(HASH_MISMATCH, f"{where}: the request hash differs (tools, tool_choice or params are not "
                                       "what the model saw)")
-    request = ChatRequest.model_validate({k: body[k] for k in ("messages", "tools", "tool_choice") if k in body})
-    offered = sorted(offered_tools(request))
-    choice = choice_label(body.get("tool_choice", "auto"))
+    wire = WIRES[transcript.header.api]
+    request = REQUESTS[wire.api].model_validate({k: body[k] for k in wire.request_fields if k in body})
+    tools = wire.tools(request.tools)
+    offered = sorted({t["function"]["name"] for t in tools})
+    choice = wire.choice(body.get("tool_choice"))
     if (offered, choice) != (captured.tools_offered, captured.tool_choice):
         return Refusal(OFFER_MISMATCH, f"{where}: the transcript offers {offered} with tool_choice {choice!r}, "
                                        f"the capture {captured.tools_offered} with {captured.tool_choice!r}")
-    answer = messages[turn]
-    if answer.get("role") != "assistant":
-        return Refusal(TURN_MISSING, f"{where}: message {turn} is a {answer.get('role')!r} message, not the "
+    answer = wire.transcript_answer(list(messages[turn:]))
+    if answer is None:
+        return Refusal(TURN_MISSING, f"{where}: message {turn} is a {_kind(messages[turn])!r} message, not the "
                                      "assistant's answer")
-    call = chosen_call(parse_response(answer, offered or None, schemas=request_schemas(request.tools)))
+    call = chosen_call(parse_response(answer, offered or None, schemas=request_schemas(tools)))
     tool, keys = (call.tool, call.key_set) if call else (None, [])
     if (tool, sorted(keys)) != (captured.chosen_tool, sorted(captured.chosen_keys)):
         return Refusal(ANSWER_MISMATCH, f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "
                                         f"the capture recorded {captured.chosen_tool!r} with "
                                         f"{sorted(captured.chosen_keys)}")
-    return Resolved(request.model_dump(), call.arguments if call else None, verified)
+    return Resolved(request.model_dump(exclude_none=True), call.arguments if call else None, verified, wire.api)
+
+
+def _kind(message: dict[str, Any]) -> Any:
+    return message.get("role") or message.get("type")
 
 
 KEY_PATTERN = r"^(?:[0-9a-fA-F]{2}){16,}$"

@@ -1,5 +1,10 @@
 """The resumable replay runner: every arm × decision through an OpenAI-compatible endpoint.
 
+Each decision is sent through the API it was captured on (its `api`, else the run's
+`[endpoint] api`): chat to `/chat/completions`, Anthropic Messages to `/messages` (memory in the
+`system` field), Responses to `/responses` (memory in `instructions`), so the engine renders the
+prompt the model saw; every answer is read into one neutral form before it is scored.
+
 Sandboxed by construction: it only asks the model for its next action (no tool is ever
 executed), talks only to the configured endpoint (`replay.endpoint`: redirects are never followed,
 so the loopback-unless-allowed rule holds for every hop), and never writes to the suite or memory
@@ -20,13 +25,17 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from core.records import Decision, ResultRecord, Usage
+from pydantic import ValidationError
+
+from core.jsonfile import schema_errors
+from core.records import REQUESTS, Decision, Request, ResultRecord, Usage, request_api
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
+from core.wire import WIRES, BadAnswer, DecisionApi
 from replay.config import Arm, RunConfig
-from replay.endpoint import Outcome, chat_session, chat_url, check_served, fetch_models, send_chat
+from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_models, send_chat
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
-from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.memory.inject import ConditionError, inject, inject_system, parse_condition
 from replay.progress import Progress
 from replay.rundir import (
     RESULTS,
@@ -45,13 +54,21 @@ class WorkItem:
     arm: Arm
     decision: Decision
     messages: list[dict[str, Any]]
+    """The request's turn (chat: memory injected as the system message; Responses: `input`)."""
     rule_ids: tuple[str, ...]
+    api: DecisionApi = "chat"
+    """The API it is sent through: the decision's own, else the run's `[endpoint] api`."""
+    request: Request | None = None
+    """The decision's request read in `api`'s shape (None: `decision.request` as it is)."""
+    system: Any = None
+    """Messages `system` / Responses `instructions` with memory injected (None: absent)."""
 
     @property
     def prefix_key(self) -> tuple[str, str]:
         """Requests with equal keys share a rendered prompt prefix (the cache is per adapter)."""
         tools = json.dumps(self.decision.request.tools, sort_keys=True)
-        return self.arm.model, tools + json.dumps(self.messages, sort_keys=True)
+        system = "" if self.system is None else json.dumps(self.system, sort_keys=True)
+        return self.arm.model, tools + system + json.dumps(self.messages, sort_keys=True)
 
 
 def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
@@ -89,13 +106,35 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
             workspace = memory.workspace if memory and memory.workspace else decision.workspace
             if workspace not in memories:
                 memories[workspace] = load_workspace_memory(config.memory.root, workspace)
+            api = decision.api or config.endpoint.api
+            request = request_in(decision, api)
             try:
-                injected = inject(decision.request.messages, condition, memories[workspace])
+                if api == "chat":
+                    injected = inject(decision.turn, condition, memories[workspace])
+                    items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids, api, request))
+                    continue
+                field = WIRES[api].system_field
+                assert field is not None
+                system, added = inject_system(getattr(request, field), condition, memories[workspace])
             except ConditionError as exc:
                 hint = _memory_hint(config, workspace)
                 raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}{hint}") from exc
-            items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids))
+            items.append(WorkItem(arm, decision, list(getattr(request, WIRES[api].turn_field)), added.rule_ids, api,
+                                  request, system))
     return order_items(items, config.runner.order, seed=config.decoding.seed or 0)
+
+
+def request_in(decision: Decision, api: DecisionApi) -> Request:
+    """The decision's request read in the shape of the API it is sent through (a decision without an
+    `api` is read as the run's `[endpoint] api`); RunError when it is not that API's request."""
+    if request_api(decision.request) == api:
+        return decision.request
+    try:
+        return REQUESTS[api].model_validate(decision.request.model_dump(exclude_unset=True))
+    except ValidationError as exc:
+        reasons = "; ".join(schema_errors(exc))
+        raise RunError(f"decision {decision.id}: its request is not a {api} request, which this run's "
+                       f"[endpoint] api sends it as ({reasons})") from None
 
 
 def _memory_hint(config: RunConfig, workspace: str) -> str:
@@ -119,11 +158,19 @@ def order_items(items: list[WorkItem], order: str, seed: int = 0) -> list[WorkIt
 
 
 def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
-    """The chat request sent for one arm × decision: the frozen request, the arm's model, memory and decoding."""
+    """The request sent for one arm × decision, in its API's shape: the frozen request, the arm's model,
+    memory and decoding (the Messages API requires `max_tokens`; Responses names it `max_output_tokens`)."""
     decoding = config.decoding_for(item.arm)
-    request = item.decision.request.model_dump(exclude={"messages"})
-    body = {**request, "model": item.arm.model, "messages": item.messages,
-            "temperature": decoding.temperature, "max_tokens": decoding.max_tokens, "top_p": decoding.top_p}
+    wire = WIRES[item.api]
+    request = item.request or item.decision.request
+    if item.api == "chat":
+        fields = request.model_dump(exclude={"messages"})
+    else:
+        fields = request.model_dump(exclude_none=True, exclude={wire.turn_field, wire.system_field or ""})
+        if item.system is not None and wire.system_field is not None:
+            fields[wire.system_field] = item.system
+    body = {**fields, "model": item.arm.model, wire.turn_field: item.messages,
+            "temperature": decoding.temperature, wire.limit_field: decoding.max_tokens, "top_p": decoding.top_p}
     if decoding.seed is not None:
         body["seed"] = decoding.seed
     if not body.get("tools"):
@@ -133,25 +180,30 @@ def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
 
 
 def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
-    """Parse and score one answer (or its transport error) into the result line."""
-    tool_names = {t.get("function", {}).get("name") for t in item.decision.request.tools}
+    """Parse and score one answer (or its transport error) into the result line. Whatever the API, the
+    answer is read as the gateway reads it (core/wire.py: content blocks or output items as a chat
+    message with `tool_calls`), against the tools the request offered."""
+    wire = WIRES[item.api]
+    tools = wire.tools((item.request or item.decision.request).tools)
     body = outcome.body or {}
-    choice = (body.get("choices") or [{}])[0]
-    message = choice.get("message") or {}
+    try:
+        message = wire.answer(body) if outcome.body is not None else {}
+    except BadAnswer:
+        message = {}
     if outcome.body is None:
         parsed = transport_error(outcome.error or "no response")
     else:
-        parsed = parse_response(message, tool_names=tool_names, schemas=request_schemas(item.decision.request.tools))
-    usage = body.get("usage") or {}
+        parsed = parse_response(message, tool_names={t["function"]["name"] for t in tools},
+                                schemas=request_schemas(tools))
+    prompt_tokens, completion_tokens = wire.usage(body)
     target = item.decision.target
     return ResultRecord(
         arm=item.arm.name, decision_id=item.decision.id, stratum=item.decision.stratum,
         cluster=item.decision.cluster, workspace=item.decision.workspace,
         target_tool=target.tool if target else None, model=item.arm.model, memory=item.arm.memory,
-        raw_output={"message": message, "error": outcome.error, "finish_reason": choice.get("finish_reason")},
+        raw_output={"message": message, "error": outcome.error, "finish_reason": wire.finish(body)},
         parsed=parsed, score=score_decision(item.decision, parsed),
-        usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
-                    completion_tokens=usage.get("completion_tokens") or 0),
+        usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
         attempts=outcome.attempts, finished_at=datetime.now(UTC), served_by=outcome.served_by,
     )
@@ -160,7 +212,6 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
 async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Path,
                   on_result: Callable[[ResultRecord], None] | None = None, label: str = "replay") -> int:
     """Send every item with bounded concurrency; append each result as soon as it exists."""
-    url = chat_url(config)
     queue: asyncio.Queue[WorkItem] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
@@ -173,7 +224,8 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
                     item = queue.get_nowait()
                     headers = {"X-Workspace-Id": item.decision.workspace, "X-Session-Id": item.decision.session,
                                "X-Worker-Replay": "1"}
-                    outcome = await send_chat(session, url, request_body(config, item), headers, config)
+                    outcome = await send_chat(session, api_url(config, item.api), request_body(config, item), headers,
+                                              config)
                     record = result_record(item, outcome)
                     out.write(record.model_dump_json() + "\n")
                     out.flush()

@@ -8,10 +8,13 @@ Rules a decision must meet:
 * the target tool is one of the offered tools, `tool_choice` allows the target
   (`"none"` forbids a call, `"required"` forbids no call, a named function must be the target),
   and `arg_keys` is a key set (well-formed paths, no duplicates, every parent present);
-* the request does not contain its answer: no assistant message may follow the last user or
-  tool message (such a message is the recorded next move, or part of it);
+* the request does not contain its answer: no assistant message (Responses: no output item)
+  may follow the last user or tool message (such a message is the recorded next move, or part of it);
 * the request carries no memory block: no `<standing_rules>` or `<memory>` tag in any
-  message text (replay injects memory; a baked-in block would leak into every arm).
+  message text, nor in the API's system field (Messages `system`, Responses `instructions`)
+  (replay injects memory; a baked-in block would leak into every arm).
+
+Tools and tool choice are read in the decision's API's shape (core/wire.py).
 
 Across lines: ids are unique, and a decision state — the request the model sees, hashed
 canonically — occurs once. The same state twice is one decision counted twice, and in two
@@ -27,25 +30,21 @@ from collections.abc import Iterable
 from typing import Any
 
 from core.keyset import canonical_json, key_set, missing_parents
-from core.records import BUILTIN_STRATA, KNOWN_FAILURE, POSITIVE_STRATA, ChatRequest, Decision
+from core.records import BUILTIN_STRATA, KNOWN_FAILURE, POSITIVE_STRATA, Decision, Request
+from core.wire import is_output_item
 
 _MEMORY_TAG = re.compile(r"<\s*/?\s*(standing_rules|memory)\b", re.IGNORECASE)
 _TURN_ROLES = ("user", "tool", "function")
 
 
-def request_hash(request: ChatRequest) -> str:
+def request_hash(request: Request) -> str:
     """sha256 of the canonical JSON of a request: the identity of a decision state."""
     return hashlib.sha256(canonical_json(request.model_dump(mode="json")).encode()).hexdigest()
 
 
-def offered_tools(request: ChatRequest) -> list[str]:
-    """The function names the request offers, in order."""
-    names = []
-    for tool in request.tools:
-        function = tool.get("function") if isinstance(tool, dict) else None
-        if isinstance(function, dict) and isinstance(function.get("name"), str):
-            names.append(function["name"])
-    return names
+def offered_tools(decision: Decision) -> list[str]:
+    """The function names the decision's request offers, in order (read in its API's shape)."""
+    return [tool["function"]["name"] for tool in decision.wire.tools(decision.request.tools)]
 
 
 def message_text(message: dict[str, Any]) -> str:
@@ -115,18 +114,17 @@ def _check_target(decision: Decision) -> list[str]:
     if target is None:
         return []
     problems = _check_key_list("target.arg_keys", target.arg_keys)
-    offered = offered_tools(decision.request)
+    offered = offered_tools(decision)
     if target.tool is not None and target.tool not in offered:
         problems.append(f"target tool {target.tool!r} is not among the offered tools ({', '.join(offered) or 'none'})")
-    choice = decision.request.tool_choice
+    choice = decision.wire.choice(decision.request.tool_choice)  # `any` (Messages) reads as `required`
     if choice == "none" and target.tool is not None:
         problems.append(f"tool_choice 'none' forbids the target call {target.tool!r}")
     if choice == "required" and target.tool is None:
         problems.append("tool_choice 'required' forbids the target (no call)")
-    if isinstance(choice, dict):
-        named = (choice.get("function") or {}).get("name")
-        if named != target.tool:
-            problems.append(f"tool_choice names {named!r} but the target is {target.tool!r}")
+    named = choice.removeprefix("function:") if choice.startswith("function:") else None
+    if named is not None and named != target.tool:
+        problems.append(f"tool_choice names {named or None!r} but the target is {target.tool!r}")
     if target.tool is None and target.arg_keys:
         problems.append("target with tool null cannot have arg_keys")
     return problems
@@ -158,15 +156,16 @@ def _check_key_list(field: str, keys: list[str]) -> list[str]:
 
 
 def _check_request(decision: Decision) -> list[str]:
-    messages = decision.request.messages
+    messages = decision.turn
     if not messages:
         return ["request has no messages"]
     problems = []
-    turns = [i for i, m in enumerate(messages) if m.get("role") in _TURN_ROLES]
+    turns = [i for i, m in enumerate(messages) if m.get("role") in _TURN_ROLES
+             or m.get("type") == "function_call_output"]
     if not turns:
         problems.append("request has no user or tool message")
     else:
-        tail = [i for i in range(turns[-1] + 1, len(messages)) if messages[i].get("role") == "assistant"]
+        tail = [i for i in range(turns[-1] + 1, len(messages)) if is_output_item(messages[i])]
         if tail:
             problems.append(
                 f"request contains its answer: messages[{tail[0]}] is an assistant turn after the last "
@@ -176,4 +175,8 @@ def _check_request(decision: Decision) -> list[str]:
         match = _MEMORY_TAG.search(message_text(message))
         if match:
             problems.append(f"messages[{i}] carries a memory block ({match.group(0)!r}); replay injects memory")
+    field = decision.wire.system_field
+    if field is not None and (match := _MEMORY_TAG.search(message_text({"content": getattr(decision.request, field,
+                                                                                           None)}))):
+        problems.append(f"{field} carries a memory block ({match.group(0)!r}); replay injects memory")
     return problems

@@ -20,6 +20,15 @@ and `params`, the other body fields the runtime sent with every turn (`temperatu
 target, which the descriptor records). Every further line is one message in the OpenAI chat
 shape, **exactly as the runtime sent or received it**.
 
+The header's `api` names the API the runtime spoke (`chat` when absent), and the lines are in that
+API's own shape, the list the gateway hashed: `messages` — Anthropic Messages messages (content a
+string or blocks: `text`, `tool_use`, `tool_result`), with the header's `system` (string or text
+blocks, as sent) and `tools` with `input_schema` as offered; `responses` — the `input` items of
+the Responses API (messages, `function_call`, `function_call_output`), with the header's
+`instructions`. A Responses runtime that sent `input` as a string wrote it as one item
+`{"role": "user", "content": ...}` (what the gateway hashed); the request hash is then over a list,
+so such a turn resolves on its message hashes only (`--verify messages`).
+
 Why exactness matters: the descriptor's hash of a message (`core.capture.message_hash`) is
 taken over the message dict the gateway parsed, with every key it had. So a line is stored
 verbatim and hashed as parsed from the file, never re-serialised through a model: a key the
@@ -43,11 +52,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.jsonfile import JsonFileError, read_jsonl_values
 from core.names import Name, is_name
 from core.records import Strict
+from core.wire import WIRES, DecisionApi
 from replay.errors import ReplayError
 
 MAX_LINE_BYTES = 1 << 20
@@ -63,9 +73,23 @@ class TranscriptHeader(Strict):
 
     workspace: Name
     session: Name
+    api: DecisionApi = "chat"
+    """The API the runtime spoke: the shape of every further line and of the request rebuilt from them."""
+    system: str | list[dict[str, Any]] | None = None
+    """Messages: the `system` field as sent (absent when the runtime sent none)."""
+    instructions: str | None = None
+    """Responses: the `instructions` field as sent."""
     tools: list[dict[str, Any]] | None = None
     tool_choice: str | dict[str, Any] | None = None
     params: dict[str, Any] = Field(default_factory=dict)
+
+    @model_validator(mode="after")
+    def _fields_of_its_api(self) -> TranscriptHeader:
+        if self.system is not None and self.api != "messages":
+            raise ValueError(f"system is a Messages field; this session's api is {self.api!r}")
+        if self.instructions is not None and self.api != "responses":
+            raise ValueError(f"instructions is a Responses field; this session's api is {self.api!r}")
+        return self
 
 
 class TranscriptMessage(BaseModel):
@@ -79,6 +103,24 @@ class TranscriptMessage(BaseModel):
     name: str | None = None
 
 
+class TranscriptItem(BaseModel):
+    """One Responses `input` item: a message (`role`) or a typed item (`function_call`, ...)."""
+
+    model_config = ConfigDict(extra="allow")
+    role: str | None = Field(None, min_length=1)
+    type: str | None = Field(None, min_length=1)
+
+    @model_validator(mode="after")
+    def _role_or_type(self) -> TranscriptItem:
+        if self.role is None and self.type is None:
+            raise ValueError("an input item has a role or a type")
+        return self
+
+
+LINES: dict[DecisionApi, type[BaseModel]] = {"chat": TranscriptMessage, "messages": TranscriptMessage,
+                                             "responses": TranscriptItem}
+
+
 @dataclass(frozen=True)
 class Transcript:
     """One session: its request settings and its messages, each the dict the runtime sent."""
@@ -89,8 +131,14 @@ class Transcript:
 
     def body(self, turn: int, model: str) -> dict[str, Any]:
         """The request body of the turn that sent the first `turn` messages, as the gateway hashed
-        it: the session's params, `model` set to the route's target, messages, tools, tool choice."""
-        body: dict[str, Any] = {**self.header.params, "model": model, "messages": list(self.messages[:turn])}
+        it: the session's params, `model` set to the route's target, the messages (Responses:
+        `input`), the system prompt where the API has a field for it, tools, tool choice."""
+        header = self.header
+        body: dict[str, Any] = {**header.params, "model": model, WIRES[header.api].turn_field:
+                                list(self.messages[:turn])}
+        for field, value in (("system", header.system), ("instructions", header.instructions)):
+            if value is not None:
+                body[field] = value
         if self.header.tools is not None:
             body["tools"] = self.header.tools
         if self.header.tool_choice is not None:
@@ -155,7 +203,7 @@ def read_transcript(path: Path) -> Transcript:
     messages: list[dict[str, Any]] = []
     for number, data in rest:
         try:
-            TranscriptMessage.model_validate(data)
+            LINES[header.api].model_validate(data)
         except ValidationError as exc:
             raise TranscriptError(_schema_error(path, number, "message", exc)) from exc
         messages.append(data)

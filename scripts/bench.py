@@ -9,6 +9,7 @@
 * LoRA on the CPU engine: `scripts/bench_cpu_lora.py` (vLLM's per-token ops vs the grouped ones,
   alone and in the engine: an adapter's decisions/s as a share of the base model's);
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
+* Messages streams: `scripts/bench_messages_stream.py` (first SSE event and whole stream, gateway vs direct).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
 * redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus).
 
@@ -168,6 +169,7 @@ def main() -> int:
     parser.add_argument("--decisions", type=int, default=24, help="decisions per replay measurement")
     parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--skip-gateway", action="store_true")
+    parser.add_argument("--skip-messages-stream", action="store_true")
     parser.add_argument("--skip-engine-settings", action="store_true")
     parser.add_argument("--skip-trial-look", action="store_true")
     parser.add_argument("--skip-prefix-order", action="store_true")
@@ -187,6 +189,7 @@ def main() -> int:
             print(f"  {name:<48} {value}")
         rows += settings
     for skip, heading, script in ((args.skip_gateway, "gateway", "bench_gateway.py"),
+                                  (args.skip_messages_stream, "Messages API streams", "bench_messages_stream.py"),
                                   (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
                                   (args.skip_cpu_lora, "LoRA on the CPU engine", "bench_cpu_lora.py"),
                                   (args.skip_trial_look, "trial look", "bench_trial_look.py"),

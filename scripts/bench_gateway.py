@@ -275,7 +275,8 @@ def main() -> int:
                 config = load_engine_config(REPO / "configs" / "engine" / "cpu-smollm2.toml", port=free_port())
                 print("starting the engine (about a minute on CPU)...", flush=True)
                 url = stack.enter_context(EngineProcess(config, log_path=work / "vllm.log")).base_url
-            results["engine"] = measure("real vLLM engine (CPU, SmolLM2-135M)", url, work, adapter_root,
+            name = "real vLLM engine (CPU, SmolLM2-135M)" if args.engine_url is None else f"real vLLM engine at {url}"
+            results["engine"] = measure(name, url, work, adapter_root,
                                         args.engine_requests, args.engine_concurrency, args.max_tokens)
     print(json.dumps({"gateway": results}, indent=2))
     return 0

@@ -6,8 +6,8 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
 # --test-tools: also the Debian packages the tests run: headless Chromium (the report and dashboard
-# renderings), Prometheus with promtool (the dashboard and rule checks) and systemd's analyze and
-# sysusers tools (the unit checks). Only missing packages are installed.
+# renderings), Prometheus with promtool (the dashboard and rule checks), systemd's analyze and
+# sysusers tools (the unit checks) and shellcheck (scripts/gpu_check.sh). Only missing packages are installed.
 with_test_tools=false
 [ "${1:-}" = --test-tools ] && with_test_tools=true
 
@@ -36,6 +36,7 @@ if $with_test_tools; then
   tools=()
   { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || tools+=(prometheus)
   { command -v systemd-analyze && command -v systemd-sysusers; } >/dev/null 2>&1 || tools+=(systemd)
+  command -v shellcheck >/dev/null 2>&1 || tools+=(shellcheck)
   # Without recommends: prometheus recommends the node exporter, a service the tests do not need.
   [ ${#tools[@]} -eq 0 ] || APT_FLAGS=--no-install-recommends apt_install "${tools[@]}"
 fi

@@ -192,7 +192,7 @@ def _rejected_call(decision: Decision) -> tuple[str, dict[str, Any]] | None:
     failed = decision.failed_action
     if failed is not None:
         return failed.tool, failed.arguments if failed.arguments is not None else arguments_of(failed.arg_keys or ())
-    for message in reversed(decision.request.messages):
+    for message in reversed(decision.turn):
         calls = message.get("tool_calls") if message.get("role") == "assistant" else None
         if calls:
             function = calls[0].get("function", {})
@@ -303,7 +303,7 @@ def planted_app(spec: PlantedSpec, decisions: Sequence[Decision],
                                                    - {a.model for a in spec.arms})
     by_key: dict[str, Decision] = {}
     for d in decisions:
-        twin = by_key.setdefault(request_key(d.request.messages), d)
+        twin = by_key.setdefault(request_key(d.turn), d)
         if twin is not d:
             raise PlantedError(f"decisions {twin.id} and {d.id} send the same request: the planted endpoint, like a "
                                "model, cannot tell them apart (calibrate with end_to_end = 0)")

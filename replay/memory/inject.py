@@ -16,7 +16,9 @@ Production (001 S8, DESIGN §5) appends workspace memory to the system prompt:
 
 The essentials come first and the standing rules last: the rules are a *footer*, and a rule
 read last is not buried under the essentials. Each block is present only when non-empty.
-A request without a system message gets one, first. Rule and memory text is escaped so it
+A request without a system message gets one, first. An Anthropic Messages request keeps its
+system prompt in its `system` field (a string or text blocks) and a Responses request in
+`instructions`: the footer goes there (`inject_system`). Rule and memory text is escaped so it
 cannot open or close either block, and a rule is one line, so it cannot forge another rule.
 
 Conditions and what each injects:
@@ -182,26 +184,63 @@ def select_rules(condition: MemoryCondition, memory: WorkspaceMemory | None) -> 
     raise ConditionError(f"unsupported memory condition {condition!r}")
 
 
+@dataclass(frozen=True)
+class Footer:
+    """What a condition appends to the system prompt ('' when nothing), and what it carries."""
+
+    text: str
+    rule_ids: tuple[str, ...]
+    essentials: tuple[str, ...]
+
+
+def footer(condition: MemoryCondition, memory: WorkspaceMemory | None) -> Footer:
+    """The `<memory>` and `<standing_rules>` blocks a condition injects, each only when non-empty."""
+    rules, with_essentials = select_rules(condition, memory)
+    essentials = memory.essentials if with_essentials and memory is not None else ()
+    text = "\n\n".join(b for b in (_memory_block(essentials), _rules_block(rules)) if b)
+    rule_ids = tuple(dict.fromkeys(r.id for r in rules if r.id is not None))
+    return Footer(text, rule_ids, tuple(e.name for e in essentials))
+
+
 def inject(messages: Sequence[dict[str, Any]], condition: MemoryCondition, memory: WorkspaceMemory | None) -> Injection:
     """New messages for the request under `condition`; the input is not modified."""
     out = copy.deepcopy(list(messages))
     system_index = next((i for i, m in enumerate(out) if m.get("role") == "system"), None)
     if system_index is not None and _carries_memory(out[system_index].get("content")):
-        raise ConditionError(
-            "the decision's system prompt already contains a <memory> or <standing_rules> block; "
-            "a suite request must carry no memory (DESIGN §3): memory is injected by the arm"
-        )
-    rules, with_essentials = select_rules(condition, memory)
-    essentials = memory.essentials if with_essentials and memory is not None else ()
-    blocks = [b for b in (_memory_block(essentials), _rules_block(rules)) if b]
-    if blocks:
-        footer = "\n\n".join(blocks)
+        raise ConditionError(_CARRIES)
+    added = footer(condition, memory)
+    if added.text:
         if system_index is None:
-            out.insert(0, {"role": "system", "content": footer})
+            out.insert(0, {"role": "system", "content": added.text})
         else:
-            out[system_index]["content"] = _append(out[system_index].get("content"), footer)
-    rule_ids = tuple(dict.fromkeys(r.id for r in rules if r.id is not None))
-    return Injection(messages=out, rule_ids=rule_ids, essentials=tuple(e.name for e in essentials))
+            out[system_index]["content"] = _append(out[system_index].get("content"), added.text)
+    return Injection(messages=out, rule_ids=added.rule_ids, essentials=added.essentials)
+
+
+def inject_system(system: Any, condition: MemoryCondition, memory: WorkspaceMemory | None) -> tuple[Any, Footer]:
+    """A system field under `condition` (Anthropic Messages `system`, a string or text blocks;
+    Responses `instructions`), as production injects it: the footer after the prompt's text, in
+    its last text block (vLLM joins the system blocks with nothing between them, so a block of its
+    own would lose the blank line), or as a block of its own when there is no text block. None
+    stays None when nothing is injected. The input is not modified."""
+    if _carries_memory(system):
+        raise ConditionError(_CARRIES)
+    added = footer(condition, memory)
+    if not added.text:
+        return copy.deepcopy(system), added
+    if not isinstance(system, list):
+        return _append(system, added.text), added
+    out = copy.deepcopy(system)
+    last = next((i for i in range(len(out) - 1, -1, -1) if isinstance(out[i], dict) and out[i].get("type") == "text"
+                 and isinstance(out[i].get("text"), str)), None)
+    if last is None:
+        return [*out, {"type": "text", "text": added.text}], added
+    out[last]["text"] = _append(out[last]["text"], added.text)
+    return out, added
+
+
+_CARRIES = ("the decision's system prompt already contains a <memory> or <standing_rules> block; "
+            "a suite request must carry no memory (DESIGN §3): memory is injected by the arm")
 
 
 def escape(text: str) -> str:

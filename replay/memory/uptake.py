@@ -108,7 +108,7 @@ class RejectedCall:
 
 def rejected_call(decision: Decision, guard: GuardRules = GUARD) -> RejectedCall | None:
     """The call the conversation's last assistant turn made, when its tool result rejected it."""
-    messages = decision.request.messages
+    messages = decision.turn
     last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
     raw_calls = messages[last].get("tool_calls") if last is not None else None
     if last is None or not isinstance(raw_calls, list) or not raw_calls:

@@ -12,8 +12,8 @@ queue order, in a thread, and any error there is logged and counted, never raise
 * **guard**: the tool results at the end of the request (the results of the previous turn's
   calls) are classified (core/guard.py) and anomalies counted per workspace, tool and kind.
   This runs for every request that carries tool results, whatever the capture mode; a result the
-  runtime itself marked failed (Anthropic's `is_error`) counts as `failed` unless the guard found a
-  failure kind of its own (`blocked`, ...).
+  runtime itself marked failed (Anthropic's `is_error`) is `failed`, or `blocked` when its text says so
+  (such results are text, not the JSON envelopes the guard otherwise expects).
 * **capture** (mode `descriptor` or `full`, workspace in the allowlist when there is one,
   session sampled at `sample_rate`, decided by a hash of the session id so a sampled session
   is captured whole): the guard's labels are attached to the captured decisions of the same
@@ -42,7 +42,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from core.capture import CapturedDecision, CaptureStore, ToolResult, message_hash, request_sha256
-from core.guard import FAILURES, classify
+from core.guard import classify
 from core.scoring import chosen_call
 from serve.gateway.apis import APIS
 from serve.gateway.apis.base import Answer, Api, ApiName, Conversation
@@ -85,8 +85,8 @@ def tool_results(conversation: Conversation, settings: CaptureSection) -> list[T
     results = []
     for reply in conversation.replies:
         kind = classify(reply.content, settings.guard, reply.tool)
-        if reply.is_error and kind not in FAILURES:
-            kind = "failed"
+        if reply.is_error:  # the runtime's word; the guard's own reading may only say how it failed
+            kind = "blocked" if kind == "blocked" else "failed"
         results.append(ToolResult(reply.call_id, reply.tool, kind))
     return results
 

@@ -48,6 +48,11 @@ class GatewaySection(Strict):
     """`Retry-After` of a 503 while no engine is up."""
     request_log_keep: int = Field(100_000, ge=0)
     """Rows kept in each of the request and shadow logs (0 keeps every row)."""
+    forced_tool_routes: list[Name] = Field(default_factory=list)
+    """Routes on which a request that offers tools and chooses none must call one (each API's "any tool"
+    choice, tools made strict): for a model too small to call tools unprompted, as the demo's agent is.
+    Never for production traffic: the model no longer decides whether to call. The response says it in
+    `X-Worker-Tool-Choice: forced`, and a captured decision records the choice the model saw."""
     model_aliases: dict[AliasPattern, Name] = Field(default_factory=dict)
     """Model names a runtime sends (e.g. Claude Code's background model) -> the route they mean. A key ending
     in `*` matches every name that starts with the rest (`"claude-*" = "worker"`); an exact key wins, then
@@ -186,6 +191,9 @@ class GatewayConfig(Strict):
             raise ValueError(f"gateway.default_route: {self.gateway.default_route!r} is not in gateway.routes")
         if self.base.served_model_name in routes:
             raise ValueError("gateway.routes: a route cannot have the base model's served name")
+        for route in self.gateway.forced_tool_routes:
+            if route not in routes:
+                raise ValueError(f"gateway.forced_tool_routes: {route!r} is not in gateway.routes")
         for alias, route in self.gateway.model_aliases.items():
             if route not in routes:
                 raise ValueError(f"gateway.model_aliases: {alias!r} names {route!r}, which is not in gateway.routes")

@@ -90,11 +90,14 @@ class Call:
     session: str | None = None
     passed_on: dict[str, str] | None = None  # PASSED_ON headers the client sent
     clamped: str | None = None  # what `_clamp` did to the output limit
+    forced: bool = False  # a forced tool route made the request call a tool
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Request-Id": self.request_id}
         if self.clamped is not None:
             headers["X-Worker-Max-Tokens"] = self.clamped
+        if self.forced:
+            headers["X-Worker-Tool-Choice"] = "forced"
         if self.resolution is not None:
             headers |= {"X-Worker-Route": self.resolution.route, "X-Worker-Adapter": self.resolution.target,
                         "X-Worker-Kind": self.resolution.kind}
@@ -155,6 +158,8 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
         call.resolution = gw.resolve(gw.config.gateway.alias(model), call.workspace, call.session)
         body["model"] = call.resolution.target
         api.check(body)
+        if call.resolution.route in gw.config.gateway.forced_tool_routes and api.force_tool(body):
+            call.forced = True
         stream = body.get("stream") if api.generates else None
         if stream is not None and not isinstance(stream, bool):
             raise GatewayError(400, f"'stream' must be true or false, not {json.dumps(stream)[:40]}", "invalid_stream")
@@ -179,8 +184,8 @@ def error_response(api: Api, exc: GatewayError) -> Response:
 
 
 def _failed(gw: Gateway, call: Call, exc: GatewayError) -> Response:
-    finish(gw, call, exc.status_code, exc.code)
     response = error_response(call.api, exc)
+    finish(gw, call, response.status_code, exc.code)
     response.headers.update(call.headers())
     return response
 

@@ -15,7 +15,7 @@ from replay.cli import main
 from replay.resolve import load_keys
 from replay.suite import SuiteError, freeze_suite, load_suite
 from replay.transcripts import TranscriptDir
-from tests.support.deferred import answer, descriptor, write_session
+from tests.support.deferred import answer, descriptor, messages_answer, tool_use, write_session
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("search", "lookup")]
 MEMORY = "You keep the ledger.\n\n<memory>\n[memory/profile.md]\nACME pays late.\n</memory>\n\n" \
@@ -391,3 +391,59 @@ def test_a_stored_request_that_is_not_a_chat_request_is_one_error_line_naming_th
     assert main(["suite", "build", "--from-capture", str(db), "--out", str(tmp_path / "s")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: ") and bad.id in err[0], err
+
+
+# --- decisions captured on the Anthropic Messages API ---------------------------------------------
+
+MSG_TOOLS = [{"name": n, "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}}
+             for n in ("lookup", "send")]
+MSG_SYSTEM = [{"type": "text", "text": "You keep the ledger."},
+              {"type": "text", "text": f"Mail from {EMAIL}.\n\n<memory>\nACME pays late.\n</memory>"}]
+
+
+def messages_session(name: str) -> tuple[list[CapturedDecision], list[dict]]:
+    """A rejected send (`is_error`), the lookup that recovered and its fine result, on the Messages API."""
+    history = [{"role": "user", "content": [{"type": "text", "text": f"Mail INV-7 to {EMAIL}."}]}]
+    first = tool_use("send", {"to": EMAIL}, "toolu_1")
+    second = [*history, first, {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True, "content": "Permission denied"}]}]
+    last = tool_use("lookup", {"id": "INV-7"}, "toolu_2")
+    keep = {"session": name, "tools": MSG_TOOLS, "tool_choice": {"type": "any"}, "api": "messages",
+            "system": MSG_SYSTEM, "params": {"max_tokens": 64}}
+    return ([descriptor(history, messages_answer(first), outcome="failed", **keep),
+             descriptor(second, messages_answer(last), outcome="ok", **keep)], [*second, last])
+
+
+def test_messages_descriptors_become_a_suite_in_the_messages_shape(tmp_path, capsys):
+    corpus, decisions = tmp_path / "transcripts", []
+    for name in ("s-1", "s-2"):
+        captured_, messages = messages_session(name)
+        decisions += captured_
+        write_session(corpus, messages, session=name, tools=MSG_TOOLS, tool_choice={"type": "any"},
+                      params={"max_tokens": 64}, api="messages", system=MSG_SYSTEM if name == "s-1" else "other")
+    keys = {"ws-a": bytes.fromhex("a1" * 16)}
+    report = build_suite(store(tmp_path / "capture.sqlite", decisions), tmp_path / "suite",
+                         transcripts=TranscriptDir(corpus), keys=keys)
+    assert (report.resolved, report.refused) == (2, {"hash mismatch": 2})  # s-2's system prompt is not the one sent
+    assert report.strata == {"known_failure": 1, "verified_recovery": 1} and not report.residuals
+    failed, recovery = load_suite(tmp_path / "suite").decisions
+    assert (failed.api, recovery.api) == ("messages", "messages")
+    assert recovery.request.system[0] == {"type": "text", "text": "You keep the ledger."}
+    assert recovery.request.system[1]["text"].startswith("Mail from <EMAIL_")  # redacted, memory stripped
+    assert "<memory>" not in json.dumps(recovery.request.system)
+    assert recovery.request.tools == MSG_TOOLS and recovery.request.tool_choice == {"type": "any"}
+    assert recovery.request.messages[1]["content"][0]["name"] == "send"  # the Anthropic turn as sent
+    assert recovery.target.model_dump() == {"tool": "lookup", "arg_keys": ["id"]}
+    assert failed.failed_action.arguments["to"].startswith("<EMAIL_")
+    line = json.loads((tmp_path / "suite" / "decisions.jsonl").read_text().splitlines()[0])
+    assert line["api"] == "messages" and set(line["request"]) == {"system", "messages", "tools", "tool_choice"}
+    assert main(["suite", "freeze", str(tmp_path / "suite")]) == 0
+
+
+def test_a_capture_records_its_api_and_an_unset_api_is_never_written(tmp_path):
+    db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok")])
+    build_suite(db, tmp_path / "suite")
+    line = json.loads((tmp_path / "suite" / "decisions.jsonl").read_text())
+    assert line["api"] == "chat"  # a capture says which API it came through
+    decision = load_suite(tmp_path / "suite").decisions[0]
+    assert "api" not in decision.model_copy(update={"api": None}).model_dump()  # an unset api is never written

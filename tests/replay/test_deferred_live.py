@@ -14,6 +14,7 @@ are the demo's (`demo/deferred.py`, `worker-demo deferred`), plus three spoiled 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,3 +101,116 @@ def test_descriptor_captures_are_resolved_redacted_and_replayed(engine, tmp_path
             assert score["tool_repeat"] and score["exact_repeat"], results[decision.id]
         else:
             assert score["tool_correct"] and score["joint_correct"], results[decision.id]
+
+
+# --- the same loop on the Anthropic Messages API (what the Claude Agent SDK speaks) -----------------
+
+MSG_TOOL = {"name": "lookup", "description": "Look up one invoice by its id.", "strict": True,
+            "input_schema": {"type": "object", "additionalProperties": False, "required": ["id"],
+                             "properties": {"id": {"type": "string", "enum": ["INV-7", "INV-8"]}}}}
+MSG_SYSTEM = [{"type": "text", "text": "You keep the ledger."}]
+RULE = "- Look invoices up by their id. <!-- lc:lookup-by-id evidence:user-explicit -->"
+
+
+def messages_loop(sdk: Any, sent: list[dict[str, Any]], transcripts: Path, session: str, ask: str,
+                  results: list[tuple[str, bool]]) -> None:
+    """One tool loop through the gateway's /v1/messages, the tool forced (`any`), each result played;
+    then its transcript as the runtime keeps it: the header from the body it sent, the messages as
+    sent, the last answer."""
+    from replay.transcripts import TranscriptHeader, transcript_lines
+
+    history: list[dict[str, Any]] = [{"role": "user", "content": ask}]
+    for result in [*results, None]:
+        answer = sdk.messages.create(model="worker", max_tokens=48, system=MSG_SYSTEM, messages=history,
+                                     tools=[MSG_TOOL], tool_choice={"type": "any"}, extra_body={"temperature": 0},
+                                     extra_headers={"X-Session-Id": session})
+        call = next(block for block in answer.content if block.type == "tool_use")
+        history.append({"role": "assistant", "content": [b.model_dump(exclude_none=True) for b in answer.content]})
+        if result is not None:
+            content, failed = result
+            history.append({"role": "user", "content": [{"type": "tool_result", "tool_use_id": call.id,
+                                                         "content": content, **({"is_error": True} if failed else {})}]})
+    body = sent[-1]
+    assert body["messages"] == history[:-1]  # what the SDK sent is what the loop built
+    header = TranscriptHeader(workspace="ws-msg", session=session, api="messages", system=body["system"],
+                              tools=body["tools"], tool_choice=body["tool_choice"],
+                              params={k: v for k, v in body.items()
+                                      if k not in ("model", "messages", "system", "tools", "tool_choice")})
+    path = transcripts / "ws-msg" / f"{session}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(transcript_lines(header, history), encoding="utf-8")
+
+
+@pytest.mark.engine
+def test_messages_captures_are_resolved_and_replayed_through_the_messages_api(engine, tmp_path, capsys):
+    """The anthropic SDK runs two short Messages tool loops through the gateway (descriptor capture);
+    the suite built from them keeps the Messages shape and is replayed by `worker-replay run` through the
+    gateway's /v1/messages, memory withheld and injected (the footer in `system`)."""
+    import anthropic
+
+    from core.capture import request_sha256
+    from replay.cli import main as replay_main
+    from replay.config import load_run_config
+    from replay.runner import plan, request_body
+    from replay.suite import load_suite
+
+    path = write_config(tmp_path / "gw", [engine.base_url], tmp_path / "adapters",
+                        extra='[capture]\nmode = "descriptor"\nsample_rate = 1.0\n')
+    (tmp_path / "adapters").mkdir()
+    db = load_gateway_config(path).capture.db
+    transcripts, sent = tmp_path / "transcripts", []
+    record = lambda request: sent.append(json.loads(request.content))  # noqa: E731 (the runtime keeps what it sent)
+    with RunningGateway(path) as gw, anthropic.DefaultHttpxClient(event_hooks={"request": [record]}) as http:
+        sdk = anthropic.Anthropic(base_url=gw.url, api_key="not-checked", max_retries=0, http_client=http,
+                                  default_headers={"X-Workspace-Id": "ws-msg"})
+        messages_loop(sdk, sent, transcripts, "s-timeout", "Look up invoice INV-7.",
+                      [("the invoice service timed out", True), ('{"paid": true}', False)])
+        messages_loop(sdk, sent, transcripts, "s-clean", "Look up invoice INV-8.", [('{"paid": false}', False)])
+        wait_for(lambda: len(read_decisions(db)) == 5, "five captures", 30)
+        captured = read_decisions(db)
+        assert {d.api for d in captured} == {"messages"} and {d.tool_choice for d in captured} == {"required"}
+
+        keys = tmp_path / "keys.toml"
+        keys.write_text(f'[keys]\n"ws-msg" = "{"5a" * 32}"\n')
+        keys.chmod(0o600)
+        suite = tmp_path / "suite"
+        assert replay_main(["suite", "build", "--from-capture", str(db), "--transcripts", str(transcripts),
+                            "--keys", str(keys), "--out", str(suite)]) == 0
+        printed = capsys.readouterr().out
+        assert "descriptors: 3 resolved (3 by request hash, 0 by message hashes only); refused: none" in printed
+        built = load_suite(suite)
+        assert [(d.stratum, d.session, d.api) for d in built.decisions] == [
+            ("known_failure", "s-timeout", "messages"), ("verified_action", "s-timeout", "messages"),
+            ("clean_trajectory_action", "s-clean", "messages")]
+        assert built.decisions[0].request.system == MSG_SYSTEM and built.decisions[0].request.tools == [MSG_TOOL]
+        assert replay_main(["suite", "freeze", str(suite)]) == 0
+
+        rules = tmp_path / "memory" / "ws-msg" / "rules" / "learned-corrections.md"
+        rules.parent.mkdir(parents=True)
+        rules.write_text(f"# Learned Corrections\n\n## Rules\n{RULE}\n")
+        run_toml = tmp_path / "run.toml"
+        run_toml.write_text(f'[endpoint]\nbase_url = "{gw.url}/v1"\n[decoding]\nmax_tokens = 48\n'
+                            '[memory]\nroot = "memory"\n[[arms]]\nname = "withheld"\nmodel = "worker"\n'
+                            '[[arms]]\nname = "rules"\nmodel = "worker"\nmemory = "workspace"\n')
+        before = len(read_decisions(db))
+        run = tmp_path / "run"
+        assert replay_main(["run", "--suite", str(suite), "--config", str(run_toml), "--out", str(run),
+                            "--ledger", str(tmp_path / "ledger.sqlite")]) == 0, capsys.readouterr().err
+        wait_for(lambda: len(read_decisions(db)) == before + 6, "the replayed requests' captures", 30)
+        seen = {d.request_sha256: d for d in read_decisions(db)[before:]}
+    assert {d.api for d in seen.values()} == {"messages"}  # replay went through /v1/messages
+    results = [json.loads(line) for line in (run / "results.jsonl").read_text().splitlines()]
+    assert sorted((r["arm"], r["decision_id"]) for r in results) == sorted(
+        (arm, d.id) for arm in ("withheld", "rules") for d in built.decisions)
+    for result in results:
+        assert result["parsed"]["outcome"] == "ok" and result["parsed"]["calls"][0]["tool"] == "lookup", result
+        scored = "tool_repeat" if result["stratum"] == "known_failure" else "joint_correct"
+        assert result["score"][scored] is not None, result  # key-set scores computed
+        assert result["injected_rule_ids"] == (["lc:lookup-by-id"] if result["arm"] == "rules" else [])
+        assert result["usage"]["prompt_tokens"] > 0 and result["usage"]["completion_tokens"] > 0
+    # what the gateway hashed is the body with the footer in `system` (model: the route's target)
+    config = load_run_config(run_toml)
+    for item in plan(built, config, set()):
+        body = {**request_body(config, item), "model": "worker-base"}
+        assert request_sha256(body) in seen, item.decision.id
+        assert ("lc:lookup-by-id" in body["system"][0]["text"]) == (item.arm.name == "rules")

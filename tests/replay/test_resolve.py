@@ -12,9 +12,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.capture import CapturedDecision
+from core.capture import CapturedDecision, message_hash
 from replay.resolve import (
     ANSWER_MISMATCH,
+    API_MISMATCH,
     HASH_MISMATCH,
     OFFER_MISMATCH,
     SESSION_MISSING,
@@ -27,8 +28,9 @@ from replay.resolve import (
     resolve,
 )
 from replay.transcripts import TranscriptDir
+from serve.gateway.apis import APIS
 from tests.support.deferred import answer as support_answer
-from tests.support.deferred import call, descriptor, write_session
+from tests.support.deferred import call, descriptor, messages_answer, tool_use, write_session
 from tests.support.hostile import hostile_bytes
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("lookup", "search")]
@@ -222,3 +224,82 @@ def test_keys_file_errors_name_the_workspace_and_the_rule_in_words(tmp_path):
     keys.write_text('keys = 1\nother = "x"\n')
     with pytest.raises(KeysError, match=r"'other' is not part of a workspace keys file[\s\S]*`keys` must be a table"):
         load_keys(keys)
+
+
+# --- sessions on the Anthropic Messages and OpenAI Responses APIs ---------------------------------
+
+MSG_TOOLS = [{"name": "lookup", "description": "One invoice.", "input_schema": {
+    "type": "object", "properties": {"id": {"type": "string"}}, "required": ["id"]}},
+    {"name": "search", "input_schema": {"type": "object"}}]
+SYSTEM = [{"type": "text", "text": "You keep the ledger.", "cache_control": {"type": "ephemeral"}}]
+MSG_HISTORY = [{"role": "user", "content": "Is INV-7 paid?"},
+               tool_use("search", {"customer": "ACME"}, "toolu_1"),
+               {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "is_error": True,
+                                             "content": "the search service timed out"}]}]
+MSG_ANSWER = tool_use("lookup", {"id": "INV-7"}, "toolu_2")
+
+
+def messages_captured(history: list[dict[str, Any]], reply: dict[str, Any], **kw: Any) -> CapturedDecision:
+    return descriptor(history, messages_answer(reply), tools=MSG_TOOLS, tool_choice={"type": "any"}, params=PARAMS,
+                      api="messages", system=SYSTEM, **kw)
+
+
+def messages_corpus(root: Path, messages: list[dict[str, Any]], *, system: Any = SYSTEM, api: Any = "messages",
+                    params: dict[str, Any] = PARAMS) -> TranscriptDir:
+    write_session(root, messages, tools=MSG_TOOLS, tool_choice={"type": "any"}, params=params, api=api,
+                  system=system)
+    return TranscriptDir(root)
+
+
+def test_a_messages_session_reproduces_the_gateways_hashes_in_its_own_shape(tmp_path):
+    """The descriptor's message hashes are over the Anthropic messages as sent (not a chat rendering of
+    them), the request hash over the whole body with `system`; the answer is read from its `tool_use` block."""
+    decision = messages_captured(MSG_HISTORY, MSG_ANSWER)
+    assert decision.api == "messages" and decision.message_hashes == [message_hash(m) for m in MSG_HISTORY]
+    assert (decision.tools_offered, decision.tool_choice, decision.chosen_keys) == (["lookup", "search"], "required",
+                                                                                     ["id"])
+    resolved = resolve(decision, messages_corpus(tmp_path, [*MSG_HISTORY, MSG_ANSWER]))
+    assert isinstance(resolved, Resolved) and resolved.request_verified and resolved.api == "messages"
+    assert resolved.request == {"system": SYSTEM, "messages": MSG_HISTORY, "tools": MSG_TOOLS,
+                                "tool_choice": {"type": "any"}}
+    assert resolved.arguments == {"id": "INV-7"}
+
+
+def test_a_messages_system_prompt_is_proven_by_the_request_hash_only(tmp_path):
+    """`system` is not one of the hashed messages: another system prompt passes the message hashes and
+    fails the request hash, so only `--verify messages` accepts it (unverified)."""
+    decision = messages_captured(MSG_HISTORY, MSG_ANSWER)
+    other = messages_corpus(tmp_path, [*MSG_HISTORY, MSG_ANSWER], system="You are someone else.")
+    refused = resolve(decision, other)
+    assert isinstance(refused, Refusal) and refused.reason == HASH_MISMATCH and "request hash" in refused.detail
+    accepted = resolve(decision, other, verify="messages")
+    assert isinstance(accepted, Resolved) and not accepted.request_verified
+
+
+def test_a_messages_transcript_refuses_what_differs(tmp_path):
+    decision = messages_captured(MSG_HISTORY, MSG_ANSWER)
+    other_call = tool_use("lookup", {"invoice": "INV-7"}, "toolu_2")
+    assert resolve(decision, messages_corpus(tmp_path / "a", [*MSG_HISTORY, other_call])).reason == ANSWER_MISMATCH  # type: ignore[union-attr]
+    edited = [{**MSG_HISTORY[0], "content": [{"type": "text", "text": "Is INV-7 paid?"}]}, *MSG_HISTORY[1:]]
+    assert resolve(decision, messages_corpus(tmp_path / "b", [*edited, MSG_ANSWER])).reason == HASH_MISMATCH  # type: ignore[union-attr]
+    chat = messages_corpus(tmp_path / "c", [*MSG_HISTORY, MSG_ANSWER], system=None, api="chat")
+    refused = resolve(decision, chat)
+    assert isinstance(refused, Refusal) and refused.reason == API_MISMATCH and "messages API" in refused.detail
+    user_next = messages_corpus(tmp_path / "d", [*MSG_HISTORY, {"role": "user", "content": "hello?"}])
+    assert resolve(decision, user_next).reason == TURN_MISSING  # type: ignore[union-attr]
+
+
+def test_a_responses_session_resolves_from_its_input_items(tmp_path):
+    tools = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}]
+    items = [{"role": "user", "content": "Is INV-7 paid?"},
+             {"type": "function_call", "call_id": "fc_1", "name": "lookup", "arguments": '{"id": "INV-7"}'},
+             {"type": "function_call_output", "call_id": "fc_1", "output": '{"error": "timed out"}'}]
+    output = {"type": "function_call", "call_id": "fc_2", "name": "lookup", "arguments": '{"id": "INV-7"}'}
+    decision = descriptor(items, APIS["responses"].answer({"output": [output]}), tools=tools, params=PARAMS,  # type: ignore[arg-type]
+                          api="responses", system="You keep the ledger.")
+    write_session(tmp_path, [*items, output], tools=tools, params=PARAMS, api="responses",
+                  system="You keep the ledger.")
+    resolved = resolve(decision, TranscriptDir(tmp_path))
+    assert isinstance(resolved, Resolved) and resolved.request_verified, resolved
+    assert resolved.request == {"instructions": "You keep the ledger.", "input": items, "tools": tools}
+    assert resolved.arguments == {"id": "INV-7"}

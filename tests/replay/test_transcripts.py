@@ -136,3 +136,23 @@ def test_any_bytes_are_a_transcript_or_one_error_naming_the_file(tmp_path, data:
         read_transcript(path)
     except TranscriptError as exc:
         assert str(exc).startswith(str(path))
+
+
+def test_a_messages_header_names_its_api_and_keeps_its_system_field(tmp_path):
+    system = [{"type": "text", "text": "You keep the ledger.", "cache_control": {"type": "ephemeral"}}]
+    tools = [{"name": "lookup", "input_schema": {"type": "object"}}]
+    messages = [{"role": "user", "content": "Is INV-7 paid?"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "lookup", "input": {}}]}]
+    header = TranscriptHeader(workspace="ws-a", session="s-1", api="messages", system=system, tools=tools,
+                              tool_choice={"type": "any"}, params={"max_tokens": 64})
+    write(tmp_path, "ws-a", "s-1", [transcript_lines(header, messages)[:-1]])
+    transcript = TranscriptDir(tmp_path).session("ws-a", "s-1")
+    assert transcript is not None and transcript.header.api == "messages"
+    assert transcript.body(1, "worker-base") == {"max_tokens": 64, "model": "worker-base", "messages": messages[:1],
+                                                 "system": system, "tools": tools, "tool_choice": {"type": "any"}}
+    write(tmp_path, "ws-a", "s-2", [{**HEADER, "session": "s-2", "system": "hi"}])
+    with pytest.raises(TranscriptError, match=r"s-2.jsonl:1: invalid header: .*system is a Messages field"):
+        TranscriptDir(tmp_path).session("ws-a", "s-2")
+    write(tmp_path, "ws-a", "s-3", [{**HEADER, "session": "s-3", "api": "responses"}, {"content": "no role"}])
+    with pytest.raises(TranscriptError, match=r"s-3.jsonl:2: invalid message: .*role or a type"):
+        TranscriptDir(tmp_path).session("ws-a", "s-3")

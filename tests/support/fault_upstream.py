@@ -18,6 +18,10 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
   (`stream_disconnects` counts how many streams saw their client go);
 * `json_for_stream`: a plain JSON answer (`application/json`) to a stream request.
 
+`/v1/messages` (Anthropic's shape), `/v1/messages/count_tokens` and `/v1/responses` answer `ok`,
+`fail` (500 in the API's shape) and, for Messages streams, `break_stream` (one event, then the
+connection drops).
+
 `redirect_to = URL` makes every request (models and completions) answer `307` to `URL` + the
 request's path: a hop off the address the client was told to use. `served_by[model] = version`
 answers that model's completions with `X-Worker-Adapter: version`, as a gateway does: set it
@@ -47,6 +51,7 @@ class FaultUpstream:
         self.fail_loads: set[str] = set()
         self.load_delay_s = 0.0
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []  # of each Messages / Responses request, as received
         self.loads: list[str] = []
         self.in_flight = 0
         self.abandoned = 0
@@ -79,6 +84,9 @@ class FaultUpstream:
             app.router.add_post("/v1/unload_lora_adapter", self._unload)
             app.router.add_post("/v1/chat/completions", self._complete)
             app.router.add_post("/v1/completions", self._complete)
+            app.router.add_post("/v1/messages", self._messages)
+            app.router.add_post("/v1/messages/count_tokens", self._count_tokens)
+            app.router.add_post("/v1/responses", self._responses)
             self._runner = web.AppRunner(app, shutdown_timeout=0.5, handler_cancellation=True)
             loop.run_until_complete(self._runner.setup())
             loop.run_until_complete(web.TCPSite(self._runner, "127.0.0.1", self.port, reuse_address=True).start())
@@ -218,6 +226,72 @@ class FaultUpstream:
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()
         return response
+
+
+    async def _other_api(self, request: web.Request) -> tuple[dict[str, Any], str] | web.Response:
+        """The body and mode of a Messages or Responses request, or the error answer it gets."""
+        body = await request.json()
+        self.requests.append(body)
+        self.headers.append(dict(request.headers))
+        model = body.get("model")
+        if model != BASE and model not in self.adapters:
+            return web.json_response({"type": "error", "error": {"type": "not_found_error",
+                                                                 "message": f"The model `{model}` does not exist."}},
+                                     status=404)
+        mode = self.behaviour.get(model, "ok")
+        if mode == "fail":
+            return web.json_response({"type": "error", "error": {"type": "api_error", "message": "engine exploded"}},
+                                     status=500)
+        return body, mode
+
+    async def _messages(self, request: web.Request) -> web.StreamResponse:
+        read = await self._other_api(request)
+        if isinstance(read, web.Response):
+            return read
+        body, mode = read
+        try:  # like vLLM, a body it cannot read is a 400 (the gateway passes bodies on unchecked)
+            tools = body.get("tools") or []
+            content = [{"type": "tool_use", "id": "toolu_1", "name": str(tools[0]["name"]), "input": {"id": "1"}}] \
+                if tools else [{"type": "text", "text": "Hello"}]
+        except (KeyError, IndexError, TypeError, AttributeError) as exc:
+            return web.json_response({"type": "error", "error": {"type": "invalid_request_error",
+                                                                 "message": f"cannot read the request: {exc!r}"}},
+                                     status=400)
+        message = {"id": "msg_1", "type": "message", "role": "assistant", "model": body["model"], "content": content,
+                   "stop_reason": "tool_use" if tools else "end_turn", "usage": {"input_tokens": 5, "output_tokens": 2}}
+        if not body.get("stream"):
+            return web.json_response(message)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(_event("message_start", {"type": "message_start", "message": {**message, "content": []}}))
+        if mode == "break_stream":
+            assert request.transport is not None
+            request.transport.close()
+            return response
+        for index, block in enumerate(content):
+            await response.write(_event("content_block_start", {"type": "content_block_start", "index": index,
+                                                                "content_block": block}))
+            await response.write(_event("content_block_stop", {"type": "content_block_stop", "index": index}))
+        await response.write(_event("message_stop", {"type": "message_stop"}))
+        await response.write_eof()
+        return response
+
+    async def _count_tokens(self, request: web.Request) -> web.Response:
+        read = await self._other_api(request)
+        return read if isinstance(read, web.Response) else web.json_response({"input_tokens": 5})
+
+    async def _responses(self, request: web.Request) -> web.Response:
+        read = await self._other_api(request)
+        if isinstance(read, web.Response):
+            return read
+        body, _ = read
+        return web.json_response({"id": "resp_1", "object": "response", "model": body["model"], "status": "completed",
+                                  "output": [{"type": "message", "role": "assistant", "id": "m1",
+                                              "content": [{"type": "output_text", "text": "Hello"}]}]})
+
+
+def _event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data)}\n\n".encode()
 
 
 def _sse(event: dict[str, Any]) -> bytes:

@@ -390,9 +390,9 @@ def _request_summary(record: ResultRecord, decision: Decision | None) -> str:
     lines = [target]
     if decision is not None:
         request = decision.request
-        last_user = next((m for m in reversed(request.messages) if m.get("role") == "user"), None)
+        last_user = next((m for m in reversed(decision.turn) if m.get("role") == "user"), None)
         choice = json.dumps(request.tool_choice)
-        lines.append(f"{len(request.messages)} messages, {len(request.tools)} tools, tool_choice {choice}")
+        lines.append(f"{len(decision.turn)} messages, {len(request.tools)} tools, tool_choice {choice}")
         if last_user is not None:
             lines.append("last user turn: " + _clip(_content_text(last_user.get("content")), 300))
         if decision.failed_action is not None:

@@ -14,24 +14,19 @@ answers are forwarded to the engine's own endpoint for that API untouched.
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.capture import choice_label
 from core.jsonfile import parse_problem
 from core.records import ParsedResponse
 from core.toolcalls import parse_response, parse_text, request_schemas
+from core.wire import BadAnswer as BadAnswer  # the shared readings live in core/wire.py (replay reads with them)
 
 ApiName = Literal["chat", "completions", "messages", "count_tokens", "responses"]
 Answer = dict[str, Any] | str  # a chat message, or a completion's text
 JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-class BadAnswer(ValueError):
-    """A 200 answer without the fields that API's answer must have."""
 
 
 @dataclass(frozen=True)
@@ -75,32 +70,14 @@ class Conversation:
         return parse_text(answer, names, schemas=schemas)
 
 
-def function_tool(name: Any, parameters: Any) -> dict[str, Any] | None:
-    """An offered tool in OpenAI's chat shape, or None when it has no usable name."""
-    if not isinstance(name, str) or not name:
-        return None
-    return {"type": "function", "function": {"name": name, "parameters": parameters
-                                             if isinstance(parameters, Mapping) else {}}}
-
-
-def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
-    """One call in OpenAI's chat shape; arguments that are not text are written as JSON text."""
-    text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
-    return {"id": call_id if isinstance(call_id, str) else None, "type": "function",
-            "function": {"name": name if isinstance(name, str) else "", "arguments": text}}
-
-
-def chat_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
-    """The neutral answer: an assistant chat message with the answer's text and calls."""
-    message: dict[str, Any] = {"role": "assistant", "content": text or None}
-    if calls:
-        message["tool_calls"] = calls
-    return message
-
-
-def label(choice: Any) -> str:
-    """`choice_label` of a tool choice, `auto` when the request has none."""
-    return choice_label("auto" if choice is None else choice)
+def make_strict(tools: Any, function_key: str | None) -> bool:
+    """Mark every offered tool strict (in place); False when there is none to mark."""
+    given = [t.get(function_key) if function_key else t for t in tools if isinstance(t, dict)] \
+        if isinstance(tools, list) else []
+    entries: list[dict[str, Any]] = [e for e in given if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    for entry in entries:
+        entry["strict"] = True
+    return bool(entries)
 
 
 class SseEvents:
@@ -195,6 +172,13 @@ class Api(ABC):
     def check(self, body: Mapping[str, Any]) -> None:
         """Refuse (GatewayError) a field this API's forwarding cannot honour; most APIs take every field."""
         return None
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        """Make a request that offers tools and chooses none call one of them (`gateway.forced_tool_routes`):
+        the API's "any tool" choice, with the offered tools made strict so that the engine's structured output
+        holds the call to their schemas (vLLM enforces a schema only for a strict tool). False when it offers
+        no tools or already chooses."""
+        return False
 
     def session(self, body: Mapping[str, Any]) -> str | None:
         """A session id the runtime put in the body, if any (not checked: the caller keeps it only if a name)."""

@@ -11,18 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from serve.gateway.apis.base import (
-    Accumulator,
-    Answer,
-    Api,
-    ApiName,
-    BadAnswer,
-    Conversation,
-    ToolReply,
-    chat_message,
-    function_tool,
-    label,
-)
+from core.wire import chat_choice_label as label
+from core.wire import chat_message, chat_tools, first_choice
+from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation, ToolReply, make_strict
 from serve.gateway.errors import error_body
 
 
@@ -45,17 +36,6 @@ def tool_replies(messages: list[Any]) -> list[ToolReply]:
         tool = names.get(str(call_id)) or str(message.get("name") or "")
         replies.append(ToolReply(call_id if isinstance(call_id, str) else None, tool, message.get("content")))
     return replies
-
-
-def chat_tools(tools: Any) -> list[dict[str, Any]]:
-    """The usable entries of an OpenAI `tools` list."""
-    offered = []
-    for tool in tools if isinstance(tools, list) else []:
-        function = tool.get("function") if isinstance(tool, Mapping) else None
-        if isinstance(function, Mapping) and (entry := function_tool(function.get("name"),
-                                                                      function.get("parameters"))):
-            offered.append(entry)
-    return offered
 
 
 class OpenAIErrors:
@@ -120,16 +100,6 @@ class CompletionAccumulator(Accumulator):
         return "".join(self._text)
 
 
-def first_choice(payload: Any, field: str, kind: type) -> Any:
-    try:
-        value = payload["choices"][0][field]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise BadAnswer(f"the answer has no choices[0].{field}") from exc
-    if not isinstance(value, kind):
-        raise BadAnswer(f"choices[0] has a malformed {field}")
-    return value
-
-
 class ChatApi(OpenAIErrors, Api):
     name: ApiName = "chat"
     path = "/v1/chat/completions"
@@ -143,6 +113,12 @@ class ChatApi(OpenAIErrors, Api):
             tools=chat_tools(body.get("tools")), tool_choice=label(body.get("tool_choice")),
             replies=tool_replies(messages),
             request={k: body[k] for k in ("messages", "tools", "tool_choice") if k in body})
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), "function"):
+            return False
+        body["tool_choice"] = "required"
+        return True
 
     def answer(self, payload: Any) -> Answer:
         message: dict[str, Any] = first_choice(payload, "message", dict)

@@ -19,6 +19,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from core.wire import blocks, messages_tools
+from core.wire import messages_answer as answer_of
+from core.wire import messages_choice_label as tool_choice_label
 from serve.gateway.apis.base import (
     Accumulator,
     Answer,
@@ -27,9 +30,7 @@ from serve.gateway.apis.base import (
     BadAnswer,
     Conversation,
     ToolReply,
-    chat_message,
-    function_tool,
-    tool_call,
+    make_strict,
 )
 from serve.gateway.errors import bounded_message
 
@@ -48,23 +49,6 @@ def anthropic_error(message: str, status: int) -> dict[str, Any]:
     return {"type": "error", "error": {"type": error_type(status), "message": text}}
 
 
-def blocks(content: Any) -> list[Mapping[str, Any]]:
-    """A message's content as blocks (a string is one text block)."""
-    if isinstance(content, str):
-        return [{"type": "text", "text": content}]
-    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
-
-
-def tool_choice_label(choice: Any) -> str:
-    """Anthropic's tool choice as the descriptor labels an OpenAI one: `any` is `required`."""
-    if not isinstance(choice, Mapping):
-        return "auto"
-    kind = choice.get("type")
-    if kind == "tool":
-        return f"function:{choice.get('name', '')}"
-    return {"any": "required", "none": "none"}.get(str(kind), "auto")
-
-
 def tool_replies(messages: list[Any]) -> list[ToolReply]:
     """The `tool_result` blocks of the last message (a user turn), named by the calls they answer."""
     if not messages or not isinstance(messages[-1], Mapping) or messages[-1].get("role") != "user":
@@ -78,14 +62,6 @@ def tool_replies(messages: list[Any]) -> list[ToolReply]:
     return [ToolReply(b.get("tool_use_id") if isinstance(b.get("tool_use_id"), str) else None,
                       names.get(str(b.get("tool_use_id")), ""), b.get("content"), b.get("is_error") is True)
             for b in results]
-
-
-def answer_of(content: Any) -> Answer:
-    """The neutral answer of a message's content blocks."""
-    text = "".join(b["text"] for b in blocks(content) if b.get("type") == "text" and isinstance(b.get("text"), str))
-    calls = [tool_call(b.get("id"), b.get("name"), b.get("input")) for b in blocks(content)
-             if b.get("type") == "tool_use"]
-    return chat_message(text, calls)
 
 
 class MessagesAccumulator(Accumulator):
@@ -143,14 +119,17 @@ class MessagesApi(AnthropicErrors, Api):
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
         given = body.get("messages")
         messages: list[Any] = given if isinstance(given, list) else []
-        tools = body.get("tools")
-        offered = [entry for t in tools if isinstance(t, Mapping)
-                   and (entry := function_tool(t.get("name"), t.get("input_schema")))] \
-            if isinstance(tools, list) else []
+        offered = messages_tools(body.get("tools"))
         return Conversation(
             messages=messages, roles=[str(m.get("role", "")) if isinstance(m, Mapping) else "" for m in messages],
             tools=offered, tool_choice=tool_choice_label(body.get("tool_choice")), replies=tool_replies(messages),
             request={k: body[k] for k in ("system", "messages", "tools", "tool_choice") if k in body})
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), None):
+            return False
+        body["tool_choice"] = {"type": "any"}
+        return True
 
     def session(self, body: Mapping[str, Any]) -> str | None:
         metadata = body.get("metadata")
@@ -184,6 +163,9 @@ class CountTokensApi(MessagesApi):
     path = "/v1/messages/count_tokens"
     generates = False
     captures = False
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        return False
 
     def output_limit(self, body: Mapping[str, Any]) -> str | None:
         return None

@@ -18,6 +18,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from core.wire import chat_message, items, responses_tools
+from core.wire import responses_answer as answer_of
+from core.wire import responses_choice_label as tool_choice_label
 from serve.gateway.apis.base import (
     Accumulator,
     Answer,
@@ -26,27 +29,12 @@ from serve.gateway.apis.base import (
     BadAnswer,
     Conversation,
     ToolReply,
-    chat_message,
-    function_tool,
-    tool_call,
+    make_strict,
 )
 from serve.gateway.apis.chat import OpenAIErrors
 from serve.gateway.errors import GatewayError, bounded_message
 
 FINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.incomplete"})
-
-
-def items(value: Any) -> list[Any]:
-    """`input` as items: a string is one user message."""
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    return value if isinstance(value, list) else []
-
-
-def tool_choice_label(choice: Any) -> str:
-    if isinstance(choice, Mapping):
-        return f"function:{choice.get('name', '')}" if choice.get("type") == "function" else str(choice.get("type"))
-    return "auto" if choice is None else str(choice)
 
 
 def tool_replies(given: list[Any]) -> list[ToolReply]:
@@ -59,22 +47,6 @@ def tool_replies(given: list[Any]) -> list[ToolReply]:
              if isinstance(i, Mapping) and i.get("type") == "function_call"}
     return [ToolReply(i.get("call_id") if isinstance(i.get("call_id"), str) else None,
                       names.get(str(i.get("call_id")), ""), i.get("output")) for i in tail]
-
-
-def answer_of(response: Any) -> Answer:
-    if not isinstance(response, Mapping) or not isinstance(response.get("output"), list):
-        raise BadAnswer("the answer has no output items")
-    text, calls = [], []
-    for item in response["output"]:
-        if not isinstance(item, Mapping):
-            continue
-        if item.get("type") == "message":
-            parts = item.get("content")
-            text += [p["text"] for p in parts if isinstance(p, Mapping) and p.get("type") == "output_text"
-                     and isinstance(p.get("text"), str)] if isinstance(parts, list) else []
-        elif item.get("type") == "function_call":
-            calls.append(tool_call(item.get("call_id"), item.get("name"), item.get("arguments")))
-    return chat_message("".join(text), calls)
 
 
 class ResponsesAccumulator(Accumulator):
@@ -104,16 +76,20 @@ class ResponsesApi(OpenAIErrors, Api):
                                     "stored by one engine replica is unknown to the others); send the whole "
                                     "conversation in 'input'", "unsupported_field")
 
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        functions = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+        if body.get("tool_choice") is not None or not make_strict(functions, None):
+            return False
+        body["tool_choice"] = "required"
+        return True
+
     def sse_error(self, message: str, code: str, status: int) -> bytes:
         event = {"type": "error", "code": code, "message": bounded_message(message), "param": None}
         return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
         given = items(body.get("input"))
-        tools = body.get("tools")
-        offered = [entry for t in tools if isinstance(t, Mapping) and t.get("type") == "function"
-                   and (entry := function_tool(t.get("name"), t.get("parameters")))] \
-            if isinstance(tools, list) else []
+        offered = responses_tools(body.get("tools"))
         return Conversation(
             messages=given,
             roles=[str(i.get("role") or i.get("type") or "") if isinstance(i, Mapping) else "" for i in given],

@@ -1,0 +1,276 @@
+"""The neutral reading of the three tool-loop APIs' wire shapes, shared by the gateway and replay.
+
+The gateway's API modules (serve/gateway/apis/) read a live request's turn and answer with these
+functions; replay reads a captured decision, its transcript and the engine's answer with the very
+same ones, so a call the gateway captured as `lookup` with keys `{id}` is the call replay scores
+as `lookup` with keys `{id}`, whatever API carried it. The neutral answer is an OpenAI chat
+message (`content` and `tool_calls`): the form the shared tool-call parser (core/toolcalls.py)
+reads. Offered tools are read as OpenAI function tools, so text calls are typed by the same
+schemas. It is a reading only: nothing here rewrites a request or an answer.
+
+`Wire` says, per API (`chat`, `messages`, `responses`), where a request keeps its turn (the list
+the descriptor's message hashes are over), its system prompt, its tools and tool choice, how an
+answer reads and how its usage is counted: what replay needs to send a decision through the API it
+was captured on.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from core.capture import choice_label
+
+DecisionApi = Literal["chat", "messages", "responses"]
+"""The APIs a decision can be captured on and replayed through."""
+
+
+class BadAnswer(ValueError):
+    """A 200 answer without the fields that API's answer must have."""
+
+
+def function_tool(name: Any, parameters: Any) -> dict[str, Any] | None:
+    """An offered tool in OpenAI's chat shape, or None when it has no usable name."""
+    if not isinstance(name, str) or not name:
+        return None
+    return {"type": "function", "function": {"name": name, "parameters": parameters
+                                             if isinstance(parameters, Mapping) else {}}}
+
+
+def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
+    """One call in OpenAI's chat shape; arguments that are not text are written as JSON text."""
+    text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
+    return {"id": call_id if isinstance(call_id, str) else None, "type": "function",
+            "function": {"name": name if isinstance(name, str) else "", "arguments": text}}
+
+
+def chat_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
+    """The neutral answer: an assistant chat message with the answer's text and calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": text or None}
+    if calls:
+        message["tool_calls"] = calls
+    return message
+
+
+# --- OpenAI Chat Completions --------------------------------------------------------------------
+
+def chat_tools(tools: Any) -> list[dict[str, Any]]:
+    """The usable entries of an OpenAI `tools` list."""
+    offered = []
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and (entry := function_tool(function.get("name"),
+                                                                      function.get("parameters"))):
+            offered.append(entry)
+    return offered
+
+
+def chat_choice_label(choice: Any) -> str:
+    """`choice_label` of a chat tool choice, `auto` when the request has none."""
+    return choice_label("auto" if choice is None else choice)
+
+
+def first_choice(payload: Any, field: str, kind: type) -> Any:
+    """`choices[0][field]` of an OpenAI answer, of type `kind`; BadAnswer otherwise."""
+    try:
+        value = payload["choices"][0][field]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise BadAnswer(f"the answer has no choices[0].{field}") from exc
+    if not isinstance(value, kind):
+        raise BadAnswer(f"choices[0] has a malformed {field}")
+    return value
+
+
+# --- Anthropic Messages -------------------------------------------------------------------------
+
+def blocks(content: Any) -> list[Mapping[str, Any]]:
+    """A message's content as blocks (a string is one text block)."""
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    return [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+
+
+def messages_tools(tools: Any) -> list[dict[str, Any]]:
+    """Anthropic tools (`name`, `input_schema`) as OpenAI function tools."""
+    return [entry for t in tools if isinstance(t, Mapping)
+            and (entry := function_tool(t.get("name"), t.get("input_schema")))] if isinstance(tools, list) else []
+
+
+def messages_choice_label(choice: Any) -> str:
+    """Anthropic's tool choice as the descriptor labels an OpenAI one: `any` is `required`."""
+    if not isinstance(choice, Mapping):
+        return "auto"
+    kind = choice.get("type")
+    if kind == "tool":
+        return f"function:{choice.get('name', '')}"
+    return {"any": "required", "none": "none"}.get(str(kind), "auto")
+
+
+def messages_answer(content: Any) -> dict[str, Any]:
+    """The neutral answer of a message's content blocks: its text joined, each `tool_use` block a call."""
+    text = "".join(b["text"] for b in blocks(content) if b.get("type") == "text" and isinstance(b.get("text"), str))
+    calls = [tool_call(b.get("id"), b.get("name"), b.get("input")) for b in blocks(content)
+             if b.get("type") == "tool_use"]
+    return chat_message(text, calls)
+
+
+# --- OpenAI Responses ---------------------------------------------------------------------------
+
+def items(value: Any) -> list[Any]:
+    """`input` as items: a string is one user message."""
+    if isinstance(value, str):
+        return [{"role": "user", "content": value}]
+    return value if isinstance(value, list) else []
+
+
+def responses_tools(tools: Any) -> list[dict[str, Any]]:
+    """The function tools of a Responses `tools` list (`name`, `parameters` at the top level)."""
+    return [entry for t in tools if isinstance(t, Mapping) and t.get("type") == "function"
+            and (entry := function_tool(t.get("name"), t.get("parameters")))] if isinstance(tools, list) else []
+
+
+def responses_choice_label(choice: Any) -> str:
+    if isinstance(choice, Mapping):
+        return f"function:{choice.get('name', '')}" if choice.get("type") == "function" else str(choice.get("type"))
+    return "auto" if choice is None else str(choice)
+
+
+def responses_answer(response: Any) -> dict[str, Any]:
+    """The neutral answer of a response: its messages' `output_text` joined, each `function_call` item a call."""
+    if not isinstance(response, Mapping) or not isinstance(response.get("output"), list):
+        raise BadAnswer("the answer has no output items")
+    text, calls = [], []
+    for item in response["output"]:
+        if not isinstance(item, Mapping):
+            continue
+        if item.get("type") == "message":
+            parts = item.get("content")
+            text += [p["text"] for p in parts if isinstance(p, Mapping) and p.get("type") == "output_text"
+                     and isinstance(p.get("text"), str)] if isinstance(parts, list) else []
+        elif item.get("type") == "function_call":
+            calls.append(tool_call(item.get("call_id"), item.get("name"), item.get("arguments")))
+    return chat_message("".join(text), calls)
+
+
+def is_output_item(item: Any) -> bool:
+    """Whether an input item is something a response produced (a model message, a call, reasoning)."""
+    return isinstance(item, Mapping) and (item.get("role") == "assistant"
+                                          or item.get("type") in ("function_call", "reasoning"))
+
+
+# --- one API's shape, for replay ----------------------------------------------------------------
+
+class Wire:
+    """Where one API keeps what a decision needs, and how its answer reads. Chat is the base."""
+
+    api: DecisionApi = "chat"
+    path = "/chat/completions"
+    """The endpoint under the `/v1` base URL."""
+    turn_field = "messages"
+    """The request field the descriptor's message hashes are over."""
+    system_field: str | None = None
+    """The request field that holds the system prompt (None: a `system` message in the turn)."""
+    limit_field = "max_tokens"
+    """The request field that bounds the answer's tokens."""
+    request_fields: tuple[str, ...] = ("messages", "tools", "tool_choice")
+    """What a decision's `request` holds (the conversation fields `full` capture stores)."""
+
+    def tools(self, tools: Any) -> list[dict[str, Any]]:
+        """The offered tools as OpenAI function tools."""
+        return chat_tools(tools)
+
+    def choice(self, choice: Any) -> str:
+        """The descriptor's label of a request's tool choice."""
+        return chat_choice_label(choice)
+
+    def answer(self, payload: Any) -> dict[str, Any]:
+        """The neutral answer of a 200 JSON answer; BadAnswer when it is not this API's answer."""
+        message: dict[str, Any] = first_choice(payload, "message", dict)
+        return message
+
+    def transcript_answer(self, after: list[dict[str, Any]]) -> dict[str, Any] | None:
+        """The neutral answer that follows a turn in a transcript (None when the next line is no answer)."""
+        if not after or after[0].get("role") != "assistant":
+            return None
+        return after[0]
+
+    def finish(self, payload: Mapping[str, Any]) -> Any:
+        choices = payload.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], Mapping) else {}
+        return first.get("finish_reason")
+
+    def usage(self, payload: Mapping[str, Any]) -> tuple[int, int]:
+        """(prompt tokens, completion tokens) as the answer reports them."""
+        usage = payload.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        return _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+
+
+class MessagesWire(Wire):
+    api: DecisionApi = "messages"
+    path = "/messages"
+    system_field = "system"
+    request_fields = ("system", "messages", "tools", "tool_choice")
+
+    def tools(self, tools: Any) -> list[dict[str, Any]]:
+        return messages_tools(tools)
+
+    def choice(self, choice: Any) -> str:
+        return messages_choice_label(choice)
+
+    def answer(self, payload: Any) -> dict[str, Any]:
+        if not isinstance(payload, Mapping) or not isinstance(payload.get("content"), list):
+            raise BadAnswer("the answer has no content blocks")
+        return messages_answer(payload["content"])
+
+    def transcript_answer(self, after: list[dict[str, Any]]) -> dict[str, Any] | None:
+        if not after or after[0].get("role") != "assistant":
+            return None
+        return messages_answer(after[0].get("content"))
+
+    def finish(self, payload: Mapping[str, Any]) -> Any:
+        return payload.get("stop_reason")
+
+    def usage(self, payload: Mapping[str, Any]) -> tuple[int, int]:
+        usage = payload.get("usage")
+        usage = usage if isinstance(usage, Mapping) else {}
+        return _count(usage.get("input_tokens")), _count(usage.get("output_tokens"))
+
+
+class ResponsesWire(MessagesWire):
+    api: DecisionApi = "responses"
+    path = "/responses"
+    turn_field = "input"
+    system_field = "instructions"
+    limit_field = "max_output_tokens"
+    request_fields = ("instructions", "input", "tools", "tool_choice")
+
+    def tools(self, tools: Any) -> list[dict[str, Any]]:
+        return responses_tools(tools)
+
+    def choice(self, choice: Any) -> str:
+        return responses_choice_label(choice)
+
+    def answer(self, payload: Any) -> dict[str, Any]:
+        return responses_answer(payload)
+
+    def transcript_answer(self, after: list[dict[str, Any]]) -> dict[str, Any] | None:
+        output = []
+        for item in after:
+            if not is_output_item(item):
+                break
+            output.append(item)
+        if not output:
+            return None
+        return responses_answer({"output": [{**i, "type": i.get("type") or "message"} for i in output]})
+
+    def finish(self, payload: Mapping[str, Any]) -> Any:
+        return payload.get("status")
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+
+WIRES: dict[DecisionApi, Wire] = {wire.api: wire for wire in (Wire(), MessagesWire(), ResponsesWire())}

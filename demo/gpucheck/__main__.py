@@ -1,0 +1,5 @@
+import sys
+
+from demo.gpucheck.run import main
+
+sys.exit(main())
