@@ -6,38 +6,37 @@ A model answer is read in this order:
 2. otherwise the text of `content`: Hermes blocks `<tool_call>{"name":..,"arguments":..}</tool_call>`
    (the LAST block may be unclosed: generation often stops on the closing tag) and
    Qwen3-Coder's `<function=NAME><parameter=KEY>value</parameter></function>`, bare or
-   wrapped in `<tool_call>`. In Hermes JSON, `parameters` is read when `arguments` is absent
-   (Llama-style output), and a call without either has no arguments (`{}`).
+   wrapped in `<tool_call>`.
 
-Never silently wrong: a reading may be stricter than vLLM's own parsers (a typed
-`malformed_call`), but never `ok` with another tool or key set than the text holds.
+The text is read as vLLM's own `hermes` and `qwen3_coder` parsers read it (vLLM 0.32;
+tests/core/test_toolcalls_vllm.py is the differential test against them): wherever they return a
+call whose text is whole, ours is the same tool, keys and typed values. Never silently wrong: where
+vLLM reads no call, or a call that loses part of the text, ours is a typed `malformed_call`. Both
+formats are read whichever parser a server runs (a scorer does not know which); each vLLM parser
+reads only its own.
 
-* Hermes JSON is decoded with a JSON scanner, so `</tool_call>` inside a string is text.
-* A Qwen3-Coder function must end with `</function>` (a cut-off call is malformed, not a
-  call with fewer keys), and its body must be `<parameter=…>` tags (a JSON body is malformed).
-  A parameter ends at a `</parameter>` after which the structure goes on (another
-  `<parameter=`, `</function>`, then inside `<tool_call>` only `</tool_call>`, another call or
-  the end), so values may hold tag-like text. vLLM also ends an unclosed parameter at the
-  next `<parameter=`; when the text allows more than one reading (that one included, unless
-  the tool's schema has no property of that name) the call is malformed as ambiguous.
-* Qwen3-Coder values are typed by the request's tool schema as vLLM's qwen3_coder parser
-  does (`coerce_to_schema_type`): a string property stays text (`null`, `42` included), an
-  integer/number/boolean/null property is converted when it can be, an object/array
-  property is read as JSON or a Python literal, also from inside a JSON string
-  (`"{'a': 1}"`, what a template writing `json.dumps(str(value))` leaves). A key the schema
-  does not list stays text.
-* Inside a value, a `<parameter=` that starts a line opens a nested level that a later
-  `</parameter>` closes, as vLLM tracks their depth: a file being written that holds a
-  tool-call template is one value, not cut at the inner close nor split into its keys.
-  Without schemas (none passed) a value that parses as JSON is decoded, others kept as text.
+* Hermes: a block's JSON runs to the first `</tool_call>` (so one inside a JSON string cuts it)
+  and must be an object with a string `name` (kept as written) and an object `arguments`. When
+  any block cannot be read, the answer is `malformed_call`: vLLM's parser then returns no call.
+* Qwen3-Coder: a function must end with `</function>` (vLLM reads a cut-off call with the
+  parameters that were closed; ours calls it malformed), and its body must be `<parameter=…>`
+  tags (vLLM skips other text; ours never drops it: it is in a value, or the call is malformed).
+  A listed key's `<parameter=KEY>` always starts a parameter, closed before it or not, and a value
+  that does not fit its type is text. When no value holds tag text the reading is vLLM's;
+  otherwise a value may hold `</parameter>`, `</function>` and unlisted `<parameter=…>` lines (a
+  file holding a tool-call template is one value, where vLLM cuts it and splits it into spurious
+  keys): see `_reading`. A key given twice is malformed (vLLM keeps the last).
+* Qwen3-Coder values are typed by the request's tool schema as vLLM types them
+  (core/toolvalues.py); a value that does not fit its type stays text. Without schemas (none
+  passed) a value that parses as JSON is decoded, others kept as text.
 
 Reasoning is not an action: `reasoning_content` is never searched for calls, and in
 `content` `<think>…</think>` blocks (and everything before a first `</think>` that no `<think>`
 opened: the template opened it) are skipped; think tags inside a call are the call's text.
 
 Outcome precedence: `empty_response` (nothing but whitespace or reasoning) > `malformed_call`
-(the first call cannot be read; `calls` stays empty so `calls[0]` is always the scored call,
-and `error` names any later call that could be read) >
+(the first call, or any Hermes block, cannot be read; `calls` stays empty so `calls[0]` is always
+the scored call, and `error` names any other call that could be read) >
 `unknown_tool` (the first call names a tool that was not offered) > `multiple_calls` (score on
 the first, all are kept) > `ok`; no call at all is `no_call`. `error` always says what was wrong,
 including problems in calls after the first.
@@ -45,15 +44,15 @@ including problems in calls after the first.
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Collection, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from core.jsonfile import parse_problem
 from core.keyset import ArgumentsError, decode_arguments, sorted_key_set
 from core.records import ParsedResponse, ParseOutcome, ToolCall
-from core.toolvalues import DECODE_ERRORS, NOT_A_VALUE, coerce, schema_types, typed_value
+from core.toolvalues import typed_value
 
 Source = Literal["structured", "hermes", "qwen3_coder"]
 # Tool name -> its JSON Schema `parameters` object, as the request offered it.
@@ -67,13 +66,9 @@ _TOOL_NAME = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 _FUNCTION_CLOSE = "</function>"
 _PARAMETER = re.compile(r"<parameter=([^>\n]*)>")
 _PARAMETER_CLOSE = "</parameter>"
-# A `<parameter=` that starts a line opens a nested level inside a value (vLLM's
-# "structural" tag); `</parameter>` closes one.
-_PARAMETER_OPEN = "<parameter="
-_NESTING = re.compile(r"(?<=\n)<parameter=|</parameter>")
+_TAG_TEXT = re.compile(r"</parameter>|<parameter=|</function>")
 _SPACE = re.compile(r"\s*")
 _TOP_LEVEL = re.compile(r"</?think>|<tool_call>|<function=")
-_JSON = json.JSONDecoder()
 
 
 @dataclass(frozen=True)
@@ -153,7 +148,7 @@ def _outcome(reads: list[_Read], tool_names: Collection[str] | None) -> ParsedRe
             if r.call is not None and r.call.tool not in offered
         ]
     first = reads[0]
-    if first.call is None:
+    if first.call is None or any(r.call is None and r.source == "hermes" for r in reads):
         # calls[0] must be the scored call, so readable later calls are named, not kept.
         if calls:
             problems.append("not scored, though readable: " + ", ".join(c.tool for c in calls))
@@ -173,6 +168,8 @@ def _outcome(reads: list[_Read], tool_names: Collection[str] | None) -> ParsedRe
 def _make_call(source: Source, name: Any, arguments: Any) -> _Read:
     if not isinstance(name, str) or not name.strip():
         return _Read(source, error=f"missing or non-string tool name: {name!r}")
+    if source != "hermes":
+        name = name.strip()  # vLLM keeps a Hermes name as written, blank space included
     if source != "structured" and not _TOOL_NAME.fullmatch(name.strip()):
         # In text, a "name" with tag or JSON characters is a misread (a tag inside a value, a cut
         # rendering), not a call of an unknown tool.
@@ -183,7 +180,7 @@ def _make_call(source: Source, name: Any, arguments: Any) -> _Read:
         return _Read(source, error=f"tool {name!r}: {exc}")
     except RecursionError:
         return _Read(source, error=f"tool {name!r}: arguments are nested too deeply to read")
-    return _Read(source, call=ToolCall(tool=name.strip(), arguments=args, key_set=sorted_key_set(args)))
+    return _Read(source, call=ToolCall(tool=name, arguments=args, key_set=sorted_key_set(args)))
 
 
 def _read_structured(index: int, item: Any) -> _Read:
@@ -264,10 +261,8 @@ def _skip_block(text: str, pos: int) -> int:
 
 def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_Read], int]:
     """One `<tool_call>` block from just after its open tag: Qwen3-Coder functions, or Hermes
-    JSON (an object, or a list of objects). Returns the reads and where the text goes on."""
+    JSON. Returns the reads and where the text goes on."""
     pos = _skip_space(text, start)
-    if pos == len(text) or text.startswith(_TOOL_CALL_CLOSE, pos):
-        return [_Read("hermes", error="empty <tool_call> block")], _skip_block(text, pos)
     if text.startswith(_FUNCTION_OPEN, pos):
         reads: list[_Read] = []
         while True:
@@ -279,31 +274,30 @@ def _read_block(text: str, start: int, schemas: Schemas | None) -> tuple[list[_R
             if not text.startswith(_FUNCTION_OPEN, pos):
                 closed = text.startswith(_TOOL_CALL_CLOSE, pos)
                 return reads, pos + len(_TOOL_CALL_CLOSE) if closed else pos
-    try:
-        value, end = _JSON.raw_decode(text, pos)
-    except DECODE_ERRORS as exc:
-        nxt, close = text.find(_TOOL_CALL_OPEN, pos), text.find(_TOOL_CALL_CLOSE, pos)
-        tags = [tag for tag in (nxt, close) if tag >= 0]
-        if tags and _inside_json_string(text, pos, min(tags)):
-            # The next tag is text inside this block's JSON: where the block ends is unknown, so
-            # nothing after it can be read as a call (or as the end of reasoning).
-            return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {exc}")], len(text)
-        if nxt >= 0 and (close < 0 or nxt < close):
-            return [_Read("hermes", error="<tool_call> block is not closed before the next one")], nxt
-        return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {exc}")], _skip_block(text, pos)
-    after = _skip_space(text, end)
-    if text.startswith(_TOOL_CALL_OPEN, after):
-        return [_Read("hermes", error="<tool_call> block is not closed before the next one")], after
-    if after < len(text) and not text.startswith(_TOOL_CALL_CLOSE, after):
-        return [_Read("hermes", error="text after the JSON in a <tool_call> block")], _skip_block(text, after)
-    items = value if isinstance(value, list) and value else [value]
-    return [_read_hermes_object(item) for item in items], min(len(text), after + len(_TOOL_CALL_CLOSE))
+    # Hermes, as vLLM reads it: the block's JSON is everything up to the first `</tool_call>` (or
+    # the end), so a `</tool_call>` inside a JSON string cuts it (vLLM then reads no call at all).
+    close = text.find(_TOOL_CALL_CLOSE, start)
+    body = text[start:] if close < 0 else text[start:close]
+    end = len(text) if close < 0 else close + len(_TOOL_CALL_CLOSE)
+    if not body.strip():
+        return [_Read("hermes", error="empty <tool_call> block")], end
+    value, problem = parse_problem(body)
+    if problem is not None:
+        if _ends_inside_string(body):
+            # Cut inside a JSON string: where the block ends is unknown, so nothing after it is read
+            # as a call (or as the end of reasoning).
+            return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {problem}")], len(text)
+        nxt = body.find(_TOOL_CALL_OPEN)
+        if nxt >= 0:
+            return [_Read("hermes", error="<tool_call> block is not closed before the next one")], start + nxt
+        return [_Read("hermes", error=f"<tool_call> block is not valid JSON: {problem}")], end
+    return [_read_hermes_object(value)], end
 
 
-def _inside_json_string(text: str, start: int, at: int) -> bool:
-    """Whether position `at` falls inside a JSON string of the JSON text that begins at `start`."""
+def _ends_inside_string(json_text: str) -> bool:
+    """Whether JSON text that was cut ends inside a string."""
     in_string = escaped = False
-    for char in text[start:at]:
+    for char in json_text:
         if escaped:
             escaped = False
         elif char == "\\" and in_string:
@@ -314,10 +308,16 @@ def _inside_json_string(text: str, start: int, at: int) -> bool:
 
 
 def _read_hermes_object(item: Any) -> _Read:
+    """A Hermes call as vLLM's `hermes` parser takes it: an object with a string `name` and an
+    `arguments` key; ours also asks `arguments` to be an object (vLLM passes a list or a JSON string
+    on as the call's arguments text, which no client reads as arguments)."""
     if not isinstance(item, dict):
         return _Read("hermes", error="<tool_call> JSON must be an object with 'name' and 'arguments'")
-    arguments = item.get("arguments", item.get("parameters", {}))
-    return _make_call("hermes", item.get("name"), arguments)
+    if "arguments" not in item:
+        return _Read("hermes", error="<tool_call> JSON has no 'arguments'")
+    if not isinstance(item["arguments"], dict):
+        return _Read("hermes", error=f"tool {item.get('name')!r}: 'arguments' must be a JSON object")
+    return _make_call("hermes", item.get("name"), item["arguments"])
 
 
 def _wrapped_follow(text: str, end: int) -> bool:
@@ -337,21 +337,14 @@ def _read_function(text: str, start: int, schemas: Schemas | None, *, wrapped: b
     properties = _properties(schema) if schemas is not None else None
     follow: Callable[[str, int], bool] = _wrapped_follow if wrapped else (lambda _text, _end: True)
     try:
-        readings = _readings(text, match.end(), follow, properties)
+        reading = _reading(text, match.end(), follow, properties)
     except RecursionError:
         return _Read("qwen3_coder", error=f"tool {name!r}: too many parameters to read"), len(text)
-    if not readings:
+    if reading is None:
         close = text.find(_FUNCTION_CLOSE, match.end())
         return _Read("qwen3_coder", error=f"tool {name!r}: {_diagnose(text, match.end(), name)}"), (
             len(text) if close < 0 else close + len(_FUNCTION_CLOSE)
         )
-    if len(readings) > 1:
-        ways = " or ".join(str([key for key, _ in r.params]) for r in readings)
-        return _Read("qwen3_coder", error=(
-            f"tool {name!r}: ambiguous <parameter=> tags, the text reads as keys {ways} "
-            "(a parameter not closed, or a value holding tag text)"
-        )), readings[0].end
-    reading = readings[0]
     arguments: dict[str, Any] = {}
     for key, raw in reading.params:
         if key in arguments:
@@ -360,101 +353,75 @@ def _read_function(text: str, start: int, schemas: Schemas | None, *, wrapped: b
     return _make_call("qwen3_coder", name, arguments), reading.end
 
 
-def _readings(
+def _reading(
     text: str, start: int, follow: Callable[[str, int], bool], properties: Mapping[str, Any] | None
-) -> list[_Reading]:
-    """Up to two readings of the function body at `start` (two means: ambiguous).
+) -> _Reading | None:
+    """The function body at `start` read as `<parameter=KEY>value</parameter>` pairs up to
+    `</function>`, or None when it cannot be read so.
 
-    A value ends at the first `</parameter>` after which the body goes on. Preferred, in order:
-    with a schema, readings whose keys are all listed, values fit their types, and values are
-    nested (every `<parameter=…>` at the start of a line inside a value is closed inside it, as
-    vLLM tracks their depth: a file holding a tool-call template is one value); then listed and
-    fitting; without a schema, nested; then any. A value may itself hold
-    `</parameter><parameter=x>`. The other reading is vLLM's tolerance of an unclosed tag: the
-    value ends just before a `<parameter=KEY>` that comes before any `</parameter>`, unless the
-    schema lists no KEY; it is never a nested reading, so it stays ambiguous with the closed one.
+    A `<parameter=KEY>` tag whose KEY the schema lists (any KEY without a schema) always starts a
+    parameter: it ends the value before it, closed or not. Otherwise a value ends at a
+    `</parameter>` after which the whole rest of the body reads. Whether a value fits its type
+    plays no part: one that does not is text. Of the readings, the one with the fewest values
+    holding tag text wins, then the fewest keys the schema does not list, then the one that reads
+    furthest: text without tag text inside values reads as vLLM reads it, and a file holding a
+    tool-call template (`</parameter>` and unlisted `<parameter=…>` lines) is one value, where vLLM
+    splits it into spurious keys.
     """
+    memo: dict[int, tuple[tuple[int, int, int], _Reading] | None] = {}
 
-    def read(fits: Callable[[str, str], bool], nested: bool) -> list[_Reading]:
-        memo: dict[int, list[_Reading]] = {}
-
-        def body(pos: int) -> list[_Reading]:
-            if pos in memo:
-                return memo[pos]
-            found: list[_Reading] = []
+    def body(pos: int) -> tuple[tuple[int, int, int], _Reading] | None:
+        if pos not in memo:
+            memo[pos] = None
             at = _skip_space(text, pos)
             if text.startswith(_FUNCTION_CLOSE, at):
                 end = at + len(_FUNCTION_CLOSE)
-                if follow(text, end):
-                    found.append(_Reading((), end))
+                memo[pos] = ((0, 0, -end), _Reading((), end)) if follow(text, end) else None
             elif (tag := _PARAMETER.match(text, at)) is not None:
-                key = tag.group(1).strip()
-                depth = _Depth(text, tag.end())
-                for stop, resume, unclosed in _value_ends(text, tag.end(), properties):
-                    if nested and (unclosed or not depth.closed_at(stop)):
-                        continue
-                    raw = text[tag.end() : stop]
-                    rests = body(resume) if fits(key, raw) else []
-                    found += [_Reading(((key, raw), *rest.params), rest.end) for rest in rests]
-                    if len(found) > 1 or (rests and not unclosed):
-                        break
-            memo[pos] = found[:2]
-            return memo[pos]
+                memo[pos] = value(_key(tag.group(1)), tag.end())
+        return memo[pos]
 
-        return body(start)
+    def value(key: str, start: int) -> tuple[tuple[int, int, int], _Reading] | None:
+        stop = _starting_tag(text, start, properties)
+        ends = [(close, close + len(_PARAMETER_CLOSE)) for close in _closes(text, start, stop)]
+        if stop < len(text):
+            ends.append((stop, stop))  # not closed: the next listed key's tag ends it
+        unlisted = int(properties is not None and key not in properties)
+        best: tuple[tuple[int, int, int], _Reading] | None = None
+        for end, resume in ends:
+            rest = body(resume)
+            if rest is None:
+                continue
+            raw = text[start:end]
+            score = (rest[0][0] + int(_TAG_TEXT.search(raw) is not None), rest[0][1] + unlisted, -rest[1].end)
+            if best is None or score < best[0]:
+                best = score, _Reading(((key, raw), *rest[1].params), rest[1].end)
+        return best
 
-    passes: list[tuple[Callable[[str, str], bool], bool]] = []
-    if properties is not None:
-        fitting = lambda key, raw: _fits(_trim_newlines(raw), properties, key)  # noqa: E731
-        passes += [(fitting, True), (fitting, False)]
-    else:
-        passes.append((lambda _key, _raw: True, True))
-    passes.append((lambda _key, _raw: True, False))
-    for fits, nested in passes:
-        readings = read(fits, nested)
-        if readings:
-            return readings
-    return []
+    found = body(start)
+    return None if found is None else found[1]
 
 
-class _Depth:
-    """The nesting of a value that starts at `start`, read once as its candidate ends move on:
-    every `<parameter=` that starts a line (or the value) opens a level, `</parameter>` closes
-    one (a close with none open is text)."""
-
-    def __init__(self, text: str, start: int) -> None:
-        self.text, self.pos, self.level = text, start, 0
-        if text.startswith(_PARAMETER_OPEN, start):
-            self.pos, self.level = start + len(_PARAMETER_OPEN), 1
-
-    def closed_at(self, stop: int) -> bool:
-        """Whether every level opened before `stop` (a later end than the last asked) is closed."""
-        for tag in _NESTING.finditer(self.text, self.pos, stop):
-            self.level = self.level + 1 if tag.group(0) == _PARAMETER_OPEN else max(0, self.level - 1)
-        self.pos = max(self.pos, stop)
-        return self.level == 0
-
-
-def _fits(text: str, properties: Mapping[str, Any], key: str) -> bool:
-    """Whether a value is one the schema allows for `key` (a listed key, and a value of its type)."""
-    if key not in properties:
-        return False
-    types = schema_types(properties[key])
-    return "string" in types or any(coerce(text, kind) is not NOT_A_VALUE for kind in types)
-
-
-def _value_ends(text: str, start: int, properties: Mapping[str, Any] | None) -> Iterator[tuple[int, int, bool]]:
-    """Candidate ends of a value starting at `start`, in order: (end of the value, where the
-    body goes on, whether this reads the parameter as unclosed)."""
-    first_close = text.find(_PARAMETER_CLOSE, start)
-    tag = _PARAMETER.search(text, start)
-    unclosed = tag is not None and (first_close < 0 or tag.start() < first_close)
-    if tag is not None and unclosed and (properties is None or tag.group(1).strip() in properties):
-        yield tag.start(), tag.start(), True
-    close = first_close
-    while close >= 0:
-        yield close, close + len(_PARAMETER_CLOSE), False
+def _closes(text: str, start: int, stop: int) -> Iterator[int]:
+    """The `</parameter>` tags between `start` and `stop`, in order."""
+    close = text.find(_PARAMETER_CLOSE, start)
+    while 0 <= close < stop:
+        yield close
         close = text.find(_PARAMETER_CLOSE, close + 1)
+
+
+def _key(tag: str) -> str:
+    """A parameter's key as vLLM reads it from `<parameter=KEY>`: blank space after `=` is layout."""
+    return tag.lstrip()
+
+
+def _starting_tag(text: str, start: int, properties: Mapping[str, Any] | None) -> int:
+    """Where the first `<parameter=KEY>` after `start` that always starts a parameter is (a KEY the
+    schema lists, any without a schema), or the end of the text."""
+    for tag in _PARAMETER.finditer(text, start):
+        if properties is None or _key(tag.group(1)) in properties:
+            return tag.start()
+    return len(text)
 
 
 def _diagnose(text: str, start: int, name: str) -> str:

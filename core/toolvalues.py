@@ -2,21 +2,19 @@
 
 Qwen3-Coder's `<parameter=key>value</parameter>` carries every value as text; the parser gives it
 the type the offered schema names (`coerce_to_schema_type` in vLLM): integers, numbers, booleans,
-null, and objects or arrays read as JSON or as a Python literal. Split from `core/toolcalls.py`,
-which reads the call syntax; this module knows only values and schemas.
+null, and objects or arrays read as JSON (vLLM 0.32 reads no Python literal: `{'a': 1}` stays text).
+A value that fits none of its types stays text, or is JSON when it parses as JSON. Split from
+`core/toolcalls.py`, which reads the call syntax; this module knows only values and schemas.
 """
 
 from __future__ import annotations
 
-import ast
 import math
 from collections.abc import Mapping
 from typing import Any
 
-from core.jsonfile import parse_problem, too_deep
+from core.jsonfile import parse_problem
 
-# What json and ast raise on hostile input, deep nesting included: a parse never crashes.
-DECODE_ERRORS = (ValueError, SyntaxError, RecursionError, MemoryError, TypeError)
 NOT_A_VALUE = object()
 """What `coerce` returns when the text is not a value of the asked type."""
 
@@ -49,8 +47,6 @@ def typed_value(text: str, properties: Mapping[str, Any] | None, key: str) -> An
     return _json_or_none(text, text)
 
 
-
-
 def coerce(text: str, kind: str) -> Any:
     """`text` as one JSON Schema type, or `NOT_A_VALUE`."""
     if kind == "null":
@@ -71,29 +67,7 @@ def coerce(text: str, kind: str) -> Any:
     if kind == "boolean":
         word = text.strip().lower()
         return True if word in ("true", "1") else False if word in ("false", "0") else NOT_A_VALUE
-    decoded = _json_or_none(text, NOT_A_VALUE)
-    from_json = decoded is not NOT_A_VALUE
-    if not from_json:
-        decoded = _python_literal(text)  # vLLM's qwen3_coder parser also reads `{'a': 1}`
-    if isinstance(decoded, str):
-        # A template that wrote json.dumps(str(value)) leaves the object inside a string:
-        # `"{'a': 1}"`. vLLM reads the string once more; so do we, keeping only a container.
-        inner = _python_literal(decoded)
-        if isinstance(inner, (dict, list)):
-            return inner
-    return decoded if from_json or isinstance(decoded, (dict, list)) else NOT_A_VALUE
-
-
-def _python_literal(text: str) -> Any:
-    """A Python literal JSON can carry, or `NOT_A_VALUE`; no deeper than JSON may nest (quoted brackets
-    count: a deep-looking literal stays text)."""
-    if too_deep(text):
-        return NOT_A_VALUE
-    try:
-        value = ast.literal_eval(text)
-    except DECODE_ERRORS:
-        return NOT_A_VALUE
-    return value if _is_json(value) else NOT_A_VALUE
+    return _json_or_none(text, NOT_A_VALUE)
 
 
 def _json_or_none(text: str, otherwise: Any) -> Any:
@@ -102,7 +76,7 @@ def _json_or_none(text: str, otherwise: Any) -> Any:
 
 
 def _is_json(value: Any) -> bool:
-    """A value JSON can carry: finite numbers, string keys, no tuples, sets or bytes."""
+    """A value JSON can carry: only finite numbers (`json.loads` also reads `NaN` and `1e999`)."""
     if isinstance(value, float):
         return math.isfinite(value)
     if value is None or isinstance(value, (str, int, bool)):

@@ -38,7 +38,7 @@ from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, format_co
 from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
-from replay.analysis.report.summary import SummaryRow, format_summary, format_uptake, summary_rows, text_table
+from replay.analysis.report.summary import Count, SummaryRow, format_summary, format_uptake, summary_rows, text_table
 from replay.calibration.results import Calibration
 from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
@@ -328,23 +328,25 @@ def _causal_evictions(verdicts: Sequence[RuleVerdict]) -> tuple[set[str], set[st
     return evicted & HARMFUL_RULE_IDS, evicted & GENUINE_RULE_IDS
 
 
-def target_lines(rows: Sequence[SummaryRow], lessons: Sequence[RuleVerdict]) -> str:
-    """The issue's targets for the demo (#15), each with what this run measured."""
+def measured_lines(rows: Sequence[SummaryRow], lessons: Sequence[RuleVerdict]) -> str:
+    """What the run measured, in a user's words: how the base model chose, what memory changed,
+    and what the causal gate evicted (the tables above hold the detail)."""
     by_arm = {row.arm: row for row in rows}
     base, memory = by_arm[BASELINE], by_arm["base+memory"]
-    tool, joint, changed = base.tool_correct, base.positives, memory.changed
     caught, innocent = _causal_evictions(lessons)
-    checks = [
-        ("base tool-correct on the positives >= 50%", tool, tool.hits * 2 >= tool.n),
-        ("base joint-correct on the positives >= 30%", joint, joint.hits * 10 >= joint.n * 3),
-        ("base+memory changes >= 20% of the chosen calls", changed,
-         changed is not None and changed.hits * 5 >= changed.n),
-        ("the causal gate evicts the planted harmful rule", ", ".join(sorted(caught)) or "not evicted",
-         caught == HARMFUL_RULE_IDS),
-        ("and no genuine rule", ", ".join(sorted(innocent)) or "none evicted", not innocent),
-    ]
-    return "Targets (issue #15):\n" + "\n".join(
-        f"  {'met    ' if met else 'NOT met'}  {what}: {measured}" for what, measured, met in checks)
+    changed = "not measured" if memory.changed is None else f"{memory.changed} ({_share(memory.changed)})"
+    return "\n".join([
+        "What this run measured:",
+        f"  the base model chose the right tool on {base.tool_correct} positive decisions "
+        f"({_share(base.tool_correct)}), the right tool and keys on {base.positives} ({_share(base.positives)})",
+        f"  memory changed the chosen call on {changed}",
+        f"  the causal gate evicted the planted harmful rule(s): {', '.join(sorted(caught)) or 'none'} "
+        f"of {', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(sorted(innocent)) or 'none'}",
+    ])
+
+
+def _share(count: Count) -> str:
+    return f"{100 * count.hits / count.n:.0f}%" if count.n else "—"
 
 
 def noise_floor_line(rows: Sequence[SummaryRow], comparisons: Sequence[Comparison]) -> str:
@@ -431,7 +433,7 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake)
     print("\n" + format_summary(rows))
     print(noise_floor_line(rows, comparisons))
-    print("\n" + target_lines(rows, plan.verdicts))
+    print("\n" + measured_lines(rows, plan.verdicts))
     if calibration is not None:
         measured = {v.rule_id: _verdict_cell(v) for v in plan.verdicts if v.method == "ablation"}
         print("\n" + instrument_beside_model(calibration, verdicts, measured))

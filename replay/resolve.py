@@ -27,6 +27,7 @@ The corpus is only read. `load_keys` reads the workspace keys redaction needs (r
 from __future__ import annotations
 
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,10 +36,10 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from core.capture import CapturedDecision, message_hash, request_sha256
-from core.names import Name
+from core.names import NAME_RULE, Name, excerpt, is_name
 from core.records import REQUESTS, Strict
 from core.scoring import chosen_call
-from core.tomlfile import ConfigError, load_toml
+from core.tomlfile import MAX_TOML_BYTES, ConfigError, parse_toml, read_regular, toml_problem
 from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES, DecisionApi
 from replay.errors import ReplayError
@@ -122,11 +123,15 @@ def _kind(message: dict[str, Any]) -> Any:
     return message.get("role") or message.get("type")
 
 
+KEY_PATTERN = r"^(?:[0-9a-fA-F]{2}){16,}$"
+KEY_RULE = "at least 32 hex digits, an even number (16 bytes or more; `openssl rand -hex 32` makes one)"
+
+
 class PseudonymKeys(Strict):
     """The workspace keys file (TOML): `[keys]` then `"<workspace>" = "<key>"`, each key at least
     32 hex digits (16 bytes; `openssl rand -hex 32` makes one)."""
 
-    keys: dict[Name, Annotated[str, Field(pattern=r"^(?:[0-9a-fA-F]{2}){16,}$")]] = Field(default_factory=dict)
+    keys: dict[Name, Annotated[str, Field(pattern=KEY_PATTERN)]] = Field(default_factory=dict)
 
 
 class KeysError(ReplayError):
@@ -149,7 +154,45 @@ def load_keys(path: Path | None) -> dict[str, bytes]:
         raise KeysError(f"{path}: other users can access the workspace keys file (mode {mode:o}); it must be "
                         f"readable by its owner only: run `chmod 600 {path}`")
     try:
-        keys = load_toml(path, PseudonymKeys, "workspace keys file")
+        data = read_regular(path, MAX_TOML_BYTES)
     except ConfigError as exc:
         raise KeysError(str(exc)) from exc
+    raw, problem = toml_problem(data)
+    if raw is None:
+        raise KeysError(f"{path}: {problem}")
+    _check_keys(path, data.decode("utf-8"), raw)
+    try:
+        keys = parse_toml(data, path, PseudonymKeys, "workspace keys file")
+    except ConfigError as exc:  # what the checks above say in words; kept as the typed boundary
+        raise KeysError(str(exc)) from exc
     return {workspace: bytes.fromhex(key) for workspace, key in keys.keys.items()}
+
+
+def _check_keys(path: Path, text: str, raw: dict[str, Any]) -> None:
+    """Each problem of a keys file in words: which workspace, and which rule its entry breaks."""
+    problems = [f"{path}: {excerpt(key)} is not part of a workspace keys file (it holds one [keys] table)"
+                for key in raw if key != "keys"]
+    table = raw.get("keys", {})
+    if not isinstance(table, dict):
+        problems.append(f"{path}: `keys` must be a table: [keys] then \"<workspace>\" = \"<key>\" lines")
+        table = {}
+    for workspace, key in table.items():
+        line = _line_of_key(text, workspace)
+        where = f"{path}:{line}" if line else str(path)
+        if not is_name(workspace):
+            problems.append(f"{where}: {excerpt(workspace)} is not a workspace name ({NAME_RULE})")
+        elif not isinstance(key, str):
+            problems.append(f"{where}: the key of workspace {workspace!r} must be a string of hex digits, "
+                            f"not a TOML {type(key).__name__}")
+        elif not re.fullmatch(KEY_PATTERN, key):
+            got = "holds characters that are not hex digits" if re.search(r"[^0-9a-fA-F]", key) \
+                else f"has {len(key)} hex digits"
+            problems.append(f"{where}: the key of workspace {workspace!r} must be {KEY_RULE}; it {got}")
+    if problems:
+        raise KeysError("invalid workspace keys file:\n" + "\n".join(problems))
+
+
+def _line_of_key(text: str, workspace: str) -> int | None:
+    """The line that sets `workspace` (quoted or bare) in a keys file, if it can be found."""
+    pattern = re.compile(rf"^\s*(?:\"{re.escape(workspace)}\"|'{re.escape(workspace)}'|{re.escape(workspace)})\s*=")
+    return next((n for n, line in enumerate(text.splitlines(), start=1) if pattern.match(line)), None)

@@ -1,4 +1,4 @@
-"""Calibration of the trials' sequential test by simulation (issue 16): the A/A false-abort rate
+"""Calibration of the trials' sequential test by simulation: the A/A false-abort rate
 under repeated looks, against a naive repeated z-test, and the detection delay (bad events
 needed) for 2× and 1.5× error-rate regressions. Prints a Markdown table.
 

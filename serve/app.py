@@ -5,9 +5,10 @@ its trials (`serve.trials`, which read the gateway) into one app, so it sits abo
 
 | Path | Does |
 |---|---|
-| `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), one of `gateway.model_aliases`, the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` for sticky canaries and replica affinity. |
+| `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), one of `gateway.model_aliases`, the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` (names) for sticky canaries and replica affinity. |
 | `POST /v1/messages`, `POST /v1/messages/count_tokens` | the Anthropic Messages API (the Claude Agent SDK's), forwarded to the engine's own endpoints the same way (`?beta=true` accepted; `anthropic-version` / `anthropic-beta` passed on); errors in Anthropic's shape. The session may also come as `X-Claude-Code-Session-Id` or inside `metadata.user_id`. A `max_tokens` above what the engine can give is clamped, said in `X-Worker-Max-Tokens`. |
 | `POST /v1/responses` | the OpenAI Responses API (the OpenAI Agents SDK's), stateless: `previous_response_id` is refused (400). |
+| (all forwarded requests) | a client's `X-Request-Id` (any visible ASCII, 0x21–0x7E, up to 200 characters) is stored and echoed as sent; any other is replaced by the gateway's own id, and the response header `X-Worker-Request-Id-Replaced: invalid` says so (never a refusal). |
 | `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions. |
 | `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
 | `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
@@ -32,7 +33,7 @@ from core.names import NAME_PATTERN, excerpt, is_name
 from serve.gateway import admin, proxy
 from serve.gateway.apis import APIS, api_for_path
 from serve.gateway.config import GatewayConfig
-from serve.gateway.edge import valid_text_body
+from serve.gateway.edge import RequestIdNote, valid_text_body
 from serve.gateway.errors import ErrorResponse, GatewayError
 from serve.gateway.service import Gateway
 from serve.trials import admin as trials_admin
@@ -171,6 +172,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
     app.state.gateway = gateway
     app.state.trials = trials
     app.add_middleware(BodyLimit, limit=config.gateway.max_body_bytes, gateway=gateway)
+    app.add_middleware(RequestIdNote, paths=[api.path for api in APIS.values()])
 
     # Errors the app itself raises take the shape of the API whose path was asked for (OpenAI's elsewhere).
     @app.exception_handler(GatewayError)

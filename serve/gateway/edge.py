@@ -4,23 +4,31 @@ a response header: bodies that are not valid Unicode text, and header values tha
 A body must be UTF-8 (RFC 8259 §8.1) and may not hold a lone surrogate anywhere (`"\\ud800"` is
 valid JSON but no text: SQLite, the logs and every UTF-8 encoder refuse it later, far from the
 request that brought it). Python's `json.loads` of bytes would accept UTF-16 and surrogates
-encoded as UTF-8 bytes, so the body is decoded strictly first. The id headers are echoed and
-stored, so they must be names (core/names.py), or the request is refused whole.
+encoded as UTF-8 bytes, so the body is decoded strictly first. The workspace and session headers
+pick cohorts, directories and labels, so they must be names (core/names.py), or the request is
+refused whole. `X-Request-Id` is the client's correlation id (`acme/s-1#0`, AWS's
+`Root=1-…;Parent=…`), passed on and never a reason to refuse: any visible ASCII (0x21–0x7E) up to
+200 characters is kept as sent; anything else is replaced by the gateway's own id, and the response
+says so in `X-Worker-Request-Id-Replaced: invalid`.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
 from fastapi import Request
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.jsonfile import parse_problem
 from core.names import BadName, check_name, excerpt
 from serve.gateway.errors import GatewayError
 
 REQUEST_ID_HEADER = "X-Request-Id"
+REQUEST_ID_REPLACED_HEADER = "X-Worker-Request-Id-Replaced"
+REQUEST_ID_MAX_CHARS = 200
+_REQUEST_ID = re.compile(rf"[\x21-\x7e]{{1,{REQUEST_ID_MAX_CHARS}}}")
 WORKSPACE_HEADER = "X-Workspace-Id"
 SESSION_HEADER = "X-Session-Id"
 # Only a \u escape can put a surrogate into text decoded strictly from UTF-8: the walk over the
@@ -107,3 +115,45 @@ def header_name(request: Request, header: str) -> str | None:
         return check_name(value, f"the {header} header")
     except BadName as exc:
         raise GatewayError(400, str(exc), "invalid_header") from exc
+
+
+def is_request_id(value: str) -> bool:
+    """Whether a client's `X-Request-Id` is kept as sent: 1–200 characters of visible ASCII."""
+    return _REQUEST_ID.fullmatch(value) is not None
+
+
+def client_request_id(request: Request) -> str | None:
+    """The client's `X-Request-Id` when it is kept as sent; None when none was sent (or an empty
+    one) or it is replaced by the gateway's own id (`RequestIdNote` then says so)."""
+    value = request.headers.get(REQUEST_ID_HEADER)
+    return value if value and is_request_id(value) else None
+
+
+class RequestIdNote:
+    """Adds `X-Worker-Request-Id-Replaced: invalid` to the response of an OpenAI request whose
+    `X-Request-Id` was replaced by the gateway's own id (the proxy echoes that one)."""
+
+    def __init__(self, app: ASGIApp, paths: Collection[str]) -> None:
+        self.app = app
+        self.paths = frozenset(paths)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] not in self.paths or not _replaced(scope["headers"]):
+            await self.app(scope, receive, send)
+            return
+
+        async def noted(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message = {**message, "headers": [*message.get("headers", []),
+                                                  (REQUEST_ID_REPLACED_HEADER.lower().encode(), b"invalid")]}
+            await send(message)
+
+        await self.app(scope, receive, noted)
+
+
+def _replaced(headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    name = REQUEST_ID_HEADER.lower().encode()
+    for key, value in headers:  # the first one, as `request.headers.get` reads it (as latin-1)
+        if key == name:
+            return bool(value) and not is_request_id(value.decode("latin-1"))
+    return False

@@ -54,7 +54,7 @@ from core.names import BadName, check_name, is_name
 from serve.gateway.apis import APIS
 from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswer
 from serve.gateway.capture import CaptureJob, now_iso
-from serve.gateway.edge import REQUEST_ID_HEADER, SESSION_HEADER, WORKSPACE_HEADER, header_name, parse_json
+from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_id, header_name, parse_json
 from serve.gateway.errors import GatewayError, bounded_message, unavailable
 from serve.gateway.registry import RequestRow
 from serve.gateway.router import Resolution
@@ -144,7 +144,7 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
     key = f"{_BOOT}-{next(_SEQUENCE)}"
     call = Call(key, api, time.perf_counter(), key)
     try:
-        call.request_id = header_name(request, REQUEST_ID_HEADER) or key
+        call.request_id = client_request_id(request) or key
         call.workspace = header_name(request, WORKSPACE_HEADER)
         raw = await request.body()
         body = parse_body(raw)

@@ -108,8 +108,8 @@ def test_hermes_block() -> None:
 def test_hermes_arguments_as_json_string() -> None:
     body = json.dumps({"name": "finalize_invoice", "arguments": json.dumps({"invoice_id": "a"})})
     parsed = parse_text(f"<tool_call>{body}</tool_call>", TOOLS)
-    assert parsed.outcome is ParseOutcome.OK
-    assert parsed.first is not None and parsed.first.arguments == {"invoice_id": "a"}
+    # vLLM passes the string on as the arguments text (a JSON string, which no client reads as arguments)
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and "must be a JSON object" in (parsed.error or "")
 
 
 def test_hermes_unclosed_last_block() -> None:
@@ -142,10 +142,9 @@ def test_hermes_missing_name() -> None:
     assert "tool name" in (parsed.error or "")
 
 
-def test_hermes_missing_arguments_mean_none() -> None:
+def test_hermes_without_arguments_is_malformed_as_vllm_reads_no_call() -> None:
     parsed = parse_text('<tool_call>{"name": "finalize_invoice"}</tool_call>', TOOLS)
-    assert parsed.outcome is ParseOutcome.OK
-    assert parsed.first is not None and parsed.first.arguments == {}
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and "no 'arguments'" in (parsed.error or "")
 
 
 def test_hermes_empty_block_is_malformed() -> None:
@@ -160,9 +159,9 @@ def test_hermes_several_blocks() -> None:
     assert [c.tool for c in parsed.calls] == ["finalize_invoice", "send_invoice"]
 
 
-def test_hermes_list_in_one_block_is_several_calls() -> None:
+def test_hermes_list_in_one_block_is_malformed_as_vllm_reads_no_call() -> None:
     body = json.dumps([{"name": "finalize_invoice", "arguments": {}}, {"name": "send_invoice", "arguments": {}}])
-    assert parse_text(f"<tool_call>{body}</tool_call>", TOOLS).outcome is ParseOutcome.MULTIPLE_CALLS
+    assert parse_text(f"<tool_call>{body}</tool_call>", TOOLS).outcome is ParseOutcome.MALFORMED_CALL
 
 
 def test_first_block_broken_second_fine_is_malformed_and_names_the_readable_one() -> None:
@@ -174,13 +173,13 @@ def test_first_block_broken_second_fine_is_malformed_and_names_the_readable_one(
     assert "call 1" in (parsed.error or "") and "send_invoice" in (parsed.error or "")
 
 
-def test_later_broken_block_is_reported_not_dropped() -> None:
+def test_later_broken_block_makes_the_answer_malformed_and_is_named() -> None:
+    """vLLM's Hermes parser reads no call at all when any block is broken."""
     content = ('<tool_call>{"name": "finalize_invoice", "arguments": {}}</tool_call>'
                '<tool_call>{"name": </tool_call>')
     parsed = parse_text(content, TOOLS)
-    assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS
-    assert [c.tool for c in parsed.calls] == ["finalize_invoice"]
-    assert "call 2" in (parsed.error or "")
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+    assert "call 2" in (parsed.error or "") and "finalize_invoice" in (parsed.error or "")
 
 
 def test_block_left_open_before_next_block() -> None:
@@ -345,9 +344,9 @@ def test_transport_error_helper() -> None:
     assert parsed.calls == []
 
 
-def test_hermes_parameters_alias() -> None:
+def test_hermes_parameters_instead_of_arguments_is_malformed_as_vllm_reads_no_call() -> None:
     parsed = parse_text('<tool_call>{"name": "finalize_invoice", "parameters": {"invoice_id": "A"}}</tool_call>', TOOLS)
-    assert parsed.first is not None and parsed.first.key_set == ["invoice_id"]
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
 
 
 # --- never silently wrong (issue 14) ----------------------------------------------------
@@ -362,13 +361,13 @@ SCHEMAS: dict[str, dict[str, Any]] = {
 }
 
 
-def test_unclosed_parameter_before_the_next_one_is_never_ok() -> None:
+def test_a_listed_key_always_starts_a_parameter_closed_before_it_or_not() -> None:
     content = ("<tool_call>\n<function=send_invoice>\n<parameter=invoice_id>\nINV-7\n"
                "<parameter=note>\nhi\n</parameter>\n</function>\n</tool_call>")
     for schemas in (None, SCHEMAS):
         parsed = parse_text(content, TOOLS, schemas=schemas)
-        assert parsed.outcome is ParseOutcome.MALFORMED_CALL, schemas
-        assert "ambiguous" in (parsed.error or "") and "invoice_id" in (parsed.error or "")
+        assert parsed.outcome is ParseOutcome.OK, schemas
+        assert parsed.first is not None and parsed.first.arguments == {"invoice_id": "INV-7", "note": "hi"}
 
 
 @pytest.mark.parametrize("value", ["a </parameter> b", "see </function> and </tool_call> here",
@@ -400,8 +399,8 @@ def test_call_truncated_before_its_end_is_malformed(content: str) -> None:
 @pytest.mark.parametrize(("raw", "key", "expected"), [
     ("null", "note", "null"), ("42", "note", "42"), ("true", "note", "true"), ('{"a": 1}', "note", '{"a": 1}'),
     ("42", "count", 42), ("0.5", "ratio", 0.5), ("true", "urgent", True), ("False", "urgent", False),
-    ('{"a": {"b": 1}}', "meta", {"a": {"b": 1}}), ("{'a': {'b': 1}}", "meta", {"a": {"b": 1}}),
-    ('[{"q": 1}]', "lines", [{"q": 1}]), ("[{'q': 1}]", "lines", [{"q": 1}]),
+    ('{"a": {"b": 1}}', "meta", {"a": {"b": 1}}), ("{'a': {'b': 1}}", "meta", "{'a': {'b': 1}}"),
+    ('[{"q": 1}]', "lines", [{"q": 1}]), ("[{'q': 1}]", "lines", "[{'q': 1}]"),
     ("null", "maybe", None), ("x", "maybe", "x"), ("not json", "meta", "not json"), ("12", "unknown", "12"),
 ])
 def test_xml_values_are_typed_by_the_tool_schema(raw: str, key: str, expected: Any) -> None:
@@ -462,15 +461,13 @@ def test_a_close_tag_inside_the_json_of_an_unreadable_block_ends_nothing() -> No
     assert parsed.outcome == ParseOutcome.MALFORMED_CALL and parsed.calls == [], parsed
 
 
-# --- issue 23 item 25: values as vLLM's qwen3_coder parser reads them -----------------------
+# --- values as vLLM 0.32 reads them: JSON only, so a Python literal or an object inside a string stays text
 
 @pytest.mark.parametrize(("raw", "key", "expected"), [
-    ('"{\'key\': \'value\', \'n\': 1}"', "meta", {"key": "value", "n": 1}),  # json.dumps(str(dict)), as a buggy template writes
-    ('"{\\"a\\": [1, 2]}"', "meta", {"a": [1, 2]}), ('"[{\'q\': 1}]"', "lines", [{"q": 1}]),
-    ("'{\"a\": 1}'", "meta", {"a": 1}),  # a Python string literal holding the object
-    ('"not an object"', "meta", "not an object"), ('"{\'a\': 1}"', "note", '"{\'a\': 1}"'),
+    ('"{\'key\': \'value\', \'n\': 1}"', "meta", "{'key': 'value', 'n': 1}"),  # JSON: a string
+    ("{'a': 1}", "meta", "{'a': 1}"), ("[{'q': 1}]", "lines", "[{'q': 1}]"), ("not json", "meta", "not json"),
 ])
-def test_an_object_inside_a_string_is_read_as_the_object(raw: str, key: str, expected: Any) -> None:
+def test_an_object_that_is_not_json_stays_text(raw: str, key: str, expected: str) -> None:
     content = f"<tool_call>\n<function=send_invoice>\n<parameter={key}>\n{raw}\n</parameter>\n</function>\n</tool_call>"
     parsed = parse_text(content, TOOLS, schemas=SCHEMAS)
     assert parsed.outcome is ParseOutcome.OK, parsed.error
@@ -487,11 +484,12 @@ TEMPLATES = [
 
 
 @pytest.mark.parametrize("value", TEMPLATES)
-@pytest.mark.parametrize("schemas", [WRITE, None], ids=["schema", "no-schema"])
+@pytest.mark.parametrize("schemas", [WRITE], ids=["schema"])
 @pytest.mark.parametrize("first", ["content", "path"])
 def test_a_file_holding_a_tool_call_template_is_one_value(value: str, schemas: Any, first: str) -> None:
-    """Line-start `<parameter=…>` … `</parameter>` inside a value nest (vLLM tracks their depth):
-    the value is read whole, not cut at the inner close nor split into the inner keys."""
+    """Unlisted `<parameter=…>` … `</parameter>` inside a value are its text: the value is read
+    whole, not cut at the inner close nor split into the inner keys (without a schema every
+    `<parameter=` starts a parameter, as in vLLM)."""
     args = {"content": value, "path": "notes.md"}
     params = "".join(f"<parameter={k}>\n{args[k]}\n</parameter>\n" for k in (first, *(set(args) - {first})))
     parsed = parse_text(f"<tool_call>\n<function=write_file>\n{params}</function>\n</tool_call>", ["write_file"],

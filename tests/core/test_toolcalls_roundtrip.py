@@ -88,14 +88,13 @@ def as_json(text: str) -> Any:
 
 
 def holds_boundary(value: Any) -> bool:
-    """A string (at any depth) that holds `</parameter>` then another tag, or leaves a nested
-    `<parameter=` open: the XML rendering may also be the rendering of another call that fits
-    the schema."""
-    if isinstance(value, str):
-        return _BOUNDARY.search(value) is not None or unnested(value)
+    """An argument whose rendered text (a string as it is, other values as JSON) holds
+    `</parameter>` then another tag, or leaves a nested `<parameter=` open: the XML rendering may
+    also be the rendering of another call (as vLLM reads it)."""
     if isinstance(value, dict):
-        return any(holds_boundary(k) or holds_boundary(v) for k, v in value.items())
-    return isinstance(value, list) and any(holds_boundary(v) for v in value)
+        return any(holds_boundary(v if isinstance(v, str) else json.dumps(v)) for v in value.values())
+    text = value if isinstance(value, str) else json.dumps(value)
+    return _BOUNDARY.search(text) is not None or unnested(text)
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -109,8 +108,14 @@ def test_structured_round_trip(call: tuple[str, dict[str, Any]]) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(calls)
 def test_hermes_round_trip(call: tuple[str, dict[str, Any]]) -> None:
+    """Except that a `</tool_call>` inside a JSON string ends the block, as vLLM reads it: then the
+    answer is malformed (vLLM reads no call), never another call."""
     tool, args = call
-    assert_same_call(parse_text(hermes(tool, args), TOOLS), tool, args)
+    parsed = parse_text(hermes(tool, args), TOOLS)
+    if "</tool_call>" in json.dumps(args, ensure_ascii=False):
+        assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == [], parsed
+    else:
+        assert_same_call(parsed, tool, args)
 
 
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -158,39 +163,32 @@ def test_every_truncation_is_a_typed_error_or_the_same_call(call: tuple[str, dic
 
 @settings(deadline=None)
 @given(st.sampled_from(["a", "b"]), texts.filter(lambda t: "parameter" not in t), texts)
-def test_listed_parameter_tag_in_a_value_is_ambiguous_not_wrong(key: str, before: str, after: str) -> None:
-    """`<parameter=b>` starting a line of a's value, left open, reads the same as an unclosed
-    `<parameter=a>` followed by b: the parser says so instead of picking one (with or without
-    the schema). Elsewhere in a line, or closed inside the value, the tag is text, as vLLM reads
-    it; either way the answer is never another call."""
-    value = f"{before}<parameter={'b' if key == 'a' else 'a'}>{after}"
+def test_a_listed_parameter_tag_in_a_value_starts_that_parameter(key: str, before: str, after: str) -> None:
+    """`<parameter=b>` inside a's value, b listed (or no schema), starts b, as vLLM reads it: the
+    answer has both keys, or is malformed; never a's value holding the tag."""
+    other = "b" if key == "a" else "a"
+    value = f"{before}<parameter={other}>{after}"
     text = qwen3_xml("f", {key: value})
     for schemas in (None, {"f": {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}}):
         parsed = parse_text(text, TOOLS, schemas=schemas)
         if parsed.outcome is ParseOutcome.OK:
-            assert parsed.first is not None and parsed.first.arguments == {key: value if schemas else as_json(value)}
-            assert not (before in ("", "\n") and "</parameter>" not in after)
+            assert parsed.first is not None and {"a", "b"} <= set(parsed.first.arguments), parsed
         else:
             assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
-            assert "ambiguous" in (parsed.error or "") or "not closed" in (parsed.error or "")
 
 
 plain = st.text(st.characters(blacklist_characters="<>", blacklist_categories=("Cs",)), max_size=8)
 
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.tuples(st.sampled_from(TOOLS), st.dictionaries(names, plain, max_size=3)), plain, plain,
-       st.booleans(), st.booleans())
+@given(st.tuples(st.sampled_from(TOOLS), st.dictionaries(names.filter(lambda n: n not in ("path", "content")), plain,
+                                                          max_size=3)), plain, plain, st.booleans())
 def test_a_file_holding_a_rendered_call_is_written_whole(inner: tuple[str, dict[str, Any]], head: str, tail: str,
-                                                         content_first: bool, with_schema: bool) -> None:
-    """Issue 23 item 25: a value holding a whole Qwen3-Coder call (a file with a tool-call
-    template) is one value, as vLLM reads it, never cut at the inner close or split into its keys."""
+                                                         content_first: bool) -> None:
+    """A value holding a whole Qwen3-Coder call of keys the schema does not list (a file with a
+    tool-call template) is one value, never cut at the inner close or split into its keys (vLLM
+    0.32 splits it; without a schema every `<parameter=` starts a parameter, as in vLLM)."""
     content = f"{head}\n{qwen3_xml(*inner)}\n{tail}"
     args = {"content": content, "path": "t.md"} if content_first else {"path": "t.md", "content": content}
     schemas = {"f": {"type": "object", "properties": {"path": {"type": "string"}, "content": {"type": "string"}}}}
-    parsed = parse_text(qwen3_xml("f", args), TOOLS, schemas=schemas if with_schema else None)
-    if with_schema:
-        assert_same_call(parsed, "f", args)
-    else:  # without a schema values are typed as JSON: only the keys are certain
-        assert parsed.outcome is ParseOutcome.OK, parsed.error
-        assert parsed.first is not None and set(parsed.first.arguments) == set(args)
+    assert_same_call(parse_text(qwen3_xml("f", args), TOOLS, schemas=schemas), "f", args)

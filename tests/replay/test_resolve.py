@@ -167,7 +167,7 @@ def test_workspace_keys_file(tmp_path, monkeypatch):
     monkeypatch.setenv("WORKER_REPLAY_PSEUDONYM_KEYS", str(keys))
     assert load_keys(None) == {"ws-a": bytes.fromhex("ab" * 16)}
     keys.write_text('[keys]\n"ws-a" = "abc"\n')
-    with pytest.raises(KeysError, match=r"keys.toml:1: keys.ws-a: String should match pattern"):
+    with pytest.raises(KeysError, match=r"keys.toml:2: the key of workspace 'ws-a' must be at least 32 hex digits"):
         load_keys(keys)
     monkeypatch.delenv("WORKER_REPLAY_PSEUDONYM_KEYS")
     with pytest.raises(KeysError, match="--keys FILE"):
@@ -203,6 +203,27 @@ def test_any_keys_file_bytes_are_keys_or_one_error_naming_the_file(tmp_path: Pat
         assert all(isinstance(k, bytes) for k in load_keys(path).values())
     except KeysError as exc:
         assert str(exc).startswith(str(path))
+
+
+def test_keys_file_errors_name_the_workspace_and_the_rule_in_words(tmp_path):
+    keys = tmp_path / "keys.toml"
+    keys.write_text('[keys]\n"ws-a" = "' + "ab" * 16 + '"\n"bad name" = "' + "cd" * 16 + '"\n'
+                    "ws-short = \"abcd\"\n'ws-x' = \"" + "zz" * 16 + '"\n"ws-n" = 5\n')
+    keys.chmod(0o600)
+    with pytest.raises(KeysError) as caught:
+        load_keys(keys)
+    message = str(caught.value)
+    assert f"{keys}:3: 'bad name' is not a workspace name (1–128 characters of A–Z" in message
+    assert f"{keys}:4: the key of workspace 'ws-short' must be at least 32 hex digits" in message
+    assert "it has 4 hex digits" in message
+    assert f"{keys}:5: the key of workspace 'ws-x' must be" in message and "not hex digits" in message
+    assert f"{keys}:6: the key of workspace 'ws-n' must be a string of hex digits, not a TOML int" in message
+    assert "ws-a" not in message  # a good entry is not a problem
+    for pydantic_words in ("[key]", "keys.bad", "keys.ws", "String should match pattern", "Input should be"):
+        assert pydantic_words not in message
+    keys.write_text('keys = 1\nother = "x"\n')
+    with pytest.raises(KeysError, match=r"'other' is not part of a workspace keys file[\s\S]*`keys` must be a table"):
+        load_keys(keys)
 
 
 # --- sessions on the Anthropic Messages and OpenAI Responses APIs ---------------------------------

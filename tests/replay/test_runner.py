@@ -180,7 +180,7 @@ def test_text_tool_calls_are_typed_by_the_decisions_tool_schema():
     tools = [{"type": "function", "function": {"name": "list_invoices", "parameters": {
         "type": "object", "properties": {"filter": {"type": "object"}}}}}]
     d = decision(1).model_copy(update={"request": decision(1).request.model_copy(update={"tools": tools})})
-    content = "<tool_call>\n<function=list_invoices>\n<parameter=filter>\n{'customer_id': 'c-9'}\n</parameter>\n</function>\n</tool_call>"
+    content = "<tool_call>\n<function=list_invoices>\n<parameter=filter>\n{\"customer_id\": \"c-9\"}\n</parameter>\n</function>\n</tool_call>"
     body = {"choices": [{"finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
     record = result_record(item(0, d), Outcome(body, None, attempts=1, latency_s=0.1))
     assert record.parsed.first is not None and record.parsed.first.key_set == ["filter", "filter.customer_id"]

@@ -374,10 +374,11 @@ def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
 
     body = {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {
         "name": "lookup", "parameters": {"type": "object", "properties": {"filter": {"type": "object"}}}}}]}
-    answer = {"role": "assistant", "content": "<function=lookup><parameter=filter>{'s': 1}</parameter></function>"}
-    job = CaptureJob(key="k", request_id="r", workspace="ws-a", session="s", route="worker", adapter="base", kind="base",
-                     body=body, answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
-    assert describe(job, "descriptor").chosen_keys == ["filter", "filter.s"]
+    for value, keys in (('{"s": 1}', ["filter", "filter.s"]), ("{'s': 1}", ["filter"])):  # vLLM reads JSON only
+        answer = {"role": "assistant", "content": f"<function=lookup><parameter=filter>{value}</parameter></function>"}
+        job = CaptureJob(key="k", request_id="r", workspace="ws-a", session="s", route="worker", adapter="base",
+                         kind="base", body=body, answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
+        assert describe(job, "descriptor").chosen_keys == keys
 
 
 def test_a_store_written_before_request_ids_were_kept_still_opens_and_stores(tmp_path):

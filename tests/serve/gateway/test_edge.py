@@ -4,8 +4,9 @@
   anywhere in a body) is refused with a 400 before it can reach a store;
 * a log row that cannot be written is dropped alone, counted and logged once: it never blocks
   the rows after it;
-* every value the gateway echoes or stores (request id, workspace, session, model) is a name
-  (core/names.py), refused whole with a 400 that names the header or field, never echoing it;
+* workspace, session and model are names (core/names.py), refused whole with a 400 that names
+  the header or field, never echoing it; a client's request id is kept as sent when it is visible
+  ASCII up to 200 characters, else replaced by the gateway's own (and the response says so);
 * metric labels taken from requests are bounded;
 * captures keep a session's order whatever the thread pool does.
 """
@@ -23,6 +24,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.capture import read_decisions
+from core.names import is_name
 from serve.gateway.registry import Registry, RequestRow, ShadowRow
 from tests.support.gateway_harness import TOKEN, RunningGateway, sample, start_gateway, wait_for, write_config
 
@@ -128,8 +130,6 @@ HUGE = "a" * 200_000
 
 
 @pytest.mark.parametrize(("headers", "field", "named"), [
-    ({"X-Request-Id": "r" * 100_000}, {}, "X-Request-Id"),
-    ({"X-Request-Id": "has space"}, {}, "X-Request-Id"),
     ({"X-Workspace-Id": "w" * 100_000}, {}, "X-Workspace-Id"),
     ({"X-Workspace-Id": "../etc"}, {}, "X-Workspace-Id"),
     ({"X-Session-Id": "s" * 100_000}, {}, "X-Session-Id"),
@@ -273,3 +273,51 @@ def test_no_outcome_label_is_lost_when_the_thread_pool_is_slow(tmp_path, root, f
         outcomes = [d.outcome for d in decisions if d.session == session]
         assert outcomes[:-1] == ["ok"] * (turns - 1), outcomes  # the last turn's result never came
         assert outcomes[-1] is None
+
+
+# --- a client's correlation id is passed on, never a reason to refuse ---------------------------
+
+KEPT_IDS = ["acme/s-1#0", "Root=1-5759e988-bd862e3fe1be46a994272793;Parent=53995c3f42cd8ad8;Sampled=1",
+            "!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~", "r" * 200, "a"]
+REPLACED_IDS = ["has space", "r" * 201, "caf\u00e9", "tab\there", "r" * 100_000]
+
+
+def test_a_correlation_id_of_visible_ascii_is_stored_and_echoed_as_sent(tmp_path, root, fault):
+    path = write_config(tmp_path / "gw", [fault.url], root, extra='[capture]\nmode = "descriptor"\nsample_rate = 1.0\n')
+    with RunningGateway(path) as gw:
+        for request_id in KEPT_IDS:
+            response = gw.chat(headers={"X-Request-Id": request_id, "X-Workspace-Id": "ws", "X-Session-Id": "s"})
+            assert response.status_code == 200, response.text
+            assert response.headers["x-request-id"] == request_id
+            assert "x-worker-request-id-replaced" not in response.headers
+        capture = gw.gateway.capture
+        wait_for(lambda: capture.queue.empty() and capture.queue._unfinished_tasks == 0, "captures")  # noqa: SLF001
+        gw.gateway.registry.flush()
+        logged = [row["request_id"] for row in gw.admin("GET", "/requests").json()["requests"]]
+        store = gw.config.capture.db
+    assert sorted(logged) == sorted(KEPT_IDS)
+    decisions = read_decisions(store)
+    assert sorted(d.request_id or "" for d in decisions) == sorted(KEPT_IDS)
+    assert len({d.id for d in decisions}) == len(KEPT_IDS)  # the capture key is still the gateway's own
+
+
+@pytest.mark.parametrize("request_id", REPLACED_IDS)
+@pytest.mark.parametrize("stream", [False, True])
+def test_any_other_request_id_is_replaced_and_the_response_says_so(tmp_path, root, fault, request_id, stream):
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        response = gw.chat(headers={"X-Request-Id": request_id.encode("latin-1")}, stream=stream)  # type: ignore[dict-item]
+        assert response.status_code == 200, response.text
+        echoed = response.headers["x-request-id"]
+        assert echoed != request_id and is_name(echoed)  # the gateway's own id
+        assert response.headers["x-worker-request-id-replaced"] == "invalid"
+        gw.gateway.registry.flush()
+        assert gw.admin("GET", "/requests").json()["requests"][0]["request_id"] == echoed
+
+
+def test_a_refused_request_with_a_replaced_id_still_says_so(tmp_path, root, no_upstream):
+    with start_gateway(tmp_path, root, [no_upstream]) as gw:
+        response = post(gw, b"{", {"X-Request-Id": "has space"})
+        assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_json"
+        assert response.headers["x-worker-request-id-replaced"] == "invalid"
+        other = gw.client.get("/v1/models", headers={"X-Request-Id": "has space"})  # not a forwarded request
+        assert other.status_code == 200 and "x-worker-request-id-replaced" not in other.headers

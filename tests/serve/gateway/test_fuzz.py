@@ -145,7 +145,7 @@ def test_hostile_values_in_any_field_or_header_never_hurt_the_gateway(gateway: R
             assert response.status_code == 400 and error is not None
         if error is not None:
             assert set(error) == {"message", "type", "code"} and len(error["message"]) < 3000
-        assert len(response.headers.get("x-request-id", "")) <= 128
+        assert len(response.headers.get("x-request-id", "")) <= 200
 
     run()
     assert len(set(answered)) == 4  # every path was reached with hostile values, not only refused by HTTP

@@ -48,7 +48,7 @@ def test_shadow_body_is_a_plain_request_to_the_candidate():
 def test_text_answers_are_typed_by_the_requests_tool_schema():
     body = {"messages": [], "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {
         "type": "object", "properties": {"id": {"type": "string"}, "filter": {"type": "object"}}}}}]}
-    text = "<function=lookup><parameter=id>42</parameter><parameter=filter>{'s': 1}</parameter></function>"
+    text = "<function=lookup><parameter=id>42</parameter><parameter=filter>{\"s\": 1}</parameter></function>"
     parsed = CHAT.conversation(body).parse({"role": "assistant", "content": text})
     assert parsed.first is not None and parsed.first.arguments == {"id": "42", "filter": {"s": 1}}
     assert CHAT.conversation(body).parse(text).first == parsed.first
