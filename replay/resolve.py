@@ -25,7 +25,6 @@ The corpus is only read. `load_keys` reads the workspace keys redaction needs (r
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -129,14 +128,7 @@ def load_keys(path: Path | None) -> dict[str, bytes]:
     if path is None:
         raise KeysError(f"resolving descriptors needs the workspace keys: --keys FILE or ${KEYS_ENV}")
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except OSError as exc:
-        raise KeysError(f"{path}: cannot read the workspace keys file: {exc.strerror or exc}") from exc
-    if mode & 0o077:
-        raise KeysError(f"{path}: other users can access the workspace keys file (mode {mode:o}); it must be "
-                        f"readable by its owner only: run `chmod 600 {path}`")
-    try:
-        keys = load_toml(path, PseudonymKeys, "workspace keys file")
+        keys = load_toml(path, PseudonymKeys, "workspace keys file", private=True)
     except ConfigError as exc:
         raise KeysError(str(exc)) from exc
     return {workspace: bytes.fromhex(key) for workspace, key in keys.keys.items()}

@@ -44,6 +44,7 @@ from core.names import BadName, check_name
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.edge import REQUEST_ID_HEADER, SESSION_HEADER, WORKSPACE_HEADER, header_name, parse_json
 from serve.gateway.errors import GatewayError, bounded_message, error_body, unavailable
+from serve.gateway.fairshare import used_tokens
 from serve.gateway.registry import RequestRow
 from serve.gateway.router import Resolution
 from serve.gateway.shadow import (
@@ -55,6 +56,7 @@ from serve.gateway.shadow import (
     answer_of,
     shadow_body,
 )
+from serve.gateway.tenancy import Admission
 from serve.gateway.upstreams import Upstream
 
 if TYPE_CHECKING:
@@ -81,6 +83,8 @@ class Call:
     upstream: str | None = None
     workspace: str | None = None
     session: str | None = None
+    admission: Admission | None = None  # its fair share and engine slot, given back in `finish`
+    used_tokens: int | None = None  # from the answer's usage, when known
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Request-Id": self.request_id}
@@ -93,7 +97,10 @@ class Call:
 
 
 def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> None:
-    """Count the request and log its routing decision (the canary split per request)."""
+    """Give back the request's share and engine slot, count it and log its routing decision (the canary
+    split per request). Runs once per admitted request, for a stream when its relay closes."""
+    if call.admission is not None:
+        call.admission.release(call.used_tokens)
     res = call.resolution
     route, adapter, kind = (res.route, res.target, res.kind) if res else ("", "", "")
     elapsed = time.perf_counter() - call.started
@@ -118,9 +125,12 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
     call = Call(key, endpoint, time.perf_counter(), key)
     try:
         call.request_id = header_name(request, REQUEST_ID_HEADER) or key
-        call.workspace = header_name(request, WORKSPACE_HEADER)
+        caller = gw.tenancy.caller(request.headers, request.query_params.multi_items(),
+                                   header_name(request, WORKSPACE_HEADER))
+        call.workspace = caller.workspace  # the key's: what capture, canary, trials and shadow see
         call.session = header_name(request, SESSION_HEADER)
-        body = parse_body(await request.body())
+        raw = await request.body()
+        body = parse_body(raw)
         model = body.get("model", gw.config.gateway.default_route)
         try:
             call.requested = check_name(model, "'model' (a route, an adapter version or the base model)")
@@ -131,6 +141,8 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
         stream = body.get("stream")
         if stream is not None and not isinstance(stream, bool):
             raise GatewayError(400, f"'stream' must be true or false, not {json.dumps(stream)[:40]}", "invalid_stream")
+        admit = gw.tenancy.admit(caller, body, len(raw))
+        call.admission = await (admit if gw.tenancy.slots is None else _unless_client_leaves(request, admit))
         if stream:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
@@ -254,7 +266,8 @@ async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request)
     upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
     if status != 200:
         raise _upstream_failure(gw, call, upstream, status, raw)
-    _, answer = _parse_answer(call, upstream, raw)
+    payload, answer = _parse_answer(call, upstream, raw)
+    call.used_tokens = used_tokens(payload)
     finish(gw, call, 200)
     if candidate is not None:
         _submit_shadow(gw, call, body, candidate, answer)
