@@ -74,7 +74,8 @@ CREATE TABLE IF NOT EXISTS decisions (
     outcome TEXT,
     request TEXT,
     chosen_arguments TEXT,
-    request_id TEXT
+    request_id TEXT,
+    api TEXT
 );
 DROP INDEX IF EXISTS decisions_session;
 CREATE INDEX IF NOT EXISTS decisions_workspace_session ON decisions (workspace, session, seq);
@@ -123,6 +124,9 @@ class CapturedDecision:
     # The request's X-Request-Id (the client's when it sent one): a column, never a key, as
     # clients reuse ids. `id` is the gateway's own, unique per request.
     request_id: str | None = None
+    # The API the request came through (`chat`, `messages`, `responses`): the shape its messages were
+    # hashed in, and the API replay sends it through. A store older than the column holds chat only.
+    api: str = "chat"
     seq: int | None = None
 
 
@@ -155,8 +159,9 @@ class CaptureStore:
         self.path = path
         self._db = open_wal(path, SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(decisions)")}
-        if "request_id" not in columns:  # a store written before the column existed
-            self._db.execute("ALTER TABLE decisions ADD COLUMN request_id TEXT")
+        for column in ("request_id", "api"):  # a store written before the column existed
+            if column not in columns:
+                self._db.execute(f"ALTER TABLE decisions ADD COLUMN {column} TEXT")
         self._db.execute("PRAGMA secure_delete = ON")
         if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # a store made before retention
             self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
@@ -274,6 +279,8 @@ def _decision_of(path: Path | str, row: sqlite3.Row) -> CapturedDecision:
     where = f"{path}: decisions row {row['seq'] if 'seq' in row.keys() else '?'}"  # noqa: SIM118
     known = {f.name for f in fields(CapturedDecision)}
     values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
+    if values.get("api") is None:
+        values["api"] = "chat"
     for column in _JSON_COLUMNS:
         if isinstance(values.get(column), str | bytes):
             values[column], problem = parse_problem(values[column])

@@ -5,7 +5,9 @@ its trials (`serve.trials`, which read the gateway) into one app, so it sits abo
 
 | Path | Does |
 |---|---|
-| `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` for sticky canaries and replica affinity. |
+| `POST /v1/chat/completions`, `POST /v1/completions` | forward to an engine replica (SSE streams are relayed as they come). `"model"` names a route (default `gateway.default_route`), one of `gateway.model_aliases`, the base model's served name, or a loaded adapter version (pinned). Response headers `X-Worker-Route`, `X-Worker-Adapter`, `X-Worker-Kind` (production, canary, pinned) and `X-Request-Id` show the routing decision. Send `X-Workspace-Id` / `X-Session-Id` for sticky canaries and replica affinity. |
+| `POST /v1/messages`, `POST /v1/messages/count_tokens` | the Anthropic Messages API (the Claude Agent SDK's), forwarded to the engine's own endpoints the same way (`?beta=true` accepted; `anthropic-version` / `anthropic-beta` passed on); errors in Anthropic's shape. The session may also come as `X-Claude-Code-Session-Id` or inside `metadata.user_id`. A `max_tokens` above what the engine can give is clamped, said in `X-Worker-Max-Tokens`. |
+| `POST /v1/responses` | the OpenAI Responses API (the OpenAI Agents SDK's), stateless: `previous_response_id` is refused (400). |
 | `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions. |
 | `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
 | `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
@@ -29,9 +31,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.names import NAME_PATTERN, excerpt, is_name
 from serve.gateway import admin, proxy
+from serve.gateway.apis import APIS, api_for_path
 from serve.gateway.config import GatewayConfig
 from serve.gateway.edge import valid_text_body
-from serve.gateway.errors import ErrorResponse, GatewayError, error_body
+from serve.gateway.errors import ErrorResponse, GatewayError
 from serve.gateway.service import Gateway
 from serve.gateway.tenancy import ACCESS_LOG_FILTER
 from serve.trials import admin as trials_admin
@@ -56,8 +59,9 @@ class BodyLimit:
             return
         length = dict(scope["headers"]).get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
-            self.gateway.metrics.observe("", "", "", 413, 0.0, "body_too_large")
-            await self._error().response()(scope, receive, send)
+            api = api_for_path(scope["path"])
+            self.gateway.metrics.observe("", "", "", 413, 0.0, "body_too_large", api=api.name)
+            await proxy.error_response(api, self._error())(scope, receive, send)
             return
         received = 0
 
@@ -102,6 +106,36 @@ COMPLETION_BODY: dict[str, Any] = {
     "type": "object", "required": ["prompt"],
     "properties": {"model": _MODEL, "stream": _STREAM, "prompt": {"type": "string"},
                    "max_tokens": {"type": "integer", "minimum": 1}}}
+_ANTHROPIC_CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": {
+    "type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}}]}
+MESSAGES_BODY: dict[str, Any] = {
+    "type": "object", "required": ["messages", "max_tokens"],
+    "properties": {
+        "model": _MODEL, "stream": _STREAM, "max_tokens": {"type": "integer", "minimum": 1},
+        "system": _ANTHROPIC_CONTENT,
+        "messages": {"type": "array", "items": {
+            "type": "object", "required": ["role", "content"],
+            "properties": {"role": {"enum": ["user", "assistant"]}, "content": _ANTHROPIC_CONTENT}}},
+        "tools": {"type": "array", "items": {
+            "type": "object", "required": ["name", "input_schema"],
+            "properties": {"name": {"type": "string"}, "input_schema": {"type": "object"}}}},
+        "metadata": {"type": "object", "properties": {"user_id": {"type": "string"}}}}}
+COUNT_TOKENS_BODY: dict[str, Any] = {**MESSAGES_BODY, "required": ["messages"]}
+RESPONSES_BODY: dict[str, Any] = {
+    "type": "object", "required": ["input"],
+    "properties": {"model": _MODEL, "stream": _STREAM, "instructions": {"type": "string"},
+                   "input": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
+                   "max_output_tokens": {"type": "integer", "minimum": 1},
+                   "tools": {"type": "array", "items": {"type": "object", "required": ["type"]}}}}
+ANTHROPIC_ANSWER: dict[int | str, dict[str, Any]] = {
+    200: {"description": "The engine's message, or its SSE stream", "content": {
+        "application/json": {"schema": {"type": "object"}},
+        "text/event-stream": {"schema": {"type": "object"}}}},
+    "4XX": {"description": "Refused (Anthropic-shaped error)", "content": {"application/json": {"schema": {
+        "type": "object", "required": ["type", "error"], "properties": {"type": {"const": "error"}, "error": {
+            "type": "object", "required": ["type", "message"]}}}}}},
+    "5XX": {"description": "Failed (Anthropic-shaped error)", "content": {"application/json": {"schema": {
+        "type": "object", "required": ["type", "error"]}}}}}
 ANSWER: dict[int | str, dict[str, Any]] = {200: {"description": "The engine's answer, or its SSE stream", "content": {
     "application/json": {"schema": {"type": "object"}},
     "text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {
@@ -141,30 +175,48 @@ def create_app(config: GatewayConfig) -> FastAPI:
     app.state.trials = trials
     app.add_middleware(BodyLimit, limit=config.gateway.max_body_bytes, gateway=gateway)
 
+    # Errors the app itself raises take the shape of the API whose path was asked for (OpenAI's elsewhere).
     @app.exception_handler(GatewayError)
-    async def gateway_error(_: Request, exc: GatewayError) -> Response:
-        return exc.response()
+    async def gateway_error(request: Request, exc: GatewayError) -> Response:
+        return proxy.error_response(api_for_path(request.url.path), exc)
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> Response:
+    async def http_error(request: Request, exc: HTTPException) -> Response:
         code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        return JSONResponse(error_body(str(exc.detail), code, exc.status_code), exc.status_code, headers=exc.headers)
+        error = GatewayError(exc.status_code, str(exc.detail), code, headers=dict(exc.headers or {}))
+        return proxy.error_response(api_for_path(request.url.path), error)
 
     @app.exception_handler(RequestValidationError)
-    async def invalid_body(_: Request, exc: RequestValidationError) -> Response:
-        return JSONResponse(error_body(_validation_message(exc), "invalid_body", 422), 422)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> Response:
+        error = GatewayError(422, _validation_message(exc), "invalid_body")
+        return proxy.error_response(api_for_path(request.url.path), error)
 
     @app.exception_handler(Exception)
-    async def internal_error(_: Request, exc: Exception) -> Response:
-        return JSONResponse(error_body(f"internal gateway error: {type(exc).__name__}", "internal_error", 500), 500)
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        error = GatewayError(500, f"internal gateway error: {type(exc).__name__}", "internal_error")
+        return proxy.error_response(api_for_path(request.url.path), error)
 
     @app.post("/v1/chat/completions", openapi_extra=_openapi_body(CHAT_BODY), responses=ANSWER)
     async def chat_completions(request: Request) -> Response:
-        return await proxy.handle(gateway, request, "chat")
+        return await proxy.handle(gateway, request, APIS["chat"])
 
     @app.post("/v1/completions", openapi_extra=_openapi_body(COMPLETION_BODY), responses=ANSWER)
     async def completions(request: Request) -> Response:
-        return await proxy.handle(gateway, request, "completions")
+        return await proxy.handle(gateway, request, APIS["completions"])
+
+    # `?beta=true` (what the Claude Agent SDK sends) needs nothing: query parameters are not read.
+    @app.post("/v1/messages", openapi_extra=_openapi_body(MESSAGES_BODY), responses=ANTHROPIC_ANSWER)
+    async def messages(request: Request) -> Response:
+        return await proxy.handle(gateway, request, APIS["messages"])
+
+    @app.post("/v1/messages/count_tokens", openapi_extra=_openapi_body(COUNT_TOKENS_BODY),
+              responses=ANTHROPIC_ANSWER)
+    async def count_tokens(request: Request) -> Response:
+        return await proxy.handle(gateway, request, APIS["count_tokens"])
+
+    @app.post("/v1/responses", openapi_extra=_openapi_body(RESPONSES_BODY), responses=ANSWER)
+    async def responses(request: Request) -> Response:
+        return await proxy.handle(gateway, request, APIS["responses"])
 
     @app.get("/v1/models")
     async def models() -> dict[str, object]:

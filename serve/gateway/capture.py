@@ -1,6 +1,7 @@
 """Capture of live decisions (001 S13) and the tool-outcome guard (S11), off the production path.
 
-A chat request that has been answered becomes a `CaptureJob`, queued on the event loop before
+A request that has been answered (chat, Messages or Responses API: each reads its turn through
+its API module, serve/gateway/apis/) becomes a `CaptureJob`, queued on the event loop before
 the client can see the end of the answer (JSON: as soon as the engine's answer is read; streams:
 at the engine's `[DONE]`, else the stream's end). A client's next turn comes after it has seen
 the answer, so a session's turns are queued in order, whatever the thread pool does; a job is
@@ -10,14 +11,17 @@ queue order, in a thread, and any error there is logged and counted, never raise
 
 * **guard**: the tool results at the end of the request (the results of the previous turn's
   calls) are classified (core/guard.py) and anomalies counted per workspace, tool and kind.
-  This runs for every chat request that carries tool results, whatever the capture mode.
+  This runs for every request that carries tool results, whatever the capture mode; a result the
+  runtime itself marked failed (Anthropic's `is_error`) counts as `failed` unless the guard found a
+  failure kind of its own (`blocked`, ...).
 * **capture** (mode `descriptor` or `full`, workspace in the allowlist when there is one,
   session sampled at `sample_rate`, decided by a hash of the session id so a sampled session
   is captured whole): the guard's labels are attached to the captured decisions of the same
   session whose call produced them (matched by call id, else the session's latest unlabelled
   decision that called that tool), and the new decision is stored. A descriptor holds no
-  message text: ids, hashes, roles, tool names offered, tool choice, the chosen call's tool
-  and key set, route, adapter version, timings. `full` also stores the request and the chosen
+  message text: ids, hashes (over the messages as sent in that API's shape), roles, tool names
+  offered, tool choice, the chosen call's tool and key set, route, adapter version, timings, and
+  the API it came through (`api`). `full` also stores the request and the chosen
   call's arguments; it is only allowed with an allowlist (serve/gateway/config.py refuses otherwise).
 
 The store is its own SQLite file (WAL), so captures survive restarts; `read_decisions` is how
@@ -37,20 +41,21 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from core.capture import CapturedDecision, CaptureStore, ToolResult, choice_label, message_hash, request_sha256
-from core.guard import classify
+from core.capture import CapturedDecision, CaptureStore, ToolResult, message_hash, request_sha256
+from core.guard import FAILURES, classify
 from core.scoring import chosen_call
+from serve.gateway.apis import APIS
+from serve.gateway.apis.base import Answer, Api, ApiName, Conversation
 from serve.gateway.config import CaptureSection
 
 if TYPE_CHECKING:  # the store and its reader stay importable without the gateway's web stack
     from serve.gateway.metrics import GatewayMetrics
-    from serve.gateway.shadow import Answer
 
 log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class CaptureJob:
-    """One answered chat request, as the capture worker gets it."""
+    """One answered request, as the capture worker gets it."""
 
     key: str  # the gateway's own id of the request: the capture's unique id
     request_id: str  # X-Request-Id as the client sent it (or the gateway's when it sent none)
@@ -63,6 +68,7 @@ class CaptureJob:
     answer: Answer
     duration_s: float
     captured_at: str
+    api: ApiName = "chat"
 
 
 def now_iso() -> str:
@@ -74,36 +80,21 @@ def sampled(key: str, rate: float) -> bool:
     return int(hashlib.sha256(key.encode()).hexdigest()[:8], 16) < rate * 2**32
 
 
-def tool_results(messages: list[Any], settings: CaptureSection) -> list[ToolResult]:
-    """The guard's labels for the tool messages after the last assistant message."""
-    tail: list[Mapping[str, Any]] = []
-    for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "tool":
-            break
-        tail.insert(0, message)
-    names: dict[str, str] = {}
-    last = len(messages) - len(tail) - 1
-    if tail and last >= 0 and isinstance(messages[last], Mapping):
-        for call in messages[last].get("tool_calls") or []:
-            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
-                names[str(call.get("id"))] = str(call["function"].get("name", ""))
+def tool_results(conversation: Conversation, settings: CaptureSection) -> list[ToolResult]:
+    """The guard's labels for the tool results a request carries (the previous turn's calls)."""
     results = []
-    for message in tail:
-        call_id = message.get("tool_call_id")
-        tool = names.get(str(call_id)) or str(message.get("name") or "")
-        results.append(ToolResult(call_id if isinstance(call_id, str) else None, tool,
-                                  classify(message.get("content"), settings.guard, tool)))
+    for reply in conversation.replies:
+        kind = classify(reply.content, settings.guard, reply.tool)
+        if reply.is_error and kind not in FAILURES:
+            kind = "failed"
+        results.append(ToolResult(reply.call_id, reply.tool, kind))
     return results
 
 
 def describe(job: CaptureJob, mode: str) -> CapturedDecision:
     """The stored record of a decision: text only in `full` mode."""
-    from serve.gateway.shadow import parse_answer, tool_names
-
-    given = job.body.get("messages")
-    messages: list[Any] = given if isinstance(given, list) else []
-    offered = tool_names(job.body)
-    parsed = parse_answer(job.answer, job.body)
+    conversation = APIS[job.api].conversation(job.body)
+    parsed = conversation.parse(job.answer)
     call = chosen_call(parsed)
     raw_calls = job.answer.get("tool_calls") if isinstance(job.answer, dict) else None
     call_id = raw_calls[0].get("id") if raw_calls and isinstance(raw_calls[0], dict) else None
@@ -112,15 +103,14 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
         id=job.key, request_id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
         session=job.session or "", route=job.route, adapter=job.adapter, kind=job.kind,
         request_sha256=request_sha256(job.body),
-        message_hashes=[message_hash(m) for m in messages],
-        roles=[str(m.get("role", "")) if isinstance(m, Mapping) else "" for m in messages],
-        tools_offered=sorted(offered or ()), tool_choice=choice_label(job.body.get("tool_choice", "auto")),
+        message_hashes=[message_hash(m) for m in conversation.messages], roles=conversation.roles,
+        tools_offered=sorted(conversation.tool_names() or ()), tool_choice=conversation.tool_choice,
         parse_outcome=parsed.outcome.value,
         chosen_tool=call.tool if call else None, chosen_keys=list(call.key_set) if call else [],
         call_id=call_id if isinstance(call_id, str) else None, calls=len(parsed.calls),
         duration_s=round(job.duration_s, 6),
-        request={k: job.body[k] for k in ("messages", "tools", "tool_choice") if k in job.body} if full else None,
-        chosen_arguments=call.arguments if (full and call) else None)
+        request=conversation.request if full else None,
+        chosen_arguments=call.arguments if (full and call) else None, api=job.api)
 
 
 class Capture:
@@ -135,13 +125,10 @@ class Capture:
         self._keeper: asyncio.Task[None] | None = None
         self._store_lock = asyncio.Lock()  # the store's one connection serves one thread at a time
 
-    def wants(self, body: Mapping[str, Any]) -> bool:
-        """Whether an answered chat request is worth a job (cheap: no parsing, no hashing)."""
-        if self.store is not None:
-            return True
-        messages = body.get("messages")
-        return isinstance(messages, list) and bool(messages) and isinstance(messages[-1], Mapping) \
-            and messages[-1].get("role") == "tool"
+    def wants(self, api: Api, body: Mapping[str, Any]) -> bool:
+        """Whether an answered request is worth a job: it generated, and a store is open or it carries tool
+        results for the guard (cheap: no parsing, no hashing)."""
+        return api.captures and (self.store is not None or bool(api.conversation(body).replies))
 
     def submit(self, job: CaptureJob) -> None:
         """Queue a finished request for capture; never blocks (a full queue is counted and dropped)."""
@@ -202,8 +189,7 @@ class Capture:
     def process(self, job: CaptureJob) -> None:
         """Count the guard's anomalies in the request's tool results; if captured, label the session's earlier
         decisions with those outcomes and store this one."""
-        messages = job.body.get("messages")
-        results = tool_results(messages, self.settings) if isinstance(messages, list) else []
+        results = tool_results(APIS[job.api].conversation(job.body), self.settings)
         workspace = self.metrics.bounded("workspace", job.workspace or "")
         for result in results:
             if result.kind != "ok":

@@ -22,6 +22,9 @@ from core.tomlfile import load_toml
 from serve.engine.modelbuild import cache_dir
 from serve.gateway.fairshare import Limits
 
+AliasPattern = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,126}\*?$")]
+"""A model name, or a name's beginning followed by `*`."""
+
 
 class GatewaySection(Strict):
     """`[gateway]`: where it listens, its state, its routes and its limits."""
@@ -47,6 +50,17 @@ class GatewaySection(Strict):
     """`Retry-After` of a 503 while no engine is up."""
     request_log_keep: int = Field(100_000, ge=0)
     """Rows kept in each of the request and shadow logs (0 keeps every row)."""
+    model_aliases: dict[AliasPattern, Name] = Field(default_factory=dict)
+    """Model names a runtime sends (e.g. Claude Code's background model) -> the route they mean. A key ending
+    in `*` matches every name that starts with the rest (`"claude-*" = "worker"`); an exact key wins, then
+    the longest prefix."""
+
+    def alias(self, model: str) -> str:
+        """The route an aliased model name means, else the name itself."""
+        if model in self.model_aliases:
+            return self.model_aliases[model]
+        prefixes = [k for k in self.model_aliases if k.endswith("*") and model.startswith(k[:-1])]
+        return self.model_aliases[max(prefixes, key=len)] if prefixes else model
 
 
 class BaseSection(Strict):
@@ -211,6 +225,9 @@ class GatewayConfig(Strict):
             raise ValueError(f"gateway.default_route: {self.gateway.default_route!r} is not in gateway.routes")
         if self.base.served_model_name in routes:
             raise ValueError("gateway.routes: a route cannot have the base model's served name")
+        for alias, route in self.gateway.model_aliases.items():
+            if route not in routes:
+                raise ValueError(f"gateway.model_aliases: {alias!r} names {route!r}, which is not in gateway.routes")
         names = [u.name for u in self.upstreams]
         if len(set(names)) != len(names):
             raise ValueError("upstreams: two upstreams have the same name")

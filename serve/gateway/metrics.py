@@ -2,7 +2,8 @@
 one process, e.g. in tests).
 
 Gateway series carry `route`, `adapter` and `kind` labels (kind = production | canary |
-shadow | pinned). A request that never resolved to a version (bad JSON, unknown model,
+shadow | pinned), and the request series `api` (chat | completions | messages | count_tokens |
+responses: serve/gateway/apis/). A request that never resolved to a version (bad JSON, unknown model,
 body too large) is counted with empty `route`, `adapter` and `kind`; a pinned request has an
 empty `route`. vLLM counts adapter traffic under the base model name, so per-adapter traffic
 exists only here.
@@ -90,9 +91,9 @@ class GatewayMetrics:
         disable_created_metrics()  # type: ignore[no-untyped-call]
         self.registry = CollectorRegistry()
         r = self.registry
-        route_labels = ["route", "adapter", "kind"]
-        self.requests = Counter("worker_gateway_requests_total", "Requests by route, adapter version, kind and "
-                                "HTTP status", [*route_labels, "status"], registry=r)
+        route_labels = ["route", "adapter", "kind", "api"]
+        self.requests = Counter("worker_gateway_requests_total", "Requests by route, adapter version, kind, API "
+                                "and HTTP status", [*route_labels, "status"], registry=r)
         self.duration = Histogram("worker_gateway_request_duration_seconds", "Request latency through the "
                                   "gateway (to the last byte for streams)", route_labels, buckets=LATENCY_BUCKETS,
                                   registry=r)
@@ -161,11 +162,11 @@ class GatewayMetrics:
         return value
 
     def observe(self, route: str, adapter: str, kind: str, status: int, seconds: float,
-                reason: str | None = None) -> None:
-        self.requests.labels(route, adapter, kind, str(status)).inc()
-        self.duration.labels(route, adapter, kind).observe(seconds)
+                reason: str | None = None, *, api: str) -> None:
+        self.requests.labels(route, adapter, kind, api, str(status)).inc()
+        self.duration.labels(route, adapter, kind, api).observe(seconds)
         if reason is not None:
-            self.errors.labels(route, adapter, kind, reason).inc()
+            self.errors.labels(route, adapter, kind, api, reason).inc()
 
     def set_canaries(self, canaries: Mapping[tuple[str, str], float]) -> None:
         """Show exactly the running canaries (stopped ones disappear rather than read 0)."""

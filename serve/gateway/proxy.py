@@ -1,10 +1,14 @@
-"""Forwarding OpenAI requests to an engine replica: JSON answers and SSE streams.
+"""The shared forwarder: one request of any API (serve/gateway/apis/) to an engine replica, JSON
+answers and SSE streams, with routing, shadow, capture, the guard and the request log applied the
+same way whatever the API. The API module says the path, the error shape and how a turn and its
+answer read; nothing here branches on which API it is.
 
-Failures become OpenAI-shaped errors with a stable code (also the `reason` of the error
+Failures become errors in the API's own shape with a stable code (also the `reason` of the error
 metrics):
 
 * no healthy replica, or every replica refuses the connection → 503 `engine_unavailable`
-  with `Retry-After` (the engine is down or restarting; the health loop brings it back);
+  with `Retry-After` (529 `overloaded_error` on the Messages API; the engine is down or
+  restarting; the health loop brings it back);
 * a body that cannot be read (not JSON, nested too deeply, not an object) → 400 `invalid_json`;
   a `stream` that is not a boolean (or null) → 400 `invalid_stream`;
   an unexpected failure in the gateway → 500 `internal_error`; both counted like any request;
@@ -17,8 +21,19 @@ metrics):
   immediate re-apply of the registry to that engine.
 
 A failure after a stream has started cannot change the status any more: it ends the stream
-with an SSE `data: {"error": ...}` event, as vLLM does. When the client goes away
-mid-stream the upstream connection is closed, which makes vLLM abort the generation.
+with the API's error event (`data: {"error": ...}` as vLLM ends a chat stream, `event: error`
+on the Messages and Responses APIs). When the client goes away mid-stream the upstream
+connection is closed, which makes vLLM abort the generation.
+
+`model` may also be one of `gateway.model_aliases` (the names a runtime sends for its background
+calls), which resolves as the route it names. The session is `X-Session-Id`, else the header or
+body field the API's runtime sends it in. On the Messages API a `max_tokens` larger than the
+engine can give is clamped (see `_clamp`), and the response says so in `X-Worker-Max-Tokens`.
+
+Who the caller is and whether it may run now (its client key, the workspace that key is for, its
+fair share and an engine slot) is decided here too, once for every API (serve/gateway/tenancy.py):
+refusals are errors in the API's shape like any other, and the share and slot are given back in
+`finish`, so a relayed stream holds them until it closes.
 """
 
 from __future__ import annotations
@@ -35,27 +50,21 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 from fastapi import Request, Response
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
 from core.capture import request_sha256
 from core.jsonfile import JsonFileError, loads_bounded, parse_problem
-from core.names import BadName, check_name
+from core.names import BadName, check_name, is_name
+from serve.gateway.apis import APIS
+from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswer
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.edge import REQUEST_ID_HEADER, SESSION_HEADER, WORKSPACE_HEADER, header_name, parse_json
-from serve.gateway.errors import GatewayError, bounded_message, error_body, unavailable
+from serve.gateway.errors import GatewayError, bounded_message, unavailable
 from serve.gateway.fairshare import used_tokens
 from serve.gateway.registry import RequestRow
 from serve.gateway.router import Resolution
-from serve.gateway.shadow import (
-    Answer,
-    BadAnswer,
-    Endpoint,
-    ShadowJob,
-    StreamAccumulator,
-    answer_of,
-    shadow_body,
-)
+from serve.gateway.shadow import ShadowJob
 from serve.gateway.tenancy import Admission
 from serve.gateway.upstreams import Upstream
 
@@ -66,8 +75,11 @@ log = logging.getLogger(__name__)
 _BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
 _SEQUENCE = itertools.count(1)
 T = TypeVar("T")
-PATHS: dict[Endpoint, str] = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
-JSON_HEADERS = {"Content-Type": "application/json"}
+PASSED_ON = ("anthropic-version", "anthropic-beta")
+"""Request headers the engine reads (vLLM's Messages API), passed on as sent."""
+PROMPT_SLACK = 1024
+"""Tokens the chat template may add beyond the body's own bytes: below `max_model_len` minus this and
+the body's size, `max_tokens` certainly fits and no count is asked for."""
 
 
 @dataclass
@@ -75,7 +87,7 @@ class Call:
     """One request on its way through the gateway."""
 
     request_id: str  # X-Request-Id: the client's when it sent one, so not unique
-    endpoint: Endpoint
+    api: Api
     started: float
     key: str  # the gateway's own id, unique per request: what stored records are keyed by
     requested: str | None = None
@@ -83,11 +95,15 @@ class Call:
     upstream: str | None = None
     workspace: str | None = None
     session: str | None = None
+    passed_on: dict[str, str] | None = None  # PASSED_ON headers the client sent
+    clamped: str | None = None  # what `_clamp` did to the output limit
     admission: Admission | None = None  # its fair share and engine slot, given back in `finish`
     used_tokens: int | None = None  # from the answer's usage, when known
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Request-Id": self.request_id}
+        if self.clamped is not None:
+            headers["X-Worker-Max-Tokens"] = self.clamped
         if self.resolution is not None:
             headers |= {"X-Worker-Route": self.resolution.route, "X-Worker-Adapter": self.resolution.target,
                         "X-Worker-Kind": self.resolution.kind}
@@ -98,51 +114,69 @@ class Call:
 
 def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> None:
     """Give back the request's share and engine slot, count it and log its routing decision (the canary
-    split per request). Runs once per admitted request, for a stream when its relay closes."""
+    split per request). Runs once per request, for a stream when its relay closes."""
     if call.admission is not None:
         call.admission.release(call.used_tokens)
     res = call.resolution
     route, adapter, kind = (res.route, res.target, res.kind) if res else ("", "", "")
     elapsed = time.perf_counter() - call.started
-    gw.metrics.observe(route, adapter, kind, status, elapsed, reason)
+    gw.metrics.observe(route, adapter, kind, status, elapsed, reason, api=call.api.name)
     gw.registry.record_request(RequestRow(
-        request_id=call.request_id, endpoint=call.endpoint, requested=call.requested, route=route or None,
+        request_id=call.request_id, endpoint=call.api.name, requested=call.requested, route=route or None,
         adapter=adapter or None, kind=kind or None, sticky_key=res.cohort_key if res else None,
         upstream=call.upstream, status=status, reason=reason, duration_s=elapsed))
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
-    """The request body as a JSON object of valid Unicode text, else a 400 in OpenAI's shape."""
+    """The request body as a JSON object of valid Unicode text, else a 400."""
     body = parse_json(raw)
     if not isinstance(body, dict):
         raise GatewayError(400, "the request body must be a JSON object", "invalid_json")
     return body
 
 
-async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
-    """One OpenAI request end to end: resolve, forward (relaying streams), shadow, capture, count and log."""
+def session_of(request: Request, api: Api, body: dict[str, Any]) -> str | None:
+    """`X-Session-Id` (a name, else the request is refused), else what the API's runtime sends, kept only
+    when it is a name (it is the runtime's own field, so an odd one is ignored, never refused)."""
+    explicit = header_name(request, SESSION_HEADER)
+    if explicit is not None:
+        return explicit
+    for header in api.session_headers:
+        if is_name(value := request.headers.get(header)):
+            return value
+    from_body = api.session(body)
+    return from_body if is_name(from_body) else None
+
+
+async def handle(gw: Gateway, request: Request, api: Api) -> Response:
+    """One request of `api` end to end: resolve, forward (relaying streams), shadow, capture, count and log."""
     key = f"{_BOOT}-{next(_SEQUENCE)}"
-    call = Call(key, endpoint, time.perf_counter(), key)
+    call = Call(key, api, time.perf_counter(), key)
     try:
         call.request_id = header_name(request, REQUEST_ID_HEADER) or key
         caller = gw.tenancy.caller(request.headers, request.query_params.multi_items(),
                                    header_name(request, WORKSPACE_HEADER))
-        call.workspace = caller.workspace  # the key's: what capture, canary, trials and shadow see
-        call.session = header_name(request, SESSION_HEADER)
+        call.workspace = caller.workspace  # the key's: what capture, canary, trials, shadow and metrics see
         raw = await request.body()
         body = parse_body(raw)
+        call.session = session_of(request, api, body)
+        call.passed_on = {h: v for h in PASSED_ON if (v := request.headers.get(h)) is not None}
         model = body.get("model", gw.config.gateway.default_route)
         try:
             call.requested = check_name(model, "'model' (a route, an adapter version or the base model)")
         except BadName as exc:
             raise GatewayError(400, str(exc), "invalid_model") from exc
-        call.resolution = gw.resolve(model, call.workspace, call.session)
+        call.resolution = gw.resolve(gw.config.gateway.alias(model), call.workspace, call.session)
         body["model"] = call.resolution.target
-        stream = body.get("stream")
+        api.check(body)
+        stream = body.get("stream") if api.generates else None
         if stream is not None and not isinstance(stream, bool):
             raise GatewayError(400, f"'stream' must be true or false, not {json.dumps(stream)[:40]}", "invalid_stream")
-        admit = gw.tenancy.admit(caller, body, len(raw))
-        call.admission = await (admit if gw.tenancy.slots is None else _unless_client_leaves(request, admit))
+        if api.output_limit(body) is not None:
+            await _clamp(gw, call, body, len(raw))
+        if api.generates:  # a token count takes no engine slot and no share
+            admit = gw.tenancy.admit(caller, body, len(raw))
+            call.admission = await (admit if gw.tenancy.slots is None else _unless_client_leaves(request, admit))
         if stream:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
@@ -154,11 +188,54 @@ async def handle(gw: Gateway, request: Request, endpoint: Endpoint) -> Response:
         return _failed(gw, call, GatewayError(500, "internal gateway error (logged)", "internal_error"))
 
 
+def error_response(api: Api, exc: GatewayError) -> Response:
+    """A gateway error in `api`'s own shape, with the status and headers its SDK acts on."""
+    status = api.error_status(exc.status_code, exc.code)
+    return JSONResponse(api.error_body(exc.message, exc.code, status), status,
+                        headers={**(exc.headers or {}), **api.error_headers(status)})
+
+
 def _failed(gw: Gateway, call: Call, exc: GatewayError) -> Response:
     finish(gw, call, exc.status_code, exc.code)
-    response = exc.response()
+    response = error_response(call.api, exc)
     response.headers.update(call.headers())
     return response
+
+
+async def _clamp(gw: Gateway, call: Call, body: dict[str, Any], size: int) -> None:
+    """Fit the output limit into what the engine can give (runtimes default to more than a small engine's
+    context: Claude Code asks for 32000 tokens). Only when the limit could not fit (above the context minus
+    the body's size and PROMPT_SLACK) is the engine asked for the prompt's exact token count; the limit is
+    then lowered to the room left, and a prompt that leaves no room is a 400 that says so."""
+    field = call.api.output_limit(body)
+    limit = body.get(field) if field else None
+    windows = [u.max_model_len for u in gw.pool.healthy() if u.max_model_len]
+    if field is None or not isinstance(limit, int) or isinstance(limit, bool) or not windows:
+        return  # the engine judges the value itself
+    window = min(windows)
+    if limit + size + PROMPT_SLACK <= window:
+        return
+    prompt = await _count_tokens(gw, call, {k: v for k, v in body.items() if k not in ("stream", field)})
+    room = window - prompt
+    if room < 1:
+        raise GatewayError(400, f"the prompt is {prompt} tokens and the engine's context is {window}: no room for "
+                                "an answer", "context_too_long")
+    if limit > room:
+        body[field] = room
+        call.clamped = f"{limit}->{room} (context {window}, prompt {prompt})"
+
+
+async def _count_tokens(gw: Gateway, call: Call, body: dict[str, Any]) -> int:
+    """The prompt's tokens as the engine renders it (its own `count_tokens`)."""
+    probe = Call(call.key, APIS["count_tokens"], time.perf_counter(), call.key, resolution=call.resolution,
+                 passed_on=call.passed_on)
+    upstream, resp = await _open(gw, probe, body, stream=False)
+    raw = await _read(gw, upstream, resp)
+    if resp.status != 200:
+        raise _upstream_failure(gw, probe, upstream, resp.status, raw)
+    payload, _ = _parse_answer(probe, upstream, raw)
+    tokens: int = payload["input_tokens"]
+    return tokens
 
 
 def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
@@ -184,13 +261,14 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
     """POST to the first replica that accepts the connection (a refused one is marked down)."""
     assert call.resolution is not None
     payload = json.dumps(body).encode()
+    headers = {**JSON_HEADERS, **(call.passed_on or {})}
     refused = []
     for upstream in gw.pool.order(call.resolution.replica_key):
         upstream.busy += 1
         resp = None
         try:
-            resp = await gw.pool.session.post(upstream.url + PATHS[call.endpoint], data=payload,
-                                              headers=JSON_HEADERS, timeout=_timeout(gw, stream))
+            resp = await gw.pool.session.post(upstream.url + call.api.path, data=payload,
+                                              headers=headers, timeout=_timeout(gw, stream))
         except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
             refused.append(f"{upstream.name}: {exc}")
             gw.pool.mark(upstream, False, str(exc))
@@ -254,7 +332,7 @@ def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, 
 
 def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answer]:
     try:
-        return (payload := loads_bounded(raw, "the answer")), answer_of(call.endpoint, payload)
+        return (payload := loads_bounded(raw, "the answer")), call.api.answer(payload)
     except (JsonFileError, BadAnswer) as exc:
         raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc!s:.300}",
                            "bad_upstream_response") from exc
@@ -262,7 +340,7 @@ def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answ
 
 async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request) -> Response:
     assert call.resolution is not None
-    candidate = gw.shadow_for(call.resolution)
+    candidate = gw.shadow_for(call.resolution) if call.api.generates else None
     upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
     if status != 200:
         raise _upstream_failure(gw, call, upstream, status, raw)
@@ -271,7 +349,7 @@ async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request)
     finish(gw, call, 200)
     if candidate is not None:
         _submit_shadow(gw, call, body, candidate, answer)
-    if call.endpoint == "chat" and gw.capture.wants(body):
+    if call.api.generates and gw.capture.wants(call.api, body):
         _submit_capture(gw, call, body, answer)  # queued before the client can see the answer
     return Response(raw, 200, media_type="application/json", headers=call.headers())
 
@@ -313,16 +391,12 @@ async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
             raw = b""
         raise _upstream_failure(gw, call, upstream, resp.status, raw)
     content_type = resp.headers.get("Content-Type", "")
-    if not content_type.startswith("text/event-stream"):
+    if not call.api.stream_ok(content_type):
         await _read(gw, upstream, resp, stream=True)
         raise GatewayError(502, f"upstream {upstream.name} answered a stream request with "
                                 f"{content_type or 'no Content-Type'}, not an SSE stream", "bad_upstream_response")
     relay = Relay(gw, call, body, upstream, resp, candidate)
     return RelayResponse(relay, media_type=content_type, headers=call.headers())
-
-
-def _sse_error(message: str, code: str, status: int) -> bytes:
-    return b"data: " + json.dumps(error_body(message, code, status)).encode() + b"\n\n"
 
 
 class Relay:
@@ -332,8 +406,9 @@ class Relay:
                  resp: aiohttp.ClientResponse, candidate: str | None) -> None:
         self.gw, self.call, self.body, self.upstream, self.resp = gw, call, body, upstream, resp
         self.candidate = candidate
-        self.captured = call.endpoint == "chat" and gw.capture.wants(body)
-        self.accumulator = StreamAccumulator(call.endpoint) if candidate is not None or self.captured else None
+        self.captured = gw.capture.wants(call.api, body)
+        self.accumulator: Accumulator | None = \
+            call.api.accumulator() if candidate is not None or self.captured else None
         self.status = 499  # until the stream ends another way
         self.reason: str | None = "client_disconnected"
         self.closed = False
@@ -361,7 +436,7 @@ class Relay:
             self.status, self.reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")
             message = _timeout_error(self.gw, self.upstream, stream=True).message if timed_out else \
                 f"upstream {self.upstream.name}: the stream broke off ({type(exc).__name__}: {exc})"
-            yield _sse_error(message, self.reason, self.status)
+            yield self.call.api.sse_error(message, self.reason, self.status)
 
     def close(self) -> None:
         if self.closed:
@@ -402,7 +477,7 @@ def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answe
     gw.capture.submit(CaptureJob(
         key=call.key, request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
         adapter=res.target, kind=res.kind, body=body, answer=answer,
-        duration_s=time.perf_counter() - call.started, captured_at=now_iso()))
+        duration_s=time.perf_counter() - call.started, captured_at=now_iso(), api=call.api.name))
 
 
 def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str, answer: Answer) -> None:
@@ -410,14 +485,15 @@ def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str
     assert res is not None
     gw.shadow.submit(ShadowJob(
         request_id=call.key, route=res.route, production=res.target, candidate=candidate,
-        endpoint=call.endpoint, body=shadow_body(body, candidate), production_answer=answer,
-        replica_key=res.replica_key, request_sha256=request_sha256(body)))
+        api=call.api.name, body=call.api.shadow_body(body, candidate), production_answer=answer,
+        replica_key=res.replica_key, request_sha256=request_sha256(body), passed_on=call.passed_on or {}))
 
 
 async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:
     """The candidate's answer to a shadow job (GatewayError on any failure, like production)."""
-    call = Call(job.request_id, job.endpoint, time.perf_counter(), job.request_id, job.candidate,
-                Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key))
+    call = Call(job.request_id, APIS[job.api], time.perf_counter(), job.request_id, job.candidate,
+                Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key),
+                passed_on=dict(job.passed_on))
     upstream, resp = await _open(gw, call, job.body, stream=False)
     raw = await _read(gw, upstream, resp)
     if resp.status != 200:

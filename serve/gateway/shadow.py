@@ -1,6 +1,8 @@
 """Shadow trials: re-send a sample of a route's production requests to a candidate version in
-the background, store both answers and grade their agreement with the shared parser and
-key-set scorer (`core.toolcalls.parse_response`, `core.scoring.compare_calls`).
+the background, through the same API the production request came by, store both answers and
+grade their agreement with the shared parser and key-set scorer (`Conversation.parse`,
+`core.scoring.compare_calls`): a Messages API `tool_use` block is compared by tool and key set
+exactly as a chat `tool_calls` entry.
 
 The production path only ever calls `ShadowRunner.submit`, which never waits: when the
 bounded queue is full the job is dropped and counted. Workers send the candidate request
@@ -14,109 +16,18 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
-from core.jsonfile import parse_problem
-from core.records import ParsedResponse
 from core.scoring import CallAgreement, chosen_call, compare_calls
-from core.toolcalls import parse_response, parse_text, request_schemas, transport_error
+from core.toolcalls import transport_error
+from serve.gateway.apis import APIS
+from serve.gateway.apis.base import Answer, ApiName, BadAnswer
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics
 from serve.gateway.registry import Registry, ShadowRow
 
-Endpoint = Literal["chat", "completions"]
-Answer = dict[str, Any] | str  # a chat message, or a completion's text
 log = logging.getLogger(__name__)
-
-
-class BadAnswer(ValueError):
-    """A 200 answer without the fields an OpenAI answer must have."""
-
-
-def answer_of(endpoint: Endpoint, payload: Any) -> Answer:
-    """`choices[0].message` of a chat answer, `choices[0].text` of a completion."""
-    try:
-        choice = payload["choices"][0]
-        answer = choice["message"] if endpoint == "chat" else choice["text"]
-    except (KeyError, IndexError, TypeError) as exc:
-        raise BadAnswer(f"the answer has no choices[0].{'message' if endpoint == 'chat' else 'text'}") from exc
-    if not isinstance(answer, dict if endpoint == "chat" else str):
-        raise BadAnswer(f"choices[0] has a malformed {'message' if endpoint == 'chat' else 'text'}")
-    return answer
-
-
-def tool_names(body: Mapping[str, Any]) -> frozenset[str] | None:
-    """Names of the tools a chat request offered (None when it offered none: no unknown-tool check)."""
-    tools = body.get("tools")
-    if not isinstance(tools, list) or not tools:
-        return None
-    return frozenset(t["function"]["name"] for t in tools
-                     if isinstance(t, dict) and isinstance(t.get("function"), dict) and "name" in t["function"])
-
-
-def parse_answer(answer: Answer, request: Mapping[str, Any]) -> ParsedResponse:
-    """Read an answer against the tools its request offered (names, and schemas to type text calls)."""
-    names, schemas = tool_names(request), request_schemas(request.get("tools"))
-    if isinstance(answer, dict):
-        return parse_response(answer, names, schemas=schemas)
-    return parse_text(answer, names, schemas=schemas)
-
-
-class StreamAccumulator:
-    """Rebuilds the final answer from an OpenAI SSE stream as it is relayed (choice 0 only)."""
-
-    def __init__(self, endpoint: Endpoint) -> None:
-        self.endpoint = endpoint
-        self._buffer = b""
-        self._content: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
-        self.done = False
-        """The stream's `data: [DONE]` was seen: the answer is whole."""
-
-    def feed(self, chunk: bytes) -> None:
-        """Take the next bytes of the stream (SSE lines may be split across chunks)."""
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        for line in lines:
-            line = line.strip()
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                self.done = True
-                continue
-            event, problem = parse_problem(data)
-            if problem is None:
-                self._event(event)
-
-    def _event(self, event: Any) -> None:
-        choices = event.get("choices") if isinstance(event, dict) else None
-        for choice in choices if isinstance(choices, list) else []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
-            if self.endpoint == "completions":
-                self._content.append(choice.get("text") or "")
-                continue
-            delta = choice.get("delta") or {}
-            self._content.append(delta.get("content") or "")
-            for call in delta.get("tool_calls") or []:
-                slot = self._calls.setdefault(call.get("index", 0), {
-                    "id": None, "type": "function", "function": {"name": "", "arguments": ""}})
-                slot["id"] = call.get("id") or slot["id"]
-                function = call.get("function") or {}
-                slot["function"]["name"] += function.get("name") or ""
-                slot["function"]["arguments"] += function.get("arguments") or ""
-
-    def answer(self) -> Answer:
-        """The answer the stream amounted to: a chat message (content and tool calls) or a completion's text."""
-        text = "".join(self._content)
-        if self.endpoint == "completions":
-            return text
-        message: dict[str, Any] = {"role": "assistant", "content": text or None}
-        if self._calls:
-            message["tool_calls"] = [self._calls[i] for i in sorted(self._calls)]
-        return message
 
 
 @dataclass(frozen=True)
@@ -125,19 +36,12 @@ class ShadowJob:
     route: str
     production: str
     candidate: str
-    endpoint: Endpoint
+    api: ApiName  # the candidate gets the request through the same API
     body: dict[str, Any]  # the request as the candidate gets it (model = candidate, not streamed)
     production_answer: Answer
     replica_key: str | None
     request_sha256: str
-
-
-def shadow_body(body: Mapping[str, Any], candidate: str) -> dict[str, Any]:
-    """The production request re-addressed to the candidate, never streamed."""
-    shadow = {k: v for k, v in body.items() if k != "stream_options"}
-    shadow["model"] = candidate
-    shadow["stream"] = False
-    return shadow
+    passed_on: Mapping[str, str] = field(default_factory=dict)  # the API's headers, as the client sent them
 
 
 Send = Callable[[ShadowJob], Awaitable[Any]]
@@ -194,10 +98,12 @@ class ShadowRunner:
         started = time.perf_counter()
         answer: Answer | None = None
         status, reason = 200, None
+        api = APIS[job.api]
+        conversation = api.conversation(job.body)
         try:
             payload = await asyncio.wait_for(self._send(job), self.timeout_s)
-            answer = answer_of(job.endpoint, payload)
-            shadow = parse_answer(answer, job.body)
+            answer = api.answer(payload)
+            shadow = conversation.parse(answer)
         except GatewayError as exc:
             status, reason, shadow = exc.status_code, exc.code, transport_error(exc.message)
         except TimeoutError:
@@ -206,13 +112,13 @@ class ShadowRunner:
         except BadAnswer as exc:
             status, reason, shadow = 502, "bad_upstream_response", transport_error(str(exc))
         elapsed = time.perf_counter() - started
-        production = parse_answer(job.production_answer, job.body)
+        production = conversation.parse(job.production_answer)
         agreement = compare_calls(production, shadow)
-        self._metrics.observe(job.route, job.candidate, "shadow", status, elapsed, reason)
+        self._metrics.observe(job.route, job.candidate, "shadow", status, elapsed, reason, api=job.api)
         self._metrics.shadow_comparisons.labels(job.route, job.candidate, agreement.value).inc()
         production_call, shadow_call = chosen_call(production), chosen_call(shadow)
         self._registry.record_shadow(ShadowRow(
-            request_id=job.request_id, route=job.route, endpoint=job.endpoint, production=job.production,
+            request_id=job.request_id, route=job.route, endpoint=job.api, production=job.production,
             candidate=job.candidate, request_sha256=job.request_sha256,
             production_answer=json.dumps(job.production_answer), shadow_answer=json.dumps(answer),
             production_outcome=production.outcome.value, shadow_outcome=shadow.outcome.value,

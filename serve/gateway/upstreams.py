@@ -41,6 +41,7 @@ class Upstream:
     checked_at: str | None = None
     models: dict[str, str | None] = field(default_factory=dict)  # served id -> root (adapter path)
     version: str | None = None  # the engine's own `/version`, when it answers one
+    max_model_len: int | None = None  # the engine's context window (vLLM's /v1/models says it)
 
     def public(self) -> dict[str, object]:
         return {"name": self.name, "url": self.url, "healthy": self.healthy, "busy": self.busy,
@@ -110,6 +111,8 @@ class UpstreamPool:
                     return f"/v1/models answered HTTP {resp.status}"
                 body = await resp.json(content_type=None)
             upstream.models = {m["id"]: m.get("root") for m in body["data"]}
+            windows = [w for m in body["data"] if isinstance(w := m.get("max_model_len"), int) and w > 0]
+            upstream.max_model_len = min(windows, default=None)
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
             return f"{type(exc).__name__}: {exc}".rstrip(": ")
         upstream.version = await self._version(upstream)

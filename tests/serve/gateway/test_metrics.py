@@ -44,11 +44,11 @@ def test_engine_series_are_exported_per_upstream_and_absent_when_unread():
 
 def test_gateway_series_have_the_documented_names_and_labels():
     metrics = GatewayMetrics(nvml=False)
-    metrics.observe("worker", "a-v1", "canary", 200, 0.2)
-    metrics.observe("worker", "a-v1", "canary", 502, 0.1, "upstream_error")
+    metrics.observe("worker", "a-v1", "canary", 200, 0.2, api="messages")
+    metrics.observe("worker", "a-v1", "canary", 502, 0.1, "upstream_error", api="messages")
     metrics.set_canaries({("worker", "a-v1"): 30.0})
     value = metrics.registry.get_sample_value
-    labels = {"route": "worker", "adapter": "a-v1", "kind": "canary"}
+    labels = {"route": "worker", "adapter": "a-v1", "kind": "canary", "api": "messages"}
     assert value("worker_gateway_requests_total", {**labels, "status": "200"}) == 1
     assert value("worker_gateway_errors_total", {**labels, "reason": "upstream_error"}) == 1
     assert value("worker_gateway_request_duration_seconds_count", labels) == 2

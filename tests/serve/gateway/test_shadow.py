@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
 import pytest
 
@@ -12,7 +11,7 @@ from core.scoring import CallAgreement, compare_calls
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics
 from serve.gateway.registry import Registry
-from serve.gateway.shadow import ShadowJob, ShadowRunner, StreamAccumulator, parse_answer, shadow_body, tool_names
+from serve.gateway.shadow import ShadowJob, ShadowRunner
 
 
 def ok(tool: str, arguments: dict, keys: list[str]) -> ParsedResponse:
@@ -45,38 +44,7 @@ def test_two_answers_without_a_call_agree_and_numbers_compare_canonically():
     assert compare_calls(ok("f", {"n": 1}, ["n"]), ok("f", {"n": 1.0}, ["n"])) is CallAgreement.EXACT
 
 
-def test_stream_accumulator_rebuilds_content_and_split_tool_calls():
-    events = [
-        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
-            {"index": 0, "id": "c1", "type": "function", "function": {"name": "lookup", "arguments": ""}}]}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"id": '}}]}}]},
-        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"7"}'}}]}}]},
-    ]
-    stream = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
-    accumulator = StreamAccumulator("chat")
-    for i in range(0, len(stream), 7):  # chunk borders fall inside lines
-        accumulator.feed(stream[i:i + 7])
-    message = accumulator.answer()
-    assert message["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"id": "7"}'}
-    parsed = parse_answer(message, {"tools": [{"type": "function", "function": {"name": "lookup"}}]})
-    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"id": "7"}
 
-
-def test_stream_accumulator_reads_completion_text_and_ignores_other_choices():
-    accumulator = StreamAccumulator("completions")
-    accumulator.feed(b'data: {"choices": [{"index": 0, "text": "<tool_call>{\\"name\\": \\"f\\", "}]}\n\n')
-    accumulator.feed(b'data: {"choices": [{"index": 1, "text": "ignored"}]}\n\n')
-    accumulator.feed(b'data: {"choices": [{"index": 0, "text": "\\"arguments\\": {}}"}]}\n\ndata: [DONE]\n\n')
-    assert accumulator.answer() == '<tool_call>{"name": "f", "arguments": {}}'
-    assert parse_answer(accumulator.answer(), {}).calls[0].tool == "f"
-
-
-def test_shadow_body_is_a_plain_request_to_the_candidate():
-    body = {"model": "prod-v1", "stream": True, "stream_options": {"include_usage": True}, "messages": [],
-            "tools": [{"type": "function", "function": {"name": "lookup"}}]}
-    assert shadow_body(body, "cand-v1") == {"model": "cand-v1", "stream": False, "messages": [],
-                                             "tools": body["tools"]}
-    assert tool_names(body) == {"lookup"} and tool_names({"messages": []}) is None
 
 
 def job(i: int) -> ShadowJob:
@@ -127,21 +95,4 @@ def test_a_failing_candidate_is_stored_as_unparsed_with_its_error(tmp_path):
     assert (row["shadow_outcome"], row["agreement"], row["shadow_answer"]) == ("transport_error", "unparsed", None)
     assert "boom" in row["error"]
     assert metrics.registry.get_sample_value("worker_gateway_errors_total", {
-        "route": "worker", "adapter": "cand-v1", "kind": "shadow", "reason": "upstream_error"}) == 1
-
-
-def test_text_answers_are_typed_by_the_requests_tool_schema():
-    body = {"messages": [], "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {
-        "type": "object", "properties": {"id": {"type": "string"}, "filter": {"type": "object"}}}}}]}
-    text = "<function=lookup><parameter=id>42</parameter><parameter=filter>{'s': 1}</parameter></function>"
-    parsed = parse_answer({"role": "assistant", "content": text}, body)
-    assert parsed.first is not None and parsed.first.arguments == {"id": "42", "filter": {"s": 1}}
-    assert parse_answer(text, body).first == parsed.first
-
-
-def test_a_stream_event_that_is_not_readable_json_is_skipped() -> None:
-    accumulator = StreamAccumulator("chat")
-    accumulator.feed(b'data: {"choices": [{"index": 0, "delta": {"content": "\xff"}}]}\n'
-                     + b"data: " + b"[" * 100_000 + b"\n" + b"data: " + b"7" * 5000 + b"\n"
-                     + b'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}\n')
-    assert accumulator.answer() == {"role": "assistant", "content": "ok"}
+        "route": "worker", "adapter": "cand-v1", "kind": "shadow", "api": "chat", "reason": "upstream_error"}) == 1

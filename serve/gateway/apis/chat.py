@@ -1,0 +1,168 @@
+"""OpenAI Chat Completions (`/v1/chat/completions`) and Completions (`/v1/completions`).
+
+Errors are OpenAI's `{"error": {"message", "type", "code"}}`; a stream that fails after it started
+ends with a `data: {"error": ...}` event, as vLLM ends its own. The tool results of a chat turn are
+the `tool` messages after the last assistant message, named by that message's `tool_calls`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from serve.gateway.apis.base import (
+    Accumulator,
+    Answer,
+    Api,
+    ApiName,
+    BadAnswer,
+    Conversation,
+    ToolReply,
+    chat_message,
+    function_tool,
+    label,
+)
+from serve.gateway.errors import error_body
+
+
+def tool_replies(messages: list[Any]) -> list[ToolReply]:
+    """The `tool` messages after the last assistant message, each named by the call it answers."""
+    tail: list[Mapping[str, Any]] = []
+    for message in reversed(messages):
+        if not isinstance(message, Mapping) or message.get("role") != "tool":
+            break
+        tail.insert(0, message)
+    names: dict[str, str] = {}
+    last = len(messages) - len(tail) - 1
+    if tail and last >= 0 and isinstance(messages[last], Mapping):
+        for call in messages[last].get("tool_calls") or []:
+            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
+                names[str(call.get("id"))] = str(call["function"].get("name", ""))
+    replies = []
+    for message in tail:
+        call_id = message.get("tool_call_id")
+        tool = names.get(str(call_id)) or str(message.get("name") or "")
+        replies.append(ToolReply(call_id if isinstance(call_id, str) else None, tool, message.get("content")))
+    return replies
+
+
+def chat_tools(tools: Any) -> list[dict[str, Any]]:
+    """The usable entries of an OpenAI `tools` list."""
+    offered = []
+    for tool in tools if isinstance(tools, list) else []:
+        function = tool.get("function") if isinstance(tool, Mapping) else None
+        if isinstance(function, Mapping) and (entry := function_tool(function.get("name"),
+                                                                      function.get("parameters"))):
+            offered.append(entry)
+    return offered
+
+
+class OpenAIErrors:
+    """OpenAI's error shapes (shared by every OpenAI API the gateway serves)."""
+
+    def error_body(self, message: str, code: str, status: int) -> dict[str, Any]:
+        return error_body(message, code, status)
+
+    def sse_error(self, message: str, code: str, status: int) -> bytes:
+        return b"data: " + json.dumps(error_body(message, code, status)).encode() + b"\n\n"
+
+
+class ChatAccumulator(Accumulator):
+    """Choice 0 of a chat stream: its content and its tool calls, joined from their deltas."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._content: list[str] = []
+        self._calls: dict[int, dict[str, Any]] = {}
+
+    def event(self, name: str, data: Any) -> None:
+        if data is None:
+            self.done = True
+            return
+        choices = data.get("choices") if isinstance(data, dict) else None
+        for choice in choices if isinstance(choices, list) else []:
+            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
+                continue
+            delta = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
+            self._content.append(delta.get("content") or "")
+            for call in delta.get("tool_calls") or []:
+                if not isinstance(call, dict):
+                    continue
+                slot = self._calls.setdefault(call.get("index", 0), {
+                    "id": None, "type": "function", "function": {"name": "", "arguments": ""}})
+                slot["id"] = call.get("id") or slot["id"]
+                function = call["function"] if isinstance(call.get("function"), dict) else {}
+                slot["function"]["name"] += function.get("name") or ""
+                slot["function"]["arguments"] += function.get("arguments") or ""
+
+    def answer(self) -> Answer:
+        return chat_message("".join(self._content), [self._calls[i] for i in sorted(self._calls)])
+
+
+class CompletionAccumulator(Accumulator):
+    """Choice 0 of a completion stream: its text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._text: list[str] = []
+
+    def event(self, name: str, data: Any) -> None:
+        if data is None:
+            self.done = True
+            return
+        choices = data.get("choices") if isinstance(data, dict) else None
+        for choice in choices if isinstance(choices, list) else []:
+            if isinstance(choice, dict) and choice.get("index", 0) == 0:
+                self._text.append(choice.get("text") or "")
+
+    def answer(self) -> Answer:
+        return "".join(self._text)
+
+
+def first_choice(payload: Any, field: str, kind: type) -> Any:
+    try:
+        value = payload["choices"][0][field]
+    except (KeyError, IndexError, TypeError) as exc:
+        raise BadAnswer(f"the answer has no choices[0].{field}") from exc
+    if not isinstance(value, kind):
+        raise BadAnswer(f"choices[0] has a malformed {field}")
+    return value
+
+
+class ChatApi(OpenAIErrors, Api):
+    name: ApiName = "chat"
+    path = "/v1/chat/completions"
+
+    def conversation(self, body: Mapping[str, Any]) -> Conversation:
+        given = body.get("messages")
+        messages: list[Any] = given if isinstance(given, list) else []
+        return Conversation(
+            messages=messages,
+            roles=[str(m.get("role", "")) if isinstance(m, Mapping) else "" for m in messages],
+            tools=chat_tools(body.get("tools")), tool_choice=label(body.get("tool_choice")),
+            replies=tool_replies(messages),
+            request={k: body[k] for k in ("messages", "tools", "tool_choice") if k in body})
+
+    def answer(self, payload: Any) -> Answer:
+        message: dict[str, Any] = first_choice(payload, "message", dict)
+        return message
+
+    def accumulator(self) -> Accumulator:
+        return ChatAccumulator()
+
+
+class CompletionsApi(OpenAIErrors, Api):
+    name: ApiName = "completions"
+    path = "/v1/completions"
+    captures = False
+
+    def conversation(self, body: Mapping[str, Any]) -> Conversation:
+        return Conversation(messages=[], roles=[], tools=[], tool_choice="auto")
+
+    def answer(self, payload: Any) -> Answer:
+        text: str = first_choice(payload, "text", str)
+        return text
+
+    def accumulator(self) -> Accumulator:
+        return CompletionAccumulator()

@@ -1,0 +1,63 @@
+"""The chat and completions APIs' readings: streams rebuilt, answers typed by the offered schemas, shadow copies."""
+
+from __future__ import annotations
+
+import json
+
+from core.records import ParseOutcome
+from serve.gateway.apis import APIS
+from serve.gateway.apis.chat import ChatAccumulator, CompletionAccumulator
+
+CHAT = APIS["chat"]
+
+
+def test_stream_accumulator_rebuilds_content_and_split_tool_calls():
+    events = [
+        {"choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": [
+            {"index": 0, "id": "c1", "type": "function", "function": {"name": "lookup", "arguments": ""}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '{"id": '}}]}}]},
+        {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": '"7"}'}}]}}]},
+    ]
+    stream = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+    accumulator = ChatAccumulator()
+    for i in range(0, len(stream), 7):  # chunk borders fall inside lines
+        accumulator.feed(stream[i:i + 7])
+    message = accumulator.answer()
+    assert message["tool_calls"][0]["function"] == {"name": "lookup", "arguments": '{"id": "7"}'}
+    parsed = CHAT.conversation({"tools": [{"type": "function", "function": {"name": "lookup"}}]}).parse(message)
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"id": "7"}
+
+
+def test_stream_accumulator_reads_completion_text_and_ignores_other_choices():
+    accumulator = CompletionAccumulator()
+    accumulator.feed(b'data: {"choices": [{"index": 0, "text": "<tool_call>{\\"name\\": \\"f\\", "}]}\n\n')
+    accumulator.feed(b'data: {"choices": [{"index": 1, "text": "ignored"}]}\n\n')
+    accumulator.feed(b'data: {"choices": [{"index": 0, "text": "\\"arguments\\": {}}"}]}\n\ndata: [DONE]\n\n')
+    assert accumulator.answer() == '<tool_call>{"name": "f", "arguments": {}}'
+    assert CHAT.conversation({}).parse(accumulator.answer()).calls[0].tool == "f"
+
+
+def test_shadow_body_is_a_plain_request_to_the_candidate():
+    body = {"model": "prod-v1", "stream": True, "stream_options": {"include_usage": True}, "messages": [],
+            "tools": [{"type": "function", "function": {"name": "lookup"}}]}
+    assert CHAT.shadow_body(body, "cand-v1") == {"model": "cand-v1", "stream": False, "messages": [],
+                                             "tools": body["tools"]}
+    assert CHAT.conversation(body).tool_names() == {"lookup"} and CHAT.conversation({"messages": []}).tool_names() is None
+
+
+def test_text_answers_are_typed_by_the_requests_tool_schema():
+    body = {"messages": [], "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"id": {"type": "string"}, "filter": {"type": "object"}}}}}]}
+    text = "<function=lookup><parameter=id>42</parameter><parameter=filter>{'s': 1}</parameter></function>"
+    parsed = CHAT.conversation(body).parse({"role": "assistant", "content": text})
+    assert parsed.first is not None and parsed.first.arguments == {"id": "42", "filter": {"s": 1}}
+    assert CHAT.conversation(body).parse(text).first == parsed.first
+
+
+def test_a_stream_event_that_is_not_readable_json_is_skipped() -> None:
+    accumulator = ChatAccumulator()
+    accumulator.feed(b'data: {"choices": [{"index": 0, "delta": {"content": "\xff"}}]}\n'
+                     + b"data: " + b"[" * 100_000 + b"\n" + b"data: " + b"7" * 5000 + b"\n"
+                     + b'data: {"choices": [{"index": 0, "delta": {"content": "ok"}}]}\n')
+    assert accumulator.answer() == {"role": "assistant", "content": "ok"}
+
