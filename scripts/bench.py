@@ -11,6 +11,8 @@
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
 * redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus).
+* fair share: `scripts/bench_fairshare.py` (quiet tenants' p50 latency beside a greedy one at 10x their rate,
+  as a ratio of running alone, with and without the fair share).
 
 Each replay measurement uses its own copy of the suite slice with a distinct marker at the
 start of the system prompt, so no measurement is served from another one's prefix cache.
@@ -173,6 +175,7 @@ def main() -> int:
     parser.add_argument("--skip-prefix-order", action="store_true")
     parser.add_argument("--skip-cpu-lora", action="store_true")
     parser.add_argument("--skip-redact", action="store_true")
+    parser.add_argument("--skip-fairshare", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
     rows = [] if args.skip_replay else replay_benchmarks(args.decisions)
@@ -190,7 +193,8 @@ def main() -> int:
                                   (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
                                   (args.skip_cpu_lora, "LoRA on the CPU engine", "bench_cpu_lora.py"),
                                   (args.skip_trial_look, "trial look", "bench_trial_look.py"),
-                                  (args.skip_redact, "redaction", "bench_redact.py")):
+                                  (args.skip_redact, "redaction", "bench_redact.py"),
+                                  (args.skip_fairshare, "fair share", "bench_fairshare.py")):
         if not skip:
             print(f"\n## {heading}", flush=True)
             if status := run_to_end([sys.executable, str(REPO / "scripts" / script)]):

@@ -252,3 +252,101 @@ def test_a_greedy_workspace_backlog_does_not_delay_another_workspace_and_a_strea
                 assert not waiting.done()
             assert waiting.result()  # served once the streams closed and gave their slots back
         assert sample(gw, "worker_gateway_in_flight", workspace="ws-b") == 0
+
+
+# --- every API: the same refusals, each in its own shape ---------------------------------------
+
+API_BODIES = {
+    "/v1/chat/completions": {"model": "worker", "messages": [{"role": "user", "content": "hi"}]},
+    "/v1/completions": {"model": "worker", "prompt": "hi"},
+    "/v1/messages": {"model": "worker", "max_tokens": 4, "messages": [{"role": "user", "content": "hi"}]},
+    "/v1/messages/count_tokens": {"model": "worker", "messages": [{"role": "user", "content": "hi"}]},
+    "/v1/responses": {"model": "worker", "input": "hi"},
+}
+
+
+def error_code(path: str, response: httpx.Response) -> str:
+    """The refusal's code, read from the API's own error shape (Anthropic's has a type, no code)."""
+    body = response.json()
+    if path.startswith("/v1/messages"):
+        assert body["type"] == "error" and set(body["error"]) == {"type", "message"}, body
+        return str(body["error"]["type"])
+    assert set(body["error"]) >= {"message", "type", "code"}, body
+    return str(body["error"]["code"])
+
+
+@pytest.mark.parametrize("path", sorted(API_BODIES))
+def test_every_api_refuses_no_key_a_wrong_key_a_url_key_and_a_spoofed_workspace(gw, fault, path):
+    def send(headers: dict[str, str], query: str = "") -> httpx.Response:
+        return gw.client.post(path + query, headers=headers, json=API_BODIES[path])
+
+    anthropic_shape = path.startswith("/v1/messages")
+    for headers, query, status, code, anthropic_type in (
+            ({}, "", 401, "missing_key", "authentication_error"),
+            ({"x-api-key": "wt_wrong"}, "", 401, "unknown_key", "authentication_error"),
+            ({"x-api-key": KEY_A}, f"?beta=true&key={KEY_A}", 401, "key_in_query", "authentication_error"),
+            ({"x-api-key": KEY_A, "X-Workspace-Id": "ws-b"}, "", 403, "workspace_mismatch", "permission_error")):
+        response = send(headers, query)
+        assert response.status_code == status, response.text
+        assert error_code(path, response) == (anthropic_type if anthropic_shape else code)
+    assert fault.requests == []  # none of them reached the engine
+    accepted = send({"Authorization": f"Bearer {KEY_A}"}, "?beta=true" if anthropic_shape else "")
+    assert accepted.status_code not in (401, 403, 429)  # let through (the stand-in may not serve this API)
+
+
+def test_the_anthropic_client_with_its_key_headers_and_a_429_it_retries_on(tmp_path, fault):
+    import anthropic
+
+    keys = KEYS.replace(f'hash = "{HASH_A}"\n', f'hash = "{HASH_A}"\nrequests_per_s = 0.001\nrequest_burst = 1\n')
+    with RunningGateway(gateway_config(tmp_path, fault.url, keys=keys)) as gw:
+        def tokens(**auth: str) -> None:
+            anthropic.Anthropic(base_url=gw.url, max_retries=0, **auth).messages.count_tokens(  # type: ignore[arg-type]
+                model="worker", messages=[{"role": "user", "content": "hi"}])
+
+        with pytest.raises(anthropic.AuthenticationError):
+            tokens(api_key="wt_wrong")  # sent as x-api-key
+        with pytest.raises(anthropic.AuthenticationError):
+            tokens(auth_token="wt_wrong")  # ANTHROPIC_AUTH_TOKEN: sent as Authorization: Bearer
+        spoof = anthropic.Anthropic(base_url=gw.url, api_key=KEY_A, max_retries=0,
+                                    default_headers={"X-Workspace-Id": "ws-b"})
+        with pytest.raises(anthropic.PermissionDeniedError):
+            spoof.messages.create(model="worker", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+        client_a = anthropic.Anthropic(base_url=gw.url, auth_token=KEY_A, max_retries=0)
+        with pytest.raises(anthropic.APIStatusError) as first:  # admitted: the stand-in serves no Messages API
+            client_a.messages.create(model="worker", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+        assert first.value.status_code not in (401, 403, 429)
+        with pytest.raises(anthropic.RateLimitError) as info:  # the bucket held one request
+            client_a.messages.create(model="worker", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
+        assert info.value.body == {"type": "error", "error": {"type": "rate_limit_error", "message": (
+            "over this workspace's fair share (requests per second); retry in 1000 s")}}
+        assert info.value.response.headers["retry-after"] == "1000"
+        assert sample(gw, "worker_gateway_throttled_total", workspace="ws-a", reason="requests") == 1
+
+
+# --- the real engine: the clients as a container runs them, keys from their environment --------
+
+
+@pytest.mark.engine
+def test_real_clients_with_keys_from_their_environment_reach_the_engine_as_their_keys_workspace(
+        engine, tmp_path, monkeypatch):
+    import anthropic
+
+    capture = '[capture]\nmode = "descriptor"\nsample_rate = 1.0\n'
+    with RunningGateway(gateway_config(tmp_path, engine.base_url, extra=capture)) as gw:
+        monkeypatch.setenv("OPENAI_API_KEY", KEY_A)
+        monkeypatch.setenv("ANTHROPIC_AUTH_TOKEN", KEY_B)  # what Claude Code reads: sent as a bearer token
+        monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+        chat = openai.OpenAI(base_url=f"{gw.url}/v1", max_retries=0).chat.completions.create(
+            model="worker", messages=[{"role": "user", "content": "Say hi."}], max_tokens=2, temperature=0)
+        assert chat.choices[0].message is not None
+        claude = anthropic.Anthropic(base_url=gw.url, max_retries=0)
+        with claude.messages.stream(model="worker", max_tokens=2, temperature=0,
+                                    messages=[{"role": "user", "content": "Say hi."}]) as stream:
+            assert stream.get_final_message().role == "assistant"
+        with pytest.raises(anthropic.PermissionDeniedError):  # a tenant cannot write another's evidence
+            claude.messages.create(model="worker", max_tokens=2, messages=[{"role": "user", "content": "x"}],
+                                   extra_headers={"X-Workspace-Id": "ws-a"})
+        db = gw.config.capture.db
+        wait_for(lambda: db.exists() and len(read_decisions(db)) == 2, "both decisions captured")
+        assert sorted((d.workspace, d.api) for d in read_decisions(db)) == [("ws-a", "chat"), ("ws-b", "messages")]
+        assert sample(gw, "worker_gateway_in_flight", workspace="ws-b") == 0  # the stream gave its share back
