@@ -340,7 +340,7 @@ def test_real_clients_with_keys_from_their_environment_reach_the_engine_as_their
             model="worker", messages=[{"role": "user", "content": "Say hi."}], max_tokens=2, temperature=0)
         assert chat.choices[0].message is not None
         claude = anthropic.Anthropic(base_url=gw.url, max_retries=0)
-        with claude.messages.stream(model="worker", max_tokens=2, temperature=0,
+        with claude.messages.stream(model="worker", max_tokens=2,
                                     messages=[{"role": "user", "content": "Say hi."}]) as stream:
             assert stream.get_final_message().role == "assistant"
         with pytest.raises(anthropic.PermissionDeniedError):  # a tenant cannot write another's evidence
