@@ -131,7 +131,7 @@ class Tenancy:
         tokens = estimate_tokens(body, body_bytes, self.settings.default_max_tokens)
         decision = self.share.admit(caller.share, caller.limits, tokens)
         if isinstance(decision, Throttled):
-            raise self._throttled(label, decision)
+            raise self._throttled(caller, label, decision)
         admission = Admission(self, decision, label)
         self.metrics.in_flight.labels(label).inc()
         try:
@@ -141,11 +141,12 @@ class Tenancy:
             raise
         return admission
 
-    def _throttled(self, label: str, decision: Throttled) -> GatewayError:
+    def _throttled(self, caller: Caller, label: str, decision: Throttled) -> GatewayError:
         self.metrics.throttled.labels(label, decision.reason).inc()
         what = {"in_flight": "requests in flight", "requests": "requests per second", "tokens": "tokens per minute",
                 "engine_busy": "the wait for an engine slot"}[decision.reason]
-        return GatewayError(429, f"over this workspace's fair share ({what}); retry in {decision.retry_after_s} s",
+        whose = f"key {caller.key!r}" if caller.share.startswith("key:") else f"workspace {caller.workspace or ''!r}"
+        return GatewayError(429, f"over the fair share of {whose} ({what}); retry in {decision.retry_after_s} s",
                             f"throttled_{decision.reason}", retry_after_s=decision.retry_after_s)
 
     async def _slot(self, caller: Caller) -> int | None:
@@ -164,7 +165,7 @@ class Tenancy:
             self._wake(self.slots.cancel(ticket))
             if isinstance(exc, TimeoutError):
                 label = self.metrics.bounded("workspace", caller.workspace or "")
-                raise self._throttled(label, Throttled("engine_busy", self.settings.retry_after_s)) from None
+                raise self._throttled(caller, label, Throttled("engine_busy", self.settings.retry_after_s)) from None
             raise
         return ticket
 

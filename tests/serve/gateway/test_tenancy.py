@@ -254,6 +254,26 @@ def test_a_greedy_workspace_backlog_does_not_delay_another_workspace_and_a_strea
         assert sample(gw, "worker_gateway_in_flight", workspace="ws-b") == 0
 
 
+
+def test_a_slot_wait_too_long_is_a_429_and_a_client_that_leaves_the_queue_frees_its_place(tmp_path, fault):
+    extra = "[fair_share]\nengine_slots = 1\nslot_wait_s = 0.3\nretry_after_s = 4\n"
+    with RunningGateway(gateway_config(tmp_path, fault.url, extra=extra)) as gw, ThreadPoolExecutor(1) as pool:
+        hanging(fault)
+        held = pool.submit(ask, client(gw, KEY_A))
+        wait_for(lambda: fault.in_flight == 1, "one request holding the only slot")
+        with pytest.raises(openai.RateLimitError) as info:
+            ask(client(gw, KEY_B))
+        assert info.value.code == "throttled_engine_busy" and info.value.response.headers["retry-after"] == "4"
+        assert sample(gw, "worker_gateway_throttled_total", workspace="ws-b", reason="engine_busy") == 1
+        gw.gateway.tenancy.settings = gw.gateway.tenancy.settings.model_copy(update={"slot_wait_s": 300.0})
+        with pytest.raises(httpx.ReadTimeout):  # this client gives up while its request waits for the slot
+            httpx.post(f"{gw.url}/v1/completions", headers={"Authorization": f"Bearer {KEY_B}"}, timeout=0.5,
+                       json={"model": "worker", "prompt": "hi"})
+        wait_for(lambda: sample(gw, "worker_gateway_engine_slots_waiting") == 0, "the waiting place given up")
+        assert sample(gw, "worker_gateway_in_flight", workspace="ws-b") == 0
+        fault.release()
+        assert held.result() and ask(client(gw, KEY_B))  # the slot was not lost to either
+
 # --- every API: the same refusals, each in its own shape ---------------------------------------
 
 API_BODIES = {
@@ -318,7 +338,7 @@ def test_the_anthropic_client_with_its_key_headers_and_a_429_it_retries_on(tmp_p
         with pytest.raises(anthropic.RateLimitError) as info:  # the bucket held one request
             client_a.messages.create(model="worker", max_tokens=4, messages=[{"role": "user", "content": "hi"}])
         assert info.value.body == {"type": "error", "error": {"type": "rate_limit_error", "message": (
-            "over this workspace's fair share (requests per second); retry in 1000 s")}}
+            "over the fair share of workspace 'ws-a' (requests per second); retry in 1000 s")}}
         assert info.value.response.headers["retry-after"] == "1000"
         assert sample(gw, "worker_gateway_throttled_total", workspace="ws-a", reason="requests") == 1
 
