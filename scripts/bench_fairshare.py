@@ -11,6 +11,8 @@ sends the same schedule); the greedy tenant sends at ten times that. Three phase
 
 Printed: the quiet tenants' p50 latency as a ratio of running alone, per phase, and what became of
 the greedy tenant's requests (served, 429). Each request has its own prompt (no prefix-cache hits).
+The phases run in the order ABC CBA and each figure pools both runs (each run's p50 is printed too),
+so a machine that gets busier or quieter during the benchmark weighs on every phase alike.
 Usage: `engine-slot python scripts/bench_fairshare.py` (starts its own engine).
 """
 
@@ -133,12 +135,13 @@ def main() -> int:
     parser.add_argument("--quiet", type=int, default=2, help="quiet tenants")
     parser.add_argument("--max-tokens", type=int, default=32)
     parser.add_argument("--greedy-in-flight", type=int, default=2, help="the greedy key's max_in_flight")
-    parser.add_argument("--engine-slots", type=int, default=4, help="[fair_share] engine_slots")
+    parser.add_argument("--engine-slots", type=int, default=16,
+                        help="[fair_share] engine_slots (default: the engine's max_num_seqs)")
     args = parser.parse_args()
     made = [make_key() for _ in range(args.quiet + 1)]
     quiet = [Tenant(f"quiet-{i}", *made[i], args.rate) for i in range(args.quiet)]
     greedy = Tenant("greedy", *made[-1], args.rate * GREEDY_FACTOR)
-    results: dict[str, list[Tenant]] = {}
+    results: dict[str, list[list[Tenant]]] = {}
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         plain_keys = keys_file(work / "keys-plain.toml", [*quiet, greedy], "")
@@ -152,16 +155,17 @@ def main() -> int:
             try:
                 warm = [Tenant("warm", quiet[0].key, quiet[0].digest, 2.0)]
                 asyncio.run(phase(plain.base_url, warm, 3, args.max_tokens, seed=99))
-                for label, url, with_greedy in (("quiet tenants alone", plain.base_url, False),
-                                                ("with the greedy tenant, no fair share", plain.base_url, True),
-                                                ("with the greedy tenant, fair share", share.base_url, True)):
+                phases = [("quiet tenants alone", plain.base_url, False),
+                          ("with the greedy tenant, no fair share", plain.base_url, True),
+                          ("with the greedy tenant, fair share", share.base_url, True)]
+                for label, url, with_greedy in phases + phases[::-1]:  # ABC CBA: drift weighs on each alike
                     tenants = [Tenant(t.name, t.key, t.digest, t.rate) for t in quiet]
                     if with_greedy:
                         tenants.append(Tenant(greedy.name, greedy.key, greedy.digest, greedy.rate))
                     print(f"  running: {label} ({args.seconds:g} s)", flush=True)
                     asyncio.run(phase(url, tenants, args.seconds, args.max_tokens, seed=1))
                     engine_idle(engine.base_url)
-                    results[label] = tenants
+                    results.setdefault(label, []).append(tenants)
             finally:
                 plain.stop()
                 share.stop()
@@ -169,16 +173,19 @@ def main() -> int:
           f"max_tokens {args.max_tokens}; {args.seconds:g} s a phase; share: greedy max_in_flight "
           f"{args.greedy_in_flight}, engine_slots {args.engine_slots}")
     alone = None
-    for label, tenants in results.items():
-        latencies = [x for t in tenants if t.name != "greedy" for x in t.latencies]
+    for label, runs in results.items():
+        latencies = [x for tenants in runs for t in tenants if t.name != "greedy" for x in t.latencies]
         p50 = statistics.median(latencies)
         alone = alone or p50
-        line = f"  {label:<40} quiet p50 {1000 * p50:7.0f} ms  ratio {p50 / alone:5.2f}x  ({len(latencies)} answers"
-        line += f", {sum(t.failed for t in tenants if t.name != 'greedy')} failed)"
-        for t in tenants:
-            if t.name == "greedy":
-                line += f"; greedy: {len(t.latencies)} served, {t.throttled} got 429, {t.failed} failed"
-        print(line)
+        each = ", ".join(f"{1000 * statistics.median([x for t in r if t.name != 'greedy' for x in t.latencies]):.0f}"
+                         for r in runs)
+        line = f"  {label:<40} quiet p50 {1000 * p50:7.0f} ms (runs: {each})  ratio {p50 / alone:5.2f}x"
+        line += f"  ({len(latencies)} answers, {sum(t.failed for r in runs for t in r if t.name != 'greedy')} failed"
+        greedy_runs = [t for r in runs for t in r if t.name == "greedy"]
+        if greedy_runs:
+            line += (f"; greedy: {sum(len(t.latencies) for t in greedy_runs)} served, "
+                     f"{sum(t.throttled for t in greedy_runs)} got 429, {sum(t.failed for t in greedy_runs)} failed")
+        print(line + ")")
     return 0
 
 
