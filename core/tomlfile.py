@@ -29,8 +29,19 @@ class ConfigError(WorkerTierError, ValueError):
     """A config that cannot be used; the message names the file and the offending key."""
 
 
-def _regular_bytes(path: Path, limit: int) -> tuple[bytes | None, str | None]:
-    """The bytes of a regular file of at most `limit` bytes, or None and why not."""
+def _private_problem(path: Path, mode: int, what: str) -> str | None:
+    """Why a file of secrets (or of the hashes that stand for them) with this mode must not be used."""
+    mode = stat.S_IMODE(mode)
+    if mode & 0o077:
+        return (f"other users can access the {what} (mode {mode:o}); it must be readable by its owner only: "
+                f"run `chmod 600 {path}`")
+    return None
+
+
+def _regular_bytes(path: Path, limit: int, private: str | None = None) -> tuple[bytes | None, str | None]:
+    """The bytes of a regular file of at most `limit` bytes, or None and why not. With `private` (what the
+    file is, for the message), a mode that lets anyone but its owner read or write it is refused, checked
+    on the descriptor that is read (so a file swapped between check and read is never the one read)."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
     except OSError as exc:
@@ -38,8 +49,11 @@ def _regular_bytes(path: Path, limit: int) -> tuple[bytes | None, str | None]:
     except ValueError as exc:  # "embedded null byte": a path from an API body
         return None, f"not a file path ({exc})"
     try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
             return None, "not a regular file"
+        if private is not None and (problem := _private_problem(path, info.st_mode, private)) is not None:
+            return None, problem
         with os.fdopen(os.dup(fd), "rb") as handle:
             data = handle.read(limit + 1)
     except OSError as exc:
@@ -98,16 +112,27 @@ def parse_toml(data: bytes, path: Path, model: type[Model], what: str) -> Model:
         raise ConfigError(_describe(path, data.decode("utf-8"), exc, what)) from exc
 
 
-def load_toml(path: Path, model: type[Model], what: str) -> Model:
-    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line."""
-    return parse_toml(read_regular(path, MAX_TOML_BYTES), path, model, what)
+def load_toml(path: Path, model: type[Model], what: str, private: bool = False) -> Model:
+    """Read and validate a TOML file; every problem is a `ConfigError` naming the file, the key and its line.
+    A `private` file (keys, or their hashes) must be readable by its owner only (mode 600 or 400)."""
+    data = read_private(path, what) if private else read_regular(path, MAX_TOML_BYTES)
+    return parse_toml(data, path, model, what)
+
+
+def read_private(path: Path, what: str) -> bytes:
+    """The bytes of a TOML file of secrets (`what` it is, for the message): a regular file of at most
+    `MAX_TOML_BYTES` that only its owner may access, else a ConfigError naming the file and the `chmod`."""
+    data, problem = _regular_bytes(path, MAX_TOML_BYTES, what)
+    if data is None:
+        raise ConfigError(f"{path}: {problem}")
+    return data
 
 
 def _describe(path: Path, text: str, exc: ValidationError, what: str) -> str:
     lines = [f"{path}: invalid {what}"]
     for err in exc.errors():
         loc = [str(p) for p in err["loc"]]
-        line = _line_of(text, loc)
+        line = line_of(text, loc)
         where = f"{path}:{line}: " if line else "  "
         lines.append(f"{where}{'.'.join(loc) or '(top level)'}: {err['msg']}")
     return "\n".join(lines)
@@ -117,7 +142,7 @@ _TABLE = re.compile(r"^\s*\[(\[?)\s*([A-Za-z0-9_.-]+)\s*\]?\]\s*(#.*)?$")
 _KEY = re.compile(r"^\s*([A-Za-z0-9_-]+)\s*=")
 
 
-def _line_of(text: str, loc: list[str]) -> int | None:
+def line_of(text: str, loc: list[str]) -> int | None:
     """The line that sets the key at `loc` (`["upstreams", "0", "url"]`), else the line of the
     table that should hold it, if either can be found."""
     table: list[str] = []

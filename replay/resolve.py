@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import os
 import re
-import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -39,7 +38,7 @@ from core.capture import CapturedDecision, message_hash, request_sha256
 from core.names import NAME_RULE, Name, excerpt, is_name
 from core.records import REQUESTS, Strict
 from core.scoring import chosen_call
-from core.tomlfile import MAX_TOML_BYTES, ConfigError, parse_toml, read_regular, toml_problem
+from core.tomlfile import ConfigError, parse_toml, read_private, toml_problem
 from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES, DecisionApi
 from replay.errors import ReplayError
@@ -147,14 +146,7 @@ def load_keys(path: Path | None) -> dict[str, bytes]:
     if path is None:
         raise KeysError(f"resolving descriptors needs the workspace keys: --keys FILE or ${KEYS_ENV}")
     try:
-        mode = stat.S_IMODE(path.stat().st_mode)
-    except OSError as exc:
-        raise KeysError(f"{path}: cannot read the workspace keys file: {exc.strerror or exc}") from exc
-    if mode & 0o077:
-        raise KeysError(f"{path}: other users can access the workspace keys file (mode {mode:o}); it must be "
-                        f"readable by its owner only: run `chmod 600 {path}`")
-    try:
-        data = read_regular(path, MAX_TOML_BYTES)
+        data = read_private(path, "workspace keys file")
     except ConfigError as exc:
         raise KeysError(str(exc)) from exc
     raw, problem = toml_problem(data)

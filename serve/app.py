@@ -17,6 +17,7 @@ its trials (`serve.trials`, which read the gateway) into one app, so it sits abo
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -36,6 +37,7 @@ from serve.gateway.config import GatewayConfig
 from serve.gateway.edge import RequestIdNote, valid_text_body
 from serve.gateway.errors import ErrorResponse, GatewayError
 from serve.gateway.service import Gateway
+from serve.gateway.tenancy import ACCESS_LOG_FILTER
 from serve.trials import admin as trials_admin
 from serve.trials.service import TrialService
 
@@ -157,6 +159,7 @@ def create_app(config: GatewayConfig) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        logging.getLogger("uvicorn.access").addFilter(ACCESS_LOG_FILTER)  # after uvicorn set its logging up
         await gateway.start()
         await trials.start()  # before any request: running trials' routing is put back first
         trials.run_in_background()

@@ -1,5 +1,5 @@
-"""`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, export
-gate evidence from the gateway's stores, run progressive adapter trials."""
+"""`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, make
+client keys, export gate evidence from the gateway's stores, run progressive adapter trials."""
 
 from __future__ import annotations
 
@@ -70,6 +70,33 @@ def _gateway(args: argparse.Namespace) -> int:
     return 0
 
 
+def _keys_make(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from core.names import BadName, check_name
+    from serve.errors import ServeError
+    from serve.gateway.keys import make_key
+
+    try:
+        workspaces = [check_name(w, "--workspace") for w in args.workspace if w != "*" or not args.service]
+        name = check_name(args.name, "--name") if args.name else None
+    except BadName as exc:
+        raise ServeError(str(exc)) from exc
+    if not args.service and len(args.workspace) != 1:
+        raise ServeError("a workspace's key is bound to one --workspace (a service key, --service, may name several)")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    key, digest = make_key()
+    if args.service:
+        listed = '"*"' if "*" in args.workspace else "[" + ", ".join(f'"{w}"' for w in workspaces) + "]"
+        entry = f'name = "{name or f"service-{stamp}"}"\nworkspaces = {listed}\n'
+    else:
+        entry = f'name = "{name or f"{workspaces[0]}-{stamp}"}"\nworkspace = "{workspaces[0]}"\n'
+    print(f"key (give it to the client now; it is not stored anywhere): {key}")
+    print("add to the keys file ([auth] keys_file; the gateway reads it again within reload_interval_s):")
+    print(f'[[keys]]\n{entry}hash = "{digest}"')
+    return 0
+
+
 def _evidence(args: argparse.Namespace) -> int:
     from serve.evidence import export
     from serve.gateway.config import load_gateway_config
@@ -126,6 +153,15 @@ def build_parser() -> argparse.ArgumentParser:
     gw.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="'warning' also silences the per-request access log")
     gw.set_defaults(func=_gateway)
+
+    keys = sub.add_parser("keys", help="client keys of the gateway").add_subparsers(dest="action", required=True)
+    make = keys.add_parser("make", help="print a new random key and the [[keys]] entry (its hash) to add")
+    make.add_argument("--workspace", action="append", required=True,
+                      help="the workspace the key is bound to; with --service, repeat it or give '*' (any)")
+    make.add_argument("--service", action="store_true",
+                      help="a service key (control plane, replay jobs) that may name these workspaces")
+    make.add_argument("--name", default=None, help="the entry's name in logs and errors (default: workspace + time)")
+    make.set_defaults(func=_keys_make)
 
     ev = sub.add_parser("evidence", help="export production-candidate gate evidence (shadow, canary, registry)")
     ev.add_argument("--config", type=Path, required=True, help="the gateway's TOML config (finds its stores)")

@@ -8,6 +8,7 @@ refuses every call.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -19,6 +20,7 @@ from core.names import Name
 from core.records import Strict
 from core.tomlfile import load_toml
 from serve.engine.modelbuild import cache_dir
+from serve.gateway.fairshare import Limits
 
 AliasPattern = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,126}\*?$")]
 """A model name, or a name's beginning followed by `*`."""
@@ -169,6 +171,41 @@ class CaptureSection(Strict):
         return self
 
 
+class AuthSection(Strict):
+    """`[auth]`: the client keys of the model APIs (serve/gateway/keys.py has the file's format)."""
+
+    keys_file: Path | None = None
+    """Without one, the model APIs take any caller and the `X-Workspace-Id` it sends, so the gateway
+    refuses to listen on any but a loopback address."""
+    reload_interval_s: float = Field(1.0, gt=0, le=3600, allow_inf_nan=False)
+    """How often the keys file's inode, size and modification time are checked; a changed file is read
+    again (a bad one keeps the keys in force, logged and counted)."""
+
+
+class FairShareSection(Strict):
+    """`[fair_share]`: each share's default limits (a key entry may set its own) and the engines' slots;
+    see serve/gateway/fairshare.py. Unset limits are no limits."""
+
+    engine_slots: int | None = Field(None, ge=1)
+    """Requests the engines run at once (the sum of their `max_num_seqs`); beyond it requests wait, and
+    are let in by weight, fairly between shares. None: no queue in the gateway."""
+    slot_wait_s: float = Field(60.0, gt=0, allow_inf_nan=False)
+    """A request that waited this long for an engine slot gets 429 `engine_busy`."""
+    weight: float = Field(1.0, gt=0, allow_inf_nan=False)
+    max_in_flight: int | None = Field(None, ge=1)
+    requests_per_s: float | None = Field(None, gt=0, allow_inf_nan=False)
+    request_burst: int | None = Field(None, ge=1)
+    """Capacity of the requests bucket (default: `requests_per_s` rounded up, at least 1)."""
+    tokens_per_min: int | None = Field(None, ge=1)
+    default_max_tokens: int = Field(1024, ge=1)
+    """The output a request that sets no `max_tokens` is estimated at, until its usage is known."""
+    retry_after_s: int = Field(1, ge=1)
+    """`Retry-After` of a 429 for requests in flight or engine slots (a bucket's says when it has refilled)."""
+
+    def limits(self) -> Limits:
+        return Limits(self.weight, self.max_in_flight, self.requests_per_s, self.request_burst, self.tokens_per_min)
+
+
 class GatewayConfig(Strict):
     """The whole gateway config file (configs/gateway.toml is the annotated example)."""
 
@@ -181,6 +218,8 @@ class GatewayConfig(Strict):
     admin: AdminSection = Field(default_factory=AdminSection)
     metrics: MetricsSection = Field(default_factory=MetricsSection)
     capture: CaptureSection = Field(default_factory=CaptureSection)
+    auth: AuthSection = Field(default_factory=AuthSection)
+    fair_share: FairShareSection = Field(default_factory=FairShareSection)
 
     @model_validator(mode="after")
     def _names_are_consistent(self) -> GatewayConfig:
@@ -210,7 +249,19 @@ def load_gateway_config(path: Path, port: int | None = None) -> GatewayConfig:
         "state_db": _resolve(path, config.gateway.state_db), **({"port": port} if port is not None else {})})
     adapters = config.adapters.model_copy(update={"root": _resolve(path, config.adapters.root)})
     capture = config.capture.model_copy(update={"db": _resolve(path, config.capture.db)})
-    return config.model_copy(update={"gateway": gateway, "adapters": adapters, "capture": capture})
+    keys_file = config.auth.keys_file
+    auth = config.auth.model_copy(update={"keys_file": None if keys_file is None else _resolve(path, keys_file)})
+    return config.model_copy(update={"gateway": gateway, "adapters": adapters, "capture": capture, "auth": auth})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether `host` (the address the gateway binds) is reachable from this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def _resolve(config_path: Path, value: Path) -> Path:

@@ -17,11 +17,13 @@ from starlette.exceptions import HTTPException
 ERROR_TYPES = {
     400: "invalid_request_error",
     401: "authentication_error",
+    403: "permission_error",
     404: "not_found_error",
     405: "invalid_request_error",
     409: "conflict_error",
     413: "invalid_request_error",
     422: "invalid_request_error",
+    429: "rate_limit_error",
     499: "client_closed_request",
     500: "internal_server_error",
     502: "upstream_error",

@@ -129,6 +129,21 @@ class GatewayMetrics:
                                    "log included (after the last retention pass)", registry=r)
         self.capture_pruned = Counter("worker_capture_pruned_rows_total", "Captured decisions deleted by "
                                       "retention (age or max_rows)", registry=r)
+        self.throttled = Counter("worker_gateway_throttled_total", "Requests refused with 429 by the fair share, by "
+                                 "workspace (bounded: see `bounded`) and reason: in_flight, requests, tokens, "
+                                 "engine_busy", ["workspace", "reason"], registry=r)
+        self.in_flight = Gauge("worker_gateway_in_flight", "Model API requests admitted and not finished (waiting "
+                               "for an engine slot included), by workspace (bounded: see `bounded`)", ["workspace"],
+                               registry=r)
+        self.slots_waiting = Gauge("worker_gateway_engine_slots_waiting", "Requests waiting for an engine slot "
+                                   "([fair_share] engine_slots)", registry=r)
+        self.auth_refused = Counter("worker_gateway_auth_refused_total", "Model API requests refused by client-key "
+                                    "authentication, by reason (missing_key, unknown_key, workspace_mismatch, "
+                                    "key_in_query, two_keys)", ["reason"], registry=r)
+        self.keys_loaded = Gauge("worker_gateway_client_keys", "Client keys in force (from [auth] keys_file)",
+                                 registry=r)
+        self.keys_reloads = Counter("worker_gateway_keys_reloads_total", "Reads of a changed keys file, by result "
+                                    "(loaded, refused: the keys in force are kept)", ["result"], registry=r)
         self._label_values: dict[str, set[str]] = {}
         self.engine = EngineCollector()
         r.register(self.engine)

@@ -29,6 +29,11 @@ connection is closed, which makes vLLM abort the generation.
 calls), which resolves as the route it names. The session is `X-Session-Id`, else the header or
 body field the API's runtime sends it in. On the Messages API a `max_tokens` larger than the
 engine can give is clamped (see `_clamp`), and the response says so in `X-Worker-Max-Tokens`.
+
+Who the caller is and whether it may run now (its client key, the workspace that key is for, its
+fair share and an engine slot) is decided here too, once for every API (serve/gateway/tenancy.py):
+refusals are errors in the API's shape like any other, and the share and slot are given back in
+`finish`, so a relayed stream holds them until it closes.
 """
 
 from __future__ import annotations
@@ -56,9 +61,11 @@ from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadA
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_id, header_name, parse_json
 from serve.gateway.errors import GatewayError, bounded_message, unavailable
+from serve.gateway.fairshare import used_tokens
 from serve.gateway.registry import RequestRow
 from serve.gateway.router import Resolution
 from serve.gateway.shadow import ShadowJob
+from serve.gateway.tenancy import Admission
 from serve.gateway.upstreams import Upstream
 
 if TYPE_CHECKING:
@@ -91,6 +98,8 @@ class Call:
     passed_on: dict[str, str] | None = None  # PASSED_ON headers the client sent
     clamped: str | None = None  # what `_clamp` did to the output limit
     forced: bool = False  # a forced tool route made the request call a tool
+    admission: Admission | None = None  # its fair share and engine slot, given back in `finish`
+    used_tokens: int | None = None  # from the answer's usage, when known
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Request-Id": self.request_id}
@@ -107,7 +116,10 @@ class Call:
 
 
 def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> None:
-    """Count the request and log its routing decision (the canary split per request)."""
+    """Give back the request's share and engine slot, count it and log its routing decision (the canary
+    split per request). Runs once per request, for a stream when its relay closes."""
+    if call.admission is not None:
+        call.admission.release(call.used_tokens)
     res = call.resolution
     route, adapter, kind = (res.route, res.target, res.kind) if res else ("", "", "")
     elapsed = time.perf_counter() - call.started
@@ -145,7 +157,9 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
     call = Call(key, api, time.perf_counter(), key)
     try:
         call.request_id = client_request_id(request) or key
-        call.workspace = header_name(request, WORKSPACE_HEADER)
+        caller = gw.tenancy.caller(request.headers, request.query_params.multi_items(),
+                                   header_name(request, WORKSPACE_HEADER))
+        call.workspace = caller.workspace  # the key's: what capture, canary, trials, shadow and metrics see
         raw = await request.body()
         body = parse_body(raw)
         call.session = session_of(request, api, body)
@@ -165,13 +179,16 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
             raise GatewayError(400, f"'stream' must be true or false, not {json.dumps(stream)[:40]}", "invalid_stream")
         if api.output_limit(body) is not None:
             await _clamp(gw, call, body, len(raw))
+        if api.generates:  # a token count takes no engine slot and no share
+            admit = gw.tenancy.admit(caller, body, len(raw))
+            call.admission = await (admit if gw.tenancy.slots is None else _unless_client_leaves(request, admit))
         if stream:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
     except GatewayError as exc:
         return _failed(gw, call, exc)
     except Exception:
-        # A bug, not the client's fault; still answered in OpenAI's shape and counted.
+        # A bug, not the client's fault; still answered in the API's shape and counted.
         log.exception("request %s failed", call.request_id)
         return _failed(gw, call, GatewayError(500, "internal gateway error (logged)", "internal_error"))
 
@@ -332,7 +349,8 @@ async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request)
     upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
     if status != 200:
         raise _upstream_failure(gw, call, upstream, status, raw)
-    _, answer = _parse_answer(call, upstream, raw)
+    payload, answer = _parse_answer(call, upstream, raw)
+    call.used_tokens = used_tokens(payload)
     finish(gw, call, 200)
     if candidate is not None:
         _submit_shadow(gw, call, body, candidate, answer)

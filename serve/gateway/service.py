@@ -20,12 +20,13 @@ from typing import Any
 
 from serve.errors import ServeError
 from serve.gateway.capture import Capture
-from serve.gateway.config import GatewayConfig
+from serve.gateway.config import GatewayConfig, is_loopback
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
 from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
 from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
 from serve.gateway.shadow import ShadowJob, ShadowRunner
+from serve.gateway.tenancy import Tenancy
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool
 
 log = logging.getLogger(__name__)
@@ -39,10 +40,19 @@ class FilesChanged(ServeError, RuntimeError):
     """An adapter's files no longer match the fingerprint taken when it was registered."""
 
 
+class Unprotected(ServeError, ValueError):
+    """A gateway that would take any caller's word for its workspace on an address others can reach."""
+
+
 class Gateway:
     def __init__(self, config: GatewayConfig, send_shadow: ShadowSender) -> None:
+        if config.auth.keys_file is None and not is_loopback(config.gateway.host):
+            raise Unprotected(f"gateway.host = {config.gateway.host!r} is reachable from other machines, and without "
+                              "[auth] keys_file any caller could send any X-Workspace-Id: set keys_file (worker-serve "
+                              "keys make), or listen on 127.0.0.1")
         self.config = config
         self.metrics = GatewayMetrics(nvml=config.metrics.nvml)
+        self.tenancy = Tenancy(config, self.metrics)  # the keys file is read now: a bad one stops the start
         dropped = self.metrics.log_rows_dropped
         self.registry = Registry(config.gateway.state_db, config.gateway.routes, config.base.served_model_name,
                                  config.gateway.request_log_keep,
@@ -72,7 +82,8 @@ class Gateway:
         await self.pool.open()
         await self.check_upstreams()
         self._tasks = [asyncio.create_task(self._health_loop(), name="health"),
-                       asyncio.create_task(self._flush_loop(), name="log-flush")]
+                       asyncio.create_task(self._flush_loop(), name="log-flush"),
+                       asyncio.create_task(self._keys_loop(), name="keys-reload")]
         self.shadow.start()
         self.capture.start()
 
@@ -122,6 +133,17 @@ class Gateway:
             except Exception as exc:  # noqa: BLE001 (any failure: the next tick tries again)
                 log.error("request log: %s", exc)
                 self.metrics.log_write_errors.inc()
+
+    async def _keys_loop(self) -> None:
+        """Read the keys file again when it changed (serve/gateway/tenancy.py); never ends on an error."""
+        if self.tenancy.keys is None:
+            return
+        while True:
+            await asyncio.sleep(self.config.auth.reload_interval_s)
+            try:
+                await self.tenancy.reload()
+            except Exception:  # the loop must outlive any one bad read
+                log.exception("keys file reload failed")
 
     async def _health_loop(self) -> None:
         while True:

@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.records import Strict
-from core.tomlfile import ConfigError, load_toml, read_regular
+from core.tomlfile import ConfigError, load_toml, read_private, read_regular
 
 
 class Small(Strict):
@@ -78,3 +78,18 @@ def test_deep_or_huge_values_are_a_config_error_not_a_traceback(tmp_path: Path, 
     with pytest.raises(ConfigError, match=r"deep\.toml: ") as error:
         load_toml(path, Small, "config")
     assert reason in str(error.value)
+
+
+def test_a_private_file_others_may_access_is_refused_on_the_descriptor_it_is_read_from(tmp_path: Path) -> None:
+    path = tmp_path / "secrets.toml"
+    path.write_text('x = 1\n')
+    for mode in (0o644, 0o660, 0o602, 0o610):
+        path.chmod(mode)
+        with pytest.raises(ConfigError, match=rf"^{path}: other users can access the test keys \(mode {mode:o}\)"):
+            read_private(path, "test keys")
+    path.chmod(0o600)
+    assert read_private(path, "test keys") == b"x = 1\n"
+    path.chmod(0o400)
+    assert read_private(path, "test keys") == b"x = 1\n"
+    with pytest.raises(ConfigError, match="not a regular file"):
+        read_private(tmp_path, "test keys")

@@ -28,10 +28,11 @@ from urllib.parse import urlsplit
 import httpx
 import pytest
 
+from serve.gateway.keys import make_key
 from tests.ops.exposure import exported_names, gpu_series_names
 from tests.ops.prometheus_process import PrometheusError, RunningPrometheus
 from tests.ops.promql import metric_names
-from tests.support.gateway_harness import RunningGateway, wait_for, write_config
+from tests.support.gateway_harness import RunningGateway, sample, wait_for, write_config
 from tests.support.gpu_host import nvml_gpu_count
 from tests.support.live import http_json
 
@@ -40,8 +41,16 @@ pytestmark = pytest.mark.engine
 REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"
 RULES = DASHBOARDS / "rules.yml"
-WITH_DATA = ("serving", "adapters")  # every panel must show data after the traffic below
+WITH_DATA = ("serving", "adapters", "tenants")  # every panel must show data after the traffic below
 CAPTURE = '[capture]\nmode = "descriptor"\nsample_rate = 1.0\n'  # every request becomes a descriptor
+# All traffic carries a service key that may name any workspace; one workspace's own key has a bucket of
+# one request that refills only after the test, so its second request is throttled.
+SERVICE_KEY, SERVICE_HASH = make_key()
+LIMITED_KEY, LIMITED_HASH = make_key()
+KEYS = (f'[[keys]]\nname = "traffic"\nworkspaces = "*"\nhash = "{SERVICE_HASH}"\n'
+        f'[[keys]]\nname = "limited"\nworkspace = "ws-limited"\nhash = "{LIMITED_HASH}"\n'
+        "requests_per_s = 0.0001\nrequest_burst = 1\n")
+AUTH = {"Authorization": f"Bearer {SERVICE_KEY}"}
 PROMETHEUS_OWN = frozenset({"up"})  # written by Prometheus itself for every target
 ENGINE_JOB, GATEWAY_JOB = "worker-engine", "worker-gateway"  # the job names of docs/production.md
 ADAPTER = f"dash-a-{uuid.uuid4().hex[:6]}"  # adapter names are never reused on an engine
@@ -89,7 +98,7 @@ def production_chat(base_url: str) -> int:
     """A request without a workspace (never in the canary: production, and shadowed); its prompt tokens."""
     messages = [{"role": "system", "content": SHARED_PREFIX}, {"role": "user", "content": "Say hi."}]
     status, answer = http_json("POST", f"{base_url}/v1/chat/completions", {
-        "model": "worker", "messages": messages, "max_tokens": 4, "temperature": 0}, timeout=300)
+        "model": "worker", "messages": messages, "max_tokens": 4, "temperature": 0}, timeout=300, headers=AUTH)
     assert status == 200, answer
     return answer["usage"]["prompt_tokens"]
 
@@ -101,7 +110,7 @@ def failed_tool_result(base_url: str) -> None:
                 {"role": "assistant", "content": None, "tool_calls": [call]},
                 {"role": "tool", "tool_call_id": "call-1", "content": '{"error": "invoice 7 does not exist"}'}]
     status, answer = http_json("POST", f"{base_url}/v1/chat/completions", {
-        "model": "worker", "messages": messages, "max_tokens": 4, "temperature": 0}, timeout=300)
+        "model": "worker", "messages": messages, "max_tokens": 4, "temperature": 0}, timeout=300, headers=AUTH)
     assert status == 200, answer
 
 
@@ -116,7 +125,22 @@ def scraped(prom: RunningPrometheus) -> None:
     wait_for(lambda: prom.targets_scraped_since(moment), "a scrape of both targets", 30, 0.2)
 
 
-def drive_traffic(gw: RunningGateway, prom: RunningPrometheus, trial_policy: Path) -> None:
+def tenants_traffic(gw: RunningGateway, keys_file: Path) -> None:
+    """A throttled request of the limited workspace (its first one ever is served), a refused key, and the
+    keys file replaced (a reload)."""
+    limited = {"Authorization": f"Bearer {LIMITED_KEY}"}
+    statuses = {gw.chat(headers=limited).status_code for _ in range(2)}
+    assert 429 in statuses and statuses <= {200, 429}, statuses
+    assert gw.chat(headers={"Authorization": "Bearer wt_unknown"}).status_code == 401
+    reloads = sample(gw, "worker_gateway_keys_reloads_total", result="loaded")
+    new = keys_file.with_suffix(".new")
+    new.write_text(KEYS)
+    new.chmod(0o600)
+    new.replace(keys_file)
+    wait_for(lambda: sample(gw, "worker_gateway_keys_reloads_total", result="loaded") > reloads, "a keys reload", 30)
+
+
+def drive_traffic(gw: RunningGateway, prom: RunningPrometheus, trial_policy: Path, keys_file: Path) -> None:
     """Two waves of every kind of request under a progressive trial of the canary, with a scrape
     before the first and after each: a counter's first increment is invisible to rate(), so the
     second wave gives every series a slope only if a scrape saw the first (two waves between two
@@ -137,10 +161,11 @@ def drive_traffic(gw: RunningGateway, prom: RunningPrometheus, trial_policy: Pat
         failed_tool_result(gw.url)
         refused = gw.chat(ADAPTER, max_tokens=100_000)  # the engine refuses it: an error of the adapter
         assert refused.status_code == 400, refused.text
-        with httpx.Client(base_url=gw.url, timeout=120) as client, client.stream(
+        with httpx.Client(base_url=gw.url, timeout=120, headers=AUTH) as client, client.stream(
                 "POST", "/v1/chat/completions", json={"model": "worker", "max_tokens": 64, "stream": True,
                                                       "messages": [{"role": "user", "content": "Count."}]}) as s:
             next(s.iter_bytes())  # then leave: the engine aborts the generation
+        tenants_traffic(gw, keys_file)
         wait_for(lambda: shadow_idle(gw), "the shadow queue to drain", 300)
         scraped(prom)
     assert "worker_gateway_shadow_dropped_total{" in gw.metrics(), "the burst did not overflow the shadow queue"
@@ -172,21 +197,26 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(engine, seeded_adapters, tmp_path_factory) -> Iterator[Stack]:
     work = tmp_path_factory.mktemp("ops")
+    keys_file = work / "keys.toml"
+    keys_file.write_text(KEYS)
+    keys_file.chmod(0o600)
+    auth = f'[auth]\nkeys_file = "{keys_file}"\nreload_interval_s = 0.2\n'
     config = write_config(work / "gateway", [engine.base_url], seeded_adapters[1].parent,
-                          extra="[shadow]\nqueue_size = 1\nconcurrency = 1\n" + CAPTURE)
+                          extra="[shadow]\nqueue_size = 1\nconcurrency = 1\n" + CAPTURE + auth)
     with RunningGateway(config) as gw:
+        gw.client.headers.update(AUTH)  # every model API call (the admin calls send their own token)
         gw.ok("POST", "/adapters", {"name": ADAPTER, "path": seeded_adapters[1].name})
         gw.ok("POST", f"/adapters/{ADAPTER}/load")
         jobs = {ENGINE_JOB: urlsplit(engine.base_url).netloc, GATEWAY_JOB: urlsplit(gw.url).netloc}
         with RunningPrometheus(work / "prometheus", jobs, [RULES]) as prom:
-            drive_traffic(gw, prom, trial_policy(work))
+            drive_traffic(gw, prom, trial_policy(work), keys_file)
             settle(prom)
             _, engine_text = http_json("GET", f"{engine.base_url}/metrics")
             yield Stack(prom, exported_names(engine_text) | exported_names(gw.metrics()) | PROMETHEUS_OWN)
 
 
 def test_dashboards_are_current_grafana_json_with_a_datasource_variable():
-    for name in ("serving", "adapters", "gpus", "capture"):
+    for name in ("serving", "adapters", "gpus", "capture", "tenants"):
         board = dashboard(name)
         assert board["schemaVersion"] >= 39 and board["uid"] == f"worker-tier-{name}", name
         (variable,) = board["templating"]["list"]

@@ -12,10 +12,12 @@ from core.process import free_port
 __all__ = ["engine_value", "free_port", "http_json"]
 
 
-def http_json(method: str, url: str, body: dict | None = None, timeout: float = 300.0) -> tuple[int, dict | str]:
+def http_json(method: str, url: str, body: dict | None = None, timeout: float = 300.0,
+              headers: dict[str, str] | None = None) -> tuple[int, dict | str]:
     """Plain HTTP for tests: (status, parsed JSON or text), HTTP errors included."""
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(url, data=data, method=method,
+                                 headers={"Content-Type": "application/json", **(headers or {})})
     try:
         with urllib.request.urlopen(req, timeout=timeout) as resp:
             status, raw = resp.status, resp.read().decode()

@@ -8,7 +8,8 @@ import pytest
 
 from serve.cli import main
 from serve.engine.launcher import ConfigError
-from serve.gateway.config import load_gateway_config
+from serve.gateway.config import is_loopback, load_gateway_config
+from serve.gateway.fairshare import Limits
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "gateway.toml"
 MINIMAL = """[gateway]
@@ -129,3 +130,20 @@ def test_capture_bounds_must_be_finite_positive_and_sane(tmp_path, line):
 def test_capture_is_bounded_by_default(tmp_path):
     capture = load_gateway_config(write(tmp_path, MINIMAL)).capture
     assert (capture.retention_days, capture.max_rows) == (30.0, 1_000_000)
+
+
+def test_auth_and_fair_share_sections_resolve_and_refuse_typos(tmp_path):
+    config = load_gateway_config(write(tmp_path, MINIMAL + '[auth]\nkeys_file = "keys.toml"\n'
+                                                 "[fair_share]\nengine_slots = 16\nmax_in_flight = 4\n"))
+    assert config.auth.keys_file == tmp_path / "keys.toml"
+    assert config.fair_share.limits() == Limits(weight=1.0, max_in_flight=4)
+    assert load_gateway_config(write(tmp_path, MINIMAL)).auth.keys_file is None
+    with pytest.raises(ConfigError, match=r"gateway.toml:11: fair_share.engine_slot"):
+        load_gateway_config(write(tmp_path, MINIMAL + "[fair_share]\nengine_slot = 16\n"))
+
+
+@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("::1", True), ("localhost", True),
+                                                ("127.8.0.1", True), ("0.0.0.0", False), ("10.0.0.5", False),
+                                                ("::", False), ("gateway.internal", False)])
+def test_which_addresses_are_loopback(host, loopback):
+    assert is_loopback(host) is loopback
