@@ -27,7 +27,7 @@ CLIS: dict[str, Callable[[], argparse.ArgumentParser]] = {
 # What starts the engine and the gateway once its inputs are good: the demo itself (its only path
 # is where it writes). `base` and `adapters` are walked: with the cache empty (WORKER_TIER_CACHE
 # below) they stop at "no model" before any training.
-NOT_WALKED = {("worker-demo", "run"), ("worker-demo", "deferred")}
+NOT_WALKED = {("worker-demo", "run"), ("worker-demo", "deferred"), ("worker-demo", "agent")}
 # Validators report what is wrong with their input as a listing and exit 1 (README).
 LISTS_PROBLEMS = {("worker-replay", "suite", "validate"), ("worker-replay", "suite", "check-privacy"),
                   ("worker-replay", "sandbox", "validate"), ("worker-replay", "memory", "check")}
