@@ -1,0 +1,138 @@
+"""The lesson gate at each of its boundaries: p exactly α (exact fractions), points exactly at a margin,
+leave-one-out lift exactly at ±margin, the forced verdict at exactly `max_trials`, and which arms the
+leave-one-out baseline may use."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import pytest
+
+from replay.memory.lessons import (
+    HARMFUL,
+    HELPFUL,
+    INCONCLUSIVE,
+    AblationPolicy,
+    LiftEvidence,
+    LiftPolicy,
+    Outcome,
+    Trial,
+    Verdict,
+    causal_verdicts,
+    leave_one_out_verdicts,
+    lesson_verdicts,
+    lift_verdicts,
+)
+from replay.stats import rejects, sign_test
+
+RULE = "lc:r"
+
+
+def paired(wins: int, losses: int, ties: int = 0) -> list[Trial]:
+    """`workspace` vs `workspace-minus:lc:r` on wins + losses + ties decisions: a win is a decision only the
+    full memory got right, a tie one both got right."""
+    outcomes = [(True, False)] * wins + [(False, True)] * losses + [(True, True)] * ties
+    trials = []
+    for i, (full, ablated) in enumerate(outcomes):
+        trials.append(Trial("m", "workspace", f"d{i}", "ws", full, frozenset({RULE, "lc:other"})))
+        trials.append(Trial("m", f"workspace-minus:{RULE}", f"d{i}", "ws", ablated, frozenset({"lc:other"})))
+    return trials
+
+
+def causal(trials: list[Trial], policy: AblationPolicy) -> Verdict:
+    [verdict] = causal_verdicts(trials, policy)
+    return verdict.verdict
+
+
+def test_the_shared_rule_rejects_at_equality_only() -> None:
+    assert rejects(0.05, 0.05) and rejects(0.04, 0.05) and not rejects(math.nextafter(0.05, 1), 0.05)
+
+
+def test_a_7_0_split_at_alpha_exactly_its_p_value_is_judged() -> None:
+    """7/0 is p = 2/2⁷ = 1/64 exactly; at α = 1/64 it rejects (p ≤ α), one ulp below it holds."""
+    assert Fraction(sign_test(7, 0)) == Fraction(1, 64)
+    at, below, above = 1 / 64, math.nextafter(1 / 64, 0), math.nextafter(1 / 64, 1)
+    assert causal(paired(7, 0), AblationPolicy(alpha=at)) is Verdict.PROMOTE
+    assert causal(paired(0, 7), AblationPolicy(alpha=at)) is Verdict.EVICT
+    assert causal(paired(7, 0), AblationPolicy(alpha=below)) is Verdict.HOLD
+    assert causal(paired(0, 7), AblationPolicy(alpha=below)) is Verdict.HOLD
+    assert causal(paired(7, 0), AblationPolicy(alpha=above)) is Verdict.PROMOTE
+
+
+def test_points_exactly_at_the_evict_and_promote_margins() -> None:
+    """7 losses in 10 decisions is exactly −70 points; 7 wins in 10, +70. A margin equal to the effect
+    passes, one ulp more does not."""
+    harmful, helpful = paired(0, 7, ties=3), paired(7, 0, ties=3)
+    [v] = causal_verdicts(harmful, AblationPolicy())
+    assert v.evidence.comparison.points == -70.0  # type: ignore[union-attr]
+    assert causal(harmful, AblationPolicy(evict_margin_points=70.0)) is Verdict.EVICT
+    assert causal(harmful, AblationPolicy(evict_margin_points=math.nextafter(70.0, 100))) is Verdict.HOLD
+    assert causal(helpful, AblationPolicy(promote_margin_points=70.0)) is Verdict.PROMOTE
+    assert causal(helpful, AblationPolicy(promote_margin_points=math.nextafter(70.0, 100))) is Verdict.HOLD
+    # a margin on the other side never matters
+    assert causal(harmful, AblationPolicy(promote_margin_points=1000.0)) is Verdict.EVICT
+    assert causal(helpful, AblationPolicy(evict_margin_points=1000.0)) is Verdict.PROMOTE
+
+
+def test_no_effect_at_all_holds_even_at_a_zero_margin() -> None:
+    assert causal(paired(0, 0, ties=12), AblationPolicy(alpha=0.999)) is Verdict.HOLD
+
+
+def lift_world(carried: list[float], absent: list[float]) -> list[Outcome]:
+    return ([Outcome(f"c{i}", "ws", s, frozenset({RULE})) for i, s in enumerate(carried)]
+            + [Outcome(f"a{i}", "ws", s, frozenset({"lc:other"})) for i, s in enumerate(absent)])
+
+
+def lift_of(outcomes: list[Outcome], policy: LiftPolicy) -> tuple[Verdict, str, bool]:
+    verdict = next(v for v in lift_verdicts(outcomes, policy) if v.rule_id == RULE)
+    return verdict.verdict, verdict.reason, verdict.forced
+
+
+def test_leave_one_out_lift_exactly_at_minus_and_plus_the_margin() -> None:
+    """Carried mean 0 against absent mean 1/4: lift −0.25 exactly (all binary fractions)."""
+    harmful = lift_world([0.0, 0.0], [1.0, 0.0, 0.0, 0.0])
+    helpful = lift_world([1.0, 1.0], [1.0, 1.0, 1.0, 0.0])
+    assert lift_of(harmful, LiftPolicy(evict_margin=0.25)) == (Verdict.EVICT, HARMFUL, False)
+    assert lift_of(harmful, LiftPolicy(evict_margin=math.nextafter(0.25, 1)))[:2] == (Verdict.HOLD,
+                                                                                      "lift within the margins")
+    assert lift_of(helpful, LiftPolicy(promote_margin=0.25)) == (Verdict.PROMOTE, HELPFUL, False)
+    assert lift_of(helpful, LiftPolicy(promote_margin=math.nextafter(0.25, 1)))[0] is Verdict.HOLD
+
+
+def test_min_trials_is_inclusive() -> None:
+    harmful = lift_world([0.0, 0.0, 0.0], [1.0])
+    assert lift_of(harmful, LiftPolicy(min_trials=3))[0] is Verdict.EVICT
+    assert lift_of(harmful, LiftPolicy(min_trials=4))[:2] == (Verdict.HOLD, "fewer than 4 trials")
+
+
+@pytest.mark.parametrize("max_trials, forced", [(3, True), (2, True), (4, False), (None, False)])
+def test_a_zero_lift_rule_is_forced_out_at_exactly_max_trials(max_trials: int | None, forced: bool) -> None:
+    """Lift exactly 0 (never shown to help): held below `max_trials`, evicted as inconclusive at it."""
+    flat = lift_world([1.0, 0.0, 1.0], [1.0, 0.0, 1.0])
+    got = lift_of(flat, LiftPolicy(max_trials=max_trials))
+    assert got == ((Verdict.EVICT, INCONCLUSIVE, True) if forced else (Verdict.HOLD, "lift within the margins", False))
+
+
+def test_a_forced_verdict_promotes_any_positive_lift_and_evicts_a_rule_never_absent() -> None:
+    small_gain = lift_world([1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0])  # 0.75 − 0.625
+    assert lift_of(small_gain, LiftPolicy(promote_margin=0.5)) == (Verdict.HOLD, "lift within the margins", False)
+    assert lift_of(small_gain, LiftPolicy(promote_margin=0.5, max_trials=4)) == (Verdict.PROMOTE, HELPFUL, True)
+    never_absent = [Outcome(f"c{i}", "ws", 1.0, frozenset({RULE})) for i in range(3)]
+    assert lift_of(never_absent, LiftPolicy())[:2] == (Verdict.HOLD, "never absent: no leave-one-out baseline")
+    assert lift_of(never_absent, LiftPolicy(max_trials=3)) == (Verdict.EVICT, INCONCLUSIVE, True)
+
+
+def test_ablation_arms_do_not_leak_into_the_leave_one_out_baseline() -> None:
+    """Plain arms: lc:r carried on d0–d3 (all right); its absence is seen only on d4–d5 of another rule's
+    arm. The ablation arm workspace-minus:lc:r (all wrong) must not count as "runs without lc:r"."""
+    plain = [Trial("m", "workspace", f"d{i}", "ws", True, frozenset({RULE})) for i in range(4)]
+    plain += [Trial("m", "rules:lc:other", f"d{i}", "ws", i == 4, frozenset({"lc:other"})) for i in (4, 5)]
+    ablated = [Trial("m", f"workspace-minus:{RULE}", f"d{i}", "ws", False, frozenset()) for i in range(4)]
+    [loo] = [v for v in leave_one_out_verdicts(plain + ablated) if v.rule_id == RULE]
+    assert loo.evidence == LiftEvidence(carried=4, absent=2, carried_mean=1.0, absent_mean=0.5, lift=0.5)
+    # lesson_verdicts judges lc:r causally (it has ablation pairs) and lc:other by leave-one-out on plain arms
+    verdicts = {v.rule_id: v for v in lesson_verdicts(plain + ablated)}
+    assert verdicts[RULE].method == "ablation" and verdicts["lc:other"].method == "leave-one-out"
+    other = verdicts["lc:other"].evidence
+    assert isinstance(other, LiftEvidence) and (other.carried, other.absent) == (2, 4)

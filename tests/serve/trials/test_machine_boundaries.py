@@ -1,0 +1,164 @@
+"""The trial machine where it decides: the per-signal level α/k where it binds (an e-value between 1/α
+and k/α), the abort threshold at exactly 1/α', what counts as exposure, and what Resume resets."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from serve.trials.machine import (
+    Counts,
+    Event,
+    PreflightResult,
+    RequestGate,
+    Resume,
+    SetCanary,
+    SignalState,
+    Start,
+    StopCanary,
+    Suspend,
+    Tick,
+    TrialState,
+    evidence_passed,
+    initial,
+    step,
+)
+from serve.trials.policy import ShadowSignal, Signal, Signals, SlowSignal, Step, TrialPolicy
+from serve.trials.sequential import EProcess, Mixture, bonferroni
+
+GATE = "a" * 64
+ALPHA = 0.01
+THREE = TrialPolicy(
+    name="t", route="worker", candidate="c1", alpha=ALPHA, interval_s=10, max_duration_s=10_000,
+    gate_policy="gate.toml",  # type: ignore[arg-type]
+    steps=[Step(percent=5, min_duration_s=100, min_requests=10), Step(percent=20, min_duration_s=100, min_requests=10)],
+    signals=Signals(slow_requests=SlowSignal(threshold_s=5.0),
+                    shadow_disagreement=ShadowSignal(enforced=False, max_rate=0.1)))
+ENFORCED = ("server_errors", "tool_anomalies", "slow_requests")
+
+
+def reference_e(bad: int, total: int) -> float:
+    """The default mixture's e-value of one batch at p0 = ½, summed term by term in plain floats."""
+    mixture = EProcess().mixture
+    return sum(math.exp(w) * (2 * math.exp(r) / (math.exp(r) + 1)) ** bad * (2 / (math.exp(r) + 1)) ** (total - bad)
+               for r, w in zip(mixture.log_ratios, mixture.log_weights, strict=True))
+
+
+def run(policy: TrialPolicy, events: list[tuple[float, Event]], state: TrialState | None = None
+        ) -> tuple[TrialState, list[object]]:
+    state = state or initial(policy)
+    actions: list[object] = []
+    for at, event in events:
+        state, new = step(policy, GATE, state, event, at)
+        actions.extend(new)
+    return state, actions
+
+
+def started(policy: TrialPolicy = THREE) -> TrialState:
+    return run(policy, [(0, Start()), (0, PreflightResult(True))])[0]
+
+
+def quiet(requests: int = 5) -> Tick:
+    return Tick((requests, requests), {n: Counts(0, requests, 0, requests) for n in ENFORCED})
+
+
+def test_three_enforced_signals_each_test_at_alpha_over_three() -> None:
+    assert THREE.signals.enforced() == list(ENFORCED)
+    assert THREE.alpha_per_signal() == bonferroni(ALPHA, 3) == ALPHA / 3
+
+
+@pytest.mark.parametrize("bad, aborts", [(14, False), (15, False), (16, True)])
+def test_an_e_value_between_one_over_alpha_and_k_over_alpha_does_not_abort(bad: int, aborts: bool) -> None:
+    """14 or 15 candidate errors against 0 (equal exposure) give e ≈ 140 and 223: past 1/α = 100, short of
+    k/α = 300, so with three enforced signals the trial goes on; 16 (e ≈ 357) aborts."""
+    e = reference_e(bad, bad)
+    assert (1 / ALPHA < e < 3 / ALPHA) is not aborts and (e >= 3 / ALPHA) is aborts
+    tick = Tick((100, 100), {"server_errors": Counts(bad, 100, 0, 100)})
+    state, actions = run(THREE, [(10, tick)], started())
+    assert state.signals["server_errors"].process.e_value == pytest.approx(e, rel=1e-9)
+    if aborts:
+        assert state.phase == "aborted" and state.reason is not None and state.reason.startswith("signal server_errors")
+        assert isinstance(actions[0], StopCanary)
+    else:
+        assert state.phase == "step" and actions == []
+
+
+def test_with_one_enforced_signal_the_same_evidence_aborts() -> None:
+    one = THREE.model_copy(update={"signals": Signals(tool_anomalies=Signal(enforced=False))})
+    assert one.signals.enforced() == ["server_errors"] and one.alpha_per_signal() == ALPHA
+    state, _ = run(one, [(10, Tick((100, 100), {"server_errors": Counts(14, 100, 0, 100)}))], started(one))
+    assert state.phase == "aborted"
+
+
+def flat(log_e: float) -> SignalState:
+    """A signal whose e-process has log e-value exactly `log_e` (one alternative, weight 1)."""
+    return SignalState(EProcess(Mixture((0.5,), (0.0,)), (log_e,)))
+
+
+def test_evidence_passes_at_exactly_one_over_alpha_prime_and_not_one_ulp_below() -> None:
+    threshold = -math.log(THREE.alpha_per_signal())
+    at = {"server_errors": flat(threshold), "tool_anomalies": flat(0.0), "slow_requests": flat(0.0)}
+    assert evidence_passed(THREE, at) == ["server_errors"]
+    below = {**at, "server_errors": flat(math.nextafter(threshold, 0))}
+    assert evidence_passed(THREE, below) == []
+    assert EProcess(Mixture((0.5,), (0.0,)), (-math.log(0.05),)).rejects(0.05)
+    assert not EProcess(Mixture((0.5,), (0.0,)), (math.nextafter(-math.log(0.05), 0),)).rejects(0.05)
+
+
+def test_evidence_names_the_strongest_signal_first_and_ignores_observed_only_ones() -> None:
+    signals = {"server_errors": flat(7.0), "tool_anomalies": flat(9.0), "slow_requests": flat(8.0),
+               "shadow_disagreement": flat(50.0)}
+    assert evidence_passed(THREE, signals) == ["tool_anomalies", "slow_requests", "server_errors"]
+
+
+def test_a_paired_signal_with_no_control_exposure_is_not_exposed() -> None:
+    lopsided = Tick((5, 5), {"server_errors": Counts(0, 5, 0, 0), "tool_anomalies": Counts(0, 0, 0, 5),
+                             "slow_requests": Counts(0, 5, 0, 5), "shadow_disagreement": Counts(0, 5, 0, 0)})
+    state, _ = run(THREE, [(10, lopsided)], started())
+    assert state.step_exposed == frozenset({"slow_requests", "shadow_disagreement"})
+    # and nothing moved the e-processes of the one-sided paired signals
+    assert state.signals["server_errors"].process.events == 0
+    assert state.signals["server_errors"].totals == Counts(0, 5, 0, 0)
+
+
+def test_a_step_with_a_paired_signal_seen_by_one_cohort_only_waits() -> None:
+    lopsided = Tick((20, 20), {"server_errors": Counts(0, 20, 0, 0), "tool_anomalies": Counts(0, 20, 0, 20),
+                               "slow_requests": Counts(0, 20, 0, 20)})
+    state, actions = run(THREE, [(50, lopsided), (150, lopsided)], started())
+    assert state.step == 0 and actions == []
+    state, actions = run(THREE, [(160, quiet(1))], state)
+    assert state.step == 1 and actions == [SetCanary(20)]
+
+
+def test_resume_resets_the_steps_request_count_and_exposure() -> None:
+    state, _ = run(THREE, [(50, quiet(10)), (60, Suspend())], started())
+    assert state.step_requests == (10, 10) and state.step_exposed == frozenset(ENFORCED)
+    state, actions = run(THREE, [(70, Resume())], state)
+    assert state.step_requests == (0, 0) and state.step_exposed == frozenset() and state.step_started_at == 70
+    assert actions == [SetCanary(5)]
+    # a full step's time after resuming, with fewer than min_requests since: it waits
+    state, actions = run(THREE, [(200, quiet(9))], state)
+    assert state.step == 0 and state.step_requests == (9, 9) and actions == []
+    state, actions = run(THREE, [(210, quiet(1))], state)
+    assert state.step == 1 and actions == [SetCanary(20)]
+
+
+@pytest.mark.parametrize("requests, duration, advances", [
+    ((10, 10), 100, True), ((9, 10), 100, False), ((10, 9), 100, False), ((10, 10), math.nextafter(100, 0), False),
+])
+def test_a_step_advances_at_exactly_its_minimum_duration_and_requests(requests: tuple[int, int], duration: float,
+                                                                      advances: bool) -> None:
+    tick = Tick(requests, {n: Counts(0, 5, 0, 5) for n in ENFORCED})
+    state, actions = run(THREE, [(duration, tick)], started())
+    assert (state.step == 1) is advances and (actions == [SetCanary(20)]) is advances
+
+
+def test_the_last_step_leads_to_the_gate_and_max_duration_expires_at_exactly_its_value() -> None:
+    state, actions = run(THREE, [(100, quiet(10)), (200, quiet(10))], started())
+    assert state.phase == "awaiting_gate" and state.gate_at == 200 and actions[-1] == RequestGate()
+    state, _ = run(THREE, [(math.nextafter(10_000, 0), quiet())], state)
+    assert state.phase == "awaiting_gate"
+    state, actions = run(THREE, [(10_000, quiet())], state)
+    assert state.phase == "expired" and state.reason == "max duration 10000 s reached awaiting the gate"
+    assert actions == [StopCanary(state.reason)]
