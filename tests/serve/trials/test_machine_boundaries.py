@@ -4,6 +4,7 @@ and k/α), the abort threshold at exactly 1/α', what counts as exposure, and wh
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -22,6 +23,7 @@ from serve.trials.machine import (
     TrialState,
     evidence_passed,
     initial,
+    problems,
     step,
 )
 from serve.trials.policy import ShadowSignal, Signal, Signals, SlowSignal, Step, TrialPolicy
@@ -162,3 +164,73 @@ def test_the_last_step_leads_to_the_gate_and_max_duration_expires_at_exactly_its
     state, actions = run(THREE, [(10_000, quiet())], state)
     assert state.phase == "expired" and state.reason == "max duration 10000 s reached awaiting the gate"
     assert actions == [StopCanary(state.reason)]
+
+
+def test_every_state_the_machine_reaches_is_usable() -> None:
+    state = initial(THREE)
+    assert problems(THREE, state) == []
+    for at, event in [(0, Start()), (0, PreflightResult(True)), (50, quiet(10)), (60, Suspend()), (70, Resume()),
+                      (200, quiet(10)), (300, quiet(10))]:
+        state, _ = step(THREE, GATE, state, event, at)
+        assert problems(THREE, state) == [], (event, state)
+
+
+def running() -> TrialState:
+    return run(THREE, [(10, quiet(3))], started())[0]
+
+
+@pytest.mark.parametrize("change, message", [
+    ({"started_at": math.inf}, "started_at is inf, not a finite time"),
+    ({"step_started_at": math.nan}, "step_started_at is nan, not a finite time"),
+    ({"gate_at": -math.inf}, "gate_at is -inf, not a finite time"),
+    ({"step": 2}, "step 2 is not one of the policy's 2 steps"),
+    ({"step": -1}, "step -1 is not one of the policy's 2 steps"),
+    ({"step_started_at": None}, "a trial in step needs started_at and step_started_at"),
+    ({"started_at": None}, "a trial in step needs started_at and step_started_at"),
+    ({"started_at": 5.0, "step_started_at": math.nextafter(5.0, 0)}, "its step started before the trial did"),
+    ({"phase": "awaiting_gate", "step": 0}, "a trial awaiting the gate must be in the last step"),
+    ({"step_requests": (-1, 0)}, "negative request counts"),
+    ({"step_requests": (0, -1)}, "negative request counts"),
+    ({"step_exposed": frozenset({"nonsense"})}, "exposure recorded for a signal the policy does not have"),
+])
+def test_a_running_state_that_cannot_be_is_refused(change: dict[str, object], message: str) -> None:
+    state = replace(running(), **change)  # type: ignore[arg-type]
+    assert message in problems(THREE, state)
+
+
+def test_a_step_that_starts_with_the_trial_is_fine() -> None:
+    assert problems(THREE, replace(running(), started_at=5.0, step_started_at=5.0)) == []
+    assert problems(THREE, replace(running(), phase="awaiting_gate", step=1, gate_at=20.0)) == []
+
+
+@pytest.mark.parametrize("phase", ["pending", "preflight"])
+@pytest.mark.parametrize("change", [{"step": 1}, {"started_at": 0.0}, {"step_started_at": 0.0}, {"suspended": True}])
+def test_a_trial_not_started_has_no_step_time_or_suspension(phase: str, change: dict[str, object]) -> None:
+    state = replace(initial(THREE), phase=phase, **change)  # type: ignore[arg-type]
+    assert f"a {phase} trial has no step, start time or suspension yet" in problems(THREE, state)
+    assert problems(THREE, replace(initial(THREE), phase=phase)) == []  # type: ignore[arg-type]
+
+
+def test_an_ended_trial_keeps_its_times_but_cannot_be_suspended() -> None:
+    ended = replace(running(), phase="aborted")
+    assert problems(THREE, ended) == []
+    assert problems(THREE, replace(ended, started_at=None)) == ["a trial in aborted needs started_at and step_started_at"]
+    assert "a held trial cannot be suspended" in problems(THREE, replace(ended, phase="held", suspended=True))
+    assert problems(THREE, replace(initial(THREE), phase="aborted")) == []
+
+
+def test_signals_must_be_the_policys_with_counts_that_can_be() -> None:
+    state = running()
+    fewer = {k: v for k, v in state.signals.items() if k != "slow_requests"}
+    assert any(p.startswith("its signals") for p in problems(THREE, replace(state, signals=fewer)))
+    for totals in (Counts(-1, 0, 0, 0), Counts(0, 0, 0, -1), Counts(2, 1, 0, 0), Counts(0, 0, 3, 2)):
+        broken = {**state.signals, "server_errors": SignalState(totals=totals)}
+        assert problems(THREE, replace(state, signals=broken)) == [
+            "signal 'server_errors': counts that cannot be (negative, or more bad than seen)"]
+    edge = {**state.signals, "server_errors": SignalState(totals=Counts(2, 2, 0, 0))}
+    assert problems(THREE, replace(state, signals=edge)) == []
+    mixture = EProcess().mixture
+    for process in (EProcess(mixture, tuple([math.inf] * 64)), EProcess(mixture, tuple([0.0] * 63 + [math.nan])),
+                    EProcess(mixture, events=-1)):
+        bad = {**state.signals, "server_errors": SignalState(process)}
+        assert problems(THREE, replace(state, signals=bad)) == ["signal 'server_errors': an e-process that is not finite"]
