@@ -1,7 +1,7 @@
 # The two commands a new user runs (README): `make demo` and `make test`. Both set up everything first.
 VENV ?= .venv
 
-.PHONY: setup demo test bench
+.PHONY: setup demo test bench mutate
 
 setup:
 	./scripts/setup.sh
@@ -18,3 +18,12 @@ test:
 
 bench: setup
 	$(VENV)/bin/python scripts/bench.py
+
+# Mutation testing of the pure decision modules against their unit tests (pyproject.toml [tool.mutmut];
+# no engine), then the per-module scores. Not part of `make test`: a full run takes about an hour on two
+# cores. Results are kept in mutants/ (git-ignored) and reused; MUTANTS='serve.trials.machine.*' reruns
+# those mutants (after a test changed), `rm -rf mutants` starts afresh.
+MUTATE_JOBS ?= 2
+mutate: setup
+	$(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
+	$(VENV)/bin/python scripts/mutation_score.py
