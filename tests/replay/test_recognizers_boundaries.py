@@ -146,6 +146,8 @@ def test_a_random_token_needs_24_characters() -> None:
 @pytest.mark.parametrize("value, found", [
     ("hunter2", "hunter2"), ("abcdef", None), ("abcdefg", "abcdefg"), ("Abcdef", "Abcdef"),
     ("see the vault", None), ("{password}", None), ("$SECRET", None), ("s3cr3t.", "s3cr3t"), ("", None),
+    ('"hunter22"', "hunter22"), ("'s3cr3t'", "s3cr3t"), ("`tok3n`,", "tok3n"), ("XpassX9X", "XpassX9X"),
+    ("abcdefX", "abcdefX"),
 ])
 def test_keyword_values_and_prose_bound(value: str, found: str | None) -> None:
     """A lower-case word of six letters or fewer is prose; seven, or any other character, is a value."""

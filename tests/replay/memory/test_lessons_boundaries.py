@@ -5,10 +5,13 @@ leave-one-out baseline may use."""
 from __future__ import annotations
 
 import math
+from datetime import UTC, date, datetime
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
+from replay.memory.files import LC_FILE, LOG_FILE
 from replay.memory.lessons import (
     HARMFUL,
     HELPFUL,
@@ -19,11 +22,15 @@ from replay.memory.lessons import (
     Outcome,
     Trial,
     Verdict,
+    apply_plan,
     causal_verdicts,
     leave_one_out_verdicts,
     lesson_verdicts,
     lift_verdicts,
+    outcomes_from_trials,
+    plan_lessons,
 )
+from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
 from replay.stats import rejects, sign_test
 
 RULE = "lc:r"
@@ -136,3 +143,74 @@ def test_ablation_arms_do_not_leak_into_the_leave_one_out_baseline() -> None:
     assert verdicts[RULE].method == "ablation" and verdicts["lc:other"].method == "leave-one-out"
     other = verdicts["lc:other"].evidence
     assert isinstance(other, LiftEvidence) and (other.carried, other.absent) == (2, 4)
+
+
+def test_the_policies_given_reach_both_methods() -> None:
+    """A 7/0 ablation (p = 1/64) promotes at the default α = 0.05 and holds at α = 0.01; lc:x's leave-one-out
+    lift (about +0.27) promotes at the default margin and holds at a margin of 0.9."""
+    causal_trials = paired(7, 0)
+    plain = [Trial("m", "workspace", f"e{i}", "ws", True, frozenset({"lc:x"})) for i in range(2)]
+    plain += [Trial("m", "rules:lc:y", f"e{i}", "ws", i == 2, frozenset({"lc:y"})) for i in (2, 3, 4, 5)]
+    trials = causal_trials + plain
+    default = {v.rule_id: v.verdict for v in lesson_verdicts(trials)}
+    assert default[RULE] is Verdict.PROMOTE and default["lc:x"] is Verdict.PROMOTE
+    strict = {v.rule_id: v.verdict for v in lesson_verdicts(trials, AblationPolicy(alpha=0.01),
+                                                            LiftPolicy(promote_margin=0.9))}
+    assert strict[RULE] is Verdict.HOLD and strict["lc:x"] is Verdict.HOLD
+    loo = {v.rule_id: v.verdict for v in leave_one_out_verdicts(trials, LiftPolicy(promote_margin=0.9))}
+    assert loo["lc:x"] is Verdict.HOLD
+
+
+def test_leave_one_out_verdicts_depend_on_every_rule_in_the_baseline() -> None:
+    outcomes = lift_world([1.0, 1.0], [0.0, 0.0])
+    for verdict in lift_verdicts(outcomes):
+        assert verdict.depends_on == frozenset({("ws", RULE), ("ws", "lc:other")})
+
+
+def test_outcomes_are_keyed_by_model_memory_and_decision() -> None:
+    [outcome] = outcomes_from_trials([Trial("m1", "workspace", "d7", "ws", True, frozenset({RULE}))])
+    assert outcome == Outcome("m1|workspace|d7", "ws", 1.0, frozenset({RULE}))
+
+
+def record(workspace: str, memory: str, decision: str, correct: bool, rules: list[str]) -> ResultRecord:
+    return ResultRecord(
+        arm=memory, decision_id=decision, stratum="verified_recovery", cluster="c", workspace=workspace, model="m",
+        memory=memory, parsed=ParsedResponse(outcome=ParseOutcome.OK), score=DecisionScore(joint_correct=correct),
+        injected_rule_ids=rules, finished_at=datetime(2026, 8, 21, tzinfo=UTC))
+
+
+def ablated_records(workspace: str, helps: bool) -> list[ResultRecord]:
+    """8 decisions where lc:brief decides every answer: right with it when it `helps`, wrong otherwise."""
+    return [r for i in range(8) for r in (record(workspace, "workspace", f"{workspace}-d{i}", helps, ["lc:brief"]),
+                                          record(workspace, "workspace-minus:lc:brief", f"{workspace}-d{i}", not helps,
+                                                 []))]
+
+
+def test_a_plan_edits_every_workspace_with_evictions_and_only_those(tmp_path: Path) -> None:
+    roots = {}
+    for workspace in ("ws1", "ws2"):
+        root = tmp_path / workspace
+        (root / "rules").mkdir(parents=True)
+        (root / LC_FILE).write_text("## Rules\n- Be brief. <!-- lc:brief evidence:user-explicit -->\n")
+        roots[workspace] = root
+    records = ablated_records("ws1", False) + ablated_records("ws2", False) + ablated_records("ws3", True)
+    today = date(2026, 8, 21)
+    plan = plan_lessons(records, roots, today)  # ws3 (a promotion only) needs no memory directory
+    assert sorted(plan.diffs) == ["ws1", "ws2"]
+    assert {v.workspace: v.verdict for v in plan.verdicts} == {"ws1": Verdict.EVICT, "ws2": Verdict.EVICT,
+                                                               "ws3": Verdict.PROMOTE}
+    changed = apply_plan(plan, roots, today)
+    assert changed == [roots["ws1"] / LC_FILE, roots["ws1"] / LOG_FILE, roots["ws2"] / LC_FILE, roots["ws2"] / LOG_FILE]
+    held = plan_lessons(records, roots, today, AblationPolicy(alpha=0.001), LiftPolicy())
+    assert held.diffs == {} and {v.verdict for v in held.verdicts} == {Verdict.HOLD}
+
+
+def test_a_plan_uses_the_lift_policy_for_rules_without_ablations() -> None:
+    """lc:a: right twice, lift +0.5; lc:b: once right once wrong, lift −0.5. With evictions out of reach
+    (margin 2) lc:a promotes at the default promote margin and holds at 2 (nothing to edit either way)."""
+    records = [record("ws", "workspace", f"d{i}", i != 3, ["lc:a"] if i < 2 else ["lc:b"]) for i in range(4)]
+    today = date(2026, 8, 21)
+    loose = plan_lessons(records, {}, today, lift=LiftPolicy(evict_margin=2.0))
+    assert {v.rule_id: v.verdict for v in loose.verdicts} == {"lc:a": Verdict.PROMOTE, "lc:b": Verdict.HOLD}
+    strict = plan_lessons(records, {}, today, lift=LiftPolicy(promote_margin=2.0, evict_margin=2.0))
+    assert {v.verdict for v in strict.verdicts} == {Verdict.HOLD}
