@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
 from replay.memory.files import LC_FILE, LOG_FILE
 from replay.memory.lessons import (
     HARMFUL,
@@ -30,7 +31,6 @@ from replay.memory.lessons import (
     outcomes_from_trials,
     plan_lessons,
 )
-from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
 from replay.stats import rejects, sign_test
 
 RULE = "lc:r"
