@@ -13,16 +13,21 @@ import pytest
 
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
 from replay.memory.files import LC_FILE, LOG_FILE
+from replay.memory.ledger import Ledger
 from replay.memory.lessons import (
     HARMFUL,
     HELPFUL,
     INCONCLUSIVE,
+    AblationEvidence,
     AblationPolicy,
+    LessonError,
     LiftEvidence,
     LiftPolicy,
     Outcome,
+    RuleVerdict,
     Trial,
     Verdict,
+    apply_edits,
     apply_plan,
     causal_verdicts,
     leave_one_out_verdicts,
@@ -30,8 +35,9 @@ from replay.memory.lessons import (
     lift_verdicts,
     outcomes_from_trials,
     plan_lessons,
+    record_verdicts,
 )
-from replay.stats import rejects, sign_test
+from replay.stats import paired_comparison, rejects, sign_test
 
 RULE = "lc:r"
 
@@ -214,3 +220,106 @@ def test_a_plan_uses_the_lift_policy_for_rules_without_ablations() -> None:
     assert {v.rule_id: v.verdict for v in loose.verdicts} == {"lc:a": Verdict.PROMOTE, "lc:b": Verdict.HOLD}
     strict = plan_lessons(records, {}, today, lift=LiftPolicy(promote_margin=2.0, evict_margin=2.0))
     assert {v.verdict for v in strict.verdicts} == {Verdict.HOLD}
+
+
+# ── soft eviction: the exact bytes of each edit ─────────────────────────────
+
+BRIEF = "- Be brief. <!-- lc:brief evidence:user-explicit -->"
+EVICT_BRIEF = RuleVerdict("lc:brief", "ws", Verdict.EVICT, "leave-one-out", HARMFUL,
+                          LiftEvidence(4, 6, 0.25, 0.75, -0.5))
+TODAY = date(2026, 8, 21)
+
+
+def memory(tmp_path: Path, rules: bytes, log: bytes | None = None) -> Path:
+    (tmp_path / LC_FILE).parent.mkdir(parents=True)
+    (tmp_path / LC_FILE).write_bytes(rules)
+    if log is not None:
+        (tmp_path / LOG_FILE).parent.mkdir(parents=True)
+        (tmp_path / LOG_FILE).write_bytes(log)
+    return tmp_path
+
+
+def log_line(newline: str = "\n") -> str:
+    return f"- lc:brief: retired ({HARMFUL}; {EVICT_BRIEF.evidence.summary()}), 2026-08-21{newline}"
+
+
+def test_a_file_without_a_final_newline_gets_one_before_the_new_section(tmp_path: Path) -> None:
+    root = memory(tmp_path, f"## Rules\n{BRIEF}\n## Pending\n- x".encode())
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_text() == f"## Rules\n## Pending\n- x\n\n## Retired\n{BRIEF}\n"
+
+
+def test_a_moved_last_line_without_a_newline_gets_one(tmp_path: Path) -> None:
+    root = memory(tmp_path, f"## Rules\n{BRIEF}".encode())
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_text() == f"## Rules\n\n## Retired\n{BRIEF}\n"
+
+
+def test_crlf_logs_get_crlf_lines_and_lf_logs_lf(tmp_path: Path) -> None:
+    root = memory(tmp_path, f"## Rules\r\n{BRIEF}\r\n".encode(), b"# Log\r\n## Retired\r\n- lc:old: retired\r\n")
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LOG_FILE).read_bytes().decode() == "# Log\r\n## Retired\r\n- lc:old: retired\r\n" + log_line("\r\n")
+    assert (root / LC_FILE).read_bytes().decode() == f"## Rules\r\n\r\n## Retired\r\n{BRIEF}\r\n"
+
+
+def test_new_retirements_go_after_the_sections_last_entry_before_blank_lines_and_the_next_heading(
+        tmp_path: Path) -> None:
+    rules = f"## Rules\n{BRIEF}\n## Retired  \n- Old. <!-- lc:old evidence:user-explicit -->\n\n\n## Notes\nn\n"
+    root = memory(tmp_path, rules.encode(), b"## Retired\n## Other\n")
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_text() == (
+        f"## Rules\n## Retired  \n- Old. <!-- lc:old evidence:user-explicit -->\n{BRIEF}\n\n\n## Notes\nn\n")
+    assert (root / LOG_FILE).read_text() == "## Retired\n" + log_line() + "## Other\n"
+
+
+def test_an_empty_retired_section_right_before_blank_lines(tmp_path: Path) -> None:
+    root = memory(tmp_path, f"## Retired\n\n\n## Rules\n{BRIEF}\n".encode())
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_text() == f"## Retired\n{BRIEF}\n\n\n## Rules\n"
+
+
+def test_files_that_cannot_be_edited_say_why(tmp_path: Path) -> None:
+    root = memory(tmp_path, b"## Rules\n- Caf\xe9. <!-- lc:brief evidence:user-explicit -->\n")
+    with pytest.raises(LessonError, match=r"learned-corrections.md: not valid UTF-8 \(byte 14\); fix it before editing"):
+        apply_edits([EVICT_BRIEF], root, TODAY)
+    (root / LC_FILE).write_text(f"## Rules\n{BRIEF}\n")
+    (root / LOG_FILE).parent.mkdir(parents=True)
+    (root / LOG_FILE).write_bytes(b"\xff")
+    with pytest.raises(LessonError, match="corrections-log.md: not valid UTF-8"):
+        apply_edits([EVICT_BRIEF], root, TODAY)
+
+
+def test_a_tie_never_promotes_even_where_every_p_rejects() -> None:
+    """3/3 has points 0: at α = 1 the test 'rejects', but a rule with no effect is held."""
+    assert causal(paired(3, 3), AblationPolicy(alpha=1.0)) is Verdict.HOLD
+
+
+def test_the_causal_interval_is_at_the_policys_confidence() -> None:
+    [wide] = causal_verdicts(paired(6, 1, ties=5), AblationPolicy(confidence=0.99))
+    [usual] = causal_verdicts(paired(6, 1, ties=5), AblationPolicy())
+    assert isinstance(wide.evidence, AblationEvidence) and isinstance(usual.evidence, AblationEvidence)
+    expected = paired_comparison([(False, True)] * 6 + [(True, False)] + [(True, True)] * 5, 0.99)
+    assert wide.evidence.comparison == expected
+    assert wide.evidence.comparison.ci_low < usual.evidence.comparison.ci_low  # type: ignore[operator]
+
+
+def test_recorded_verdicts_carry_their_evidence_and_every_rule(tmp_path: Path) -> None:
+    verdicts = causal_verdicts(paired(7, 0)) + lift_verdicts(lift_world([1.0, 1.0], [0.0, 0.0]))
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        ids = record_verdicts(ledger, "run-1", verdicts)
+        assert len(ids) == 3
+        uses = {u.subject: u for u in ledger.trace(RULE, "ws").verdicts}
+        assert set(uses) == {f"ws/{RULE}@m", f"ws/{RULE}", "ws/lc:other"}  # leave-one-out: every rule
+        causal_use = uses[f"ws/{RULE}@m"].evidence
+        assert (causal_use["method"], causal_use["reason"], causal_use["forced"]) == ("ablation", HELPFUL, False)
+        assert causal_use["summary"] == verdicts[0].summary() and causal_use["model"] == "m"
+        loo = uses[f"ws/{RULE}"].evidence
+        assert (loo["method"], loo["forced"], loo["lift"]) == ("leave-one-out", False, 1.0)
+        assert ledger.trace(RULE, "elsewhere").verdicts == ()
+
+
+def test_a_verdict_always_depends_on_its_own_rule(tmp_path: Path) -> None:
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        [verdict_id] = record_verdicts(ledger, "run-1", [EVICT_BRIEF])  # depends_on left empty
+        [use] = ledger.trace("lc:brief", "ws").verdicts
+        assert (use.id, use.subject, use.verdict) == (verdict_id, "ws/lc:brief", "evict")
