@@ -4,13 +4,25 @@ as text, byte for byte; conditions at their thresholds."""
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 
-from replay.analysis.gates import CONDITION_KINDS, GateError, Status, Verdict, format_verdict, load_policy, read_verdict
+from replay.analysis.compare import compare
+from replay.analysis.gates import (
+    CONDITION_KINDS,
+    GateError,
+    Status,
+    Verdict,
+    evaluate,
+    format_verdict,
+    load_policy,
+    read_verdict,
+)
 from replay.analysis.gates.policy import ConditionResult
+from tests.support.e13 import positive_record
 
 KINDS = ", ".join(CONDITION_KINDS)
 
@@ -90,3 +102,44 @@ def test_a_file_that_is_not_a_verdict(tmp_path: Path) -> None:
     path.write_text(json.dumps({"policy": "x"}))
     with pytest.raises(GateError, match=f"^not a gate verdict: {path}"):
         read_verdict(path)
+
+
+# ── conditions at their thresholds ──────────────────────────────────────────
+
+
+def gain_records(wins: int, losses: int, n: int = 20) -> list:
+    """n verified_recovery decisions: `wins` only the candidate gets right, `losses` only the baseline."""
+    records = []
+    for i in range(n):
+        base_right, cand_right = (False, True) if i < wins else (True, False) if i < wins + losses else (True, True)
+        records.append(positive_record("base", "verified_recovery", f"d{i}", i, base_right, base_right))
+        records.append(positive_record("cand", "verified_recovery", f"d{i}", i, cand_right, cand_right))
+    return records
+
+
+def judged(tmp_path: Path, records: list, kind: str, **params: object) -> Status:
+    lines = ["[[conditions]]", 'id = "c"', f'kind = "{kind}"', 'description = "d"']
+    lines += [f"{name} = {value!r}" if isinstance(value, float) else f"{name} = {json.dumps(value)}"
+              for name, value in params.items()]
+    path = tmp_path / "policy.toml"
+    path.write_text('name = "t"\nversion = "1"\n' + "\n".join(lines) + "\n", encoding="utf-8")
+    [only] = evaluate(load_policy(path), compare(records, "base", "cand")).conditions
+    return only.status
+
+
+def test_paired_gain_and_non_inferiority_at_exactly_their_points(tmp_path: Path) -> None:
+    """1 win in 20 decisions is exactly +5 points, 1 loss exactly −5."""
+    records = gain_records(1, 0)
+    assert judged(tmp_path, records, "paired_gain", min_points=5.0) is Status.PASS
+    assert judged(tmp_path, records, "paired_gain", min_points=math.nextafter(5.0, 6)) is Status.FAIL
+    losing = gain_records(0, 1)
+    assert judged(tmp_path, losing, "non_inferiority", scope="all_positive", min_points=-5.0) is Status.PASS
+    assert judged(tmp_path, losing, "non_inferiority", scope="all_positive",
+                  min_points=math.nextafter(-5.0, 0)) is Status.FAIL
+
+
+def test_paired_gain_max_p_at_exactly_the_p_value(tmp_path: Path) -> None:
+    """7/0 in 20 decisions: +35 points, p = 1/64 exactly; max_p = 1/64 passes (p ≤ α), one ulp below fails."""
+    records = gain_records(7, 0)
+    assert judged(tmp_path, records, "paired_gain", min_points=35.0, max_p=1 / 64) is Status.PASS
+    assert judged(tmp_path, records, "paired_gain", min_points=35.0, max_p=math.nextafter(1 / 64, 0)) is Status.FAIL
