@@ -140,3 +140,55 @@ def test_minimum_detectable_effect_is_where_power_crosses_the_target() -> None:
     # the smallest N with power: at 5 pairs no split rejects at 0.05 (5/0 is p = 1/16), at 6 one does
     assert minimum_detectable_effect(5, 1.0, 0.05, 0.5) is None
     assert minimum_detectable_effect(6, 1.0, 0.05, 0.5) is not None
+
+
+def test_decisions_needed_checks_through_2n_after_extending_the_horizon() -> None:
+    """d = 1, +10 points, 60% power: power stays up from 512 as far as the first long horizon shows, but
+    dips at 517, within 2·512; checked through 2N the answer is 518, and from 518 through 1036 it holds."""
+    found = decisions_needed(10, 1.0, 0.05, 0.6, 2000)
+    assert found.decisions == 518 and found.max_decisions == 2000
+    curve = power_curve(2 * 518, 1.0, win_share(10, 1.0), 0.05)
+    assert curve[517] < 0.6 and all(curve[518:] >= 0.6)
+
+
+@pytest.mark.parametrize("decisions, d, q", [(40, 0.9, 0.8), (60, 0.95, 0.75), (30, 0.05, 0.99)])
+def test_power_near_full_or_no_discordance_keeps_the_whole_window(decisions: int, d: float, q: float) -> None:
+    """Where n | N is narrow (d near 0 or 1), the summed window must still hold all of its mass."""
+    expected = reference_power(decisions, d, q, 0.05)
+    assert power_at(decisions, d, q, 0.05) == pytest.approx(expected, rel=1e-9, abs=1e-15)
+    assert gate_power(decisions, d, q, 0.05, 0.0) == pytest.approx(expected, rel=1e-9, abs=1e-15)
+
+
+def test_gate_power_at_its_edges() -> None:
+    assert gate_power(0, 0.5, 0.9, 0.05, 5.0) == 0.0
+    assert gate_power(20, 0.0, 0.9, 0.05, 5.0) == 0.0
+    assert gate_power(12, 1.0, 0.9, 0.05, 10.0) == pytest.approx(reference_power(12, 1.0, 0.9, 0.05, 10.0), rel=1e-12)
+
+
+def test_power_curve_without_discordance_is_zero_at_every_n() -> None:
+    curve = power_curve(10, 0.0, 0.9, 0.05)
+    assert curve.shape == (11,) and not curve.any()
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda: decisions_needed(10, 0.5, 0.05, 1.0, 100), "power must be in"),
+    (lambda: decisions_needed(10, 0.5, 1.0, 0.8, 100), "α must be in"),
+    (lambda: minimum_detectable_effect(50, 0.5, 0.05, 0.0), "power must be in"),
+    (lambda: power_at(10, 1.5, 0.5, 0.05), "discordance and win share must be in"),
+    (lambda: power_at(10, 0.5, 1.5, 0.05), "discordance and win share must be in"),
+    (lambda: power_at(10, 0.5, -0.1, 0.05), "discordance and win share must be in"),
+    (lambda: win_share(5, 0.0), "discordance must be in"),
+    (lambda: win_share(5, 1.5), "discordance must be in"),
+    (lambda: win_share(30.5, 0.3), "impossible at discordance"),
+    (lambda: win_share(math.nextafter(30.0, 31), 0.3), "impossible at discordance"),
+    (lambda: win_share(0.0, 0.3), "must be a gain"),
+])
+def test_levels_and_shares_outside_their_ranges_are_refused(call: object, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        call()  # type: ignore[operator]
+
+
+def test_win_shares_and_powers_at_the_ends_of_their_ranges() -> None:
+    assert win_share(30.0, 0.3) == 1.0 and win_share(100.0, 1.0) == 1.0  # every discordant pair won
+    assert power_at(10, 0.5, 0.0, 0.05) == 0.0 and power_at(10, 0.5, 1.0, 0.05) > 0
+    assert power_at(10, 1.0, 1.0, 0.05) == 1.0  # 10/0 rejects
