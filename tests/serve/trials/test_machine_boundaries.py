@@ -4,14 +4,18 @@ and k/α), the abort threshold at exactly 1/α', what counts as exposure, and wh
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 
 import pytest
 
 from serve.trials.machine import (
+    Abort,
     Counts,
     Event,
+    GateVerdict,
     PreflightResult,
+    Promote,
     RequestGate,
     Resume,
     SetCanary,
@@ -21,13 +25,14 @@ from serve.trials.machine import (
     Suspend,
     Tick,
     TrialState,
+    Window,
     evidence_passed,
     initial,
     problems,
     step,
 )
-from serve.trials.policy import ShadowSignal, Signal, Signals, SlowSignal, Step, TrialPolicy
-from serve.trials.sequential import EProcess, Mixture, bonferroni
+from serve.trials.policy import ShadowSignal, Signal, Signals, SlowSignal, Step, TrialError, TrialPolicy
+from serve.trials.sequential import EProcess, Mixture, bonferroni, two_sample
 
 GATE = "a" * 64
 ALPHA = 0.01
@@ -234,3 +239,93 @@ def test_signals_must_be_the_policys_with_counts_that_can_be() -> None:
                     EProcess(mixture, events=-1)):
         bad = {**state.signals, "server_errors": SignalState(process)}
         assert problems(THREE, replace(state, signals=bad)) == ["signal 'server_errors': an e-process that is not finite"]
+
+
+# ── transitions at their edges ───────────────────────────────────────────────
+
+def at_gate_from(start: float) -> TrialState:
+    state = run(THREE, [(start, Start()), (start, PreflightResult(True))])[0]
+    state, actions = run(THREE, [(start + 100, quiet(10)), (start + 200, quiet(10))], state)
+    assert state.phase == "awaiting_gate" and actions[-1] == RequestGate()
+    assert state.reason == "awaiting the production-candidate gate" and state.gate_at == start + 200
+    return state
+
+
+def gate_verdict(passed: bool = True, until: float = 10_000.0, conditions: tuple[int, int] = (3, 3),
+                 since: float = 1000.0) -> GateVerdict:
+    return GateVerdict(passed, GATE, "c1", conditions[0], conditions[1], Window("t", since, until), "3/3")
+
+
+def test_durations_count_from_a_start_that_is_not_zero() -> None:
+    """Started at t = 1000: a step's minimum duration and the maximum duration count from there."""
+    state = run(THREE, [(1000, Start()), (1000, PreflightResult(True))])[0]
+    state, actions = run(THREE, [(1099, quiet(10))], state)
+    assert state.step == 0 and actions == []
+    state, actions = run(THREE, [(1100, quiet(1))], state)
+    assert state.step == 1
+    state, _ = run(THREE, [(math.nextafter(11_000, 0), quiet())], state)
+    assert state.phase == "step"
+    state, _ = run(THREE, [(11_000, quiet())], state)
+    assert state.phase == "expired" and state.reason == "max duration 10000 s reached in step 2"
+
+
+def test_a_verdict_window_must_reach_the_gate_and_a_pass_names_its_summary() -> None:
+    state = at_gate_from(1000)
+    with pytest.raises(TrialError, match=re.escape("before the trial reached the gate at 1200 (export the evidence again)")):
+        step(THREE, GATE, state, gate_verdict(until=math.nextafter(1200, 0)), 1300)
+    with pytest.raises(TrialError, match=re.escape("a pass needs every condition (at least one) passed")):
+        step(THREE, GATE, state, gate_verdict(conditions=(2, 3)), 1300)
+    with pytest.raises(TrialError, match=re.escape(f"gate policy {GATE[:12]!r}…, the trial was started with {'b' * 12}…")):
+        step(THREE, "b" * 64, state, gate_verdict(), 1300)
+    with pytest.raises(TrialError, match=re.escape(
+            "its canary evidence names no evidence window (use the trial's own `trial evidence` export)")):
+        step(THREE, GATE, state, GateVerdict(True, GATE, "c1", 3, 3, None), 1300)
+    promoted, actions = step(THREE, GATE, state, gate_verdict(until=1200), 1300)  # evidence exactly to the gate
+    assert promoted.phase == "promoted" and promoted.reason == "gate passed: 3/3" and actions == [Promote()]
+    held, actions = step(THREE, GATE, state, gate_verdict(passed=False, conditions=(2, 3)), 1300)
+    assert held.phase == "held" and held.reason == "gate failed: 3/3" and actions == [StopCanary("gate failed: 3/3")]
+
+
+def test_suspend_and_resume_only_where_they_mean_something() -> None:
+    pending = initial(THREE)
+    assert step(THREE, GATE, pending, Suspend(), 0) == (pending, [])
+    assert step(THREE, GATE, pending, Resume(), 0) == (pending, [])
+    running = run(THREE, [(10, quiet(4))], started())[0]
+    assert step(THREE, GATE, running, Resume(), 20) == (running, [])  # not suspended: counts stay
+    suspended, actions = step(THREE, GATE, running, Suspend(), 20)
+    assert suspended.suspended is True and actions == [StopCanary("suspended")]
+    assert step(THREE, GATE, suspended, Suspend(), 30) == (suspended, [])
+    resumed, _ = step(THREE, GATE, suspended, Resume(), 40)
+    assert resumed.suspended is False
+
+
+def test_ending_a_suspended_trial_clears_the_suspension_and_ending_one_not_running_stops_nothing() -> None:
+    suspended = run(THREE, [(10, Suspend())], started())[0]
+    ended, actions = step(THREE, GATE, suspended, Abort("enough"), 20)
+    assert ended.phase == "aborted" and ended.suspended is False and actions == [StopCanary("operator: enough")]
+    never, actions = step(THREE, GATE, initial(THREE), Abort("no"), 0)
+    assert never.phase == "aborted" and never.reason == "operator: no" and actions == []
+
+
+def test_a_look_counts_each_cohort_and_skips_signals_the_policy_lacks() -> None:
+    tick = Tick((3, 7), {"bogus": Counts(1, 1, 1, 1), "server_errors": Counts(1, 4, 0, 6)})
+    state = run(THREE, [(10, tick), (20, tick)], started())[0]
+    assert state.step_requests == (6, 14)
+    assert state.signals["server_errors"].totals == Counts(2, 8, 0, 12) and "bogus" not in state.signals
+
+
+def test_a_signals_margin_reaches_its_test() -> None:
+    margin = THREE.model_copy(update={"signals": Signals(server_errors=Signal(margin=0.5))})
+    state = run(margin, [(10, Tick((5, 5), {"server_errors": Counts(6, 50, 1, 50)}))], started(margin))[0]
+    expected = EProcess().update(two_sample(6, 1, 50, 50, margin=0.5))
+    assert state.signals["server_errors"].process == expected
+    assert expected != EProcess().update(two_sample(6, 1, 50, 50))
+
+
+def test_state_checks_at_their_edges() -> None:
+    state = running()
+    assert "a trial in step needs started_at and step_started_at" in problems(
+        THREE, replace(state, started_at=None, step_started_at=None))
+    everything = Tick((5, 5), {n: Counts(0, 5, 0, 5) for n in (*ENFORCED, "shadow_disagreement")})
+    exposed = run(THREE, [(10, everything)], started())[0]
+    assert exposed.step_exposed == frozenset(THREE.signals.active()) and problems(THREE, exposed) == []

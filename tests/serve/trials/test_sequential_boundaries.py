@@ -128,18 +128,29 @@ def test_two_sample_weights_the_candidate_by_the_margin() -> None:
     assert one_sample(2, 9, 0.3) == Batch(2, 9, 0.3)
 
 
-def test_mixture_bounds() -> None:
+SIZES = "a mixture needs as many weights as ratios, and at least one"
+ONE_SIDED = r"every alternative ratio must be > 1 \(the test is one-sided\)"
+SUM = "mixture weights must sum to 1"
+
+
+@pytest.mark.parametrize("ratios, weights, message", [
+    ((), (), SIZES), ((0.5,), (), SIZES), ((0.5, 1.0), (0.0,), SIZES),
+    ((0.0,), (0.0,), ONE_SIDED), ((-0.1,), (0.0,), ONE_SIDED), ((0.5, 0.0), (math.log(0.5),) * 2, ONE_SIDED),
+    ((0.5, 1.0), (math.log(0.5), math.log(0.6)), SUM), ((0.5,), (1e-8,), SUM),
+])
+def test_mixture_bounds(ratios: tuple[float, ...], weights: tuple[float, ...], message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{message}$"):
+        Mixture(ratios, weights)
+
+
+def test_mixtures_at_their_bounds() -> None:
     Mixture((1e-9,), (0.0,))
-    for ratios, weights in [((), ()), ((0.5,), ()), ((0.5, 1.0), (0.0,)), ((0.0,), (0.0,)), ((-0.1,), (0.0,)),
-                            ((0.5, 1.0), (math.log(0.5), math.log(0.6)))]:
-        with pytest.raises(ValueError):
-            Mixture(ratios, weights)
-    # weights that sum to 1 up to rounding are a mixture
+    Mixture((0.5,), (1e-10,))  # the weights' log-sum within 1e-9 of 0
     Mixture((0.5, 1.0, 2.0), tuple(math.log(w) for w in (0.1, 0.2, 0.7)))
 
 
 def test_an_e_process_state_must_match_its_mixture() -> None:
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^an e-process state must have one term per alternative of its mixture$"):
         EProcess(DEFAULT_MIXTURE, (0.0, 0.0))
     assert len(EProcess(Mixture((0.5, 1.0), (math.log(0.5), math.log(0.5)))).log_terms) == 2
 
