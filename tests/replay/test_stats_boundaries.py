@@ -13,11 +13,13 @@ from replay.stats import (
     overhead,
     paired_comparison,
     rejects,
+    repeat_comparison,
     sign_test,
     sign_test_p,
     wilson_interval,
     z_value,
 )
+from tests.replay.test_stats import reference_newcombe
 
 
 @pytest.mark.parametrize("alpha", [0.05, 1 / 64, 0.021484375, 1e-6, 0.999])
@@ -100,3 +102,40 @@ def test_a_ratio_needs_a_positive_baseline() -> None:
     assert (zero.baseline_mean_latency_s, zero.candidate_mean_latency_s) == (0.0, 3.0)
     empty = overhead([], [], [], [])
     assert empty.token_ratio is None and empty.baseline_p50_latency_s is None
+
+
+def test_newcombes_phi_correction_between_a_third_and_a_half_of_n() -> None:
+    """(2, 0, 5, 2): ad − bc = 4, between n/3 and n/2 = 4.5, so the corrected phi is 0, not negative; at
+    (2, 1, 1, 2) ad − bc = n/2 exactly."""
+    for table in [(2, 0, 5, 2), (2, 5, 0, 2), (2, 1, 1, 2), (4, 1, 2, 3)]:
+        low, high = newcombe_paired_ci(both=table[0], only_candidate=table[1], only_baseline=table[2], neither=table[3])
+        ref_low, ref_high = reference_newcombe(*table)
+        assert low == pytest.approx(ref_low, abs=1e-12) and high == pytest.approx(ref_high, abs=1e-12)
+
+
+def test_a_higher_confidence_widens_every_interval() -> None:
+    usual = newcombe_paired_ci(both=10, only_candidate=6, only_baseline=2, neither=12)
+    wide = newcombe_paired_ci(both=10, only_candidate=6, only_baseline=2, neither=12, confidence=0.99)
+    assert wide[0] < usual[0] and wide[1] > usual[1]
+    pairs = [(True, True)] * 10 + [(False, True)] * 6 + [(True, False)] * 2 + [(False, False)] * 12
+    repeat = repeat_comparison(pairs, 0.99)
+    assert (repeat.ci_low, repeat.ci_high) == (100 * wide[0], 100 * wide[1])
+
+
+@pytest.mark.parametrize("cells", [(-1, 2, 2, 2), (2, -1, 2, 2), (2, 2, -1, 2), (2, 2, 2, -1)])
+def test_every_cell_must_be_a_count(cells: tuple[int, int, int, int]) -> None:
+    a, b, c, d = cells
+    with pytest.raises(ValueError, match="^cell counts must be ≥ 0"):
+        newcombe_paired_ci(both=a, only_candidate=b, only_baseline=c, neither=d)
+
+
+def test_refusals_say_why() -> None:
+    with pytest.raises(ValueError, match="^no pairs: a paired interval needs at least one decision$"):
+        newcombe_paired_ci(both=0, only_candidate=0, only_baseline=0, neither=0)
+    with pytest.raises(ValueError, match="^overhead needs one token count and one latency per decision and arm$"):
+        overhead([1.0], [1.0], [1.0], [])
+
+
+def test_each_arms_median_latency_is_its_own() -> None:
+    cost = overhead([1.0, 1.0, 1.0], [1.0, 1.0, 1.0], [1.0, 2.0, 3.0], [4.0, 6.0, 8.0])
+    assert (cost.baseline_p50_latency_s, cost.candidate_p50_latency_s, cost.p50_latency_ratio) == (2.0, 6.0, 3.0)
