@@ -65,3 +65,8 @@ def test_the_chosen_call_is_the_first_of_a_scored_outcome_only() -> None:
 def test_flags_at_one_and_two_calls(outcome: ParseOutcome, calls: int, flags: list[str]) -> None:
     parsed = ParsedResponse(outcome=outcome, calls=[A] * calls)
     assert score_decision(decision(target=LIST_TARGET), parsed).flags == flags
+
+
+def test_an_answer_that_is_not_scored_has_no_chosen_call_whatever_it_holds() -> None:
+    assert chosen_call(answer(A, outcome=ParseOutcome.MALFORMED_CALL)) is None
+    assert chosen_call(answer(A, outcome=ParseOutcome.NO_CALL)) is None

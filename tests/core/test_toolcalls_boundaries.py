@@ -125,3 +125,14 @@ def test_request_schemas_keep_each_offered_tools_parameters() -> None:
              {"type": "function", "function": {"name": "b"}}, {"function": {"name": 3}}, "junk"]
     assert request_schemas(tools) == {"a": {"properties": {"q": {}}}, "b": {}}
     assert request_schemas([]) is None and request_schemas(None) is None
+
+
+def test_content_parts_are_read_as_their_text_parts_only() -> None:
+    call = hermes({"name": "search", "arguments": {}})
+    parts = [{"type": "text"}, {"type": "text", "text": call}, {"type": "image_url", "text": "<tool_call>x"}, "junk",
+             {"text": "<tool_call>y"}]
+    parsed = parse_response({"content": parts}, ["search"])
+    assert parsed.outcome is ParseOutcome.OK and [c.tool for c in parsed.calls] == ["search"]
+    assert parse_response({"content": [{"type": "text"}]}).outcome is ParseOutcome.EMPTY_RESPONSE
+    # content that is neither text nor parts is read as its string
+    assert parse_response({"content": (call,)}, ["search"]).outcome is ParseOutcome.OK
