@@ -1,7 +1,7 @@
 # The two commands a new user runs (README): `make demo` and `make test`. Both set up everything first.
 VENV ?= .venv
 
-.PHONY: setup demo test bench gpu-check
+.PHONY: setup demo test bench gpu-check mutate
 
 setup:
 	./scripts/setup.sh
@@ -22,3 +22,12 @@ bench: setup
 # The GPU path on a GPU host in one command (its own venv, .venv-gpu); `GPU_CHECK_ARGS=--dry-run` on a CPU machine.
 gpu-check:
 	./scripts/gpu_check.sh $(GPU_CHECK_ARGS)
+
+# Mutation testing of the pure decision modules against their unit tests (pyproject.toml [tool.mutmut];
+# no engine), then the per-module scores. Not part of `make test`: a full run takes about an hour on two
+# cores. Results are kept in mutants/ (git-ignored) and reused; MUTANTS='serve.trials.machine.*' reruns
+# those mutants (after a test changed), `rm -rf mutants` starts afresh.
+MUTATE_JOBS ?= 2
+mutate: setup
+	$(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
+	$(VENV)/bin/python scripts/mutation_score.py

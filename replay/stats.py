@@ -38,6 +38,13 @@ def sign_test_p(tail: int, n: int) -> float:
     return min(1.0, 2 * tail / (1 << n))
 
 
+def rejects(p_value: float, alpha: float) -> bool:
+    """The one rejection rule of every test at a level α here (the analysis gates' `max_p`, the lesson
+    gate's `alpha`, `power`'s rejection regions): reject when p ≤ α. The exact sign test's p-values are
+    discrete, and P(p ≤ α) ≤ α under the null, so rejecting at equality keeps the level."""
+    return p_value <= alpha
+
+
 def z_value(confidence: float = DEFAULT_CONFIDENCE) -> float:
     """The two-sided standard normal quantile for a confidence level (0.95 → 1.959964)."""
     if not 0 < confidence < 1:

@@ -18,6 +18,8 @@ from tests.support.live import free_port, http_json
 # deadline fails tests whose properties hold. Example counts stay each test's own.
 settings.register_profile("worker-tier", deadline=None)
 settings.load_profile("worker-tier")
+# `make mutate` (pytest --hypothesis-profile=mutate): the same examples for every mutant, no shared database.
+settings.register_profile("mutate", deadline=None, derandomize=True, database=None)
 
 REPO = Path(__file__).resolve().parent.parent
 CPU_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"

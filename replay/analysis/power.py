@@ -27,7 +27,7 @@ from math import ceil, floor, log, sqrt
 import numpy as np
 import numpy.typing as npt
 
-from replay.stats import sign_test_p
+from replay.stats import rejects, sign_test_p
 
 MDE_TOLERANCE_POINTS = 0.001
 _WINDOW_SDS = 10.0
@@ -101,7 +101,7 @@ def critical_losses(n_max: int, alpha: float) -> tuple[int, ...]:
     critical: list[int] = []
     k, tail, c_k, c_next = -1, 0, 0, 1  # c_k = C(n, k), c_next = C(n, k + 1)
     for n in range(n_max + 1):
-        while k + 1 <= n and sign_test_p(tail + c_next, n) <= alpha:
+        while k + 1 <= n and rejects(sign_test_p(tail + c_next, n), alpha):
             k += 1
             tail += c_next
             c_k, c_next = c_next, c_next * (n - k) // (k + 1)

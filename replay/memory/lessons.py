@@ -6,7 +6,8 @@ Two ways to judge a rule:
   same decisions (those whose `workspace` request carried the rule). A discordant pair whose
   answer is acceptable (`acceptable`) with the full memory and not with the ablation is a win
   for the rule. Exact sign test on
-  the discordant pairs, Newcombe paired CI, thresholds from `AblationPolicy`.
+  the discordant pairs, rejecting at p ≤ α as the analysis gates do (`replay.stats.rejects`),
+  Newcombe paired CI, thresholds from `AblationPolicy`.
 * **Correlational leave-one-out** (`lift_verdicts`), for runs without ablation arms, as in
   000: mean score of the outcomes that carried the rule against the mean of those that did
   not. Outcomes that carried no rule at all say nothing about any rule and are not counted
@@ -42,7 +43,7 @@ from replay.errors import ReplayError
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
 from replay.memory.inject import ConditionError, MemoryCondition, Workspace, WorkspaceMinus, parse_condition
 from replay.memory.ledger import Ledger, RuleRef
-from replay.stats import PairedComparison, paired_comparison
+from replay.stats import PairedComparison, paired_comparison, rejects
 
 HARMFUL = "eval-gate:harmful"
 HELPFUL = "eval-gate:helpful"
@@ -227,7 +228,7 @@ def _ablation_verdict(
 ) -> RuleVerdict:
     comparison = paired_comparison(pairs, policy.confidence)
     points = comparison.points or 0.0
-    significant = comparison.p_value < policy.alpha
+    significant = rejects(comparison.p_value, policy.alpha)
     if significant and points > 0 and points >= policy.promote_margin_points:
         verdict, reason = Verdict.PROMOTE, HELPFUL
     elif significant and points < 0 and -points >= policy.evict_margin_points:

@@ -40,7 +40,7 @@ from replay.analysis.gates.context import (
     row_of,
     row_text,
 )
-from replay.stats import RepeatComparison, paired_comparison, repeat_comparison
+from replay.stats import RepeatComparison, paired_comparison, rejects, repeat_comparison
 from replay.suite import SuiteError, load_suite
 
 Basis = Literal["point", "ci_low"]
@@ -81,7 +81,7 @@ class _ThresholdOnRow(_Condition):
         needs = f"needs {judged} ≥ {format_points(self.min_points)}"
         max_p = self._max_p()
         if max_p is not None:
-            ok = ok and row.stats.p_value <= max_p
+            ok = ok and rejects(row.stats.p_value, max_p)
             needs += f" and p ≤ {max_p}"
         return judge(
             ok, f"{row_text(row)}; {needs}", row_evidence(row, threshold=self.min_points, basis=self.basis),
@@ -154,7 +154,7 @@ class RepeatReduction(_Condition):
         ok = s.relative_reduction >= self.min_relative_reduction
         needs = f"needs ≥ {100 * self.min_relative_reduction:.0f}%"
         if self.max_p is not None:
-            ok = ok and s.p_value <= self.max_p
+            ok = ok and rejects(s.p_value, self.max_p)
             needs += f" and p ≤ {self.max_p}"
         return judge(ok, f"{text}; {needs}", evidence, tuple(row.tainted_rule_ids))
 
@@ -291,7 +291,7 @@ class _OtherRunGain(_Condition):
         ok = points is not None and (points > minimum if strict else points >= minimum)
         needs = f"needs points {'>' if strict else '≥'} {format_points(minimum)}"
         if self.max_p is not None:
-            ok = ok and row.stats.p_value <= self.max_p
+            ok = ok and rejects(row.stats.p_value, self.max_p)
             needs += f" and p ≤ {self.max_p}"
         return ok, f"{row_text(row)}; {needs}", row
 
@@ -420,7 +420,7 @@ class ShadowImproves(_Condition):
         ok = s.points is not None and s.points > self.points_above
         needs = f"needs points > {format_points(self.points_above)}"
         if self.max_p is not None:
-            ok = ok and s.p_value <= self.max_p
+            ok = ok and rejects(s.p_value, self.max_p)
             needs += f" and p ≤ {self.max_p}"
         return judge(
             ok,

@@ -1,0 +1,138 @@
+"""The tool-call parser where its outcome is decided: the documented precedence (unknown_tool over
+multiple_calls), non-finite numbers and 1/0 booleans typed by the schema, and `arguments` over
+`parameters` in Hermes JSON."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from core.records import ParseOutcome
+from core.toolcalls import parse_response, parse_text, request_schemas
+from core.toolvalues import NOT_A_VALUE, coerce, schema_types, typed_value
+
+
+def hermes(*calls: dict[str, object]) -> str:
+    return "".join(f"<tool_call>{json.dumps(c)}</tool_call>" for c in calls)
+
+
+def test_an_unknown_first_tool_followed_by_a_second_call_is_unknown_tool() -> None:
+    parsed = parse_text(hermes({"name": "nope", "arguments": {}}, {"name": "search", "arguments": {"q": 1}}),
+                        ["search"])
+    assert parsed.outcome is ParseOutcome.UNKNOWN_TOOL
+    assert [c.tool for c in parsed.calls] == ["nope", "search"]  # all kept, the first scored
+    assert parsed.error == "call 1: tool 'nope' was not offered"
+
+
+def test_a_known_first_tool_with_an_unknown_second_is_multiple_calls_naming_the_second() -> None:
+    parsed = parse_text(hermes({"name": "search", "arguments": {}}, {"name": "nope", "arguments": {}}), ["search"])
+    assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS
+    assert parsed.error == "2 calls in one turn; the first is scored; call 2: tool 'nope' was not offered"
+
+
+def test_without_offered_tools_no_call_is_unknown() -> None:
+    parsed = parse_text(hermes({"name": "nope", "arguments": {}}))
+    assert parsed.outcome is ParseOutcome.OK and parsed.error is None
+    assert parse_text(hermes({"name": "nope", "arguments": {}}), []).outcome is ParseOutcome.UNKNOWN_TOOL
+
+
+def test_an_unreadable_first_call_is_malformed_even_before_a_good_one() -> None:
+    parsed = parse_text("<tool_call>{oops}</tool_call>" + hermes({"name": "search", "arguments": {}}), ["search"])
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+    assert parsed.error is not None and parsed.error.endswith("not scored, though readable: search")
+
+
+def test_one_call_is_ok_and_structured_calls_follow_the_same_precedence() -> None:
+    assert parse_text(hermes({"name": "search", "arguments": {}}), ["search"]).outcome is ParseOutcome.OK
+    message = {"tool_calls": [{"function": {"name": "nope", "arguments": "{}"}},
+                              {"function": {"name": "search", "arguments": "{}"}}]}
+    parsed = parse_response(message, ["search"])
+    assert parsed.outcome is ParseOutcome.UNKNOWN_TOOL and parsed.source == "structured"
+
+
+def test_arguments_win_over_parameters_when_both_are_present() -> None:
+    both = parse_text(hermes({"name": "f", "arguments": {"a": 1}, "parameters": {"b": 2}}))
+    assert both.outcome is ParseOutcome.OK and both.calls[0].arguments == {"a": 1}
+    only_parameters = parse_text(hermes({"name": "f", "parameters": {"b": 2}}))
+    assert only_parameters.calls[0].arguments == {"b": 2}
+    neither = parse_text(hermes({"name": "f"}))
+    assert neither.calls[0].arguments == {} and list(neither.calls[0].key_set) == []
+    null_arguments = parse_text(hermes({"name": "f", "arguments": None, "parameters": {"b": 2}}))
+    assert null_arguments.outcome is ParseOutcome.MALFORMED_CALL
+
+
+NUMBER = {"properties": {"x": {"type": "number"}}}
+BOOLEAN = {"properties": {"x": {"type": "boolean"}}}
+INTEGER = {"properties": {"x": {"type": "integer"}}}
+
+
+def qwen(value: str) -> str:
+    return f"<tool_call>\n<function=f>\n<parameter=x>\n{value}\n</parameter>\n</function>\n</tool_call>"
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "nan", "NaN", "Infinity", "1e400"])
+def test_non_finite_numbers_are_not_numbers(text: str) -> None:
+    assert coerce(text, "number") is NOT_A_VALUE
+    parsed = parse_text(qwen(text), ["f"], schemas={"f": NUMBER})
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"x": text}  # kept as text
+
+
+@pytest.mark.parametrize("text, value", [("1.5", 1.5), ("2.0", 2), ("-0.25", -0.25), ("1e3", 1000), ("7", 7)])
+def test_finite_numbers_and_whole_numbers_as_integers(text: str, value: float) -> None:
+    got = coerce(text, "number")
+    assert got == value and type(got) is type(value)
+    assert parse_text(qwen(text), ["f"], schemas={"f": NUMBER}).calls[0].arguments == {"x": value}
+
+
+@pytest.mark.parametrize("text, value", [("1", True), ("0", False), ("true", True), ("FALSE", False), (" True ", True),
+                                         ("2", NOT_A_VALUE), ("yes", NOT_A_VALUE), ("", NOT_A_VALUE)])
+def test_booleans_take_one_and_zero(text: str, value: object) -> None:
+    assert coerce(text, "boolean") is value
+
+
+def test_one_and_zero_for_a_boolean_parameter_are_booleans_not_integers() -> None:
+    for text, value in (("1", True), ("0", False)):
+        parsed = parse_text(qwen(text), ["f"], schemas={"f": BOOLEAN})
+        got = parsed.calls[0].arguments["x"]
+        assert got is value
+    assert parse_text(qwen("1"), ["f"], schemas={"f": INTEGER}).calls[0].arguments["x"] == 1
+    assert type(parse_text(qwen("1"), ["f"], schemas={"f": INTEGER}).calls[0].arguments["x"]) is int
+
+
+def test_integer_null_and_union_types() -> None:
+    assert coerce("12", "integer") == 12 and coerce("1.5", "integer") is NOT_A_VALUE
+    assert coerce("null", "null") is None and coerce("NULL", "null") is None and coerce("nil", "null") is NOT_A_VALUE
+    union = {"x": {"anyOf": [{"type": "integer"}, {"type": "null"}]}}
+    assert typed_value("null", union, "x") is None and typed_value("3", union, "x") == 3
+    assert typed_value("abc", union, "x") == "abc"
+    assert typed_value("3", {"x": {"type": "string"}}, "x") == "3"
+    assert typed_value("3", {"y": {"type": "integer"}}, "x") == "3"  # a key the schema does not list
+    assert typed_value("[1, 2]", None, "x") == [1, 2] and typed_value("plain", None, "x") == "plain"
+
+
+def test_schema_types_read_aliases_enums_and_combinators() -> None:
+    assert schema_types({"type": "INT"}) == {"integer"}
+    assert schema_types({"type": ["float", "null"]}) == {"number", "null"}
+    assert schema_types({"enum": [1, "a", None, True, 1.5, [1], {"a": 1}]}) == {
+        "integer", "string", "null", "boolean", "number", "array", "object"}
+    assert schema_types({"oneOf": [{"type": "bool"}], "allOf": [{"type": "dict"}]}) == {"boolean", "object"}
+    assert schema_types({}) == {"string"} and schema_types("x") == {"string"}
+
+
+def test_request_schemas_keep_each_offered_tools_parameters() -> None:
+    tools = [{"type": "function", "function": {"name": "a", "parameters": {"properties": {"q": {}}}}},
+             {"type": "function", "function": {"name": "b"}}, {"function": {"name": 3}}, "junk"]
+    assert request_schemas(tools) == {"a": {"properties": {"q": {}}}, "b": {}}
+    assert request_schemas([]) is None and request_schemas(None) is None
+
+
+def test_content_parts_are_read_as_their_text_parts_only() -> None:
+    call = hermes({"name": "search", "arguments": {}})
+    parts = [{"type": "text"}, {"type": "text", "text": call}, {"type": "image_url", "text": "<tool_call>x"}, "junk",
+             {"text": "<tool_call>y"}]
+    parsed = parse_response({"content": parts}, ["search"])
+    assert parsed.outcome is ParseOutcome.OK and [c.tool for c in parsed.calls] == ["search"]
+    assert parse_response({"content": [{"type": "text"}]}).outcome is ParseOutcome.EMPTY_RESPONSE
+    # content that is neither text nor parts is read as its string
+    assert parse_response({"content": (call,)}, ["search"]).outcome is ParseOutcome.OK
