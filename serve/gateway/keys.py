@@ -45,6 +45,7 @@ from pydantic import Field, ValidationError, field_validator
 from core.names import NAME_RULE, Name, excerpt
 from core.records import Strict
 from core.tomlfile import ConfigError, line_of, read_private, toml_problem
+from serve.errors import ServeError
 from serve.gateway.fairshare import Limits
 
 KEY_PREFIX = "wt_"
@@ -56,7 +57,7 @@ HASH_RULE = 'hash must be "sha256:" and 64 lowercase hex digits (the line `worke
 LIMIT_FIELDS = ("weight", "max_in_flight", "requests_per_s", "request_burst", "tokens_per_min")
 
 
-class KeysFileError(ConfigError):
+class KeysFileError(ServeError, ConfigError):
     """A keys file that cannot be used; the message names the file, the entry's line and the rule."""
 
 

@@ -51,13 +51,13 @@ def test_one_call_is_ok_and_structured_calls_follow_the_same_precedence() -> Non
     assert parsed.outcome is ParseOutcome.UNKNOWN_TOOL and parsed.source == "structured"
 
 
-def test_arguments_win_over_parameters_when_both_are_present() -> None:
+def test_arguments_win_over_parameters_and_a_call_without_them_is_malformed_as_vllm_reads_none() -> None:
     both = parse_text(hermes({"name": "f", "arguments": {"a": 1}, "parameters": {"b": 2}}))
     assert both.outcome is ParseOutcome.OK and both.calls[0].arguments == {"a": 1}
-    only_parameters = parse_text(hermes({"name": "f", "parameters": {"b": 2}}))
-    assert only_parameters.calls[0].arguments == {"b": 2}
-    neither = parse_text(hermes({"name": "f"}))
-    assert neither.calls[0].arguments == {} and list(neither.calls[0].key_set) == []
+    for without in ({"name": "f", "parameters": {"b": 2}}, {"name": "f"}):
+        parsed = parse_text(hermes(without))
+        assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+        assert parsed.error is not None and "no 'arguments'" in parsed.error
     null_arguments = parse_text(hermes({"name": "f", "arguments": None, "parameters": {"b": 2}}))
     assert null_arguments.outcome is ParseOutcome.MALFORMED_CALL
 
