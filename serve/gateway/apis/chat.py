@@ -48,6 +48,12 @@ class OpenAIErrors:
         return b"data: " + json.dumps(error_body(message, code, status)).encode() + b"\n\n"
 
 
+def choice_zero(data: Any) -> list[dict[str, Any]]:
+    """A stream event's entries for choice 0 (`[DONE]`, None, has none): the one the gateway reads."""
+    choices = data.get("choices") if isinstance(data, dict) else None
+    return [c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0] if isinstance(choices, list) else []
+
+
 class ChatAccumulator(Accumulator):
     """Choice 0 of a chat stream: its content and its tool calls, joined from their deltas."""
 
@@ -57,13 +63,8 @@ class ChatAccumulator(Accumulator):
         self._calls: dict[int, dict[str, Any]] = {}
 
     def event(self, name: str, data: Any) -> None:
-        if data is None:
-            self.done = True
-            return
-        choices = data.get("choices") if isinstance(data, dict) else None
-        for choice in choices if isinstance(choices, list) else []:
-            if not isinstance(choice, dict) or choice.get("index", 0) != 0:
-                continue
+        self.done = self.done or data is None
+        for choice in choice_zero(data):
             delta = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
             self._content.append(delta.get("content") or "")
             for call in delta.get("tool_calls") or []:
@@ -88,13 +89,9 @@ class CompletionAccumulator(Accumulator):
         self._text: list[str] = []
 
     def event(self, name: str, data: Any) -> None:
-        if data is None:
-            self.done = True
-            return
-        choices = data.get("choices") if isinstance(data, dict) else None
-        for choice in choices if isinstance(choices, list) else []:
-            if isinstance(choice, dict) and choice.get("index", 0) == 0:
-                self._text.append(choice.get("text") or "")
+        self.done = self.done or data is None
+        for choice in choice_zero(data):
+            self._text.append(choice.get("text") or "")
 
     def answer(self) -> Answer:
         return "".join(self._text)
