@@ -91,7 +91,7 @@ def test_production_canary_pinned_and_shadow_each_reach_the_engine(gw):
     assert result["agreement"] == expected_agreement(result["production_answer"], shadow_message)
     text = gw.metrics()
     for kind, adapter in (("production", A), ("canary", B), ("pinned", A), ("shadow", "worker-base")):
-        assert re.search(rf'worker_gateway_requests_total\{{adapter="{adapter}",kind="{kind}",route="[^"]*",'
+        assert re.search(rf'worker_gateway_requests_total\{{adapter="{adapter}",api="chat",kind="{kind}",route="[^"]*",'
                          rf'status="200"\}} [1-9]', text), kind
 
 
