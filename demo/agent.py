@@ -21,6 +21,7 @@ from typing import Any
 
 from core.capture import read_decisions
 from core.errors import WorkerTierError
+from demo.memory import DemoRule, render_memory
 from replay.analysis.compare import compare, format_comparison, load_results
 from replay.capture_suite import build_suite
 from replay.config import RunConfig
@@ -30,16 +31,18 @@ from replay.suite import load_suite
 WORKSPACE = "ws-agent"
 INVOICE = {"type": "object", "required": ["id"], "additionalProperties": False,
            "properties": {"id": {"type": "string", "enum": ["INV-7", "INV-8"]}}}
-RULE = ("Look an invoice up by the id the customer gives before answering about it.", "lookup-first")
+RULE = DemoRule(slug="lookup-first", text="Look an invoice up by the id the customer gives before answering about it.",
+                role="genuine", evidence="user-explicit", pending=False,
+                quote="Always check the invoice itself before you tell me anything about it.")
 MAX_TURNS = 2
 
 
 def write_memory(root: Path) -> Path:
-    """The demo workspace's memory: one authorised standing rule (DESIGN §5)."""
-    rules = root / WORKSPACE / "rules" / "learned-corrections.md"
-    rules.parent.mkdir(parents=True, exist_ok=True)
-    text, slug = RULE
-    rules.write_text(f"## Rules\n- {text} <!-- lc:{slug} evidence:user-explicit -->\n\n## Pending\n")
+    """The demo workspace's memory in the memory-system format (DESIGN §5): one authorised standing rule."""
+    for relative, text in render_memory(WORKSPACE, "Acme", "Invoices for the agent demo.", "UTC", (RULE,)).items():
+        path = root / WORKSPACE / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
     return root
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 
 from core.process import ServiceProcess, free_port, is_healthy
 from demo.gpucheck.context import GPU_CONFIG, PRODUCTION_CONFIG, CheckFailed, Context, Done, log_tail, run_bounded
@@ -75,12 +76,7 @@ def start_engine(ctx: Context, timeout_s: float) -> Done:
     config = config.model_copy(update={"launch": LaunchSettings(health_timeout_s=timeout_s)})
     log = ctx.logs / "engine.log"
     engine = EngineProcess(config, log_path=log)
-    ctx.stack.callback(engine.stop)
-    engine.start()
-    try:
-        seconds = engine.wait_healthy()
-    except (RuntimeError, TimeoutError) as exc:
-        raise CheckFailed(f"{exc}; {log}: {log_tail(log)}") from None
+    seconds = _healthy(ctx, engine, log)
     ctx.engine_url = engine.base_url
     return Done(f"{ctx.options.engine_config.name} healthy after {seconds:.0f} s ({settings_line(config)})",
                 {"healthy_s": round(seconds, 1), "command": " ".join(server_command(config)[1:])})
@@ -97,11 +93,16 @@ def start_gateway(ctx: Context, timeout_s: float) -> Done:
                                          "--log-level", "warning"],
                              {**os.environ, "WORKER_GATEWAY_ADMIN_TOKEN": ctx.token}, f"http://127.0.0.1:{port}",
                              timeout_s, log)
-    ctx.stack.callback(gateway.stop)
-    gateway.start()
-    try:
-        seconds = gateway.wait_healthy()
-    except (RuntimeError, TimeoutError) as exc:
-        raise CheckFailed(f"{exc}; {log}: {log_tail(log)}") from None
+    seconds = _healthy(ctx, gateway, log)
     ctx.gateway_url = gateway.base_url
     return Done(f"healthy after {seconds:.1f} s at {gateway.base_url}", {"healthy_s": round(seconds, 2)})
+
+
+def _healthy(ctx: Context, service: ServiceProcess, log: Path) -> float:
+    """Start `service` (stopped with the check) and wait for it; a failure names the end of its log."""
+    ctx.stack.callback(service.stop)
+    service.start()
+    try:
+        return service.wait_healthy()
+    except (RuntimeError, TimeoutError) as exc:
+        raise CheckFailed(f"{exc}; {log}: {log_tail(log)}") from None
