@@ -16,6 +16,9 @@ first that matches wins:
 6. a no-op status, or a change count of zero → `no_op`;
 7. an object whose only collection (`results`, `items`, …) is empty → `empty_result`;
 8. anything else → `ok`.
+
+A result the runtime itself marked failed (Anthropic's `is_error`) is `failed`, or `blocked` when the
+checks above say so: the runtime's word that it failed wins; the guard only says how.
 """
 
 from __future__ import annotations
@@ -72,8 +75,15 @@ def tool_text(content: Any) -> str:
     return "" if content is None else json.dumps(content)
 
 
-def classify(content: Any, rules: GuardRules, tool: str | None = None) -> Kind:
+def classify(content: Any, rules: GuardRules, tool: str | None = None, *, is_error: bool = False) -> Kind:
     """The kind of one tool result (see the module docstring for the order of the checks)."""
+    kind = _classify(content, rules, tool)
+    if is_error:
+        return "blocked" if kind == "blocked" else "failed"
+    return kind
+
+
+def _classify(content: Any, rules: GuardRules, tool: str | None) -> Kind:
     text = tool_text(content).strip()
     if not text:
         return "empty_result"

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from core.capture import choice_label
@@ -45,6 +46,41 @@ def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
             "function": {"name": name if isinstance(name, str) else "", "arguments": text}}
 
 
+@dataclass(frozen=True)
+class ToolReply:
+    """One tool result as the next request of a tool loop carries it."""
+
+    call_id: str | None
+    tool: str
+    content: Any
+    is_error: bool = False  # the runtime itself marked it failed (Anthropic's `is_error`)
+
+
+@dataclass(frozen=True)
+class Replies:
+    """The end of a turn: the tool results it carries (the results of the previous turn's calls), and
+    that previous assistant turn as a neutral answer (None when the turn carries no results)."""
+
+    answered: dict[str, Any] | None = None
+    replies: list[ToolReply] = field(default_factory=list)
+
+    def reply_to_first_call(self) -> ToolReply | None:
+        """The result of the answered turn's first call (the scored one): by call id, else the first result."""
+        calls = (self.answered or {}).get("tool_calls") or []
+        first_id = calls[0].get("id") if calls and isinstance(calls[0], Mapping) else None
+        return next((r for r in self.replies if r.call_id == first_id), self.replies[0] if self.replies else None)
+
+
+def _call_names(answer: Mapping[str, Any] | None) -> dict[str, str]:
+    """Call id -> tool name, of a neutral answer's calls."""
+    return {str(c.get("id")): str(c["function"].get("name") or "") for c in (answer or {}).get("tool_calls") or []
+            if isinstance(c, Mapping) and isinstance(c.get("function"), Mapping)}
+
+
+def _reply(call_id: Any, name: str, content: Any, is_error: bool = False) -> ToolReply:
+    return ToolReply(call_id if isinstance(call_id, str) else None, name, content, is_error)
+
+
 def chat_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     """The neutral answer: an assistant chat message with the answer's text and calls."""
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -69,6 +105,20 @@ def chat_tools(tools: Any) -> list[dict[str, Any]]:
 def chat_choice_label(choice: Any) -> str:
     """`choice_label` of a chat tool choice, `auto` when the request has none."""
     return choice_label("auto" if choice is None else choice)
+
+
+def chat_replies(messages: list[Any]) -> Replies:
+    """The `tool` messages after the last assistant message, each named by the call it answers."""
+    tail: list[Mapping[str, Any]] = []
+    for message in reversed(messages):
+        if not isinstance(message, Mapping) or message.get("role") != "tool":
+            break
+        tail.insert(0, message)
+    last = len(messages) - len(tail) - 1
+    answered = dict(messages[last]) if tail and last >= 0 and isinstance(messages[last], Mapping) else None
+    names = _call_names(answered)
+    return Replies(answered, [_reply(m.get("tool_call_id"), names.get(str(m.get("tool_call_id"))) or
+                                     str(m.get("name") or ""), m.get("content")) for m in tail])
 
 
 def first_choice(payload: Any, field: str, kind: type) -> Any:
@@ -115,6 +165,20 @@ def messages_answer(content: Any) -> dict[str, Any]:
     return chat_message(text, calls)
 
 
+def messages_replies(messages: list[Any]) -> Replies:
+    """The `tool_result` blocks of the last message (a user turn), named by the previous message's `tool_use` blocks."""
+    if not messages or not isinstance(messages[-1], Mapping) or messages[-1].get("role") != "user":
+        return Replies()
+    results = [b for b in blocks(messages[-1].get("content")) if b.get("type") == "tool_result"]
+    if not results:
+        return Replies()
+    previous = messages[-2] if len(messages) >= 2 and isinstance(messages[-2], Mapping) else {}
+    answered = messages_answer(previous.get("content"))
+    names = _call_names(answered)
+    return Replies(answered, [_reply(b.get("tool_use_id"), names.get(str(b.get("tool_use_id")), ""), b.get("content"),
+                                     b.get("is_error") is True) for b in results])
+
+
 # --- OpenAI Responses ---------------------------------------------------------------------------
 
 def items(value: Any) -> list[Any]:
@@ -153,6 +217,27 @@ def responses_answer(response: Any) -> dict[str, Any]:
     return chat_message("".join(text), calls)
 
 
+def responses_replies(given: list[Any]) -> Replies:
+    """The `function_call_output` items that end the input, each named by the `function_call` item it answers;
+    the answered turn is the run of output items just before them."""
+    tail: list[Mapping[str, Any]] = []
+    for item in reversed(given):
+        if not isinstance(item, Mapping) or item.get("type") != "function_call_output":
+            break
+        tail.insert(0, item)
+    if not tail:
+        return Replies()
+    start = len(given) - len(tail)
+    while start > 0 and is_output_item(given[start - 1]):
+        start -= 1
+    run = given[start:len(given) - len(tail)]
+    answered = responses_answer({"output": [{**i, "type": i.get("type") or "message"} for i in run]})
+    names = {str(i.get("call_id")): str(i.get("name") or "") for i in given
+             if isinstance(i, Mapping) and i.get("type") == "function_call"}
+    return Replies(answered, [_reply(i.get("call_id"), names.get(str(i.get("call_id")), ""), i.get("output"))
+                              for i in tail])
+
+
 def is_output_item(item: Any) -> bool:
     """Whether an input item is something a response produced (a model message, a call, reasoning)."""
     return isinstance(item, Mapping) and (item.get("role") == "assistant"
@@ -189,6 +274,10 @@ class Wire:
         message: dict[str, Any] = first_choice(payload, "message", dict)
         return message
 
+    def replies(self, turn: list[Any]) -> Replies:
+        """The tool results that end a turn and the assistant answer they answer."""
+        return chat_replies(turn)
+
     def transcript_answer(self, after: list[dict[str, Any]]) -> dict[str, Any] | None:
         """The neutral answer that follows a turn in a transcript (None when the next line is no answer)."""
         if not after or after[0].get("role") != "assistant":
@@ -218,6 +307,9 @@ class MessagesWire(Wire):
 
     def choice(self, choice: Any) -> str:
         return messages_choice_label(choice)
+
+    def replies(self, turn: list[Any]) -> Replies:
+        return messages_replies(turn)
 
     def answer(self, payload: Any) -> dict[str, Any]:
         if not isinstance(payload, Mapping) or not isinstance(payload.get("content"), list):
@@ -251,6 +343,9 @@ class ResponsesWire(MessagesWire):
 
     def choice(self, choice: Any) -> str:
         return responses_choice_label(choice)
+
+    def replies(self, turn: list[Any]) -> Replies:
+        return responses_replies(turn)
 
     def answer(self, payload: Any) -> dict[str, Any]:
         return responses_answer(payload)

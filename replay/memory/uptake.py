@@ -107,19 +107,14 @@ class RejectedCall:
 
 
 def rejected_call(decision: Decision, guard: GuardRules = GUARD) -> RejectedCall | None:
-    """The call the conversation's last assistant turn made, when its tool result rejected it."""
-    messages = decision.turn
-    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"), None)
-    raw_calls = messages[last].get("tool_calls") if last is not None else None
-    if last is None or not isinstance(raw_calls, list) or not raw_calls:
+    """The call the turn before the decision made, when the tool result that ends the conversation
+    rejected it: read through the decision's API, as the gateway's guard reads a live turn."""
+    end = decision.wire.replies(decision.turn)
+    reply = end.reply_to_first_call()
+    call = chosen_call(parse_response(end.answered)) if end.answered is not None else None
+    if reply is None or call is None:
         return None
-    call = chosen_call(parse_response(messages[last]))
-    if call is None:
-        return None
-    first_id = raw_calls[0].get("id") if isinstance(raw_calls[0], Mapping) else None
-    results = [m for m in messages[last + 1:] if m.get("role") == "tool"]
-    answer = next((m for m in results if m.get("tool_call_id") == first_id), results[0] if results else None)
-    if answer is None or classify(answer.get("content"), guard, call.tool) not in FAILURES:
+    if classify(reply.content, guard, call.tool, is_error=reply.is_error) not in FAILURES:
         return None
     return RejectedCall(call.tool, frozenset(call.key_set))
 
@@ -132,7 +127,7 @@ def concerns(claim: RuleClaim, decision: Decision, guard: GuardRules = GUARD) ->
 def _concerns(claim: RuleClaim, decision: Decision, rejected: RejectedCall | None) -> bool:
     if claim.repeat_rejected:
         return rejected is not None
-    if claim.tool not in (request_schemas(decision.request.tools) or {}):
+    if claim.tool not in (request_schemas(decision.wire.tools(decision.request.tools)) or {}):
         return False
     return claim.after_rejected is None or (rejected is not None and rejected.tool == claim.after_rejected)
 

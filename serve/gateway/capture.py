@@ -82,13 +82,9 @@ def sampled(key: str, rate: float) -> bool:
 
 def tool_results(conversation: Conversation, settings: CaptureSection) -> list[ToolResult]:
     """The guard's labels for the tool results a request carries (the previous turn's calls)."""
-    results = []
-    for reply in conversation.replies:
-        kind = classify(reply.content, settings.guard, reply.tool)
-        if reply.is_error:  # the runtime's word; the guard's own reading may only say how it failed
-            kind = "blocked" if kind == "blocked" else "failed"
-        results.append(ToolResult(reply.call_id, reply.tool, kind))
-    return results
+    return [ToolResult(reply.call_id, reply.tool, classify(reply.content, settings.guard, reply.tool,
+                                                           is_error=reply.is_error))
+            for reply in conversation.replies]
 
 
 def describe(job: CaptureJob, mode: str) -> CapturedDecision:

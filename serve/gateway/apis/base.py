@@ -23,20 +23,11 @@ from core.jsonfile import parse_problem
 from core.records import ParsedResponse
 from core.toolcalls import parse_response, parse_text, request_schemas
 from core.wire import BadAnswer as BadAnswer  # the shared readings live in core/wire.py (replay reads with them)
+from core.wire import ToolReply
 
 ApiName = Literal["chat", "completions", "messages", "count_tokens", "responses"]
 Answer = dict[str, Any] | str  # a chat message, or a completion's text
 JSON_HEADERS = {"Content-Type": "application/json"}
-
-
-@dataclass(frozen=True)
-class ToolReply:
-    """One tool result as the next request of a tool loop carries it."""
-
-    call_id: str | None
-    tool: str
-    content: Any
-    is_error: bool = False  # the runtime itself marked it failed (Anthropic's `is_error`)
 
 
 @dataclass(frozen=True)

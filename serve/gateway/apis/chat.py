@@ -12,30 +12,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from core.wire import chat_choice_label as label
-from core.wire import chat_message, chat_tools, first_choice
-from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation, ToolReply, make_strict
+from core.wire import chat_message, chat_replies, chat_tools, first_choice
+from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation, make_strict
 from serve.gateway.errors import error_body
-
-
-def tool_replies(messages: list[Any]) -> list[ToolReply]:
-    """The `tool` messages after the last assistant message, each named by the call it answers."""
-    tail: list[Mapping[str, Any]] = []
-    for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "tool":
-            break
-        tail.insert(0, message)
-    names: dict[str, str] = {}
-    last = len(messages) - len(tail) - 1
-    if tail and last >= 0 and isinstance(messages[last], Mapping):
-        for call in messages[last].get("tool_calls") or []:
-            if isinstance(call, Mapping) and isinstance(call.get("function"), Mapping):
-                names[str(call.get("id"))] = str(call["function"].get("name", ""))
-    replies = []
-    for message in tail:
-        call_id = message.get("tool_call_id")
-        tool = names.get(str(call_id)) or str(message.get("name") or "")
-        replies.append(ToolReply(call_id if isinstance(call_id, str) else None, tool, message.get("content")))
-    return replies
 
 
 class OpenAIErrors:
@@ -108,7 +87,7 @@ class ChatApi(OpenAIErrors, Api):
             messages=messages,
             roles=[str(m.get("role", "")) if isinstance(m, Mapping) else "" for m in messages],
             tools=chat_tools(body.get("tools")), tool_choice=label(body.get("tool_choice")),
-            replies=tool_replies(messages),
+            replies=chat_replies(messages).replies,
             request={k: body[k] for k in ("messages", "tools", "tool_choice") if k in body})
 
     def force_tool(self, body: dict[str, Any]) -> bool:

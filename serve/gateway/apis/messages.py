@@ -19,9 +19,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from core.wire import blocks, messages_tools
 from core.wire import messages_answer as answer_of
 from core.wire import messages_choice_label as tool_choice_label
+from core.wire import messages_replies, messages_tools
 from serve.gateway.apis.base import (
     Accumulator,
     Answer,
@@ -29,7 +29,6 @@ from serve.gateway.apis.base import (
     ApiName,
     BadAnswer,
     Conversation,
-    ToolReply,
     make_strict,
 )
 from serve.gateway.errors import bounded_message
@@ -47,21 +46,6 @@ def error_type(status: int) -> str:
 def anthropic_error(message: str, status: int) -> dict[str, Any]:
     text = bounded_message(message).encode("utf-8", "backslashreplace").decode("utf-8")
     return {"type": "error", "error": {"type": error_type(status), "message": text}}
-
-
-def tool_replies(messages: list[Any]) -> list[ToolReply]:
-    """The `tool_result` blocks of the last message (a user turn), named by the calls they answer."""
-    if not messages or not isinstance(messages[-1], Mapping) or messages[-1].get("role") != "user":
-        return []
-    results = [b for b in blocks(messages[-1].get("content")) if b.get("type") == "tool_result"]
-    names: dict[str, str] = {}
-    if results and len(messages) >= 2 and isinstance(messages[-2], Mapping):
-        for block in blocks(messages[-2].get("content")):
-            if block.get("type") == "tool_use":
-                names[str(block.get("id"))] = str(block.get("name") or "")
-    return [ToolReply(b.get("tool_use_id") if isinstance(b.get("tool_use_id"), str) else None,
-                      names.get(str(b.get("tool_use_id")), ""), b.get("content"), b.get("is_error") is True)
-            for b in results]
 
 
 class MessagesAccumulator(Accumulator):
@@ -122,7 +106,8 @@ class MessagesApi(AnthropicErrors, Api):
         offered = messages_tools(body.get("tools"))
         return Conversation(
             messages=messages, roles=[str(m.get("role", "")) if isinstance(m, Mapping) else "" for m in messages],
-            tools=offered, tool_choice=tool_choice_label(body.get("tool_choice")), replies=tool_replies(messages),
+            tools=offered, tool_choice=tool_choice_label(body.get("tool_choice")),
+            replies=messages_replies(messages).replies,
             request={k: body[k] for k in ("system", "messages", "tools", "tool_choice") if k in body})
 
     def force_tool(self, body: dict[str, Any]) -> bool:

@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from core.wire import chat_message, items, responses_tools
+from core.wire import chat_message, items, responses_replies, responses_tools
 from core.wire import responses_answer as answer_of
 from core.wire import responses_choice_label as tool_choice_label
 from serve.gateway.apis.base import (
@@ -28,25 +28,12 @@ from serve.gateway.apis.base import (
     ApiName,
     BadAnswer,
     Conversation,
-    ToolReply,
     make_strict,
 )
 from serve.gateway.apis.chat import OpenAIErrors
 from serve.gateway.errors import GatewayError, bounded_message
 
 FINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.incomplete"})
-
-
-def tool_replies(given: list[Any]) -> list[ToolReply]:
-    tail: list[Mapping[str, Any]] = []
-    for item in reversed(given):
-        if not isinstance(item, Mapping) or item.get("type") != "function_call_output":
-            break
-        tail.insert(0, item)
-    names = {str(i.get("call_id")): str(i.get("name") or "") for i in given
-             if isinstance(i, Mapping) and i.get("type") == "function_call"}
-    return [ToolReply(i.get("call_id") if isinstance(i.get("call_id"), str) else None,
-                      names.get(str(i.get("call_id")), ""), i.get("output")) for i in tail]
 
 
 class ResponsesAccumulator(Accumulator):
@@ -93,7 +80,8 @@ class ResponsesApi(OpenAIErrors, Api):
         return Conversation(
             messages=given,
             roles=[str(i.get("role") or i.get("type") or "") if isinstance(i, Mapping) else "" for i in given],
-            tools=offered, tool_choice=tool_choice_label(body.get("tool_choice")), replies=tool_replies(given),
+            tools=offered, tool_choice=tool_choice_label(body.get("tool_choice")),
+            replies=responses_replies(given).replies,
             request={k: body[k] for k in ("instructions", "input", "tools", "tool_choice") if k in body})
 
     def answer(self, payload: Any) -> Answer:

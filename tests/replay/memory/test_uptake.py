@@ -15,9 +15,11 @@ from core.keyset import sorted_key_set
 from core.records import Decision, DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
 from replay.analysis.report.summary import format_uptake
 from replay.memory.uptake import (
+    RejectedCall,
     RuleClaim,
     Uptake,
     UptakeError,
+    concerns,
     rejected_call,
     rule_uptake,
     uptake_table,
@@ -246,3 +248,69 @@ def test_the_same_answers_move_nothing(drawn, claim) -> None:
     u = rule_uptake(*world(same, claim), claim, BASE, ONLY)
     assert u.moved_to == u.away == u.moved_elsewhere == 0
     assert replace(u, already=0, unchanged=0, unanswered=0) == Uptake(claim, BASE, ONLY)
+
+
+def in_api(api: str, chat: Decision) -> Decision:
+    """The same conversation as `chat`, captured through Anthropic Messages or OpenAI Responses."""
+    turn, data = chat.turn, chat.model_dump(mode="json", exclude={"request"})
+    tools = [t["function"] for t in chat.request.tools]
+    if api == "messages":
+        messages: list[dict[str, Any]] = []
+        for m in turn:
+            if m["role"] == "assistant":
+                messages.append({"role": "assistant", "content": [
+                    {"type": "tool_use", "id": c["id"], "name": c["function"]["name"],
+                     "input": json.loads(c["function"]["arguments"])} for c in m.get("tool_calls") or []]
+                    or m["content"]})
+            elif m["role"] == "tool":
+                block = {"type": "tool_result", "tool_use_id": m["tool_call_id"], "content": m["content"]}
+                if messages[-1]["role"] == "user" and isinstance(messages[-1]["content"], list):
+                    messages[-1]["content"].append(block)
+                else:
+                    messages.append({"role": "user", "content": [block]})
+            else:
+                messages.append(m)
+        request = {"messages": messages, "tools": [{"name": t["name"], "input_schema": t["parameters"]} for t in tools]}
+    else:
+        items: list[dict[str, Any]] = []
+        for m in turn:
+            if m["role"] == "assistant":
+                items += [{"type": "function_call", "call_id": c["id"], "name": c["function"]["name"],
+                           "arguments": c["function"]["arguments"]} for c in m.get("tool_calls") or []] or [m]
+            elif m["role"] == "tool":
+                items.append({"type": "function_call_output", "call_id": m["tool_call_id"], "output": m["content"]})
+            else:
+                items.append(m)
+        request = {"input": items, "tools": [{"type": "function", **t} for t in tools]}
+    return Decision.model_validate({**data, "api": api, "request": request})
+
+
+@pytest.mark.parametrize("api", ["messages", "responses"])
+def test_a_conversation_reads_the_same_whatever_api_carried_it(api: str) -> None:
+    """Which call was rejected, and which claims a decision concerns, do not depend on the API."""
+    two_calls = {"role": "assistant", "content": None, "tool_calls": [
+        {"id": "a", "type": "function", "function": {"name": "send_invoice", "arguments": '{"invoice_id": "i"}'}},
+        {"id": "b", "type": "function", "function": {"name": "list_invoices", "arguments": "{}"}}]}
+    chats = [rejected("r1"), rejected("r2", {"invoice_id": "inv_7", "note": "x"}), decision("fresh"),
+             decision("ok", turns=tool_turn("send_invoice", {"invoice_id": "inv_7"}, {"status": "sent"})),
+             decision("other", tools=("search_invoices",), turns=tool_turn("search_invoices", {"q": 1}, REJECTED)),
+             decision("second", turns=[two_calls, {"role": "tool", "tool_call_id": "b", "content": "{}"},
+                                       {"role": "tool", "tool_call_id": "a", "content": json.dumps(REJECTED)}])]
+    for chat in chats:
+        other = in_api(api, chat)
+        assert other.wire.api == api and other.request.tools != chat.request.tools
+        assert rejected_call(other) == rejected_call(chat), chat.id
+        assert [concerns(c, other) for c in (LIST, REPEAT, FINALIZE)] == \
+               [concerns(c, chat) for c in (LIST, REPEAT, FINALIZE)], chat.id
+    assert rejected_call(in_api(api, chats[1])) == RejectedCall("send_invoice", frozenset({"invoice_id", "note"}))
+    assert [concerns(FINALIZE, in_api(api, c)) for c in chats] == [True, True, False, False, False, True]
+
+
+def test_a_result_the_runtime_marked_failed_is_a_rejection() -> None:
+    """Anthropic's `is_error` says the call failed even when its text reads as success to the guard."""
+    sent = in_api("messages", decision("ok", turns=tool_turn("send_invoice", {"invoice_id": "i"}, {"status": "sent"})))
+    assert rejected_call(sent) is None
+    messages = [*sent.turn[:-1], {"role": "user", "content": [{**sent.turn[-1]["content"][0], "is_error": True}]}]
+    marked = Decision.model_validate({**sent.model_dump(mode="json"), "request": {**sent.request.model_dump(mode="json"),
+                                                                                  "messages": messages}})
+    assert rejected_call(marked) == RejectedCall("send_invoice", frozenset({"invoice_id"}))
