@@ -59,7 +59,7 @@ class ToolReply:
 @dataclass(frozen=True)
 class Replies:
     """The end of a turn: the tool results it carries (the results of the previous turn's calls), and
-    that previous assistant turn as a neutral answer (None when the turn carries no results)."""
+    that previous assistant turn as a neutral answer (None when no assistant turn comes before them)."""
 
     answered: dict[str, Any] | None = None
     replies: list[ToolReply] = field(default_factory=list)
@@ -115,7 +115,8 @@ def chat_replies(messages: list[Any]) -> Replies:
             break
         tail.insert(0, message)
     last = len(messages) - len(tail) - 1
-    answered = dict(messages[last]) if tail and last >= 0 and isinstance(messages[last], Mapping) else None
+    answered = dict(messages[last]) if tail and last >= 0 and isinstance(messages[last], Mapping) \
+        and messages[last].get("role") == "assistant" else None
     names = _call_names(answered)
     return Replies(answered, [_reply(m.get("tool_call_id"), names.get(str(m.get("tool_call_id"))) or
                                      str(m.get("name") or ""), m.get("content")) for m in tail])
@@ -173,7 +174,7 @@ def messages_replies(messages: list[Any]) -> Replies:
     if not results:
         return Replies()
     previous = messages[-2] if len(messages) >= 2 and isinstance(messages[-2], Mapping) else {}
-    answered = messages_answer(previous.get("content"))
+    answered = messages_answer(previous.get("content")) if previous.get("role") == "assistant" else None
     names = _call_names(answered)
     return Replies(answered, [_reply(b.get("tool_use_id"), names.get(str(b.get("tool_use_id")), ""), b.get("content"),
                                      b.get("is_error") is True) for b in results])
@@ -231,7 +232,7 @@ def responses_replies(given: list[Any]) -> Replies:
     while start > 0 and is_output_item(given[start - 1]):
         start -= 1
     run = given[start:len(given) - len(tail)]
-    answered = responses_answer({"output": [{**i, "type": i.get("type") or "message"} for i in run]})
+    answered = responses_answer({"output": [{**i, "type": i.get("type") or "message"} for i in run]}) if run else None
     names = {str(i.get("call_id")): str(i.get("name") or "") for i in given
              if isinstance(i, Mapping) and i.get("type") == "function_call"}
     return Replies(answered, [_reply(i.get("call_id"), names.get(str(i.get("call_id")), ""), i.get("output"))
