@@ -11,7 +11,9 @@ schemas. It is a reading only: nothing here rewrites a request or an answer.
 `Wire` says, per API (`chat`, `messages`, `responses`), where a request keeps its turn (the list
 the descriptor's message hashes are over), its system prompt, its tools and tool choice, how an
 answer reads and how its usage is counted: what replay needs to send a decision through the API it
-was captured on.
+was captured on. `Replies` is how a turn ends: the tool results it carries, each named by the call it
+answers, and the assistant turn that made those calls; the gateway's guard labels live results with
+it, and replay's rule uptake finds a rejected call with it, so both read a turn alike in every API.
 """
 
 from __future__ import annotations
