@@ -87,7 +87,7 @@ def _policy_problem(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
             return f"{where}: unknown parameter {param!r}"
         if kind == "missing":
             return f"{where}: missing parameter {param!r}"
-        return f"{where}: {param}: {error['msg']}"
+        return f"{where}: {param}: {error['msg']}" if param else f"{where}: {error['msg']}"
     if kind == "extra_forbidden":
         return f"unknown policy field {'.'.join(map(str, loc))!r}"
     field_name = ".".join(map(str, loc))
