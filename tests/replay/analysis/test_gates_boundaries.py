@@ -72,6 +72,18 @@ def test_policy_errors_name_the_condition_and_parameter(tmp_path: Path, body: st
     assert policy_error(tmp_path, body) == message
 
 
+def test_a_policy_that_cannot_be_read_or_parsed_names_the_file(tmp_path: Path) -> None:
+    absent = tmp_path / "absent.toml"
+    with pytest.raises(GateError) as info:
+        load_policy(absent)
+    assert str(info.value) == f"{absent}: cannot read policy: No such file or directory"
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[conditions]\n", encoding="utf-8")
+    with pytest.raises(GateError) as info:
+        load_policy(broken)
+    assert str(info.value).startswith(f"{broken}: invalid TOML: ") and "(at line 1, column 13)" in str(info.value)
+
+
 def result(id_: str, status: Status, tainted: list[str] | None = None) -> ConditionResult:
     return ConditionResult(id=id_, kind="paired_gain", description=f"{id_} described", status=status,
                            reason=f"{id_} because", tainted_rule_ids=tainted or [])
