@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from dataclasses import asdict, replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -116,16 +119,19 @@ def test_targeted_ci_names_its_strict_threshold() -> None:
     assert default.status is Status.FAIL and default.reason.endswith("needs the CI lower bound > +0.00")
 
 
-@pytest.mark.parametrize("condition", [
-    {"kind": "paired_gain", "min_points": 5.0},
-    {"kind": "non_inferiority", "scope": "verified_action", "min_points": -2.0},
-    {"kind": "targeted_ci", "stratum": "verified_recovery", "ci_low_above": -2.0},
-    {"kind": "repeat_reduction", "min_relative_reduction": 0.3},
-    {"kind": "overhead", "max_token_overhead": 0.5, "max_latency_overhead": 0.5},
+@pytest.mark.parametrize(("condition", "status"), [
+    ({"kind": "paired_gain", "min_points": 5.0}, Status.PASS),
+    ({"kind": "non_inferiority", "scope": "verified_action", "min_points": -2.0}, Status.PASS),
+    ({"kind": "targeted_ci", "stratum": "verified_recovery", "ci_low_above": -2.0}, Status.PASS),
+    ({"kind": "repeat_reduction", "min_relative_reduction": 0.3}, Status.PASS),
+    ({"kind": "overhead", "max_token_overhead": 0.5, "max_latency_overhead": 0.5}, Status.PASS),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5}, Status.FAIL),
+    ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "compensating_min_points": 5.0},
+     Status.PASS),
 ])
-def test_a_condition_on_disputed_results_carries_their_rules(condition: dict[str, object]) -> None:
+def test_a_condition_on_disputed_results_carries_their_rules(condition: dict[str, object], status: Status) -> None:
     result = judge(condition, comparison(rule_ids=["lc:a", "lc:b"]))
-    assert result.status is Status.PASS and result.tainted_rule_ids == ["lc:a", "lc:b"]
+    assert result.status is status and result.tainted_rule_ids == ["lc:a", "lc:b"]
     if "scope" in result.evidence:
         assert result.evidence["tainted_results"] == 2
 
@@ -147,8 +153,17 @@ def test_repeat_reduction_names_the_counts_the_reduction_and_the_threshold() -> 
     assert result.status is Status.PASS
     assert result.reason == f"{REPEAT_TEXT}; needs ≥ 30% and p ≤ 0.25"
     assert result.evidence == {"stratum": "known_failure", "level": "exact", **asdict(REPEATS), "threshold": 0.3}
-    strict = judge({"kind": "repeat_reduction", "min_relative_reduction": 0.34})
-    assert strict.status is Status.FAIL and strict.reason == f"{REPEAT_TEXT}; needs ≥ 34%"
+    strict = judge({"kind": "repeat_reduction", "min_relative_reduction": 0.9})
+    assert strict.status is Status.FAIL and strict.reason == f"{REPEAT_TEXT}; needs ≥ 90%"
+
+
+def test_repeat_reduction_reads_the_row_of_its_own_stratum() -> None:
+    none_fewer = replace(REPEATS, candidate_repeats=12, fixes=3, regressions=3, p_value=1.0, relative_reduction=0.0)
+    run = comparison().model_copy(update={"repeats": [
+        *comparison().repeats, RepeatRow(level="exact", stratum="verified_recovery", stats=none_fewer)]})
+    result = judge({"kind": "repeat_reduction", "stratum": "verified_recovery", "min_relative_reduction": 0.3}, run)
+    assert result.status is Status.FAIL  # known_failure's row would pass
+    assert result.reason.startswith("verified_recovery exact repeats: 12 → 12 of 30, relative reduction 0.0%")
 
 
 def test_repeat_counts_are_pluralised() -> None:
@@ -462,15 +477,15 @@ def test_a_confirmation_directory_without_results_is_not_run(tmp_path: Path) -> 
 
 def test_quantisation_names_the_drop_from_high_precision(tmp_path: Path) -> None:
     """+15 points here, +10 quantised: a drop of 5."""
-    run = two_win_run(tmp_path / "quantised")
+    run = two_win_run(tmp_path / "quantised", rule="lc:q")
     here = comparison(replace(STATS, points=15.0), rule_ids=["lc:here"])
     condition = {"kind": "quantisation_survives", "min_points": 10.0, "max_drop_points": 5.0}
-    result = judge(condition, here, {"quantised": run})
+    result = judge(condition, here, {"quantised": run}, tainted=("lc:q",))
     assert result.status is Status.PASS
     assert result.reason == (f"quantised run {run}: {TWO_WIN_ROW}{ci(result.evidence)}); needs points ≥ +10.00; "
                              "drop from high precision +5.00 points (allows ≤ 5.00)")
     assert (result.evidence["high_precision_points"], result.evidence["drop_points"]) == (15.0, 5.0)
-    assert result.evidence["run_dir"] == str(run) and result.tainted_rule_ids == []  # the quantised run's rows
+    assert result.evidence["run_dir"] == str(run) and result.tainted_rule_ids == ["lc:q"]  # the quantised run's rows
 
 
 def test_quantisation_without_a_high_precision_gain_fails(tmp_path: Path) -> None:
@@ -516,6 +531,17 @@ def test_a_naive_cutoff_and_capture_dates_are_utc(tmp_path: Path) -> None:
     assert on.reason == f"20 decision(s) captured on or before 2026-09-20T00:00:00+00:00: {first_ten}"
     before = judge({**CUTOFF, "captured_after": "2026-09-19T23:59:59"}, evidence={"fresh": run, "fresh_suite": suite})
     assert before.status is Status.PASS
+
+
+def test_capture_dates_and_the_cutoff_are_compared_as_instants(tmp_path: Path) -> None:
+    """01:00 at +02:00 is 23:00 UTC the day before; a cutoff of 02:00 at +02:00 is midnight UTC."""
+    run = two_win_run(tmp_path / "fresh")
+    east = write_suite(tmp_path / "east", load_results(run), "2026-09-20T01:00:00+02:00")
+    result = judge(CUTOFF, evidence={"fresh": run, "fresh_suite": east})
+    assert result.status is Status.FAIL and len(result.evidence["stale"]) == 20
+    utc = write_suite(tmp_path / "utc", load_results(run), "2026-09-20T01:00:00Z")
+    result = judge({**CUTOFF, "captured_after": "2026-09-20T02:00:00+02:00"}, evidence={"fresh": run, "fresh_suite": utc})
+    assert result.status is Status.PASS and result.evidence["captured_after"] == "2026-09-20T02:00:00+02:00"
 
 
 def test_fresh_decisions_missing_from_the_suite_are_named(tmp_path: Path) -> None:
@@ -572,13 +598,13 @@ def two_conditions() -> GatePolicy:
 
 def test_a_verdict_records_its_inputs_and_the_evidence_no_condition_used(tmp_path: Path) -> None:
     moment = datetime(2026, 10, 3, 12, tzinfo=UTC)
-    given = {"zeta": tmp_path / "z", "fresh_suite": tmp_path / "s", "alpha": str(tmp_path / "a")}
+    given = {"zeta": tmp_path / "z", "fresh": tmp_path / "f", "fresh_suite": tmp_path / "s", "alpha": str(tmp_path / "a")}
     verdict = evaluate(two_conditions(), comparison(), given, run_dir=tmp_path, policy_path="gates/p.toml",
                        policy_sha256="ab12", now=lambda: moment)
     assert (verdict.policy, verdict.policy_version, verdict.baseline, verdict.candidate) == ("p", "2", BASE, CANDIDATE)
     assert (verdict.run_dir, verdict.policy_path, verdict.policy_sha256) == (str(tmp_path), "gates/p.toml", "ab12")
     assert verdict.evidence_paths == {key: str(value) for key, value in given.items()}
-    assert verdict.unused_evidence == ["alpha", "zeta"]  # fresh_suite is the fresh condition's
+    assert verdict.unused_evidence == ["alpha", "zeta"]  # fresh and fresh_suite are the fresh condition's
     assert verdict.evaluated_at == moment and verdict.comparisons_made == 3
     assert [(c.id, c.kind, c.status) for c in verdict.conditions] == [
         ("gain", "paired_gain", Status.PASS), ("fresh", "fresh_chronological", Status.NOT_RUN)]
@@ -654,13 +680,28 @@ def test_a_verdict_file_is_named_for_the_policy_and_a_safe_candidate(tmp_path: P
     assert read_verdict(path) == verdict
 
 
+def test_a_verdict_file_is_utf8_under_an_ascii_locale(tmp_path: Path) -> None:
+    """Reasons carry →, ≥ and −; the file must not depend on the machine that wrote it."""
+    env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
+    script = ("import sys; from tests.replay.analysis.test_gates_reasons import two_conditions, comparison; "
+              "from replay.analysis.gates import evaluate, write_verdict; "
+              "write_verdict(sys.argv[1], evaluate(two_conditions(), comparison()))")
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr
+    reason = json.loads((tmp_path / f"gate-p-{CANDIDATE}.json").read_bytes().decode("utf-8"))["conditions"][0]["reason"]
+    assert reason.startswith("all_positive joint: 17 → 21 of 40, +10.00 points (+6/−2")
+
+
 def test_evaluate_gate_hashes_the_policy_file_and_taints_the_run(tmp_path: Path) -> None:
     policy = tmp_path / "p.toml"
     policy.write_text('name = "p"\nversion = "1"\n[[conditions]]\nid = "g"\nkind = "paired_gain"\n'
-                      'description = "d"\nmin_points = 5.0\nscope = "verified_action"\n', encoding="utf-8")
+                      'description = "d"\nmin_points = 5.0\nscope = "verified_action"\n[[conditions]]\n'
+                      'id = "again"\nkind = "confirmation_run"\ndescription = "d"\nmin_points = 5.0\n', encoding="utf-8")
     run = two_win_run(tmp_path / "run", rule="lc:x")
-    verdict = evaluate_gate(policy, run, BASE, CANDIDATE, tainted={"lc:x"})
+    confirmation = two_win_run(tmp_path / "confirmation", rule="lc:x")
+    verdict = evaluate_gate(policy, run, BASE, CANDIDATE, {"confirmation": confirmation}, tainted={"lc:x"})
     assert verdict.policy_sha256 == hashlib.sha256(policy.read_bytes()).hexdigest()
     assert (verdict.policy_path, verdict.run_dir) == (str(policy), str(run))
-    assert verdict.tainted_rule_ids == ["lc:x"] and verdict.conditions[0].tainted_rule_ids == ["lc:x"]
-    assert verdict.conditions[0].evidence["tainted_results"] == 40
+    assert verdict.tainted_rule_ids == ["lc:x"] and verdict.passed
+    assert [(c.tainted_rule_ids, c.evidence["tainted_results"]) for c in verdict.conditions] == [(["lc:x"], 40)] * 2
