@@ -680,17 +680,20 @@ def test_a_verdict_file_is_named_for_the_policy_and_a_safe_candidate(tmp_path: P
     assert read_verdict(path) == verdict
 
 
-def test_a_verdict_file_is_utf8_under_an_ascii_locale(tmp_path: Path) -> None:
-    """Reasons carry →, ≥ and −; the file must not depend on the machine that wrote it."""
+def test_a_verdict_file_is_the_same_utf8_under_an_ascii_locale(tmp_path: Path) -> None:
+    """Reasons carry →, ≥ and −; the file must not depend on the locale of the machine that wrote it."""
+    verdict = evaluate(two_conditions(), comparison(), now=lambda: datetime(2026, 10, 3, tzinfo=UTC))
+    (tmp_path / "here").mkdir()
+    here = write_verdict(tmp_path / "here", verdict)
     env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-    script = ("import sys; from tests.replay.analysis.test_gates_reasons import two_conditions, comparison; "
-              "from replay.analysis.gates import evaluate, write_verdict; "
-              "write_verdict(sys.argv[1], evaluate(two_conditions(), comparison()))")
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)], env=env, capture_output=True, text=True,
-                          check=False)
+    script = ("import sys; from pathlib import Path; from replay.analysis.gates import Verdict, write_verdict; "
+              "write_verdict(sys.argv[1], Verdict.model_validate_json(Path(sys.argv[2]).read_bytes()))")
+    (tmp_path / "ascii").mkdir()
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ascii"), str(here)], env=env,
+                          capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
-    reason = json.loads((tmp_path / f"gate-p-{CANDIDATE}.json").read_bytes().decode("utf-8"))["conditions"][0]["reason"]
-    assert reason.startswith("all_positive joint: 17 → 21 of 40, +10.00 points (+6/−2")
+    written = (tmp_path / "ascii" / f"gate-p-{CANDIDATE}.json").read_bytes()
+    assert written == here.read_bytes() and "(+6/−2".encode() in written
 
 
 def test_evaluate_gate_hashes_the_policy_file_and_taints_the_run(tmp_path: Path) -> None:
