@@ -74,7 +74,7 @@ def _policy_problem(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
     loc = list(error["loc"])
     kind = error["type"]
     if len(loc) >= 2 and loc[0] == "conditions" and isinstance(loc[1], int):
-        raw = data.get("conditions", [])[loc[1]] if loc[1] < len(data.get("conditions", [])) else {}
+        raw = data["conditions"][loc[1]]  # pydantic's loc names an item of the list it validated
         name = raw.get("id", f"#{loc[1] + 1}") if isinstance(raw, dict) else f"#{loc[1] + 1}"
         where = f"condition {name!r}"
         if kind == "union_tag_invalid":
@@ -87,7 +87,7 @@ def _policy_problem(error: Mapping[str, Any], data: Mapping[str, Any]) -> str:
             return f"{where}: unknown parameter {param!r}"
         if kind == "missing":
             return f"{where}: missing parameter {param!r}"
-        return f"{where}: {param}: {error['msg']}"
+        return f"{where}: {param}: {error['msg']}" if param else f"{where}: {error['msg']}"
     if kind == "extra_forbidden":
         return f"unknown policy field {'.'.join(map(str, loc))!r}"
     field_name = ".".join(map(str, loc))

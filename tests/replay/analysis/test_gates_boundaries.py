@@ -37,6 +37,8 @@ def policy_error(tmp_path: Path, body: str) -> str:
     return str(info.value).removeprefix(prefix)
 
 
+STRATA = "clean_trajectory_action, known_failure, training_sanity, verified_action, verified_recovery"
+OWN = "a suite's own strata go in extra_strata"
 GAIN = '[[conditions]]\nid = "g"\nkind = "paired_gain"\ndescription = "d"\nmin_points = 5\n'
 
 
@@ -52,13 +54,34 @@ GAIN = '[[conditions]]\nid = "g"\nkind = "paired_gain"\ndescription = "d"\nmin_p
     ("colour = 1\n" + GAIN, "unknown policy field 'colour'"),
     ("conditions = []\n", "conditions: List should have at least 1 item after validation, not 0"),
     (GAIN + GAIN, "condition ids must be unique: g"),
+    (GAIN.replace('"g"', '"b"') * 2 + GAIN.replace('"g"', '"a"') * 2 + GAIN, "condition ids must be unique: a, b"),
+    (GAIN.replace("min_points = 5", "min_points = 5\nx = 1\ny = 2"),
+     "condition 'g' (kind paired_gain): unknown parameter 'x'\n  condition 'g' (kind paired_gain): unknown parameter 'y'"),
+    ('extra_strata = [true]\n' + GAIN, "extra_strata.0: Input should be a valid string"),
+    ('conditions = ["x"]\n', "condition '#1': Input should be a valid dictionary or object to extract fields from"),
+    (GAIN.replace("min_points = 5", 'min_points = 5\nscope = "known_failure "'),
+     f"condition 'g': unknown stratum 'known_failure ' in scope (known: all_positive, {STRATA}; {OWN})"),
+    ('[[conditions]]\nid = "r"\nkind = "repeat_reduction"\ndescription = "d"\nmin_relative_reduction = 0.2\n'
+     'stratum = "all_positive"\n', f"condition 'r': unknown stratum 'all_positive' in stratum (known: {STRATA}; {OWN})"),
+    ('extra_strata = ["lookup"]\n[[conditions]]\nid = "o"\nkind = "overhead"\ndescription = "d"\n'
+     'max_token_overhead = 1\nmax_latency_overhead = 1\ncompensating_scope = "lookups"\n',
+     "condition 'o': unknown stratum 'lookups' in compensating_scope (known: all_positive, clean_trajectory_action, "
+     f"known_failure, lookup, training_sanity, verified_action, verified_recovery; {OWN})"),
 ])
 def test_policy_errors_name_the_condition_and_parameter(tmp_path: Path, body: str, message: str) -> None:
     assert policy_error(tmp_path, body) == message
 
 
-def test_a_condition_that_is_not_a_table_is_named_by_its_position(tmp_path: Path) -> None:
-    assert policy_error(tmp_path, 'conditions = ["x"]\n').startswith("condition '#1'")
+def test_a_policy_that_cannot_be_read_or_parsed_names_the_file(tmp_path: Path) -> None:
+    absent = tmp_path / "absent.toml"
+    with pytest.raises(GateError) as info:
+        load_policy(absent)
+    assert str(info.value) == f"{absent}: cannot read policy: No such file or directory"
+    broken = tmp_path / "broken.toml"
+    broken.write_text("[[conditions]\n", encoding="utf-8")
+    with pytest.raises(GateError) as info:
+        load_policy(broken)
+    assert str(info.value).startswith(f"{broken}: invalid TOML: ") and "(at line 1, column 13)" in str(info.value)
 
 
 def result(id_: str, status: Status, tainted: list[str] | None = None) -> ConditionResult:
