@@ -126,30 +126,35 @@ def test_a_keyword_value_longer_than_the_window_goes_whole() -> None:
 
 # --- secrets: tokens -----------------------------------------------------------------------------
 
-def test_a_secret_at_the_start_and_deep_inside_a_long_token_is_found() -> None:
+def test_a_secret_at_the_start_inside_and_at_the_end_of_a_long_token_is_found() -> None:
     """A whitespace-free token longer than 256 characters (a URL's query) is searched in windows."""
     query = "&x=1" * 80
-    for text in (f"{AWS}{query}", f"https://example.com/?{query}&key={AWS}{query}"):
+    for text in (f"{AWS}{query}", f"https://example.com/?{query}&key={AWS}{query}",
+                 f"https://example.com/?{query}&key={AWS}"):
         at = text.index(AWS)
         assert len(text) > 256 and set(secrets(text)) == {(at, at + 20)}
         assert found(text) == [("SECRET", AWS)]
 
 
-@pytest.mark.parametrize("pad", range(360, 392, 4))
-def test_a_secret_that_a_windows_end_cuts_goes_whole(pad: int) -> None:
+@pytest.mark.parametrize("pad, length", [*((pad, 28) for pad in range(360, 392, 4)), (300, 128), (340, 128)])
+def test_a_secret_that_a_windows_end_cuts_goes_whole(pad: int, length: int) -> None:
     """A Slack token across the end of the window at 128..384: it was found cut there first, and the
-    whole one, from the next window, lost to it: the token's tail stayed in the transcript."""
-    slack = "xoxb-1234567890-abcdefghijkl"
-    text = "https://example.com/?" + "z" * (pad - 21) + "&t=" + slack + "&b=2" * 40
+    whole one, from the next window, lost to it: the token's tail stayed in the transcript. A secret
+    of up to 128 characters (half a window) goes whole."""
+    slack = ("xoxb-1234567890-" + "abcdefghij" * 12)[:length]
+    text = "https://example.com/?" + "z" * (pad - 21) + "&t=" + slack + "&b=2" * 60
+    assert len(slack) == length
     at = text.index(slack)
     assert found(text) == [("SECRET", slack)]
     assert (at, at + len(slack)) in set(secrets(text))
 
 
-@pytest.mark.parametrize("secret", ["xoxb-1234567890-abcdefghijAbCd", "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"])
+@pytest.mark.parametrize("secret", ["xoxb-1234567890-abcdefghijAbCd", "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789",
+                                    f"acct_{AWS}-dev"])
 def test_a_token_secret_is_its_whole_run_of_token_characters(secret: str) -> None:
-    """The Slack plugin stops at the first capital (`…-abcdefghij`): the run goes on to the token's end,
-    and stops at the characters around it that are no token's."""
+    """The Slack plugin stops at the first capital (`…-abcdefghij`), the AWS one matches inside a run:
+    the secret is the whole run of letters, digits, `_` and `-`, and stops at the characters around it
+    that are no token's."""
     for text in (f"token {secret} end", f"token '{secret}'", f"{secret}", f"({secret}),"):
         at = text.index(secret)
         assert set(secrets(text)) == {(at, at + len(secret))}
