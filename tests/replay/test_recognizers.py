@@ -73,9 +73,12 @@ def test_a_phone_number_in_running_text_is_found_once(text: str) -> None:
     assert list(phones(text)) == [(at, at + len(PHONE))]
 
 
-def test_a_rejected_match_does_not_end_the_search() -> None:
-    text = f"invoice INV-2024-000017 or call {PHONE}"
-    assert list(phones(text)) == [(text.index(PHONE), len(text))]
+@pytest.mark.parametrize("text, numbers", [
+    (f"ref_+4930123456 or call {PHONE}", [PHONE]),  # the matcher's first number is glued into an id
+    (f"{PHONE} or 01 23456", [PHONE, "01 23456"]),  # the second is Vienna's: only the AT pass finds it
+])
+def test_a_rejected_or_repeated_match_does_not_end_the_search(text: str, numbers: list[str]) -> None:
+    assert list(phones(text)) == [(text.index(n), text.index(n) + len(n)) for n in numbers]
 
 
 def test_a_phone_number_of_seven_digits_is_searched() -> None:
