@@ -16,8 +16,9 @@ well-kept library, and context rules, as Presidio's recognizers are built. Pure.
 * SECRET: `detect-secrets`' plugins used as a library — the token plugins (AWS, GitHub, GitLab,
   Slack, Stripe, SendGrid, Twilio, Telegram, Discord, Mailchimp, npm, PyPI, OpenAI, Azure, Square,
   basic-auth URLs) on each whitespace-separated token, the keyword plugin (`password: …`,
-  `secret=…`, `api_key: …`) on the text after each keyword, `PrivateKeyDetector` for PEM headers
-  (the block to its END line goes), `JwtTokenDetector.is_formally_valid` for JWTs' header and
+  `secret=…`, `api_key: …`) on the text after each keyword, PEM private key headers of any label
+  (RFC 7468's `PRIVATE KEY`, `ENCRYPTED PRIVATE KEY`, `RSA …`, `EC …`, `OPENSSH …`, PGP's
+  `… BLOCK`: the block to its END line goes), `JwtTokenDetector.is_formally_valid` for JWTs' header and
   payload, and the high-entropy plugin's Shannon entropy for long random tokens; plus the
   prefixes it has no plugin for (`sk-proj-`, `sk-ant-`, `github_pat_`, `AIza`). UUIDs and hex
   digests are ids, not secrets: they name records, and a replayed request keeps them.
@@ -57,7 +58,6 @@ from detect_secrets.plugins.keyword import CONFIG_DENYLIST_REGEX_TO_GROUP, DENYL
 from detect_secrets.plugins.mailchimp import MailchimpDetector
 from detect_secrets.plugins.npm import NpmDetector
 from detect_secrets.plugins.openai import OpenAIDetector
-from detect_secrets.plugins.private_key import PrivateKeyDetector
 from detect_secrets.plugins.pypi_token import PypiTokenDetector
 from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
@@ -102,7 +102,6 @@ _TOKEN_PLUGINS: tuple[RegexBasedDetector, ...] = (
     MailchimpDetector(), NpmDetector(), PypiTokenDetector(), OpenAIDetector(), AzureStorageKeyDetector(),
     SquareOAuthDetector(), BasicAuthDetector())
 _TOKEN_PATTERNS = tuple(pattern for plugin in _TOKEN_PLUGINS for pattern in plugin.denylist)
-_PRIVATE_KEY = PrivateKeyDetector()
 _KEYWORD = KeywordDetector()
 _ENTROPY = Base64HighEntropyString()
 # prefixes of keys detect-secrets 1.5 has no plugin for (OpenAI project, Anthropic, GitHub fine-grained, Google)
@@ -132,8 +131,8 @@ def _token_windows(text: str) -> Iterator[tuple[int, str]]:
 
 def _widen(text: str, start: int, end: int, lo: int, hi: int) -> Span:
     """A token secret is the whole run of token characters around the part a plugin matched (the
-    Slack plugin stops at the first upper-case letter of `xoxb-…-AbCd…`), within its window
-    `lo:hi` (so a token of thousands of characters costs no more than its windows)."""
+    Slack plugin stops at the first upper-case letter of `xoxb-…-AbCd…`), within `lo:hi` (so a
+    token of thousands of characters costs no more than its windows)."""
     while start > lo and (text[start - 1].isalnum() or text[start - 1] in "_-"):
         start -= 1
     while end < hi and (text[end].isalnum() or text[end] in "_-"):
@@ -152,7 +151,10 @@ def _plugin_secrets(text: str) -> Iterator[Span]:
                     value = m.group().strip(" \t\"'=:")
                     start = m.start() + m.group().index(value)
                     end = start + len(value)
-                yield _widen(text, offset + start, offset + end, offset, offset + len(window))
+                # up to half a window past this one's end: a secret the end cuts is whole, and found
+                # here first (the next window, which holds it whole too, would lose to the cut one)
+                yield _widen(text, offset + start, offset + end, offset,
+                             min(len(text), offset + len(window) + _WINDOW // 2))
 
 
 def _prose(value: str) -> bool:
@@ -187,19 +189,19 @@ def _keyword_secrets(text: str) -> Iterator[Span]:
         starts = [(text.find(v, m.end(), window_end), v) for v in values]
         spans = [(start, start + len(v)) for start, v in starts if 0 <= start <= m.end() + 10]
         if spans:
-            span = min(spans)
-            yield span
-            at = span[1]
+            start, end = min(spans)
+            if end == window_end and (rest := _TOKEN.match(text, end)) is not None:
+                end = rest.end()  # cut short by the window: a value longer than it runs on to its word's end
+            yield start, end
+            at = end
 
 
 def _private_keys(text: str) -> Iterator[Span]:
     """A PEM private key, from its BEGIN line to its END line within `_PEM_SPAN` characters (or, cut
-    short, to the last line of key material after BEGIN)."""
+    short, to the last line of key material after BEGIN within them). Any label that names a private
+    key is one: detect-secrets' `PrivateKeyDetector` knows no `ENCRYPTED PRIVATE KEY`."""
     at = 0
     while (m := _PEM.search(text, at)) is not None:
-        if not any(True for _ in _PRIVATE_KEY.analyze_string(m.group())):
-            at = m.end()
-            continue
         end_marker = _PEM_END.search(text, m.end(), m.end() + _PEM_SPAN)
         end = m.end()
         if end_marker is not None:

@@ -1,6 +1,7 @@
 """Each recognizer at its length and range bounds (a value missed is a leak, one taken is a changed
 request): card lengths 12/13 and 19/20, at most 19 groups, IPv4 octets 255/256, IPv6's two groups,
-the 15-character Norwegian IBAN, the high-entropy token's length, character-class and entropy bounds."""
+the 15-character Norwegian IBAN, the high-entropy token's length, character-class and entropy bounds
+(two digits, two capitals, two lower-case letters)."""
 
 from __future__ import annotations
 
@@ -95,6 +96,9 @@ def test_ipv6_needs_two_groups_and_a_valid_address(address: str, found: bool) ->
     ("konto NO9386011117948 ok", None),  # check digits fail
     ("DE89370400440532013000", (0, 22)),
     ("MT84MALT011000012345MTLCAST001S", (0, 31)),  # Malta: 31 characters
+    ("CH93 0076 2011 6238 5295 7", (0, 26)),  # Switzerland's example: 21 characters, a last group of one
+    ("DE893704004405320130001 ok", None),  # an IBAN runs on into one more digit: a longer number
+    ("DE89370400440532013000X", None),
 ])
 def test_iban_lengths(text: str, span: tuple[int, int] | None) -> None:
     assert list(ibans(text)) == ([span] if span else [])
@@ -152,3 +156,17 @@ def test_a_random_token_needs_24_characters() -> None:
 def test_keyword_values_and_prose_bound(value: str, found: str | None) -> None:
     """A lower-case word of six letters or fewer is prose; seven, or any other character, is a value."""
     assert keyword_value(value) == found
+
+
+LOWER20, UPPER20 = "cdefghijklmnopqrstuv", "CDEFGHIJKLMNOPQRSTUV"  # 24 distinct characters: log2(24) ≈ 4.58 bits
+
+
+@pytest.mark.parametrize("token, found", [
+    ("12AB" + LOWER20, True), ("1xAB" + LOWER20, False),  # digits: two, one
+    ("12Ab" + LOWER20, False),  # capitals: one (two is the first case)
+    ("12ab" + UPPER20, True), ("12aB" + UPPER20, False),  # lower case: two, one
+])
+def test_high_entropy_needs_two_of_each_character_class(token: str, found: bool) -> None:
+    assert len(token) == 24 and entropy(token) > 4.5
+    assert high_entropy(token) is found
+    assert list(secrets(f"key {token}")) == ([(4, 28)] if found else [])
