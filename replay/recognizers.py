@@ -303,7 +303,7 @@ def cards(text: str) -> Iterator[Span]:
 
 _IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?!\.?\d)")
 _IPV6 = re.compile(r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![\w:])")
-_VERSION_CUE = re.compile(r"(?i)(?<![a-z])(?:version|ver|release|firmware|build|revision|rev|patch|tag)[\s:=]{1,3}$")
+_VERSION_CUE = re.compile(r"(?i)(?<![a-z])(?:version|ver|release|firmware|build|revision|rev|patch|tag)[\s:=]{1,3}\Z")
 
 
 def ips(text: str) -> Iterator[Span]:

@@ -170,3 +170,17 @@ def test_high_entropy_needs_two_of_each_character_class(token: str, found: bool)
     assert len(token) == 24 and entropy(token) > 4.5
     assert high_entropy(token) is found
     assert list(secrets(f"key {token}")) == ([(4, 28)] if found else [])
+
+
+@pytest.mark.parametrize("cue", ["revision:= ", "firmware:=\n", "rev\t", "tag="])
+def test_a_version_cue_is_at_most_three_separators_right_before_the_address(cue: str) -> None:
+    """The longest cue (`revision` and three separators) plus the character before it fits the look-back."""
+    assert list(ips(f"{cue}10.0.0.1")) == []
+    assert list(ips(f"x{cue}10.0.0.1")) == [(len(cue) + 1, len(cue) + 9)]  # a word that ends in a cue is no cue
+    assert list(ips(f"{cue}  \n10.0.0.1")) == [(len(cue) + 3, len(cue) + 11)]  # too far from its cue
+
+
+def test_a_newline_after_three_separators_is_a_fourth() -> None:
+    """`$` would also match before a final newline: the cue must end right at the address (`\\Z`)."""
+    assert list(ips("firmware:= \n10.0.0.1")) == [(12, 20)]
+    assert list(ips("xfirmware:= \n10.0.0.1")) == [(13, 21)]
