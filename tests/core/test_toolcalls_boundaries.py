@@ -136,3 +136,38 @@ def test_content_parts_are_read_as_their_text_parts_only() -> None:
     assert parse_response({"content": [{"type": "text"}]}).outcome is ParseOutcome.EMPTY_RESPONSE
     # content that is neither text nor parts is read as its string
     assert parse_response({"content": (call,)}, ["search"]).outcome is ParseOutcome.OK
+
+
+G = '<tool_call>{"name": "g", "arguments": {}}</tool_call>'
+H = '<tool_call>{"name": "h", "arguments": {}}</tool_call>'
+UNREADABLE = "<tool_call><function=f><parameter=x>1</function>"  # x is never closed
+
+
+@pytest.mark.parametrize("text, readable", [
+    (UNREADABLE + "</tool_call>" + G, "g"),  # on after the block's close
+    (UNREADABLE + "</tool_call>" + G + H, "g, h"),  # the first close, not the last
+    (UNREADABLE + " " + G + H, "g, h"),  # the block is not closed before the next: on at the next, the first of them
+    (UNREADABLE + "<think></tool_call>" + G, "g"),  # the block's text is not read again (its `<think>` opens nothing)
+])
+def test_reading_goes_on_after_an_unreadable_function_block(text: str, readable: str) -> None:
+    parsed = parse_text(text, ["f", "g", "h"])
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+    assert parsed.error == f"call 1: tool 'f': <parameter=x> is not closed; not scored, though readable: {readable}"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("<function=f>", "<function=f> is not closed (the text ends after its name)"),
+    ("<function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
+    ("</function> <function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
+    ("<function=f><parameter=x>1", "<parameter=x> is not closed"),
+    ("<function=f><parameter= x >1", "<parameter=x> is not closed"),
+    ("<function=f><parameter=x>1</parameter>", "<function=f> is not closed"),
+    ("<function=f><parameter=x>1</parameter>  <parameter=y>2</parameter>\n", "<function=f> is not closed"),
+    ("<tool_call><function=f><parameter=x>1</parameter></function> junk</tool_call>",
+     "text after </function> does not close the <tool_call> block"),
+    ("<function=f><parameter=x>1</parameter> junk </function>", "unexpected text in <function=f> after a </parameter>"),
+])
+def test_an_unreadable_function_says_why(text: str, why: str) -> None:
+    parsed = parse_text(text, ["f"])
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL
+    assert parsed.error == f"call 1: tool 'f': {why}"
