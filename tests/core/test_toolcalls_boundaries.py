@@ -166,8 +166,25 @@ def test_reading_goes_on_after_an_unreadable_function_block(text: str, readable:
     ("<tool_call><function=f><parameter=x>1</parameter></function> junk</tool_call>",
      "text after </function> does not close the <tool_call> block"),
     ("<function=f><parameter=x>1</parameter> junk </function>", "unexpected text in <function=f> after a </parameter>"),
+    ("<function=f><parameter=x>1</parameter> junk <parameter=y>2</parameter>",
+     "unexpected text in <function=f> after a </parameter>"),  # x ends at its first close, not its last
 ])
 def test_an_unreadable_function_says_why(text: str, why: str) -> None:
     parsed = parse_text(text, ["f"])
     assert parsed.outcome is ParseOutcome.MALFORMED_CALL
     assert parsed.error == f"call 1: tool 'f': {why}"
+
+
+@pytest.mark.parametrize("body, why", [
+    ("[1]", "<tool_call> JSON must be an object with 'name' and 'arguments'"),
+    ('"text"', "<tool_call> JSON must be an object with 'name' and 'arguments'"),
+    ('{"name": "g"}', "<tool_call> JSON has no 'arguments'"),
+    ('{"name": "g", "arguments": [1]}', "tool 'g': 'arguments' must be a JSON object"),
+])
+def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(body: str, why: str) -> None:
+    """vLLM's `hermes` parser returns no call when any block cannot be read, so a readable first call is not scored."""
+    alone = parse_text(f"<tool_call>{body}</tool_call>", ["g"])
+    assert (alone.outcome, alone.source, alone.error) == (ParseOutcome.MALFORMED_CALL, "hermes", f"call 1: {why}")
+    after = parse_text(G + f"<tool_call>{body}</tool_call>", ["g"])
+    assert (after.outcome, after.calls, after.source) == (ParseOutcome.MALFORMED_CALL, [], "hermes")
+    assert after.error == f"call 2: {why}; not scored, though readable: g"
