@@ -188,3 +188,41 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
     after = parse_text(G + f"<tool_call>{body}</tool_call>", ["g"])
     assert (after.outcome, after.calls, after.source) == (ParseOutcome.MALFORMED_CALL, [], "hermes")
     assert after.error == f"call 2: {why}; not scored, though readable: g"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("<tool_call>  </tool_call>", "empty <tool_call> block"),
+    ('<tool_call>{"name": "g", "arguments": {</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
+    ('<tool_call>{"name": "g", "arguments": {"a": "x</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
+    ('<tool_call>{"name": "g", "arguments": {} ' + G, "<tool_call> block is not closed before the next one; "
+                                                     "not scored, though readable: g"),
+    ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', "missing or non-string tool name: 5"),
+    ('<tool_call>{"name": "  ", "arguments": {}}</tool_call>', "missing or non-string tool name: '  '"),
+    ('<tool_call>{"name": "a<b", "arguments": {}}</tool_call>', "'a<b' cannot be a tool name"),
+    ("<tool_call><function=g", "<function= tag is cut off before its '>'"),
+    ("<function=g><parameter=x>1</parameter><parameter=x>2</parameter></function>", "tool 'g': parameter 'x' given twice"),
+])
+def test_each_unreadable_text_call_says_why(text: str, why: str) -> None:
+    parsed = parse_text(text, ["g"])
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+    assert parsed.error is not None and parsed.error.startswith(f"call 1: {why}")
+    assert parsed.error == f"call 1: {why}" or why.endswith(": ")
+
+
+@pytest.mark.parametrize("message, outcome, why", [
+    ({"content": "", "reasoning_content": "hmm"}, ParseOutcome.EMPTY_RESPONSE, "the answer has only reasoning, no content"),
+    ({"content": "  "}, ParseOutcome.EMPTY_RESPONSE, "the answer has no content and no tool call"),
+    ({"content": "Done."}, ParseOutcome.NO_CALL, None),
+    ({"tool_calls": [{"x": 1}]}, ParseOutcome.MALFORMED_CALL, "call 1: tool_calls[0] has no 'function' object"),
+])
+def test_answers_without_a_readable_call_say_why(message: dict[str, object], outcome: ParseOutcome,
+                                                 why: str | None) -> None:
+    parsed = parse_response(message, ["g"])
+    assert (parsed.outcome, parsed.error, parsed.calls) == (outcome, why, [])
+
+
+def test_an_unreadable_structured_call_after_a_readable_one_is_named_not_scored() -> None:
+    """Only an unreadable Hermes block spoils the whole answer (vLLM's text parser); a structured one is one call of several."""
+    parsed = parse_response({"tool_calls": [{"function": {"name": "g", "arguments": "{}"}}, "junk"]}, ["g"])
+    assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS and [c.tool for c in parsed.calls] == ["g"]
+    assert parsed.error == "2 calls in one turn; the first is scored; call 2: tool_calls[1] has no 'function' object"
