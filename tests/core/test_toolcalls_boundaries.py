@@ -148,11 +148,14 @@ UNREADABLE = "<tool_call><function=f><parameter=x>1</function>"  # x is never cl
     (UNREADABLE + "</tool_call>" + G + H, "g, h"),  # the first close, not the last
     (UNREADABLE + " " + G + H, "g, h"),  # the block is not closed before the next: on at the next, the first of them
     (UNREADABLE + "<think></tool_call>" + G, "g"),  # the block's text is not read again (its `<think>` opens nothing)
+    (UNREADABLE + "</tool_call><function=h>\n</function></tool_call>", "h"),  # the first close, so the bare call is read
+    ('<tool_call>{"name": "g", "arguments": {"a": "x\\n"}, oops</tool_call>' + H, "h"),  # a string that closed
 ])
-def test_reading_goes_on_after_an_unreadable_function_block(text: str, readable: str) -> None:
+def test_reading_goes_on_after_an_unreadable_block(text: str, readable: str) -> None:
     parsed = parse_text(text, ["f", "g", "h"])
     assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
-    assert parsed.error == f"call 1: tool 'f': <parameter=x> is not closed; not scored, though readable: {readable}"
+    assert parsed.error is not None and parsed.error.startswith("call 1: ")
+    assert parsed.error.endswith(f"; not scored, though readable: {readable}")
 
 
 @pytest.mark.parametrize("text, why", [
@@ -219,6 +222,7 @@ def test_answers_without_a_readable_call_say_why(message: dict[str, object], out
                                                  why: str | None) -> None:
     parsed = parse_response(message, ["g"])
     assert (parsed.outcome, parsed.error, parsed.calls) == (outcome, why, [])
+    assert parsed.source == ("structured" if "tool_calls" in message else None)
 
 
 def test_an_unreadable_structured_call_after_a_readable_one_is_named_not_scored() -> None:
@@ -226,3 +230,29 @@ def test_an_unreadable_structured_call_after_a_readable_one_is_named_not_scored(
     parsed = parse_response({"tool_calls": [{"function": {"name": "g", "arguments": "{}"}}, "junk"]}, ["g"])
     assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS and [c.tool for c in parsed.calls] == ["g"]
     assert parsed.error == "2 calls in one turn; the first is scored; call 2: tool_calls[1] has no 'function' object"
+
+
+def test_a_structured_call_without_arguments_has_none() -> None:
+    parsed = parse_response({"tool_calls": [{"id": "c1", "function": {"name": "g"}}]}, ["g"])
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {}
+
+
+def test_content_calls_are_checked_and_typed_against_the_offered_tools() -> None:
+    """A call in `content` (no structured `tool_calls`) gets the same unknown-tool check and schema typing."""
+    unknown = parse_response({"content": hermes({"name": "nope", "arguments": {}})}, ["g"])
+    assert unknown.outcome is ParseOutcome.UNKNOWN_TOOL
+    typed = parse_response({"content": qwen("5")}, ["f"], schemas={"f": {"properties": {"x": {"type": "string"}}}})
+    assert typed.calls[0].arguments == {"x": "5"}
+
+
+@pytest.mark.parametrize("schemas, value", [
+    ({"f": {}}, "5"),  # a tool whose schema lists no properties: its values stay text
+    ({"f": {"properties": "junk"}}, "5"),
+    ({"other": {"properties": {"x": {"type": "integer"}}}}, "5"),  # a tool the schemas do not know
+    (None, 5),  # no schemas at all: a value that parses as JSON is decoded
+])
+def test_values_are_typed_only_by_the_tools_own_listed_properties(schemas: dict[str, object] | None,
+                                                                  value: object) -> None:
+    parsed = parse_text(qwen("5"), None, schemas=schemas)  # type: ignore[arg-type]
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"x": value}
+    assert type(parsed.calls[0].arguments["x"]) is type(value)
