@@ -174,7 +174,7 @@ def test_reading_goes_on_after_an_unreadable_block(text: str, readable: str) -> 
 ])
 def test_an_unreadable_function_says_why(text: str, why: str) -> None:
     parsed = parse_text(text, ["f"])
-    assert parsed.outcome is ParseOutcome.MALFORMED_CALL
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.source == "qwen3_coder"
     assert parsed.error == f"call 1: tool 'f': {why}"
 
 
@@ -195,6 +195,8 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
 
 @pytest.mark.parametrize("text, why", [
     ("<tool_call>  </tool_call>", "empty <tool_call> block"),
+    ("<function=g>" + "".join(f"<parameter=p{i}>1</parameter>" for i in range(3000)) + "</function>",
+     "tool 'g': too many parameters to read"),
     ('<tool_call>{"name": "g", "arguments": {</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
     ('<tool_call>{"name": "g", "arguments": {"a": "x</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
     ('<tool_call>{"name": "g", "arguments": {} ' + G, "<tool_call> block is not closed before the next one; "
@@ -208,8 +210,14 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
 def test_each_unreadable_text_call_says_why(text: str, why: str) -> None:
     parsed = parse_text(text, ["g"])
     assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+    assert parsed.source == ("hermes" if text.startswith("<tool_call>{") or "<tool_call> " in text else "qwen3_coder")
     assert parsed.error is not None and parsed.error.startswith(f"call 1: {why}")
     assert parsed.error == f"call 1: {why}" or why.endswith(": ")
+
+
+DEEP: dict[str, object] = {}
+for _ in range(5000):  # an answer's arguments as an object (not text) have no depth bound of their own
+    DEEP = {"a": DEEP}
 
 
 @pytest.mark.parametrize("message, outcome, why", [
@@ -217,6 +225,12 @@ def test_each_unreadable_text_call_says_why(text: str, why: str) -> None:
     ({"content": "  "}, ParseOutcome.EMPTY_RESPONSE, "the answer has no content and no tool call"),
     ({"content": "Done."}, ParseOutcome.NO_CALL, None),
     ({"tool_calls": [{"x": 1}]}, ParseOutcome.MALFORMED_CALL, "call 1: tool_calls[0] has no 'function' object"),
+    ({"tool_calls": [{"function": {"name": "g", "arguments": "[1]"}}]}, ParseOutcome.MALFORMED_CALL,
+     "call 1: tool 'g': arguments must be a JSON object, got array"),
+    ({"tool_calls": [{"function": {"name": 7, "arguments": "{}"}}]}, ParseOutcome.MALFORMED_CALL,
+     "call 1: missing or non-string tool name: 7"),
+    ({"tool_calls": [{"function": {"name": "g", "arguments": DEEP}}]}, ParseOutcome.MALFORMED_CALL,
+     "call 1: tool 'g': arguments are nested too deeply to read"),
 ])
 def test_answers_without_a_readable_call_say_why(message: dict[str, object], outcome: ParseOutcome,
                                                  why: str | None) -> None:
@@ -256,3 +270,13 @@ def test_values_are_typed_only_by_the_tools_own_listed_properties(schemas: dict[
     parsed = parse_text(qwen("5"), None, schemas=schemas)  # type: ignore[arg-type]
     assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"x": value}
     assert type(parsed.calls[0].arguments["x"]) is type(value)
+
+
+def test_a_structured_call_keeps_its_name_as_given_and_any_name_it_has() -> None:
+    """Structured names are trimmed and not held to the text grammar (the server's parser already read them)."""
+    parsed = parse_response({"tool_calls": [{"function": {"name": " a<b ", "arguments": "{}"}}]}, ["a<b"])
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].tool == "a<b"
+    spaced = parse_text('<tool_call>{"name": " g ", "arguments": {}}</tool_call>', [" g "])
+    assert spaced.outcome is ParseOutcome.OK and spaced.calls[0].tool == " g "  # Hermes: kept as written, as vLLM
+    qwen_named = parse_text("<function= g >\n</function>", ["g"])
+    assert qwen_named.outcome is ParseOutcome.OK and qwen_named.calls[0].tool == "g"
