@@ -176,11 +176,12 @@ def _make_call(source: Source, name: Any, arguments: Any) -> _Read:
         return _Read(source, error=f"{name.strip()!r} cannot be a tool name")
     try:
         args = decode_arguments(arguments)
+        keys = sorted_key_set(args)
     except ArgumentsError as exc:
         return _Read(source, error=f"tool {name!r}: {exc}")
-    except RecursionError:
+    except RecursionError:  # a structured call's arguments given as an object, not text, are not depth-bounded
         return _Read(source, error=f"tool {name!r}: arguments are nested too deeply to read")
-    return _Read(source, call=ToolCall(tool=name, arguments=args, key_set=sorted_key_set(args)))
+    return _Read(source, call=ToolCall(tool=name, arguments=args, key_set=keys))
 
 
 def _read_structured(index: int, item: Any) -> _Read:

@@ -136,3 +136,147 @@ def test_content_parts_are_read_as_their_text_parts_only() -> None:
     assert parse_response({"content": [{"type": "text"}]}).outcome is ParseOutcome.EMPTY_RESPONSE
     # content that is neither text nor parts is read as its string
     assert parse_response({"content": (call,)}, ["search"]).outcome is ParseOutcome.OK
+
+
+G = '<tool_call>{"name": "g", "arguments": {}}</tool_call>'
+H = '<tool_call>{"name": "h", "arguments": {}}</tool_call>'
+UNREADABLE = "<tool_call><function=f><parameter=x>1</function>"  # x is never closed
+
+
+@pytest.mark.parametrize("text, readable", [
+    (UNREADABLE + "</tool_call>" + G, "g"),  # on after the block's close
+    (UNREADABLE + "</tool_call>" + G + H, "g, h"),  # the first close, not the last
+    (UNREADABLE + " " + G + H, "g, h"),  # the block is not closed before the next: on at the next, the first of them
+    (UNREADABLE + "<think></tool_call>" + G, "g"),  # the block's text is not read again (its `<think>` opens nothing)
+    (UNREADABLE + "</tool_call><function=h>\n</function></tool_call>", "h"),  # the first close, so the bare call is read
+    ('<tool_call>{"name": "g", "arguments": {"a": "x\\n"}, oops</tool_call>' + H, "h"),  # a string that closed
+])
+def test_reading_goes_on_after_an_unreadable_block(text: str, readable: str) -> None:
+    parsed = parse_text(text, ["f", "g", "h"])
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+    assert parsed.error is not None and parsed.error.startswith("call 1: ")
+    assert parsed.error.endswith(f"; not scored, though readable: {readable}")
+
+
+@pytest.mark.parametrize("text, why", [
+    ("<function=f>", "<function=f> is not closed (the text ends after its name)"),
+    ("<function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
+    ("</function> <function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
+    ("<function=f><parameter=x>1", "<parameter=x> is not closed"),
+    ("<function=f><parameter= x >1", "<parameter=x> is not closed"),
+    ("<function=f><parameter=x>1</parameter>", "<function=f> is not closed"),
+    ("<function=f><parameter=x>1</parameter>  <parameter=y>2</parameter>\n", "<function=f> is not closed"),
+    ("<tool_call><function=f><parameter=x>1</parameter></function> junk</tool_call>",
+     "text after </function> does not close the <tool_call> block"),
+    ("<function=f><parameter=x>1</parameter> junk </function>", "unexpected text in <function=f> after a </parameter>"),
+    ("<function=f><parameter=x>1</parameter> junk <parameter=y>2</parameter>",
+     "unexpected text in <function=f> after a </parameter>"),  # x ends at its first close, not its last
+])
+def test_an_unreadable_function_says_why(text: str, why: str) -> None:
+    parsed = parse_text(text, ["f"])
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.source == "qwen3_coder"
+    assert parsed.error == f"call 1: tool 'f': {why}"
+
+
+@pytest.mark.parametrize("body, why", [
+    ("[1]", "<tool_call> JSON must be an object with 'name' and 'arguments'"),
+    ('"text"', "<tool_call> JSON must be an object with 'name' and 'arguments'"),
+    ('{"name": "g"}', "<tool_call> JSON has no 'arguments'"),
+    ('{"name": "g", "arguments": [1]}', "tool 'g': 'arguments' must be a JSON object"),
+])
+def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(body: str, why: str) -> None:
+    """vLLM's `hermes` parser returns no call when any block cannot be read, so a readable first call is not scored."""
+    alone = parse_text(f"<tool_call>{body}</tool_call>", ["g"])
+    assert (alone.outcome, alone.source, alone.error) == (ParseOutcome.MALFORMED_CALL, "hermes", f"call 1: {why}")
+    after = parse_text(G + f"<tool_call>{body}</tool_call>", ["g"])
+    assert (after.outcome, after.calls, after.source) == (ParseOutcome.MALFORMED_CALL, [], "hermes")
+    assert after.error == f"call 2: {why}; not scored, though readable: g"
+
+
+@pytest.mark.parametrize("text, why", [
+    ("<tool_call>  </tool_call>", "empty <tool_call> block"),
+    ("<function=g>" + "".join(f"<parameter=p{i}>1</parameter>" for i in range(3000)) + "</function>",
+     "tool 'g': too many parameters to read"),
+    ('<tool_call>{"name": "g", "arguments": {</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
+    ('<tool_call>{"name": "g", "arguments": {"a": "x</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
+    ('<tool_call>{"name": "g", "arguments": {} ' + G, "<tool_call> block is not closed before the next one; "
+                                                     "not scored, though readable: g"),
+    ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', "missing or non-string tool name: 5"),
+    ('<tool_call>{"name": "  ", "arguments": {}}</tool_call>', "missing or non-string tool name: '  '"),
+    ('<tool_call>{"name": "a<b", "arguments": {}}</tool_call>', "'a<b' cannot be a tool name"),
+    ("<tool_call><function=g", "<function= tag is cut off before its '>'"),
+    ("<function=g><parameter=x>1</parameter><parameter=x>2</parameter></function>", "tool 'g': parameter 'x' given twice"),
+])
+def test_each_unreadable_text_call_says_why(text: str, why: str) -> None:
+    parsed = parse_text(text, ["g"])
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
+    assert parsed.source == ("hermes" if text.startswith("<tool_call>{") or "<tool_call> " in text else "qwen3_coder")
+    assert parsed.error is not None and parsed.error.startswith(f"call 1: {why}")
+    assert parsed.error == f"call 1: {why}" or why.endswith(": ")
+
+
+DEEP: dict[str, object] = {}
+for _ in range(5000):  # an answer's arguments as an object (not text) have no depth bound of their own
+    DEEP = {"a": DEEP}
+
+
+@pytest.mark.parametrize("message, outcome, why", [
+    ({"content": "", "reasoning_content": "hmm"}, ParseOutcome.EMPTY_RESPONSE, "the answer has only reasoning, no content"),
+    ({"content": "  "}, ParseOutcome.EMPTY_RESPONSE, "the answer has no content and no tool call"),
+    ({"content": "Done."}, ParseOutcome.NO_CALL, None),
+    ({"tool_calls": [{"x": 1}]}, ParseOutcome.MALFORMED_CALL, "call 1: tool_calls[0] has no 'function' object"),
+    ({"tool_calls": [{"function": {"name": "g", "arguments": "[1]"}}]}, ParseOutcome.MALFORMED_CALL,
+     "call 1: tool 'g': arguments must be a JSON object, got array"),
+    ({"tool_calls": [{"function": {"name": 7, "arguments": "{}"}}]}, ParseOutcome.MALFORMED_CALL,
+     "call 1: missing or non-string tool name: 7"),
+    ({"tool_calls": [{"function": {"name": "g", "arguments": DEEP}}]}, ParseOutcome.MALFORMED_CALL,
+     "call 1: tool 'g': arguments are nested too deeply to read"),
+])
+def test_answers_without_a_readable_call_say_why(message: dict[str, object], outcome: ParseOutcome,
+                                                 why: str | None) -> None:
+    parsed = parse_response(message, ["g"])
+    assert (parsed.outcome, parsed.error, parsed.calls) == (outcome, why, [])
+    assert parsed.source == ("structured" if "tool_calls" in message else None)
+
+
+def test_an_unreadable_structured_call_after_a_readable_one_is_named_not_scored() -> None:
+    """Only an unreadable Hermes block spoils the whole answer (vLLM's text parser); a structured one is one call of several."""
+    parsed = parse_response({"tool_calls": [{"function": {"name": "g", "arguments": "{}"}}, "junk"]}, ["g"])
+    assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS and [c.tool for c in parsed.calls] == ["g"]
+    assert parsed.error == "2 calls in one turn; the first is scored; call 2: tool_calls[1] has no 'function' object"
+
+
+def test_a_structured_call_without_arguments_has_none() -> None:
+    parsed = parse_response({"tool_calls": [{"id": "c1", "function": {"name": "g"}}]}, ["g"])
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {}
+
+
+def test_content_calls_are_checked_and_typed_against_the_offered_tools() -> None:
+    """A call in `content` (no structured `tool_calls`) gets the same unknown-tool check and schema typing."""
+    unknown = parse_response({"content": hermes({"name": "nope", "arguments": {}})}, ["g"])
+    assert unknown.outcome is ParseOutcome.UNKNOWN_TOOL
+    typed = parse_response({"content": qwen("5")}, ["f"], schemas={"f": {"properties": {"x": {"type": "string"}}}})
+    assert typed.calls[0].arguments == {"x": "5"}
+
+
+@pytest.mark.parametrize("schemas, value", [
+    ({"f": {}}, "5"),  # a tool whose schema lists no properties: its values stay text
+    ({"f": {"properties": "junk"}}, "5"),
+    ({"other": {"properties": {"x": {"type": "integer"}}}}, "5"),  # a tool the schemas do not know
+    (None, 5),  # no schemas at all: a value that parses as JSON is decoded
+])
+def test_values_are_typed_only_by_the_tools_own_listed_properties(schemas: dict[str, object] | None,
+                                                                  value: object) -> None:
+    parsed = parse_text(qwen("5"), None, schemas=schemas)  # type: ignore[arg-type]
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"x": value}
+    assert type(parsed.calls[0].arguments["x"]) is type(value)
+
+
+def test_a_structured_call_keeps_its_name_as_given_and_any_name_it_has() -> None:
+    """Structured names are trimmed and not held to the text grammar (the server's parser already read them)."""
+    parsed = parse_response({"tool_calls": [{"function": {"name": " a<b ", "arguments": "{}"}}]}, ["a<b"])
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].tool == "a<b"
+    spaced = parse_text('<tool_call>{"name": " g ", "arguments": {}}</tool_call>', [" g "])
+    assert spaced.outcome is ParseOutcome.OK and spaced.calls[0].tool == " g "  # Hermes: kept as written, as vLLM
+    qwen_named = parse_text("<function= g >\n</function>", ["g"])
+    assert qwen_named.outcome is ParseOutcome.OK and qwen_named.calls[0].tool == "g"
