@@ -201,6 +201,7 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
     ('<tool_call>{"name": "g", "arguments": {"a": "x</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
     ('<tool_call>{"name": "g", "arguments": {} ' + G, "<tool_call> block is not closed before the next one; "
                                                      "not scored, though readable: g"),
+    ("<tool_call>" + G, "<tool_call> block is not closed before the next one; not scored, though readable: g"),
     ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', "missing or non-string tool name: 5"),
     ('<tool_call>{"name": "  ", "arguments": {}}</tool_call>', "missing or non-string tool name: '  '"),
     ('<tool_call>{"name": "a<b", "arguments": {}}</tool_call>', "'a<b' cannot be a tool name"),
@@ -210,7 +211,7 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
 def test_each_unreadable_text_call_says_why(text: str, why: str) -> None:
     parsed = parse_text(text, ["g"])
     assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
-    assert parsed.source == ("hermes" if text.startswith("<tool_call>{") or "<tool_call> " in text else "qwen3_coder")
+    assert parsed.source == ("qwen3_coder" if "<function=" in text else "hermes")
     assert parsed.error is not None and parsed.error.startswith(f"call 1: {why}")
     assert parsed.error == f"call 1: {why}" or why.endswith(": ")
 
@@ -280,3 +281,8 @@ def test_a_structured_call_keeps_its_name_as_given_and_any_name_it_has() -> None
     assert spaced.outcome is ParseOutcome.OK and spaced.calls[0].tool == " g "  # Hermes: kept as written, as vLLM
     qwen_named = parse_text("<function= g >\n</function>", ["g"])
     assert qwen_named.outcome is ParseOutcome.OK and qwen_named.calls[0].tool == "g"
+
+
+def test_blank_space_after_a_parameter_tags_equals_sign_is_layout() -> None:
+    parsed = parse_text("<function=f><parameter= x>1</parameter></function>", ["f"])
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"x": 1}
