@@ -161,6 +161,7 @@ def test_reading_goes_on_after_an_unreadable_block(text: str, readable: str) -> 
 @pytest.mark.parametrize("text, why", [
     ("<function=f>", "<function=f> is not closed (the text ends after its name)"),
     ("<function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
+    ("<function=f>x<function=></function>", "the body of <function=f> is not <parameter=…> tags"),  # on after its close
     ("</function> <function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
     ("<function=f><parameter=x>1", "<parameter=x> is not closed"),
     ("<function=f><parameter= x >1", "<parameter=x> is not closed"),
@@ -286,3 +287,25 @@ def test_a_structured_call_keeps_its_name_as_given_and_any_name_it_has() -> None
 def test_blank_space_after_a_parameter_tags_equals_sign_is_layout() -> None:
     parsed = parse_text("<function=f><parameter= x>1</parameter></function>", ["f"])
     assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"x": 1}
+
+
+@pytest.mark.parametrize("text, outcome, tools", [
+    ("<think>a</think>" + G + " </think>", ParseOutcome.OK, ["g"]),  # a </think> after an opened one closes nothing
+    ("a</think>" + G + "</think>" + H, ParseOutcome.MULTIPLE_CALLS, ["g", "h"]),  # only the first can be template-opened
+    ("<think>hmm</think>", ParseOutcome.EMPTY_RESPONSE, []),
+    ("<think>a</think>  <think>b", ParseOutcome.EMPTY_RESPONSE, []),
+    ("<function=f>\n</function> done", ParseOutcome.OK, ["f"]),  # a bare function may be followed by prose
+    ("see <function=x\n" + G, ParseOutcome.OK, ["g"]),  # prose `<function=` is no call, and reading goes on
+    ("<tool_call><function=f></function>" + G, ParseOutcome.MULTIPLE_CALLS, ["f", "g"]),  # a block left open
+])
+def test_reasoning_prose_and_open_blocks_between_calls(text: str, outcome: ParseOutcome, tools: list[str]) -> None:
+    parsed = parse_text(text, ["f", "g", "h"])
+    assert parsed.outcome is outcome and [c.tool for c in parsed.calls] == tools
+
+
+def test_a_second_function_in_a_block_is_read_as_wrapped() -> None:
+    text = "<tool_call><function=f></function><function=g><parameter=x>1</parameter></function> junk</tool_call>"
+    parsed = parse_text(text, ["f", "g"])
+    assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS and [c.tool for c in parsed.calls] == ["f"]
+    assert parsed.error == ("2 calls in one turn; the first is scored; "
+                            "call 2: tool 'g': text after </function> does not close the <tool_call> block")
