@@ -203,6 +203,8 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
     ('<tool_call>{"name": "g", "arguments": {} ' + G, "<tool_call> block is not closed before the next one; "
                                                      "not scored, though readable: g"),
     ("<tool_call>" + G, "<tool_call> block is not closed before the next one; not scored, though readable: g"),
+    ("<tool_call>{<tool_call>{" + G, "<tool_call> block is not closed before the next one; call 2: <tool_call> block "
+                                     "is not closed before the next one; not scored, though readable: g"),
     ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', "missing or non-string tool name: 5"),
     ('<tool_call>{"name": "  ", "arguments": {}}</tool_call>', "missing or non-string tool name: '  '"),
     ('<tool_call>{"name": "a<b", "arguments": {}}</tool_call>', "'a<b' cannot be a tool name"),
