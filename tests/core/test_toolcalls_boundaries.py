@@ -161,6 +161,7 @@ def test_reading_goes_on_after_an_unreadable_block(text: str, readable: str) -> 
 @pytest.mark.parametrize("text, why", [
     ("<function=f>", "<function=f> is not closed (the text ends after its name)"),
     ("<function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
+    ("<function=f>x<function=></function>", "the body of <function=f> is not <parameter=…> tags"),  # on after its close
     ("</function> <function=f>hello</function>", "the body of <function=f> is not <parameter=…> tags"),
     ("<function=f><parameter=x>1", "<parameter=x> is not closed"),
     ("<function=f><parameter= x >1", "<parameter=x> is not closed"),
@@ -201,6 +202,9 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
     ('<tool_call>{"name": "g", "arguments": {"a": "x</tool_call>', "<tool_call> block is not valid JSON: invalid JSON: "),
     ('<tool_call>{"name": "g", "arguments": {} ' + G, "<tool_call> block is not closed before the next one; "
                                                      "not scored, though readable: g"),
+    ("<tool_call>" + G, "<tool_call> block is not closed before the next one; not scored, though readable: g"),
+    ("<tool_call>{<tool_call>{" + G, "<tool_call> block is not closed before the next one; call 2: <tool_call> block "
+                                     "is not closed before the next one; not scored, though readable: g"),
     ('<tool_call>{"name": 5, "arguments": {}}</tool_call>', "missing or non-string tool name: 5"),
     ('<tool_call>{"name": "  ", "arguments": {}}</tool_call>', "missing or non-string tool name: '  '"),
     ('<tool_call>{"name": "a<b", "arguments": {}}</tool_call>', "'a<b' cannot be a tool name"),
@@ -210,7 +214,7 @@ def test_an_unreadable_hermes_block_makes_the_answer_malformed_wherever_it_is(bo
 def test_each_unreadable_text_call_says_why(text: str, why: str) -> None:
     parsed = parse_text(text, ["g"])
     assert parsed.outcome is ParseOutcome.MALFORMED_CALL and parsed.calls == []
-    assert parsed.source == ("hermes" if text.startswith("<tool_call>{") or "<tool_call> " in text else "qwen3_coder")
+    assert parsed.source == ("qwen3_coder" if "<function=" in text else "hermes")
     assert parsed.error is not None and parsed.error.startswith(f"call 1: {why}")
     assert parsed.error == f"call 1: {why}" or why.endswith(": ")
 
@@ -280,3 +284,30 @@ def test_a_structured_call_keeps_its_name_as_given_and_any_name_it_has() -> None
     assert spaced.outcome is ParseOutcome.OK and spaced.calls[0].tool == " g "  # Hermes: kept as written, as vLLM
     qwen_named = parse_text("<function= g >\n</function>", ["g"])
     assert qwen_named.outcome is ParseOutcome.OK and qwen_named.calls[0].tool == "g"
+
+
+def test_blank_space_after_a_parameter_tags_equals_sign_is_layout() -> None:
+    parsed = parse_text("<function=f><parameter= x>1</parameter></function>", ["f"])
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == {"x": 1}
+
+
+@pytest.mark.parametrize("text, outcome, tools", [
+    ("<think>a</think>" + G + " </think>", ParseOutcome.OK, ["g"]),  # a </think> after an opened one closes nothing
+    ("a</think>" + G + "</think>" + H, ParseOutcome.MULTIPLE_CALLS, ["g", "h"]),  # only the first can be template-opened
+    ("<think>hmm</think>", ParseOutcome.EMPTY_RESPONSE, []),
+    ("<think>a</think>  <think>b", ParseOutcome.EMPTY_RESPONSE, []),
+    ("<function=f>\n</function> done", ParseOutcome.OK, ["f"]),  # a bare function may be followed by prose
+    ("see <function=x\n" + G, ParseOutcome.OK, ["g"]),  # prose `<function=` is no call, and reading goes on
+    ("<tool_call><function=f></function>" + G, ParseOutcome.MULTIPLE_CALLS, ["f", "g"]),  # a block left open
+])
+def test_reasoning_prose_and_open_blocks_between_calls(text: str, outcome: ParseOutcome, tools: list[str]) -> None:
+    parsed = parse_text(text, ["f", "g", "h"])
+    assert parsed.outcome is outcome and [c.tool for c in parsed.calls] == tools
+
+
+def test_a_second_function_in_a_block_is_read_as_wrapped() -> None:
+    text = "<tool_call><function=f></function><function=g><parameter=x>1</parameter></function> junk</tool_call>"
+    parsed = parse_text(text, ["f", "g"])
+    assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS and [c.tool for c in parsed.calls] == ["f"]
+    assert parsed.error == ("2 calls in one turn; the first is scored; "
+                            "call 2: tool 'g': text after </function> does not close the <tool_call> block")
