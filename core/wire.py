@@ -19,7 +19,7 @@ it, and replay's rule uptake finds a rejected call with it, so both read a turn 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -83,6 +83,14 @@ def _reply(call_id: Any, name: str, content: Any, is_error: bool = False) -> Too
     return ToolReply(call_id if isinstance(call_id, str) else None, name, content, is_error)
 
 
+def _trailing(turn: list[Any], is_result: Callable[[Mapping[str, Any]], bool]) -> list[Mapping[str, Any]]:
+    """The run of tool results that ends a turn, in order."""
+    start = len(turn)
+    while start > 0 and isinstance(turn[start - 1], Mapping) and is_result(turn[start - 1]):
+        start -= 1
+    return turn[start:]
+
+
 def chat_message(text: str, calls: list[dict[str, Any]]) -> dict[str, Any]:
     """The neutral answer: an assistant chat message with the answer's text and calls."""
     message: dict[str, Any] = {"role": "assistant", "content": text or None}
@@ -111,11 +119,7 @@ def chat_choice_label(choice: Any) -> str:
 
 def chat_replies(messages: list[Any]) -> Replies:
     """The `tool` messages after the last assistant message, each named by the call it answers."""
-    tail: list[Mapping[str, Any]] = []
-    for message in reversed(messages):
-        if not isinstance(message, Mapping) or message.get("role") != "tool":
-            break
-        tail.insert(0, message)
+    tail = _trailing(messages, lambda m: m.get("role") == "tool")
     last = len(messages) - len(tail) - 1
     answered = dict(messages[last]) if tail and last >= 0 and isinstance(messages[last], Mapping) \
         and messages[last].get("role") == "assistant" else None
@@ -223,11 +227,7 @@ def responses_answer(response: Any) -> dict[str, Any]:
 def responses_replies(given: list[Any]) -> Replies:
     """The `function_call_output` items that end the input, each named by the `function_call` item it answers;
     the answered turn is the run of output items just before them."""
-    tail: list[Mapping[str, Any]] = []
-    for item in reversed(given):
-        if not isinstance(item, Mapping) or item.get("type") != "function_call_output":
-            break
-        tail.insert(0, item)
+    tail = _trailing(given, lambda i: i.get("type") == "function_call_output")
     if not tail:
         return Replies()
     start = len(given) - len(tail)
