@@ -311,3 +311,32 @@ def test_a_second_function_in_a_block_is_read_as_wrapped() -> None:
     assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS and [c.tool for c in parsed.calls] == ["f"]
     assert parsed.error == ("2 calls in one turn; the first is scored; "
                             "call 2: tool 'g': text after </function> does not close the <tool_call> block")
+
+
+A_ONLY = {"f": {"type": "object", "properties": {"a": {"type": "string"}}}}
+
+
+@pytest.mark.parametrize("body, arguments", [
+    # fewest values holding tag text first: a spurious unlisted key beats a value holding `</parameter>`
+    ("<parameter=a>v</parameter><parameter=x>w</parameter>", {"a": "v", "x": "w"}),
+    # a value that holds tag text either way: then fewest unlisted keys, one value rather than a spurious key
+    ("<parameter=a>v </function> v</parameter><parameter=x>w</parameter>",
+     {"a": "v </function> v</parameter><parameter=x>w"}),
+    ("<parameter=a>\nsee <parameter=\n</parameter>\n<parameter=x>\nw\n</parameter>\n",
+     {"a": "see <parameter=\n</parameter>\n<parameter=x>\nw"}),
+])
+def test_a_body_read_two_ways_takes_fewest_tag_text_values_then_fewest_unlisted_keys(
+        body: str, arguments: dict[str, str]) -> None:
+    parsed = parse_text(f"<tool_call>\n<function=f>\n{body}</function>\n</tool_call>", ["f"], schemas=A_ONLY)
+    assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].arguments == arguments
+
+
+@pytest.mark.parametrize("schemas", [None, A_ONLY])
+def test_a_call_after_another_reads_its_own_body_only(schemas: dict[str, object] | None) -> None:
+    """The second value's `</function>` makes every reading of it hold tag text; the first call's
+    `</parameter>` and `</function>` before it must not offer a cheaper one."""
+    first = "<tool_call>\n<function=f>\n<parameter=a>\n1\n</parameter>\n</function>\n</tool_call>\n"
+    second = "<tool_call>\n<function=f>\n<parameter=a>\nx </function> y\n</parameter>\n</function>\n</tool_call>"
+    parsed = parse_text(first + second, ["f"], schemas=schemas)
+    assert parsed.outcome is ParseOutcome.MULTIPLE_CALLS
+    assert [c.arguments for c in parsed.calls] == [{"a": 1 if schemas is None else "1"}, {"a": "x </function> y"}]
