@@ -115,6 +115,7 @@ _PEM_LINE = re.compile(r"\n[A-Za-z0-9+/=]+(?=\n|$)")
 _PEM_SPAN = 32_768  # a PEM or PGP private key block is a few KiB; an END farther away is another's
 _KEYWORDS = re.compile(r"(?i)(?:" + "|".join(DENYLIST) + r")[\w]{0,40}[\]'\"]{0,2}[ \t]*(?::=|:|=)")
 _TOKEN = re.compile(r"\S+")
+_WORD_CHARACTER = re.compile(r"\w")
 
 
 def _token_windows(text: str) -> Iterator[tuple[int, str]]:
@@ -184,12 +185,12 @@ def _keyword_secrets(text: str) -> Iterator[Span]:
         at = m.end()
         # the plugin's expressions each yield their first value in the window, which may belong to a
         # later keyword: this keyword's value is the one that starts right after it (within ten
-        # characters, or after any run of blank space and quotes: a config file's aligned columns)
+        # characters, or farther with no word between: a config file's aligned columns)
         values = [v for found in _KEYWORD.analyze_string(window, denylist_regex_to_group=CONFIG_DENYLIST_REGEX_TO_GROUP)
                   if (v := keyword_value(found)) is not None]
         starts = [(text.find(v, m.end(), window_end), v) for v in values]
         spans = [(start, start + len(v)) for start, v in starts
-                 if 0 <= start and (start <= m.end() + 10 or not text[m.end():start].strip(" \t\"'"))]
+                 if start >= 0 and (start <= m.end() + 10 or _WORD_CHARACTER.search(text, m.end(), start) is None)]
         if spans:
             start, end = min(spans)
             if end == window_end and (rest := _TOKEN.match(text, end)) is not None:

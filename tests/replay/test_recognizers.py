@@ -108,7 +108,8 @@ def test_a_name_after_a_cue_is_a_person_and_a_greeting_is_not(text: str, name: s
     ("password:" + " " * 10 + "hunter2", "hunter2"),  # ten characters after its keyword: still its value
     # a config file's aligned columns: any blank space before the separator, or after it
     ("password            = hunter2xyz", "hunter2xyz"), ("db_password:" + " " * 14 + "s3cr3tvalue", "s3cr3tvalue"),
-    ('"password":' + " " * 12 + '"hunter2xyz"', "hunter2xyz"),
+    ('"password":' + " " * 12 + '"hunter2xyz"', "hunter2xyz"), ("password ==" + " " * 9 + '"hunter2xyz"', "hunter2xyz"),
+    ("password ==" + " " * 8 + '"hunter2xyz"', "hunter2xyz"),  # ten characters after it, one not blank
 ])
 def test_a_keywords_value_is_the_word_after_it(text: str, value: str) -> None:
     assert found(text) == [("SECRET", value)]
