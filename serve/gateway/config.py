@@ -97,10 +97,14 @@ class UpstreamConfig(Strict):
 
 
 class HealthSection(Strict):
-    """`[health]`: how often each engine's `/health` is probed."""
+    """`[health]`: how often each engine's `/health` is probed, and when a failed probe takes it out."""
 
     interval_s: float = Field(2.0, gt=0)
     timeout_s: float = Field(2.0, gt=0)
+    unhealthy_threshold: int = Field(3, ge=1)
+    """Failed probes in a row (a timeout, an error answer) before a healthy engine leaves the rotation:
+    an engine busy on a long prefill can miss one probe and still serve. A refused connection (nothing
+    listening) takes it out at once."""
 
 
 class ShadowSection(Strict):

@@ -106,6 +106,9 @@ class GatewayMetrics:
                                       ["route", "reason"], registry=r)
         self.upstream_healthy = Gauge("worker_gateway_upstream_healthy", "1 when the upstream passes health "
                                       "checks", ["upstream"], registry=r)
+        self.upstream_probe_failures = Counter("worker_gateway_upstream_probe_failures_total", "Health probes "
+                                               "that failed, whether or not they took the upstream out",
+                                               ["upstream"], registry=r)
         self.canary_percent = Gauge("worker_gateway_canary_percent", "Percent of sticky keys sent to the canary",
                                     ["route", "candidate"], registry=r)
         self.capture_descriptors = Counter("worker_capture_descriptors_total", "Decisions captured, by capture "

@@ -57,7 +57,10 @@ class Gateway:
         self.registry = Registry(config.gateway.state_db, config.gateway.routes, config.base.served_model_name,
                                  config.gateway.request_log_keep,
                                  on_drop=lambda table, reason: dropped.labels(table, reason).inc())
-        self.pool = UpstreamPool(config.upstreams, config.gateway.connect_timeout_s, config.health.timeout_s)
+        self.pool = UpstreamPool(config.upstreams, config.gateway.connect_timeout_s, config.health.timeout_s,
+                                 config.health.unhealthy_threshold)
+        for upstream in self.pool.upstreams:  # zero from the start, so rate() and alerts see the first failure
+            self.metrics.upstream_probe_failures.labels(upstream.name)
         self.shadow = ShadowRunner(config.shadow.queue_size, config.shadow.concurrency, config.shadow.timeout_s,
                                    lambda job: send_shadow(self, job), self.registry, self.metrics)
         self.capture = Capture(config.capture, self.metrics)  # off the production path: serve/gateway/capture.py
@@ -166,12 +169,13 @@ class Gateway:
 
     async def check(self, upstream: Upstream) -> None:
         """Probe one engine; when it is up but lacks loaded adapters (it restarted), load them again first."""
-        error = await self.pool.probe(upstream)
-        if error is None:
+        failure = await self.pool.probe(upstream)
+        if failure is None:
             problems = await self._reapply(upstream) if self._drift(upstream) else []
             self.pool.mark(upstream, True, "; ".join(problems) or None)
         else:
-            self.pool.mark(upstream, False, error)
+            self.metrics.upstream_probe_failures.labels(upstream.name).inc()
+            self.pool.probe_failed(upstream, failure)
         self.metrics.upstream_healthy.labels(upstream.name).set(1.0 if upstream.healthy else 0.0)
 
     def _drift(self, upstream: Upstream) -> bool:

@@ -1,8 +1,10 @@
 """The vLLM replicas behind the gateway: one aiohttp pool, health probes, adapter load/unload.
 
-A replica is healthy when `/health` and `/v1/models` answer. A refused connection during a
-request marks it unhealthy at once, so the next request skips it without waiting for the
-next probe; the probe loop (run by the app) brings it back.
+A replica is healthy when `/health` and `/v1/models` answer. A refused connection (during a
+request or a probe) marks it unhealthy at once, so the next request skips it without waiting
+for the next probe; a probe that times out or gets an error answer takes a healthy replica out
+only after `unhealthy_threshold` of them in a row, since a CPU engine busy on a long prefill can
+be slow to answer `/health` and still serve. The probe loop (run by the app) brings it back.
 """
 
 from __future__ import annotations
@@ -42,10 +44,17 @@ class Upstream:
     models: dict[str, str | None] = field(default_factory=dict)  # served id -> root (adapter path)
     version: str | None = None  # the engine's own `/version`, when it answers one
     max_model_len: int | None = None  # the engine's context window (vLLM's /v1/models says it)
+    failed_probes: int = 0  # in a row, since it last passed one
 
     def public(self) -> dict[str, object]:
         return {"name": self.name, "url": self.url, "healthy": self.healthy, "busy": self.busy,
                 "last_error": self.last_error, "checked_at": self.checked_at, "models": sorted(self.models)}
+
+
+@dataclass(frozen=True)
+class ProbeFailure:
+    reason: str
+    refused: bool  # nothing listening: the engine is down, not slow
 
 
 def _error_message(status: int, text: str) -> str:
@@ -57,10 +66,12 @@ def _error_message(status: int, text: str) -> str:
 
 
 class UpstreamPool:
-    def __init__(self, configs: Sequence[UpstreamConfig], connect_timeout_s: float, probe_timeout_s: float):
+    def __init__(self, configs: Sequence[UpstreamConfig], connect_timeout_s: float, probe_timeout_s: float,
+                 unhealthy_threshold: int):
         self.upstreams = [Upstream(c.name, c.url.rstrip("/")) for c in configs]
         self.connect_timeout_s = connect_timeout_s
         self.probe_timeout_s = probe_timeout_s
+        self.unhealthy_threshold = unhealthy_threshold
         self._turn = itertools.count()
         self._session: aiohttp.ClientSession | None = None
 
@@ -94,27 +105,39 @@ class UpstreamPool:
             log.info("upstream %s is healthy", upstream.name)
         upstream.healthy = healthy
         upstream.last_error = error
+        if healthy:
+            upstream.failed_probes = 0
+
+    def probe_failed(self, upstream: Upstream, failure: ProbeFailure) -> None:
+        """Count a failed probe; it takes the replica out when nothing listens or the count reaches the threshold."""
+        upstream.failed_probes += 1
+        if failure.refused or upstream.failed_probes >= self.unhealthy_threshold:
+            self.mark(upstream, False, failure.reason)
+        else:
+            upstream.last_error = (f"{failure.reason} ({upstream.failed_probes} of {self.unhealthy_threshold} "
+                                   "failed probes in a row)")
 
     def _timeout(self, total: float) -> aiohttp.ClientTimeout:
         return aiohttp.ClientTimeout(total=total, connect=min(self.connect_timeout_s, total))
 
-    async def probe(self, upstream: Upstream) -> str | None:
+    async def probe(self, upstream: Upstream) -> ProbeFailure | None:
         """Refresh `upstream.models`; returns None when healthy, else what was wrong."""
         upstream.checked_at = now()
         try:
             async with self.session.get(f"{upstream.url}/health", timeout=self._timeout(self.probe_timeout_s)) as resp:
                 if resp.status != 200:
-                    return f"/health answered HTTP {resp.status}"
+                    return ProbeFailure(f"/health answered HTTP {resp.status}", refused=False)
             async with self.session.get(f"{upstream.url}/v1/models",
                                         timeout=self._timeout(self.probe_timeout_s)) as resp:
                 if resp.status != 200:
-                    return f"/v1/models answered HTTP {resp.status}"
+                    return ProbeFailure(f"/v1/models answered HTTP {resp.status}", refused=False)
                 body = await resp.json(content_type=None)
             upstream.models = {m["id"]: m.get("root") for m in body["data"]}
             windows = [w for m in body["data"] if isinstance(w := m.get("max_model_len"), int) and w > 0]
             upstream.max_model_len = min(windows, default=None)
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
-            return f"{type(exc).__name__}: {exc}".rstrip(": ")
+            refused = isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
+            return ProbeFailure(f"{type(exc).__name__}: {exc}".rstrip(": "), refused)
         upstream.version = await self._version(upstream)
         return None
 
@@ -136,9 +159,9 @@ class UpstreamPool:
         The same name from another path is refused: loading it would serve other weights under
         a name the engine (and its prefix cache) already knows.
         """
-        error = await self.probe(upstream)
-        if error is not None:
-            raise UpstreamCallError(upstream.name, error)
+        failure = await self.probe(upstream)
+        if failure is not None:
+            raise UpstreamCallError(upstream.name, failure.reason)
         if name in upstream.models:
             if upstream.models[name] == path:
                 return False

@@ -314,7 +314,7 @@ def test_rules_load_evaluate_and_name_exported_metrics(stack):
     assert states["WorkerShadowDrops"] == "pending"  # the traffic overflowed the shadow queue
     # pending (its `for` has not elapsed) where NVML sees no GPU; inactive where it answers
     assert states["WorkerGpuMetricsMissing"] == ("pending" if nvml_gpu_count() is None else "inactive")
-    for healthy in ("WorkerEngineDown", "WorkerGatewayDown", "WorkerEngineUnhealthyForGateway",
+    for healthy in ("WorkerEngineDown", "WorkerGatewayDown", "WorkerEngineUnhealthyForGateway", "WorkerEngineProbesFailing",
                     "WorkerEngineRequestErrors", "WorkerPrefixCacheHitRateCollapse"):
         assert states[healthy] == "inactive", healthy
 

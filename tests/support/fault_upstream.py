@@ -41,6 +41,7 @@ from aiohttp import web
 from tests.support.live import free_port
 
 BASE = "worker-base"
+SLOW_HEALTH_S = 5.0  # longer than any test's probe timeout
 
 
 class FaultUpstream:
@@ -50,6 +51,7 @@ class FaultUpstream:
         self.adapters: dict[str, str] = {}  # name -> path, as vLLM lists them
         self.fail_loads: set[str] = set()
         self.load_delay_s = 0.0
+        self.slow_health = 0  # the next N /health calls answer only after SLOW_HEALTH_S (a busy engine)
         self.requests: list[dict[str, Any]] = []
         self.headers: list[dict[str, str]] = []  # of each Messages / Responses request, as received
         self.loads: list[str] = []
@@ -124,6 +126,9 @@ class FaultUpstream:
     # --- handlers --------------------------------------------------------------------------
 
     async def _health(self, _: web.Request) -> web.Response:
+        if self.slow_health > 0:
+            self.slow_health -= 1
+            await asyncio.sleep(SLOW_HEALTH_S)
         return web.Response(text="")
 
     def _redirect(self, request: web.Request) -> web.Response | None:

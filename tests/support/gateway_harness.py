@@ -25,7 +25,8 @@ BASE_MODEL = "SmolLM2-135M-Instruct"
 
 
 def write_config(directory: Path, upstreams: list[str], adapter_root: Path, extra: str = "",
-                 gateway: str = "", port: int | None = None, health_interval_s: float = 0.2) -> Path:
+                 gateway: str = "", port: int | None = None, health_interval_s: float = 0.2,
+                 health_timeout_s: float = 2.0) -> Path:
     """A gateway TOML for tests (health probes every 0.2 s so recoveries are quick)."""
     directory.mkdir(parents=True, exist_ok=True)
     ups = "".join(f'[[upstreams]]\nname = "engine-{i}"\nurl = "{url}"\n' for i, url in enumerate(upstreams))
@@ -35,7 +36,7 @@ def write_config(directory: Path, upstreams: list[str], adapter_root: Path, extr
         f'[base]\nserved_model_name = "worker-base"\nmodel = "{BASE_MODEL}"\n'
         f'[adapters]\nroot = "{adapter_root}"\nmax_rank = 16\n'
         f'{ups}'
-        f'[health]\ninterval_s = {health_interval_s}\ntimeout_s = 2.0\n'
+        f'[health]\ninterval_s = {health_interval_s}\ntimeout_s = {health_timeout_s}\n'
         f'[admin]\ntoken = "{TOKEN}"\ntoken_env = "WORKER_GATEWAY_TEST_TOKEN_UNSET"\n'
         f'{extra}\n')
     return path

@@ -13,9 +13,11 @@ from replay.analysis.power import (
     decisions_needed,
     gate_power,
     minimum_detectable_effect,
+    noisy_discordance,
     power_at,
     power_curve,
     sign_test_power,
+    signal_discordance,
     win_share,
 )
 from replay.stats import rejects, sign_test
@@ -192,3 +194,39 @@ def test_win_shares_and_powers_at_the_ends_of_their_ranges() -> None:
     assert win_share(30.0, 0.3) == 1.0 and win_share(100.0, 1.0) == 1.0  # every discordant pair won
     assert power_at(10, 0.5, 0.0, 0.05) == 0.0 and power_at(10, 0.5, 1.0, 0.05) > 0
     assert power_at(10, 1.0, 1.0, 0.05) == 1.0  # 10/0 rejects
+
+
+DYADIC = [Fraction(k, 8) for k in range(9)]  # exact in floats, so the references compare with ==
+
+
+@pytest.mark.parametrize("signal", DYADIC)
+@pytest.mark.parametrize("noise", DYADIC)
+def test_the_noise_model_adds_noise_to_concordant_pairs_only_and_its_inverse_removes_it(
+        signal: Fraction, noise: Fraction) -> None:
+    d = signal + noise * (1 - signal)  # the model, in exact fractions
+    assert noisy_discordance(float(signal), float(noise)) == float(d)
+    expected = Fraction(0) if noise == 1 else max(Fraction(0), (d - noise) / (1 - noise))
+    assert signal_discordance(float(d), float(noise)) == float(expected)
+    if noise < 1:
+        assert expected == signal  # the inverse recovers the signal wherever it is defined
+
+
+@pytest.mark.parametrize("discordance, noise, signal", [
+    (0.25, 0.5, 0.0),  # below the noise floor: no signal, never a negative one
+    (0.5, 0.5, 0.0),  # at it
+    (0.625, 0.5, 0.25),  # just above it
+    (0.5, 1.0, 0.0),  # all noise: nothing can be told apart (and no division by zero)
+    (1.0, 0.0, 1.0),  # no noise: the discordance is the signal
+])
+def test_the_signal_in_a_discordance_at_the_noise_floor(discordance: float, noise: float, signal: float) -> None:
+    assert signal_discordance(discordance, noise) == signal
+
+
+@pytest.mark.parametrize("bad", [math.nextafter(0.0, -1.0), math.nextafter(1.0, 2.0), -1.0, 2.0, math.nan])
+def test_the_noise_model_refuses_a_value_outside_zero_to_one_naming_it(bad: float) -> None:
+    for call, name in ((lambda: noisy_discordance(bad, 0.5), "signal"), (lambda: noisy_discordance(0.5, bad), "noise"),
+                       (lambda: signal_discordance(bad, 0.5), "discordance"),
+                       (lambda: signal_discordance(0.5, bad), "noise")):
+        with pytest.raises(ValueError, match=rf"^{name} must be in \[0, 1\], got "):
+            call()
+    assert noisy_discordance(0.0, 1.0) == 1.0 and noisy_discordance(1.0, 0.0) == 1.0  # both ends are allowed
