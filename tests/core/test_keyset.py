@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
 import pytest
@@ -100,11 +101,15 @@ def test_canonical_equality() -> None:
 def test_missing_parents() -> None:
     assert missing_parents(["a", "a.b", "f", "f[].g", "m", "m[][].x"]) == []
     assert missing_parents(["a.b", "f[].g"]) == ["a.b", "f[].g"]
+    assert missing_parents(["a", "a.b.c"]) == ["a.b.c"]  # its parent is a.b, not a
 
 
-@pytest.mark.parametrize("bad", ["a\\", "a[b", "a[]b", "a[]\\x"])
-def test_split_path_rejects_paths_the_grammar_cannot_produce(bad: str) -> None:
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize("bad, why", [
+    ("a\\", "ends with a lone backslash"), ("a[b", ": unescaped '[' must be '[]'"),
+    ("a[]b", ": expected '.' or '[]' after '[]'"), ("a[]\\x", ": a key must follow '.' after '[]'"),
+])
+def test_split_path_rejects_paths_the_grammar_cannot_produce_saying_why(bad: str, why: str) -> None:
+    with pytest.raises(ValueError, match=f"^path {re.escape(repr(bad))}:? {re.escape(why.lstrip(': '))}$"):
         split_path(bad)
 
 

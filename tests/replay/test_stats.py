@@ -27,6 +27,7 @@ from replay.stats import (
 )
 
 Z95 = 1.959963984540054  # the 97.5% standard normal quantile (tables)
+Z99 = 2.5758293035489004  # the 99.5% one (tables)
 
 
 # ── independent references ──────────────────────────────────────────────────
@@ -74,7 +75,7 @@ def solved_wilson(x: int, n: int, z: float = Z95) -> tuple[float, float]:
     return low, high
 
 
-def reference_newcombe(a: int, b: int, c: int, d: int) -> tuple[float, float]:
+def reference_newcombe(a: int, b: int, c: int, d: int, z: float = Z95) -> tuple[float, float]:
     """Newcombe (1998) method 10 for p1 − p2, p1 = (a + b)/n, p2 = (a + c)/n.
 
     δ = √((p1−l1)² − 2φ(p1−l1)(u2−p2) + (u2−p2)²), ε = √((u1−p1)² − 2φ(u1−p1)(p2−l2) + (p2−l2)²),
@@ -83,8 +84,8 @@ def reference_newcombe(a: int, b: int, c: int, d: int) -> tuple[float, float]:
     """
     n = a + b + c + d
     p1, p2 = (a + b) / n, (a + c) / n
-    l1, u1 = solved_wilson(a + b, n)
-    l2, u2 = solved_wilson(a + c, n)
+    l1, u1 = solved_wilson(a + b, n, z)
+    l2, u2 = solved_wilson(a + c, n, z)
     e, f, g, h = a + b, c + d, a + c, b + d
     ad_bc = a * d - b * c
     if 0 in (e, f, g, h):
@@ -194,6 +195,15 @@ TABLES = [
 def test_newcombe_equals_an_independent_computation_from_the_paper(table: tuple[int, int, int, int]) -> None:
     low, high = ci(*table)
     ref_low, ref_high = reference_newcombe(*table)
+    assert low == pytest.approx(ref_low, abs=1e-9)
+    assert high == pytest.approx(ref_high, abs=1e-9)
+
+
+@pytest.mark.parametrize("table", TABLES)
+def test_newcombe_at_99_percent_uses_that_confidence_for_both_marginals(table: tuple[int, int, int, int]) -> None:
+    a, b, c, d = table
+    low, high = newcombe_paired_ci(both=a, only_candidate=b, only_baseline=c, neither=d, confidence=0.99)
+    ref_low, ref_high = reference_newcombe(*table, z=Z99)
     assert low == pytest.approx(ref_low, abs=1e-9)
     assert high == pytest.approx(ref_high, abs=1e-9)
 

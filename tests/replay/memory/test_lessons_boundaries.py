@@ -35,8 +35,10 @@ from replay.memory.lessons import (
     lift_verdicts,
     outcomes_from_trials,
     plan_lessons,
+    propose_edits,
     record_verdicts,
 )
+from replay.memory.lessons import _read_for_edit as _read_for_edit
 from replay.stats import paired_comparison, rejects, sign_test
 
 RULE = "lc:r"
@@ -323,3 +325,82 @@ def test_a_verdict_always_depends_on_its_own_rule(tmp_path: Path) -> None:
         [verdict_id] = record_verdicts(ledger, "run-1", [EVICT_BRIEF])  # depends_on left empty
         [use] = ledger.trace("lc:brief", "ws").verdicts
         assert (use.id, use.subject, use.verdict) == (verdict_id, "ws/lc:brief", "evict")
+
+
+def test_an_effect_of_less_than_one_point_still_promotes_at_a_zero_margin() -> None:
+    """10 wins in 2000 decisions: +0.5 points, and 10/0 rejects (p = 2/2¹⁰) at the default α."""
+    [verdict] = causal_verdicts(paired(10, 0, ties=1990), AblationPolicy())
+    assert verdict.evidence.comparison.points == 0.5  # type: ignore[union-attr]
+    assert (verdict.verdict, verdict.reason) == (Verdict.PROMOTE, HELPFUL)
+    [held] = causal_verdicts(paired(4, 3), AblationPolicy())
+    assert (held.verdict, held.reason) == (Verdict.HOLD, "no significant effect beyond the margin")
+
+
+def test_a_causal_verdict_depends_on_every_rule_any_of_its_pairs_carried() -> None:
+    minus = f"workspace-minus:{RULE}"
+    trials = [Trial("m", "workspace", "d0", "ws", True, frozenset({RULE, "lc:a"})),
+              Trial("m", minus, "d0", "ws", False, frozenset({"lc:a"})),
+              Trial("m", "workspace", "d1", "ws", True, frozenset({RULE, "lc:b"})),
+              Trial("m", minus, "d1", "ws", False, frozenset({"lc:b"}))]
+    [verdict] = causal_verdicts(trials)
+    assert verdict.depends_on == {("ws", RULE), ("ws", "lc:a"), ("ws", "lc:b")}
+
+
+def test_two_trials_of_one_arm_on_one_decision_are_refused_naming_it() -> None:
+    twice = paired(1, 0) + [Trial("m", f"workspace-minus:{RULE}", "d0", "ws", True, frozenset({"lc:other"}))]
+    with pytest.raises(LessonError, match=rf"^decision d0: two 'workspace-minus:{RULE}' trials for model m; "
+                                          "judge each pair of arms separately$"):
+        causal_verdicts(twice)
+    with pytest.raises(LessonError, match=r"^decision d0: "):
+        causal_verdicts([Trial("m", "workspace-plus:x", "d0", "ws", True, frozenset())])
+
+
+def test_summaries_say_what_the_evidence_was_and_whether_the_verdict_was_forced() -> None:
+    assert EVICT_BRIEF.summary() == ("ws lc:brief: evict, eval-gate:harmful; leave-one-out: mean 0.250 over 4 trials "
+                                     "with it vs 0.750 over 6 without, lift -0.500")
+    never_absent = RuleVerdict("lc:brief", "ws", Verdict.EVICT, "leave-one-out", INCONCLUSIVE,
+                               LiftEvidence(5, 0, 1.0, None, None), forced=True)
+    assert never_absent.summary() == ("ws lc:brief: evict (forced at max trials), eval-gate:inconclusive; "
+                                      "leave-one-out: mean 1.000 over 5 trials, never absent")
+
+
+def test_an_eviction_after_one_already_retired_is_still_made(tmp_path: Path) -> None:
+    root = memory(tmp_path, f"## Rules\n{BRIEF}\n## Retired\n- Old. <!-- lc:old evidence:user-explicit -->\n".encode())
+    old = RuleVerdict("lc:old", "ws", Verdict.EVICT, "leave-one-out", HARMFUL, EVICT_BRIEF.evidence)
+    apply_edits([old, EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_text() == (
+        f"## Rules\n## Retired\n- Old. <!-- lc:old evidence:user-explicit -->\n{BRIEF}\n")
+
+
+def test_lf_files_get_lf_lines_and_one_blank_line_before_the_next_heading_stays(tmp_path: Path) -> None:
+    rules = f"## Rules\n{BRIEF}\n## Retired\n- Old. <!-- lc:old evidence:user-explicit -->\n\n## Notes\n"
+    root = memory(tmp_path, rules.encode(), b"## Retired\n- lc:old: retired\n\n## Other\n")
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_bytes().decode() == (
+        f"## Rules\n## Retired\n- Old. <!-- lc:old evidence:user-explicit -->\n{BRIEF}\n\n## Notes\n")
+    assert (root / LOG_FILE).read_bytes().decode() == "## Retired\n- lc:old: retired\n" + log_line() + "\n## Other\n"
+
+
+def test_only_real_headings_open_or_end_the_retired_section(tmp_path: Path) -> None:
+    """An indented `## …` line continues the rule above it: it is not a heading."""
+    continued = "- Old. <!-- lc:old evidence:user-explicit -->\n  ## Retired (not a heading)\n"
+    root = memory(tmp_path, f"## Rules\n{BRIEF}\n## Pending\n{continued}".encode())
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_text() == f"## Rules\n## Pending\n{continued}\n## Retired\n{BRIEF}\n"
+    inside = f"## Retired\n{continued}- Older. <!-- lc:older evidence:user-explicit -->\n"
+    root = memory(tmp_path / "second", f"## Rules\n{BRIEF}\n{inside}".encode())
+    apply_edits([EVICT_BRIEF], root, TODAY)
+    assert (root / LC_FILE).read_text() == f"## Rules\n{inside}{BRIEF}\n"
+
+
+def test_the_proposed_diff_creates_a_missing_log_from_dev_null(tmp_path: Path) -> None:
+    root = memory(tmp_path, f"## Rules\n{BRIEF}\n".encode())
+    assert propose_edits([EVICT_BRIEF], root, TODAY) == (
+        f"--- a/{LC_FILE}\n+++ b/{LC_FILE}\n@@ -1,2 +1,4 @@\n ## Rules\n+\n+## Retired\n {BRIEF}\n"
+        f"--- /dev/null\n+++ b/{LOG_FILE}\n@@ -0,0 +1,2 @@\n+## Retired\n+{log_line()}")
+    assert not (root / LOG_FILE).exists()  # proposing writes nothing
+
+
+def test_a_file_gone_before_its_edit_is_named(tmp_path: Path) -> None:
+    with pytest.raises(LessonError, match=r"^\S*gone\.md: not found$"):
+        _read_for_edit(tmp_path / "gone.md")

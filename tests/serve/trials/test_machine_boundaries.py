@@ -273,12 +273,12 @@ def test_a_verdict_window_must_reach_the_gate_and_a_pass_names_its_summary() -> 
     state = at_gate_from(1000)
     with pytest.raises(TrialError, match=re.escape("before the trial reached the gate at 1200 (export the evidence again)")):
         step(THREE, GATE, state, gate_verdict(until=math.nextafter(1200, 0)), 1300)
-    with pytest.raises(TrialError, match=re.escape("a pass needs every condition (at least one) passed")):
+    with pytest.raises(TrialError, match=re.escape("a pass needs every condition (at least one) passed") + "$"):
         step(THREE, GATE, state, gate_verdict(conditions=(2, 3)), 1300)
     with pytest.raises(TrialError, match=re.escape(f"gate policy {GATE[:12]!r}…, the trial was started with {'b' * 12}…")):
         step(THREE, "b" * 64, state, gate_verdict(), 1300)
     with pytest.raises(TrialError, match=re.escape(
-            "its canary evidence names no evidence window (use the trial's own `trial evidence` export)")):
+            "its canary evidence names no evidence window (use the trial's own `trial evidence` export)") + "$"):
         step(THREE, GATE, state, GateVerdict(True, GATE, "c1", 3, 3, None), 1300)
     promoted, actions = step(THREE, GATE, state, gate_verdict(until=1200), 1300)  # evidence exactly to the gate
     assert promoted.phase == "promoted" and promoted.reason == "gate passed: 3/3" and actions == [Promote()]

@@ -77,7 +77,9 @@ def test_log_likelihood_ratios_and_mixture_broadcast() -> None:
     mixture = Mixture((0.1, 1.0), (math.log(0.5), math.log(0.5)))
     mixed = log_mixture(terms, mixture)
     assert mixed.shape == (2,)
-    assert mixed[0] == pytest.approx(math.log(0.5 * math.exp(terms[0, 0]) + 0.5 * math.exp(terms[0, 1])), rel=1e-12)
+    for i in range(2):  # each row is its own trial's mixture
+        assert mixed[i] == pytest.approx(math.log(0.5 * math.exp(terms[i, 0]) + 0.5 * math.exp(terms[i, 1])),
+                                         rel=1e-12)
 
 
 def test_an_enormous_e_value_is_capped_not_an_overflow() -> None:
@@ -158,7 +160,7 @@ def test_an_e_process_state_must_match_its_mixture() -> None:
 @pytest.mark.parametrize("signals", [1, 2, 3, 7])
 def test_bonferroni_splits_alpha_and_needs_a_signal(signals: int) -> None:
     assert bonferroni(0.01, signals) == 0.01 / signals
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="^at least one enforced signal is needed to split α$"):
         bonferroni(0.01, 0)
 
 

@@ -42,9 +42,11 @@ def gw(engine: Any, seeded_adapters: dict[int, Path], tmp_path_factory: pytest.T
 
 
 def policy(directory: Path, min_requests: int) -> str:
-    """Two steps (25%, 50%) a few live requests can pass; only tool anomalies are enforced."""
+    """Two steps (25%, 50%) a few live requests can pass; only tool anomalies are enforced, at α = 0.2:
+    an abort at e ≥ 5 takes about 8 scripted rounds on the engine, where α = 0.05 took 12 (the bound
+    at other levels is tested without the engine, in test_machine_boundaries and test_sequential)."""
     signals = "\n[signals.server_errors]\nenforced = false\n\n[signals.tool_anomalies]\nenforced = true\n"
-    return str(two_step_policy(directory / f"trial-{min_requests}.toml", "live", CANDIDATE, min_requests, 0.05,
+    return str(two_step_policy(directory / f"trial-{min_requests}.toml", "live", CANDIDATE, min_requests, 0.2,
                                900, signals))
 
 
