@@ -230,3 +230,10 @@ def test_the_noise_model_refuses_a_value_outside_zero_to_one_naming_it(bad: floa
         with pytest.raises(ValueError, match=rf"^{name} must be in \[0, 1\], got "):
             call()
     assert noisy_discordance(0.0, 1.0) == 1.0 and noisy_discordance(1.0, 0.0) == 1.0  # both ends are allowed
+
+
+def test_without_discordant_pairs_there_is_no_power() -> None:
+    """d = 0: every pair agrees, so no split can reject (and the mixture is not even needed)."""
+    assert power_at(100, 0.0, 0.9, 0.05) == 0.0
+    assert gate_power(100, 0.0, 0.9, 0.05, 0.0) == 0.0
+    assert list(power_curve(5, 0.0, 0.9, 0.05)) == [0.0] * 6

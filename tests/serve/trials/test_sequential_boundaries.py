@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from serve.trials.sequential import (
@@ -168,3 +169,20 @@ def test_weights_of_no_mass_at_all_are_no_mixture() -> None:
     """All weights exp(−∞) = 0: their log-sum is −∞ (not a division by zero), so not 1."""
     with pytest.raises(ValueError, match="sum to 1"):
         Mixture((0.5, 1.0), (-math.inf, -math.inf))
+
+
+def test_each_row_of_a_simulation_is_shifted_by_its_own_maximum() -> None:
+    """A trial whose evidence sits far below another's must not underflow to −∞ beside it."""
+    mixture = Mixture((0.1, 1.0), (math.log(0.5), math.log(0.5)))
+    mixed = log_mixture(np.array([[0.0, 0.0], [-800.0, -800.0]]), mixture)
+    assert list(mixed) == [0.0, -800.0]
+
+
+@pytest.mark.parametrize("bad, total, p0, message", [
+    (3, 2, 0.5, r"^bad events 3 must lie in \[0, 2\]$"), (-1, 2, 0.5, r"^bad events -1 must lie in \[0, 2\]$"),
+    (1, 2, 0.0, r"^null share p0 = 0.0 must lie in \(0, 1\)$"), (1, 2, 1.0, r"^null share p0 = 1.0 must lie in \(0, 1\)$"),
+])
+def test_a_batch_that_is_no_count_of_a_share_says_which_number_is_wrong(bad: int, total: int, p0: float,
+                                                                        message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        Batch(bad, total, p0)
