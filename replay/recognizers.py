@@ -10,7 +10,9 @@ well-kept library, and context rules, as Presidio's recognizers are built. Pure.
   parameter, not a setting in a file: the privacy check, which reads no config, must find what
   redaction finds.
 * IBAN: candidates of two letters, two digits and 11–32 letters or digits, in any case, grouped by
-  spaces or dashes; `stdnum.iban` (country format and ISO 7064 mod 97-10) decides.
+  up to three separators of those `stdnum`'s `iban.compact` removes (spaces, dashes and dots, and the
+  Unicode spaces, dashes and dots it reads as them: no-break and narrow no-break spaces, en dashes,
+  middle dots…); `stdnum.iban` (country format and ISO 7064 mod 97-10) decides.
 * CARD: runs of digit groups (spaces, dashes or dots); the longest span of whole groups with one
   separator, 13–19 digits, an issuer's first digit (2–6) and a valid `stdnum.luhn` check digit.
 * SECRET: `detect-secrets`' plugins used as a library — the token plugins (AWS, GitHub, GitLab,
@@ -245,7 +247,15 @@ def secrets(text: str) -> Iterator[Span]:
 
 # --- IBAN -----------------------------------------------------------------------------------
 
-_IBAN = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]{2}[0-9]{2}(?:[ -]?[A-Za-z0-9]){11,32}")
+# What `iban.compact` removes between characters: ' ', '-', '.' and what stdnum's character map reads
+# as one of them (tests/replay/test_recognizers.py checks the list against stdnum itself).
+IBAN_SEPARATORS = (" -.\xa0\xaf\xb7\u02d7\u02d9\u0387\u058a\u05be\u06d4\u0701\u0702\u0830\u0f0b\u0f0c"
+                   "\u1680\u16eb\u180a\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
+                   "\u2010\u2011\u2012\u2013\u2014\u2015\u2022\u2024\u2027\u202f\u203e\u2043\u205f\u207b"
+                   "\u208b\u2212\u2219\u22c5\u23af\u23ba\u23bb\u23bc\u23bd\u23e4\u2e31\u2e33\u3000\u3002"
+                   "\u30fb\ufbb2\ufbb3\ufe52\ufe63\uff0d\uff0e\uff65\uffe3\U00010101\U0001091f\U00010a50")
+_IBAN = re.compile(rf"(?<![A-Za-z0-9])[A-Za-z]{{2}}[0-9]{{2}}"
+                   rf"(?:[{re.escape(IBAN_SEPARATORS)}]{{0,3}}[A-Za-z0-9]){{11,32}}")
 
 
 def ibans(text: str) -> Iterator[Span]:

@@ -5,12 +5,17 @@ the 15-character Norwegian IBAN, the high-entropy token's length, character-clas
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import Counter
 
 import pytest
+import stdnum.util as stdnum_util
+from hypothesis import given
+from hypothesis import strategies as st
+from stdnum import iban
 
-from replay.recognizers import card_number, cards, high_entropy, ibans, ips, keyword_value, secrets
+from replay.recognizers import IBAN_SEPARATORS, card_number, cards, high_entropy, ibans, ips, keyword_value, secrets
 
 
 def luhn_complete(body: str) -> str:
@@ -102,6 +107,39 @@ def test_ipv6_needs_two_groups_and_a_valid_address(address: str, found: bool) ->
 ])
 def test_iban_lengths(text: str, span: tuple[int, int] | None) -> None:
     assert list(ibans(text)) == ([span] if span else [])
+
+
+IBAN_GROUPS = ["DE89", "3704", "0044", "0532", "0130", "00"]
+
+
+@pytest.mark.parametrize("separator", [" ", "-", "  ", " - ", ".", "\xa0", "\u202f", "\u2009", "\u2013", "\u00b7",
+                                       "\u3000", "\uff0d"])
+def test_an_iban_grouped_by_any_separator_stdnum_removes_is_found_whole(separator: str) -> None:
+    """A no-break or narrow no-break space (French grouping, text copied from a web page), an en dash, a
+    middle dot: `iban.is_valid` accepts them all, so a candidate that stopped at one was a leak."""
+    written = separator.join(IBAN_GROUPS)
+    assert iban.is_valid(written)
+    assert list(ibans(f"pay {written} now")) == [(4, 4 + len(written))]
+
+
+def test_the_iban_separators_are_those_stdnum_reads_as_a_space_a_dash_or_a_dot() -> None:
+    assert set(IBAN_SEPARATORS) == {c for c, meant in stdnum_util._char_map.items() if meant in " -."}
+    assert all(iban.compact(f"DE89{c}3704") == "DE893704" for c in IBAN_SEPARATORS)
+
+
+@given(st.lists(st.sampled_from([*IBAN_GROUPS, "NO93", "8601", "1117", "947", " ", "    ", ".", "x", "\n", "DE",
+                                 "12"]), max_size=40))
+def test_every_iban_found_lies_inside_the_text_and_validates(pieces: list[str]) -> None:
+    text = "".join(pieces)
+    for start, end in itertools.islice(ibans(text), 50):
+        assert 0 <= start < end <= len(text) and iban.is_valid(text[start:end])
+
+
+def test_an_iban_split_by_more_separators_than_a_candidate_holds_ends_the_search() -> None:
+    """Four spaces in a row end a candidate (a bound that keeps the search linear); the search must go
+    on past it and end, never look at spans outside the candidate."""
+    text = "x" * 20 + " DE89 3704 0044 0532    0130 00 end."
+    assert list(itertools.islice(ibans(text), 5)) == []
 
 
 def entropy(token: str) -> float:

@@ -35,7 +35,8 @@ MORE = [("EMAIL", "ap@globex.io"), ("PHONE", "(030) 123-4567"), ("IBAN", "GB82WE
         ("SECRET", "Zq8Kp2LmN4xR7tY1wV9bC3dF6gH0jS5a"), ("IP", "2001:db8::8a2e:370:7334"), ("IP", "10.0.0.1"),
         # as people write them (issue #26): each was missed by the hand-written patterns
         ("PHONE", "030/5550142"), ("IBAN", "de89 3704 0044 0532 0130 00"), ("IBAN", "DE89-3704-0044-0532-0130-00"),
-        ("CARD", "4111.1111.1111.1111"),
+        ("CARD", "4111.1111.1111.1111"), ("IBAN", "FR76\u202f3000\u202f6000\u202f0112\u202f3456\u202f7890\u202f189"),
+        ("IBAN", "DE89\xa03704\xa00044\xa00532\xa00130\xa000"),
         ("SECRET", "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAuZ3kL9aQ2v7Xw1pR8tYbN4m\n-----END RSA PRIVATE KEY-----")]
 HARMLESS = ["2026-08-02T10:11:12Z", "invoice INV-7 of ACME", "1 000 000 EUR", "at 10:11:12", "version 1.2.3",
             "chatcmpl-tool-8f3a9b2c4d5e6f708192a3b4c5d6e7f8", "call_AbC123xyz", "cus_1042", "4111 1111 1111 1112",
