@@ -26,8 +26,9 @@ BASE_MODEL = "SmolLM2-135M-Instruct"
 
 def write_config(directory: Path, upstreams: list[str], adapter_root: Path, extra: str = "",
                  gateway: str = "", port: int | None = None, health_interval_s: float = 0.2,
-                 health_timeout_s: float = 2.0) -> Path:
-    """A gateway TOML for tests (health probes every 0.2 s so recoveries are quick)."""
+                 health_timeout_s: float = 5.0) -> Path:
+    """A gateway TOML for tests: health probes every 0.2 s so recoveries are quick, each given 5 s so a
+    shared 2-core machine's stalls are not read as an engine that is down (a stopped one refuses at once)."""
     directory.mkdir(parents=True, exist_ok=True)
     ups = "".join(f'[[upstreams]]\nname = "engine-{i}"\nurl = "{url}"\n' for i, url in enumerate(upstreams))
     path = directory / "gateway.toml"
