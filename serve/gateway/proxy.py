@@ -66,7 +66,7 @@ from serve.gateway.registry import RequestRow
 from serve.gateway.router import Resolution
 from serve.gateway.shadow import ShadowJob
 from serve.gateway.tenancy import Admission
-from serve.gateway.upstreams import Upstream
+from serve.gateway.upstreams import REFUSED, Upstream
 
 if TYPE_CHECKING:
     from serve.gateway.service import Gateway
@@ -274,7 +274,7 @@ async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> 
         try:
             resp = await gw.pool.session.post(upstream.url + call.api.path, data=payload,
                                               headers=headers, timeout=_timeout(gw, stream))
-        except (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError) as exc:
+        except REFUSED as exc:
             refused.append(f"{upstream.name}: {exc}")
             gw.pool.mark(upstream, False, str(exc))
             gw.metrics.upstream_healthy.labels(upstream.name).set(0.0)

@@ -51,6 +51,11 @@ class Upstream:
                 "last_error": self.last_error, "checked_at": self.checked_at, "models": sorted(self.models)}
 
 
+# Nothing listening (or no answer to the connect itself): the engine is down, not slow. The request
+# path and the probes both take a replica out at once on these.
+REFUSED = (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError)
+
+
 @dataclass(frozen=True)
 class ProbeFailure:
     reason: str
@@ -136,7 +141,7 @@ class UpstreamPool:
             windows = [w for m in body["data"] if isinstance(w := m.get("max_model_len"), int) and w > 0]
             upstream.max_model_len = min(windows, default=None)
         except (TimeoutError, aiohttp.ClientError, ValueError, KeyError, TypeError) as exc:
-            refused = isinstance(exc, (aiohttp.ClientConnectorError, aiohttp.ConnectionTimeoutError))
+            refused = isinstance(exc, REFUSED)
             return ProbeFailure(f"{type(exc).__name__}: {exc}".rstrip(": "), refused)
         upstream.version = await self._version(upstream)
         return None

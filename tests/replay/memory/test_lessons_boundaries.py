@@ -27,6 +27,7 @@ from replay.memory.lessons import (
     RuleVerdict,
     Trial,
     Verdict,
+    _read_for_edit,
     apply_edits,
     apply_plan,
     causal_verdicts,
@@ -38,7 +39,6 @@ from replay.memory.lessons import (
     propose_edits,
     record_verdicts,
 )
-from replay.memory.lessons import _read_for_edit as _read_for_edit
 from replay.stats import paired_comparison, rejects, sign_test
 
 RULE = "lc:r"
