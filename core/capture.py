@@ -1,10 +1,10 @@
-"""The capture store (001 S13): the SQLite file the gateway writes and replay reads, and the
-hashes that tie a content-free descriptor to the request the model saw.
+"""The capture store (001 S13): the SQLite file the gateway writes and replay reads.
 
-The gateway (`serve/capture.py`) writes it from live traffic; the suite builder
-(`replay/capture_suite.py`) reads it off the serving host. `message_hash` and `request_sha256`
-are the only definitions of those hashes: a resolver recomputing them from a transcript must
-call these very functions.
+The gateway (`serve/gateway/capture.py`) writes it from live traffic; the suite builder
+(`replay/corpus/capture_suite.py`) reads it off the serving host. A row's hashes tie a content-free
+descriptor to the request the model saw: over the canonical form (core/canonical.py), or, in rows
+written before it (`hashing = "raw"`), over the body as sent (`message_hash`, `request_sha256`). A
+resolver recomputes them with these very functions.
 """
 
 from __future__ import annotations
@@ -27,14 +27,24 @@ from core.jsonfile import parse_problem, schema_errors
 from core.names import excerpt
 from core.sqlitedb import StoreError, connect_readonly, open_wal, transaction
 
+CANONICAL = "canonical"
+"""A row's `hashing` when its hashes are over the canonical form (core/canonical.py)."""
+RAW = "raw"
+"""A row's `hashing` when its hashes are over the body as sent (stores written before the canonical form)."""
+CORPUS = "corpus"
+"""The `mode` of a decision read from the runtime's own records (replay/corpus/corpus_suite.py), never
+captured: it holds its request, as a `full` capture does."""
+
 
 def message_hash(message: Any) -> str:
-    """The descriptor's hash of one chat message (16 hex digits of sha256 over sorted-key JSON)."""
+    """A `raw` descriptor's hash of one message as sent (16 hex digits of sha256 over sorted-key JSON): the
+    hash of stores written before the canonical form (core/canonical.py), still checked for their rows."""
     return hashlib.sha256(json.dumps(message, sort_keys=True).encode()).hexdigest()[:16]
 
 
 def request_sha256(body: Mapping[str, Any]) -> str:
-    """The hash of a whole request body as the client sent it (sorted keys, compact JSON)."""
+    """The hash of a whole request body as sent (sorted keys, compact JSON): a `raw` descriptor's request
+    hash, and the shadow's key of a request."""
     return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
 
@@ -75,7 +85,10 @@ CREATE TABLE IF NOT EXISTS decisions (
     request TEXT,
     chosen_arguments TEXT,
     request_id TEXT,
-    api TEXT
+    api TEXT,
+    hashing TEXT,
+    forced INTEGER,
+    thread TEXT
 );
 DROP INDEX IF EXISTS decisions_session;
 CREATE INDEX IF NOT EXISTS decisions_workspace_session ON decisions (workspace, session, seq);
@@ -127,6 +140,14 @@ class CapturedDecision:
     # The API the request came through (`chat`, `messages`, `responses`): the shape its messages were
     # hashed in, and the API replay sends it through. A store older than the column holds chat only.
     api: str = "chat"
+    # The form the hashes are over (core/canonical.py): `canonical`, or `raw` (the body as sent) in a
+    # store older than the column.
+    hashing: str = RAW
+    # A forced tool route set the tool choice (`tool_choice` is the one the model saw; the runtime chose none).
+    forced: bool = False
+    # Which conversation of the session this turn belongs to (a subagent's turns come under its parent's
+    # session id): 16 hex digits of the canonical hash of the turn's first message. None in older stores.
+    thread: str | None = None
     seq: int | None = None
 
 
@@ -134,6 +155,12 @@ def session_key(decision: CapturedDecision) -> tuple[str, str]:
     """What identifies a decision's session: session ids are the client's own, and two workspaces
     (tenants) may use the same one, so a session is always grouped with its workspace."""
     return decision.workspace, decision.session
+
+
+def thread_key(decision: CapturedDecision) -> tuple[str, str, str | None]:
+    """What identifies one conversation: its session and, within it, its thread (the main loop, or one
+    subagent's loop that the runtime ran under the same session id)."""
+    return decision.workspace, decision.session, decision.thread
 
 
 def stored_time(value: str | datetime) -> str:
@@ -159,9 +186,10 @@ class CaptureStore:
         self.path = path
         self._db = open_wal(path, SCHEMA)
         columns = {row[1] for row in self._db.execute("PRAGMA table_info(decisions)")}
-        for column in ("request_id", "api"):  # a store written before the column existed
+        for column, kind in (("request_id", "TEXT"), ("api", "TEXT"), ("hashing", "TEXT"), ("forced", "INTEGER"),
+                             ("thread", "TEXT")):  # a store written before the column existed
             if column not in columns:
-                self._db.execute(f"ALTER TABLE decisions ADD COLUMN {column} TEXT")
+                self._db.execute(f"ALTER TABLE decisions ADD COLUMN {column} {kind}")
         self._db.execute("PRAGMA secure_delete = ON")
         if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # a store made before retention
             self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
@@ -173,9 +201,10 @@ class CaptureStore:
     def _tx(self) -> AbstractContextManager[None]:
         return transaction(self._db)
 
-    def label(self, workspace: str, session: str, results: list[ToolResult]) -> None:
-        """Attach each result's kind to the session's decision whose call produced it. A session is a
-        (workspace, session) pair: two tenants may use the same session id."""
+    def label(self, workspace: str, session: str, results: list[ToolResult], thread: str | None = None) -> None:
+        """Attach each result's kind to the session's decision whose call produced it: by call id, else the
+        latest unlabelled call of that tool in the same thread. A session is a (workspace, session) pair:
+        two tenants may use the same session id."""
         with self._tx():
             for result in results:
                 row = None
@@ -185,8 +214,8 @@ class CaptureStore:
                                            (workspace, session, result.call_id)).fetchone()
                 if row is None:
                     row = self._db.execute("SELECT seq FROM decisions WHERE workspace = ? AND session = ? AND "
-                                           "chosen_tool = ? AND outcome IS NULL ORDER BY seq DESC LIMIT 1",
-                                           (workspace, session, result.tool)).fetchone()
+                                           "thread IS ? AND chosen_tool = ? AND outcome IS NULL ORDER BY seq DESC "
+                                           "LIMIT 1", (workspace, session, thread, result.tool)).fetchone()
                 if row is not None:
                     self._db.execute("UPDATE decisions SET outcome = ? WHERE seq = ?", (result.kind, row[0]))
 
@@ -281,6 +310,9 @@ def _decision_of(path: Path | str, row: sqlite3.Row) -> CapturedDecision:
     values = {k: row[k] for k in row.keys() if k in known}  # noqa: SIM118 (sqlite3.Row iterates values)
     if values.get("api") is None:
         values["api"] = "chat"
+    if values.get("hashing") is None:
+        values["hashing"] = RAW
+    values["forced"] = bool(values.get("forced"))
     for column in _JSON_COLUMNS:
         if isinstance(values.get(column), str | bytes):
             values[column], problem = parse_problem(values[column])

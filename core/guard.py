@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -98,7 +99,13 @@ def _classify(content: Any, rules: GuardRules, tool: str | None) -> Kind:
 
 
 def _matches(text: str, patterns: Sequence[str]) -> bool:
-    return any(search(p, text, ignore_case=True) for p in patterns)
+    """Whether any of `patterns` matches: one RE2 pass over the text with their alternation."""
+    return bool(patterns) and search(_alternation(tuple(patterns)), text, ignore_case=True)
+
+
+@lru_cache(maxsize=64)
+def _alternation(patterns: tuple[str, ...]) -> str:
+    return "|".join(f"(?:{p})" for p in patterns)
 
 
 def _classify_text(text: str, rules: GuardRules, expect_json: bool) -> Kind:

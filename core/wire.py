@@ -41,6 +41,16 @@ def function_tool(name: Any, parameters: Any) -> dict[str, Any] | None:
                                              if isinstance(parameters, Mapping) else {}}}
 
 
+def make_strict(tools: Any, function_key: str | None) -> bool:
+    """Mark every offered tool strict (in place); False when there is none to mark."""
+    given = [t.get(function_key) if function_key else t for t in tools if isinstance(t, dict)] \
+        if isinstance(tools, list) else []
+    entries: list[dict[str, Any]] = [e for e in given if isinstance(e, dict) and isinstance(e.get("name"), str)]
+    for entry in entries:
+        entry["strict"] = True
+    return bool(entries)
+
+
 def tool_call(call_id: Any, name: Any, arguments: Any) -> dict[str, Any]:
     """One call in OpenAI's chat shape; arguments that are not text are written as JSON text."""
     text = arguments if isinstance(arguments, str) else json.dumps(arguments if arguments is not None else {})
@@ -268,6 +278,16 @@ class Wire:
         """The offered tools as OpenAI function tools."""
         return chat_tools(tools)
 
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        """Make a request that offers tools and chooses none call one of them, in place, as a forced tool route
+        does (`gateway.forced_tool_routes`): the API's "any tool" choice, with the offered tools made strict so
+        that the engine's structured output holds the call to their schemas (vLLM enforces a schema only for a
+        strict tool). False when it offers no tools or already chooses."""
+        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), "function"):
+            return False
+        body["tool_choice"] = "required"
+        return True
+
     def choice(self, choice: Any) -> str:
         """The descriptor's label of a request's tool choice."""
         return chat_choice_label(choice)
@@ -308,6 +328,12 @@ class MessagesWire(Wire):
     def tools(self, tools: Any) -> list[dict[str, Any]]:
         return messages_tools(tools)
 
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), None):
+            return False
+        body["tool_choice"] = {"type": "any"}
+        return True
+
     def choice(self, choice: Any) -> str:
         return messages_choice_label(choice)
 
@@ -343,6 +369,13 @@ class ResponsesWire(MessagesWire):
 
     def tools(self, tools: Any) -> list[dict[str, Any]]:
         return responses_tools(tools)
+
+    def force_tool(self, body: dict[str, Any]) -> bool:
+        functions = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+        if body.get("tool_choice") is not None or not make_strict(functions, None):
+            return False
+        body["tool_choice"] = "required"
+        return True
 
     def choice(self, choice: Any) -> str:
         return responses_choice_label(choice)

@@ -1,9 +1,13 @@
-"""`worker-demo agent`: the platform's runtime through the gateway, end to end on the embedded default.
+"""`worker-demo agent`: the platform's runtime through the gateway, its own session files as the corpus.
 
 One Claude Agent SDK session (its bundled Claude Code, offline) runs a tool loop with an in-process MCP
-tool against the real engine behind the real gateway, with capture in `full` mode for its workspace.
-Its captured decisions (Messages API: `tool_use` in, `tool_result` out, labelled by the guard) become a
-suite, replayed through the same API with the workspace's memory withheld and injected.
+tool against the real engine behind the real gateway. The tool fails once (`is_error`), as a flaky
+service does, then answers. The gateway captures in `descriptor` mode: hashes, no text. Claude Code
+keeps the session as it always does, in its config directory — one per workspace, as the platform runs
+one container per workspace: `<out>/corpus/<workspace>/projects/<cwd-slug>/<session>.jsonl`. Off the
+serving path, that corpus is audited, resolves every captured descriptor (proven by the canonical
+hashes), becomes a redacted suite, and the suite is replayed through the same Messages API with the
+workspace's memory withheld and injected.
 
 What it changes so that there is something to measure: the 135M model does not call tools unprompted
 under Claude Code's prompt, so the demo's route is a `forced_tool_routes` route (every request that
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import secrets
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +29,11 @@ from core.capture import read_decisions
 from core.errors import WorkerTierError
 from demo.memory import DemoRule, render_memory
 from replay.analysis.compare import compare, format_comparison, load_results
-from replay.capture_suite import build_suite
 from replay.config import RunConfig
+from replay.corpus.audit import audit, format_audit
+from replay.corpus.capture_suite import build_suite
+from replay.corpus.claude_code import ClaudeCodeDir
+from replay.corpus.resolve import load_keys
 from replay.runner import run
 from replay.suite import load_suite
 
@@ -34,7 +43,8 @@ INVOICE = {"type": "object", "required": ["id"], "additionalProperties": False,
 RULE = DemoRule(slug="lookup-first", text="Look an invoice up by the id the customer gives before answering about it.",
                 role="genuine", evidence="user-explicit", pending=False,
                 quote="Always check the invoice itself before you tell me anything about it.")
-MAX_TURNS = 2
+MAX_TURNS = 3
+TIMED_OUT = "error: the invoice service timed out"
 
 
 def write_memory(root: Path) -> Path:
@@ -46,33 +56,64 @@ def write_memory(root: Path) -> Path:
     return root
 
 
-async def agent_session(gateway_url: str, home: Path) -> tuple[list[dict[str, Any]], str]:
-    """One Agent SDK session through the gateway: (the tool inputs the SDK executed, its session id)."""
-    from claude_agent_sdk import ClaudeAgentOptions, ResultError, SystemMessage, create_sdk_mcp_server, query, tool
+@dataclass
+class AgentRun:
+    """What one SDK session did: its id, and each tool input the SDK executed."""
 
-    executed: list[dict[str, Any]] = []
+    session: str = ""
+    executed: list[dict[str, Any]] = field(default_factory=list)
+
+
+async def agent_session(gateway_url: str, home: Path, corpus: Path | None = None, *, fail_first: bool = False,
+                        max_turns: int = MAX_TURNS, delegate: bool = False, max_output_tokens: int = 64) -> AgentRun:
+    """One Agent SDK session through the gateway, in workspace `WORKSPACE`. Claude Code writes its session
+    files under `corpus/<workspace>` (its config directory) when `corpus` is given, else under `home`.
+    With `fail_first` the tool's first call fails (`is_error`), as a timed-out service would. With
+    `delegate` the main loop is offered only Claude Code's `Agent` tool, to hand the lookup to a `clerk`
+    subagent: the 135M model fills that tool's input at length, so it needs about 1,000 output tokens to
+    start one; at 64 its input is cut, and Claude Code keeps it as `__unparsedToolInput`."""
+    from claude_agent_sdk import (
+        AgentDefinition,
+        ClaudeAgentOptions,
+        ResultError,
+        SystemMessage,
+        create_sdk_mcp_server,
+        query,
+        tool,
+    )
+
+    done = AgentRun()
 
     @tool("lookup", "Look up one invoice by its id.", INVOICE)
     async def lookup(args: dict[str, Any]) -> dict[str, Any]:
-        executed.append(args)
+        done.executed.append(args)
+        if fail_first and len(done.executed) == 1:
+            return {"content": [{"type": "text", "text": TIMED_OUT}], "is_error": True}
         return {"content": [{"type": "text", "text": json.dumps({"id": args.get("id"), "status": "paid"})}]}
 
+    env = {"ANTHROPIC_BASE_URL": gateway_url, "ANTHROPIC_AUTH_TOKEN": "demo", "HOME": str(home),
+           "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
+           "ENABLE_TOOL_SEARCH": "false", "ANTHROPIC_CUSTOM_HEADERS": f"X-Workspace-Id: {WORKSPACE}"}
+    if corpus is not None:
+        env["CLAUDE_CONFIG_DIR"] = str(corpus / WORKSPACE)
+    tools: dict[str, Any] = {"tools": [], "allowed_tools": ["mcp__inv__lookup"]}
+    if delegate:
+        clerk = AgentDefinition(description="Looks invoices up.", prompt="You look up invoices with the lookup tool.",
+                                tools=["mcp__inv__lookup"], maxTurns=2)
+        tools = {"tools": ["Agent"], "agents": {"clerk": clerk}, "allowed_tools": ["Agent", "mcp__inv__lookup"],
+                 "disallowed_tools": ["mcp__inv__lookup"]}
     options = ClaudeAgentOptions(
-        system_prompt="You look up invoices with the lookup tool.", tools=[], max_turns=MAX_TURNS, model="worker",
+        system_prompt="You look up invoices with the lookup tool.", max_turns=max_turns, model="worker",
         mcp_servers={"inv": create_sdk_mcp_server(name="inv", version="1.0.0", tools=[lookup])},
-        allowed_tools=["mcp__inv__lookup"], cwd=str(home),
-        env={"ANTHROPIC_BASE_URL": gateway_url, "ANTHROPIC_AUTH_TOKEN": "demo", "HOME": str(home),
-             "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": "64",
-             "ENABLE_TOOL_SEARCH": "false", "ANTHROPIC_CUSTOM_HEADERS": f"X-Workspace-Id: {WORKSPACE}"})
-    session = ""
+        cwd=str(home), env=env, **tools)
     try:
         async for message in query(prompt="Look up invoice INV-7.", options=options):
             if isinstance(message, SystemMessage) and message.subtype == "init":
-                session = str(message.data.get("session_id", ""))
+                done.session = str(message.data.get("session_id", ""))
     except ResultError as exc:  # a forced route calls a tool every turn: the loop ends at its turn limit
         if "maximum number of turns" not in str(exc):
             raise WorkerTierError(f"the Agent SDK session failed: {exc}") from exc
-    return executed, session
+    return done
 
 
 def run_agent(out: Path) -> int:
@@ -80,20 +121,25 @@ def run_agent(out: Path) -> int:
 
     if out.exists() and any(out.iterdir()):
         raise WorkerTierError(f"{out} is not empty: the agent demo starts from a fresh directory")
-    db = out / "gateway" / "capture.sqlite"
-    extra = (f'[capture]\nmode = "full"\nworkspaces = ["{WORKSPACE}"]\nsample_rate = 1.0\ndb = "{db}"\n')
-    home = out / "agent-home"
+    db, corpus, home = out / "gateway" / "capture.sqlite", out / "corpus", out / "agent-home"
+    extra = f'[capture]\nmode = "descriptor"\nworkspaces = ["{WORKSPACE}"]\nsample_rate = 1.0\ndb = "{db}"\n'
     home.mkdir(parents=True)
+    keys = out / "keys.toml"
+    keys.write_text(f'[keys]\n"{WORKSPACE}" = "{secrets.token_hex(32)}"\n')
+    keys.chmod(0o600)
     with serving(out, {}, extra, gateway_keys='forced_tool_routes = ["worker"]\n') as (gateway_url, _):
-        say("running one Claude Agent SDK session through the gateway (Messages API, forced tool route)")
-        executed, session = asyncio.run(agent_session(gateway_url, home))
-        say(f"the SDK executed {len(executed)} tool call(s): {executed}")
+        say("running one Claude Agent SDK session through the gateway (Messages API, forced tool route, "
+            "capture: descriptor)")
+        session = asyncio.run(agent_session(gateway_url, home, corpus, fail_first=True))
+        say(f"the SDK executed {len(session.executed)} tool call(s): {session.executed}")
         decisions = [d for d in read_decisions(db) if d.workspace == WORKSPACE]
         for d in decisions:
-            say(f"captured {d.api} decision {d.id}: {d.chosen_tool} keys {d.chosen_keys} outcome {d.outcome}")
-        if not executed or not decisions:
+            say(f"captured {d.api} descriptor {d.id}: {d.chosen_tool} keys {d.chosen_keys} outcome {d.outcome}")
+        if not session.executed or not decisions:
             raise WorkerTierError("the agent session produced no tool call or no captured decision")
-        report = build_suite(db, out / "suite", name="agent", version="1")
+        source = ClaudeCodeDir(corpus)
+        print(format_audit(audit(source)))
+        report = build_suite(db, out / "suite", name="agent", version="1", transcripts=source, keys=load_keys(keys))
         print(report)
         suite = load_suite(out / "suite")
         config = RunConfig.model_validate({
@@ -103,6 +149,7 @@ def run_agent(out: Path) -> int:
             "arms": [{"name": "withheld", "model": "worker", "memory": "withheld"},
                      {"name": "memory", "model": "worker", "memory": "workspace"}]})
         run(suite, config, out / "run", label="[agent] replay")
-    print(f"session {session}: {len(decisions)} decisions captured, {len(suite.decisions)} in the suite")
+    print(f"session {session.session}: {len(decisions)} decisions captured, {report.resolved} resolved from Claude "
+          f"Code's own session file, {len(suite.decisions)} in the suite")
     print(format_comparison(compare(load_results(out / "run"), "withheld", "memory")))
     return 0

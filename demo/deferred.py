@@ -29,12 +29,12 @@ from core.errors import WorkerTierError
 from core.jsonfile import loads_bounded
 from demo.adapters import build_demo_adapters, cached_demo_dir
 from replay.analysis.compare import compare, format_comparison, load_results
-from replay.capture_suite import BuildReport, build_suite
 from replay.config import RunConfig
-from replay.resolve import load_keys
+from replay.corpus.capture_suite import BuildReport, build_suite
+from replay.corpus.resolve import load_keys
+from replay.corpus.transcripts import TranscriptDir, TranscriptHeader, transcript_lines
 from replay.runner import run
 from replay.suite import freeze_suite, load_suite
-from replay.transcripts import TranscriptDir, TranscriptHeader, transcript_lines
 from serve.engine.modelbuild import cache_dir
 
 EMAIL, PHONE, IBAN = "maria.lopez@acme-corp.com", "+49 30 1234 5678", "DE89 3704 0044 0532 0130 00"

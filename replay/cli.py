@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,6 +15,8 @@ from replay.analysis.compare import compare_run, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
 from replay.config import load_run_config
+from replay.corpus.sources import FORMATS
+from replay.errors import ReplayError
 from replay.memory.checks import check_memory, has_violations
 from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
@@ -42,15 +45,40 @@ def _suite_freeze(args: argparse.Namespace) -> int:
 
 
 def _suite_build(args: argparse.Namespace) -> int:
-    from replay.capture_suite import build_suite
-    from replay.resolve import load_keys
-    from replay.transcripts import TranscriptDir
+    from replay.corpus.capture_suite import build_suite
+    from replay.corpus.claude_code import ClaudeCodeDir
+    from replay.corpus.corpus_suite import build_corpus_suites, in_test_split
+    from replay.corpus.resolve import load_keys
+    from replay.corpus.sources import open_source
 
-    transcripts = TranscriptDir(args.transcripts) if args.transcripts else None
+    if args.from_corpus is not None:
+        if args.transcripts is not None:
+            raise ReplayError("--from-corpus reads the corpus itself: --transcripts goes with --from-capture")
+        outs: dict[Path, Callable[[str], bool] | None] = {args.out: None}
+        if args.test_fraction is not None:
+            test = in_test_split(args.test_fraction, args.split_seed)
+            outs = {args.out / "train": lambda cluster: not test(cluster), args.out / "test": test}
+        for report in build_corpus_suites(ClaudeCodeDir(args.from_corpus), outs, keys=load_keys(args.keys),
+                                          since=args.since, until=args.until, name=args.name, version=args.version):
+            print(report)
+        return 0
+    if args.test_fraction is not None:
+        raise ReplayError("--test-fraction splits a corpus (--from-corpus) by cluster")
+    if args.until is not None:
+        raise ReplayError("--until cuts a corpus (--from-corpus); a capture store is cut with --since")
+    transcripts = open_source(args.transcripts, args.transcript_format) if args.transcripts else None
     keys = load_keys(args.keys) if (transcripts is not None or args.keys) else None
-    report = build_suite(args.from_capture, args.out, args.since, args.name, args.version, transcripts=transcripts,
-                         keys=keys, verify=args.verify)
-    print(report)
+    print(build_suite(args.from_capture, args.out, args.since, args.name, args.version, transcripts=transcripts,
+                      keys=keys, verify=args.verify))
+    return 0
+
+
+def _corpus_audit(args: argparse.Namespace) -> int:
+    from replay.corpus.audit import audit, format_audit
+    from replay.corpus.claude_code import ClaudeCodeDir
+
+    report = audit(ClaudeCodeDir(args.dir))
+    print(report.model_dump_json(indent=2) if args.json else format_audit(report))
     return 0
 
 
@@ -74,6 +102,16 @@ def _memory_check(args: argparse.Namespace) -> int:
     for problem in problems:
         print(problem)
     return 1 if has_violations(problems) else 0
+
+
+def _memory_stats(args: argparse.Namespace) -> int:
+    from replay.memory.stats import fleet_stats, format_fleet, textfile, write_textfile
+
+    stats = fleet_stats(args.roots)
+    if args.textfile is not None:
+        write_textfile(args.textfile, textfile(stats))
+    print(stats.model_dump_json(indent=2) if args.json else format_fleet(stats))
+    return 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -224,10 +262,17 @@ def build_parser() -> argparse.ArgumentParser:
             p.add_argument("--synthetic", action="store_true",
                            help="the suite's values are invented (a generated demo): skip the privacy check")
         p.set_defaults(func=func)
-    p = suite.add_parser("build", help="a versioned suite from the gateway's capture store")
-    p.add_argument("--from-capture", type=Path, required=True, metavar="DB", help="the gateway's capture.sqlite")
+    p = suite.add_parser("build", help="a versioned suite from the gateway's capture store, or from the runtime's "
+                                       "own session files")
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--from-capture", type=Path, metavar="DB", help="the gateway's capture.sqlite")
+    source.add_argument("--from-corpus", type=Path, metavar="DIR",
+                        help="a Claude Code corpus (<workspace>/projects/...): every call it logged, no capture")
     p.add_argument("--transcripts", type=Path, metavar="DIR",
-                   help="the read-only transcript corpus (<workspace>/<session>.jsonl) that resolves descriptors")
+                   help="the read-only transcript corpus that resolves descriptors: Claude Code's session files "
+                        "(<workspace>/projects/...) or <workspace>/<session>.jsonl")
+    p.add_argument("--transcript-format", choices=FORMATS, default="auto",
+                   help="how --transcripts is laid out (default: told from the directory)")
     p.add_argument("--keys", type=Path, metavar="FILE",
                    help="workspace pseudonym keys (TOML [keys]; default $WORKER_REPLAY_PSEUDONYM_KEYS); "
                         "needed with --transcripts, redacts every decision")
@@ -235,15 +280,34 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what a descriptor must match: the request hash too (default) or the message hashes")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the suite directory (never a frozen one)")
     p.add_argument("--since", metavar="ISO", help="only decisions captured at or after this time")
+    p.add_argument("--until", metavar="ISO", help="--from-corpus: only calls made before this time")
+    p.add_argument("--test-fraction", type=float, metavar="F",
+                   help="--from-corpus: write OUT/train and OUT/test, task-disjoint (a session's decisions on one "
+                        "side), about F of the sessions in test")
+    p.add_argument("--split-seed", default="", metavar="TEXT", help="with --test-fraction: another stable split")
     p.add_argument("--name", default="capture")
     p.add_argument("--version", default="1")
     p.set_defaults(func=_suite_build)
+
+    corpus = sub.add_parser("corpus", help="the runtime's own session files").add_subparsers(dest="action",
+                                                                                           required=True)
+    p = corpus.add_parser("audit", help="sessions, subagent runs, records, tool calls, errors, decisions per "
+                                        "stratum, top tools, time span of a Claude Code corpus")
+    p.add_argument("dir", type=Path, help="<workspace>/projects/<cwd-slug>/<session>.jsonl under it")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_corpus_audit)
 
     memory = sub.add_parser("memory", help="workspace memory").add_subparsers(dest="action", required=True)
     check = memory.add_parser("check", help="check memory files like the public check script")
     check.add_argument("dir", type=Path)
     check.add_argument("--root", action="store_true", help="DIR holds one sub-directory per workspace")
     check.set_defaults(func=_memory_check)
+    stats = memory.add_parser("stats", help="the fast loop's counters per workspace and root (S25), read-only")
+    stats.add_argument("roots", type=Path, nargs="+", metavar="ROOT", help="one directory per workspace under it")
+    stats.add_argument("--json", action="store_true")
+    stats.add_argument("--textfile", type=Path, metavar="FILE",
+                       help="also write the counters for node_exporter's textfile collector (atomically)")
+    stats.set_defaults(func=_memory_stats)
 
     p = sub.add_parser("run", help="replay every arm × decision (resumable)")
     p.add_argument("--suite", type=Path, required=True)

@@ -37,7 +37,7 @@ from core.names import excerpt
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
 from core.tomlfile import read_toml
 from replay.errors import ReplayError
-from replay.redact import residuals
+from replay.privacy.redact import residuals
 from replay.suite_checks import check_across, check_decision
 
 M = TypeVar("M", bound=BaseModel)
@@ -126,7 +126,7 @@ def load_suite(suite_dir: Path | str) -> Suite:
 
 
 def check_privacy(suite_dir: Path | str) -> list[SuiteProblem]:
-    """The privacy check (001 S15): every detectable value (replay/redact.py) left in any field or
+    """The privacy check (001 S15): every detectable value (replay/privacy/redact.py) left in any field or
     key of `decisions.jsonl`, by line, decision id, JSON path and type — never the value itself."""
     path = Path(suite_dir) / DECISIONS_JSONL
     if not path.is_file():

@@ -1,6 +1,6 @@
-"""Redaction recall and over-redaction on the labelled corpus (tests/replay/data/redaction_corpus.jsonl).
+"""Redaction recall and over-redaction on the labelled corpus (tests/replay/privacy/data/redaction_corpus.jsonl).
 
-Per pseudonym type: how many labelled values `replay.redact.find` covers whole (recall), and how
+Per pseudonym type: how many labelled values `replay.privacy.redact.find` covers whole (recall), and how
 many with their own type; per kind of look-alike (ids, dates, amounts, versions, numbers failing a
 check digit): how many it touches (over-redaction); and the characters it changes outside every
 labelled span. With `--misses`, the values missed and the look-alikes changed are listed too.
@@ -17,7 +17,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay.redact import find  # noqa: E402
+from replay.privacy.redact import find  # noqa: E402
 from tests.support.redaction_corpus import load, score, table  # noqa: E402
 
 

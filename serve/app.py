@@ -9,7 +9,7 @@ its trials (`serve.trials`, which read the gateway) into one app, so it sits abo
 | `POST /v1/messages`, `POST /v1/messages/count_tokens` | the Anthropic Messages API (the Claude Agent SDK's), forwarded to the engine's own endpoints the same way (`?beta=true` accepted; `anthropic-version` / `anthropic-beta` passed on); errors in Anthropic's shape. The session may also come as `X-Claude-Code-Session-Id` or inside `metadata.user_id`. A `max_tokens` above what the engine can give is clamped, said in `X-Worker-Max-Tokens`. |
 | `POST /v1/responses` | the OpenAI Responses API (the OpenAI Agents SDK's), stateless: `previous_response_id` is refused (400). |
 | (all forwarded requests) | a client's `X-Request-Id` (any visible ASCII, 0x21–0x7E, up to 200 characters) is stored and echoed as sent; any other is replaced by the gateway's own id, and the response header `X-Worker-Request-Id-Replaced: invalid` says so (never a refusal). |
-| `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions. |
+| `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions; with a keys file, only for a caller with a key (401 otherwise). |
 | `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
 | `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
 | `/admin/...` | see serve/gateway/admin.py; `/admin/trials/...`: serve/trials/admin.py. |
@@ -221,7 +221,9 @@ def create_app(config: GatewayConfig) -> FastAPI:
         return await proxy.handle(gateway, request, APIS["responses"])
 
     @app.get("/v1/models")
-    async def models() -> dict[str, object]:
+    async def models(request: Request) -> dict[str, object]:
+        # Like vLLM's own --api-key and OpenAI's and Anthropic's model lists: with keys, a caller needs one.
+        gateway.tenancy.caller(request.headers, request.query_params.multi_items(), None)
         state = gateway.registry.state
         data: list[dict[str, object]] = []
         for route in state.routes.values():

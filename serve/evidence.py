@@ -6,7 +6,7 @@ writes the three files the production-candidate gate reads, in its formats (core
 
 * `shadow.json` — paired outcomes, measure "correct", one item per shadowed request whose
   production call got a verdict from the next turn (the same verdicts the suite builder uses,
-  replay/capture_suite.py). Production call succeeded (`ok`): production correct; the shadow
+  replay/corpus/capture_suite.py). Production call succeeded (`ok`): production correct; the shadow
   correct when it chose the same tool and key set (key-set correctness against the verified
   action). Production call rejected (a guard `FAILURES` kind): production wrong; the shadow
   correct when it chose differently — another tool, another key set, or no call — as a

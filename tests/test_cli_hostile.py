@@ -80,11 +80,18 @@ def hostile(kind: str, root: Path, index: int) -> Path:
 
 
 def argv_for(parser: argparse.ArgumentParser, kind: str, root: Path) -> list[str]:
-    """The subcommand's arguments: every path hostile, every other required one a plain value."""
+    """The subcommand's arguments: every path hostile, every other required one a plain value; of mutually
+    exclusive options, the first only."""
     argv: list[str] = []
+    exclusive = [set(map(id, group._group_actions)) for group in parser._mutually_exclusive_groups]
+    taken: set[int] = set()
     for index, action in enumerate(parser._actions):
         if isinstance(action, argparse._HelpAction) or action.nargs == 0:
             continue
+        rivals = next((group for group in exclusive if id(action) in group), set())
+        if rivals & taken:
+            continue
+        taken.add(id(action))
         required = action.required or not action.option_strings
         if action.type is Path:
             value = str(hostile(kind, root, index))

@@ -25,7 +25,7 @@ queue order, in a thread, and any error there is logged and counted, never raise
   call's arguments; it is only allowed with an allowlist (serve/gateway/config.py refuses otherwise).
 
 The store is its own SQLite file (WAL), so captures survive restarts; `read_decisions` is how
-the suite builder (replay/capture_suite.py) reads it. It is bounded: at start-up and every
+the suite builder (replay/corpus/capture_suite.py) reads it. It is bounded: at start-up and every
 `retention_interval_s`, the worker deletes the decisions older than `retention_days` and the
 oldest beyond `max_rows` (whole rows, so `full` text goes with them), in a thread and never at
 the same time as a job; `worker_capture_rows` and `worker_capture_bytes` say what it holds.
@@ -41,9 +41,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from core.capture import CapturedDecision, CaptureStore, ToolResult, message_hash, request_sha256
+from core.canonical import message_digest, request_digest
+from core.capture import CANONICAL, CapturedDecision, CaptureStore, ToolResult
 from core.guard import classify
 from core.scoring import chosen_call
+from core.wire import WIRES, DecisionApi
 from serve.gateway.apis import APIS
 from serve.gateway.apis.base import Answer, Api, ApiName, Conversation
 from serve.gateway.config import CaptureSection
@@ -69,6 +71,7 @@ class CaptureJob:
     duration_s: float
     captured_at: str
     api: ApiName = "chat"
+    forced: bool = False  # a forced tool route set the request's tool choice
 
 
 def now_iso() -> str:
@@ -87,8 +90,21 @@ def tool_results(conversation: Conversation, settings: CaptureSection) -> list[T
             for reply in conversation.replies]
 
 
+def decision_api(name: ApiName) -> DecisionApi:
+    """The API of a captured job: only the decision APIs capture (completions and count_tokens do not)."""
+    assert name in WIRES, name
+    return WIRES[name].api
+
+
+def thread_of(api: DecisionApi, messages: list[Any]) -> str | None:
+    """The conversation a turn belongs to, told apart within its session by its first message (a subagent's
+    loop starts with its own prompt; the main loop keeps its first message until a compaction)."""
+    return message_digest(api, messages[0])[:16] if messages else None
+
+
 def describe(job: CaptureJob, mode: str) -> CapturedDecision:
-    """The stored record of a decision: text only in `full` mode."""
+    """The stored record of a decision: text only in `full` mode; hashes over the canonical form."""
+    api = decision_api(job.api)
     conversation = APIS[job.api].conversation(job.body)
     parsed = conversation.parse(job.answer)
     call = chosen_call(parsed)
@@ -98,15 +114,16 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
     return CapturedDecision(
         id=job.key, request_id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
         session=job.session or "", route=job.route, adapter=job.adapter, kind=job.kind,
-        request_sha256=request_sha256(job.body),
-        message_hashes=[message_hash(m) for m in conversation.messages], roles=conversation.roles,
+        request_sha256=request_digest(api, job.body),
+        message_hashes=[message_digest(api, m) for m in conversation.messages], roles=conversation.roles,
         tools_offered=sorted(conversation.tool_names() or ()), tool_choice=conversation.tool_choice,
         parse_outcome=parsed.outcome.value,
         chosen_tool=call.tool if call else None, chosen_keys=list(call.key_set) if call else [],
         call_id=call_id if isinstance(call_id, str) else None, calls=len(parsed.calls),
         duration_s=round(job.duration_s, 6),
         request=conversation.request if full else None,
-        chosen_arguments=call.arguments if (full and call) else None, api=job.api)
+        chosen_arguments=call.arguments if (full and call) else None, api=job.api, hashing=CANONICAL,
+        forced=job.forced, thread=thread_of(api, conversation.messages))
 
 
 class Capture:
@@ -185,7 +202,8 @@ class Capture:
     def process(self, job: CaptureJob) -> None:
         """Count the guard's anomalies in the request's tool results; if captured, label the session's earlier
         decisions with those outcomes and store this one."""
-        results = tool_results(APIS[job.api].conversation(job.body), self.settings)
+        conversation = APIS[job.api].conversation(job.body)
+        results = tool_results(conversation, self.settings)
         workspace = self.metrics.bounded("workspace", job.workspace or "")
         for result in results:
             if result.kind != "ok":
@@ -195,6 +213,6 @@ class Capture:
             return
         assert self.store is not None
         if results and job.session:
-            self.store.label(workspace, job.session, results)
+            self.store.label(workspace, job.session, results, thread_of(decision_api(job.api), conversation.messages))
         self.store.insert(describe(job, self.settings.mode))
         self.metrics.capture_descriptors.labels(self.settings.mode, workspace).inc()

@@ -482,7 +482,7 @@ def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answe
     gw.capture.submit(CaptureJob(
         key=call.key, request_id=call.request_id, workspace=call.workspace, session=call.session, route=res.route,
         adapter=res.target, kind=res.kind, body=body, answer=answer,
-        duration_s=time.perf_counter() - call.started, captured_at=now_iso(), api=call.api.name))
+        duration_s=time.perf_counter() - call.started, captured_at=now_iso(), api=call.api.name, forced=call.forced))
 
 
 def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str, answer: Answer) -> None:

@@ -4,6 +4,7 @@ file it is given."""
 from __future__ import annotations
 
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,36 @@ def test_a_label_reaches_only_its_own_workspaces_session(tmp_path: Path) -> None
     db.label("ws-a", "s-other", [ToolResult("c-1", "search", "failed")])  # no such session: touches nothing
     db.close()
     assert {d.workspace: d.outcome for d in read_decisions(path)} == {"ws-a": None, "ws-b": "blocked"}
+
+
+def test_a_label_without_a_call_id_reaches_the_latest_call_of_its_own_thread(tmp_path: Path) -> None:
+    """A subagent's loop runs under its parent's session id: a result matched by tool name labels the
+    latest unlabelled call of that tool in the same thread, never the other thread's."""
+    path = tmp_path / "c.sqlite"
+    db = CaptureStore(path)
+    db.insert(replace(captured(1, "ws-a", "s-1"), call_id=None, thread="main"))
+    db.insert(replace(captured(2, "ws-a", "s-1"), call_id=None, thread="agent"))
+    db.label("ws-a", "s-1", [ToolResult(None, "search", "failed")], thread="main")
+    db.close()
+    assert {d.thread: d.outcome for d in read_decisions(path)} == {"main": "failed", "agent": None}
+
+
+def test_a_store_written_before_canonical_hashing_reads_as_raw_and_gains_the_columns(tmp_path: Path) -> None:
+    """A store an older gateway wrote (no `hashing`, `forced`, `thread` columns) is read as it was written:
+    raw hashes, no forced choice, no thread; the gateway adds the columns when it opens the store."""
+    path = tmp_path / "old.sqlite"
+    db = CaptureStore(path)
+    db.insert(captured(1, "ws-a", "s-1"))
+    db.close()
+    with sqlite3.connect(path) as raw:
+        for column in ("hashing", "forced", "thread"):
+            raw.execute(f"ALTER TABLE decisions DROP COLUMN {column}")
+    [old] = read_decisions(path)
+    assert (old.hashing, old.forced, old.thread) == ("raw", False, None)
+    CaptureStore(path).close()
+    with sqlite3.connect(path) as raw:
+        assert {"hashing", "forced", "thread"} <= {row[1] for row in raw.execute("PRAGMA table_info(decisions)")}
+    assert read_decisions(path)[0].hashing == "raw"
 
 
 def test_the_reader_opens_the_file_named_and_creates_none(tmp_path: Path) -> None:

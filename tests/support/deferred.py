@@ -9,7 +9,7 @@ from typing import Any
 
 from core.capture import CapturedDecision
 from core.wire import DecisionApi
-from replay.transcripts import TranscriptHeader, transcript_lines
+from replay.corpus.transcripts import TranscriptHeader, transcript_lines
 from serve.gateway.apis import APIS
 from serve.gateway.capture import CaptureJob, describe
 

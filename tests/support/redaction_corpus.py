@@ -1,5 +1,5 @@
-"""The labelled redaction corpus (tests/replay/data/redaction_corpus.jsonl) and its scoring, shared by
-tests/replay/test_redact_corpus.py and scripts/bench_redact.py.
+"""The labelled redaction corpus (tests/replay/privacy/data/redaction_corpus.jsonl) and its scoring, shared by
+tests/replay/privacy/test_redact_corpus.py and scripts/bench_redact.py.
 
 Each case is a text as people write it, the values in it that must be redacted (with their type)
 and the look-alikes that must stay byte-identical (ids, dates, amounts, versions, numbers that
@@ -20,7 +20,7 @@ from pydantic import Field, model_validator
 
 from core.records import Strict
 
-CORPUS = Path(__file__).resolve().parents[1] / "replay" / "data" / "redaction_corpus.jsonl"
+CORPUS = Path(__file__).resolve().parents[1] / "replay" / "privacy" / "data" / "redaction_corpus.jsonl"
 
 
 class Labelled(Strict):

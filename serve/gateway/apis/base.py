@@ -61,16 +61,6 @@ class Conversation:
         return parse_text(answer, names, schemas=schemas)
 
 
-def make_strict(tools: Any, function_key: str | None) -> bool:
-    """Mark every offered tool strict (in place); False when there is none to mark."""
-    given = [t.get(function_key) if function_key else t for t in tools if isinstance(t, dict)] \
-        if isinstance(tools, list) else []
-    entries: list[dict[str, Any]] = [e for e in given if isinstance(e, dict) and isinstance(e.get("name"), str)]
-    for entry in entries:
-        entry["strict"] = True
-    return bool(entries)
-
-
 class SseEvents:
     """Splits an SSE byte stream into (event name, parsed JSON data) as chunks arrive (lines may be
     split across chunks); `[DONE]` is reported as data None. Unreadable data is skipped."""
@@ -165,10 +155,9 @@ class Api(ABC):
         return None
 
     def force_tool(self, body: dict[str, Any]) -> bool:
-        """Make a request that offers tools and chooses none call one of them (`gateway.forced_tool_routes`):
-        the API's "any tool" choice, with the offered tools made strict so that the engine's structured output
-        holds the call to their schemas (vLLM enforces a schema only for a strict tool). False when it offers
-        no tools or already chooses."""
+        """Make a request that offers tools and chooses none call one of them (`gateway.forced_tool_routes`;
+        core/wire.py's `Wire.force_tool`, which replay applies to a decision the gateway forced). False when
+        it offers no tools or already chooses, and for an API without tools."""
         return False
 
     def session(self, body: Mapping[str, Any]) -> str | None:

@@ -11,9 +11,9 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from core.wire import WIRES, chat_message, chat_replies, chat_tools, first_choice
 from core.wire import chat_choice_label as label
-from core.wire import chat_message, chat_replies, chat_tools, first_choice
-from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation, make_strict
+from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation
 from serve.gateway.errors import error_body
 
 
@@ -91,10 +91,7 @@ class ChatApi(OpenAIErrors, Api):
             request={k: body[k] for k in ("messages", "tools", "tool_choice") if k in body})
 
     def force_tool(self, body: dict[str, Any]) -> bool:
-        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), "function"):
-            return False
-        body["tool_choice"] = "required"
-        return True
+        return WIRES["chat"].force_tool(body)
 
     def answer(self, payload: Any) -> Answer:
         message: dict[str, Any] = first_choice(payload, "message", dict)

@@ -19,9 +19,9 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from core.wire import WIRES, messages_replies, messages_tools
 from core.wire import messages_answer as answer_of
 from core.wire import messages_choice_label as tool_choice_label
-from core.wire import messages_replies, messages_tools
 from serve.gateway.apis.base import (
     Accumulator,
     Answer,
@@ -29,7 +29,6 @@ from serve.gateway.apis.base import (
     ApiName,
     BadAnswer,
     Conversation,
-    make_strict,
 )
 from serve.gateway.errors import bounded_message
 
@@ -111,10 +110,7 @@ class MessagesApi(AnthropicErrors, Api):
             request={k: body[k] for k in ("system", "messages", "tools", "tool_choice") if k in body})
 
     def force_tool(self, body: dict[str, Any]) -> bool:
-        if body.get("tool_choice") is not None or not make_strict(body.get("tools"), None):
-            return False
-        body["tool_choice"] = {"type": "any"}
-        return True
+        return WIRES["messages"].force_tool(body)
 
     def session(self, body: Mapping[str, Any]) -> str | None:
         metadata = body.get("metadata")

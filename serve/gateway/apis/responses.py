@@ -18,7 +18,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from core.wire import chat_message, items, responses_replies, responses_tools
+from core.wire import WIRES, chat_message, items, responses_replies, responses_tools
 from core.wire import responses_answer as answer_of
 from core.wire import responses_choice_label as tool_choice_label
 from serve.gateway.apis.base import (
@@ -28,7 +28,6 @@ from serve.gateway.apis.base import (
     ApiName,
     BadAnswer,
     Conversation,
-    make_strict,
 )
 from serve.gateway.apis.chat import OpenAIErrors
 from serve.gateway.errors import GatewayError, bounded_message
@@ -64,11 +63,7 @@ class ResponsesApi(OpenAIErrors, Api):
                                     "conversation in 'input'", "unsupported_field")
 
     def force_tool(self, body: dict[str, Any]) -> bool:
-        functions = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
-        if body.get("tool_choice") is not None or not make_strict(functions, None):
-            return False
-        body["tool_choice"] = "required"
-        return True
+        return WIRES["responses"].force_tool(body)
 
     def sse_error(self, message: str, code: str, status: int) -> bytes:
         event = {"type": "error", "code": code, "message": bounded_message(message), "param": None}

@@ -107,7 +107,18 @@ def test_the_openai_client_with_a_key_is_served_and_without_one_gets_a_401_it_un
     assert both.status_code == 401 and both.json()["error"]["code"] == "two_keys"
     assert sample(gw, "worker_gateway_auth_refused_total", reason="unknown_key") == 3
     assert gw.client.get("/health").status_code == 200 and gw.client.get("/metrics").status_code == 200
-    assert gw.client.get("/version").status_code == 200 and gw.client.get("/v1/models").status_code == 200
+    assert gw.client.get("/version").status_code == 200
+
+
+def test_the_model_list_needs_a_key_like_every_model_api_call(gw):
+    """vLLM's --api-key guards every /v1 path, and OpenAI's and Anthropic's model lists need a key: the
+    routes, production versions and trials the list shows are not for an unknown caller."""
+    listing = gw.client.get("/v1/models")
+    assert listing.status_code == 401 and listing.json()["error"]["code"] == "missing_key"
+    assert "worker" not in listing.text
+    assert gw.client.get("/v1/models", headers={"Authorization": "Bearer wt_not-a-key"}).status_code == 401
+    known = gw.client.get("/v1/models", headers={"x-api-key": KEY_A})
+    assert known.status_code == 200 and "worker" in {m["id"] for m in known.json()["data"]}
 
 
 def test_a_key_in_the_url_is_refused_and_never_logged(gw, fault, caplog):

@@ -1,12 +1,13 @@
 """Suites from captured live decisions (001 S13/S15): strata from what happened, then a versioned suite.
 
 A captured decision's stratum comes from the guard's label on its call (core/guard.py) and
-from its session (disjoint, first match wins):
+from its conversation — its session's thread: the main loop, or a subagent's loop that the runtime
+ran under the same session id (disjoint, first match wins):
 
 * the call was rejected (a `FAILURES` kind) → `known_failure`, with the call as its failed action;
-* the call succeeded (`ok`), the session's previous call was rejected, and this one chose a
+* the call succeeded (`ok`), the thread's previous call was rejected, and this one chose a
   different tool → `verified_recovery`;
-* the call succeeded in a session without any anomaly → `clean_trajectory_action`;
+* the call succeeded in a thread without any anomaly → `clean_trajectory_action`;
 * the call succeeded otherwise → `verified_action`.
 
 Decisions without a label (no call, or no next turn yet) and decisions whose label is an
@@ -14,13 +15,13 @@ anomaly that is no verdict (`empty_result`, `partial`, `pending`, `no_op`) get n
 A capture whose workspace or session (request headers) is no name (`core.names`) is left out:
 those ids become paths (`<memory.root>/<workspace>`, the corpus's `<workspace>/<session>.jsonl`).
 A `full`-mode capture holds its request; a `descriptor` holds only hashes and becomes a
-decision when a transcript corpus resolves it (replay/resolve.py: proven by hash, or refused
+decision when a transcript corpus resolves it (replay/corpus/resolve.py: proven by hash, or refused
 with its reason). Requests end before the answer (the contract excludes its target), memory
 blocks are stripped (replay injects memory; the workspace is recorded instead), and a decision
 state seen twice is kept once. A decision keeps the API it was captured on (`api`) and its request
 in that API's own shape (Messages: `system`, `messages`, tools with `input_schema`), so replay sends
 it through the same API and the engine renders the same prompt. With workspace keys, every
-decision is redacted before it is written (replay/redact.py: typed pseudonyms, one key per
+decision is redacted before it is written (replay/privacy/redact.py: typed pseudonyms, one key per
 workspace, never in the suite), and the written suite is run through the privacy check.
 """
 
@@ -32,24 +33,24 @@ import re
 import shutil
 import tempfile
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from core.capture import CapturedDecision, read_decisions, session_key
+from core.capture import CORPUS, CapturedDecision, read_decisions, thread_key
 from core.guard import FAILURES
 from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
 from core.tomlfile import read_toml
 from core.wire import WIRES, DecisionApi
+from replay.corpus.resolve import NO_KEY, Refusal, Verify, resolve
+from replay.corpus.transcripts import TranscriptSource
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from replay.redact import PSEUDONYM, Pseudonymizer
-from replay.resolve import NO_KEY, Refusal, Verify, resolve
+from replay.privacy.redact import PSEUDONYM, Pseudonymizer
 from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, check_privacy, validate_suite
 from replay.suite_checks import request_hash
-from replay.transcripts import TranscriptDir, TranscriptSource
 
 _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
                                                                              (RULES_OPEN, RULES_CLOSE))),
@@ -59,12 +60,13 @@ _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((M
 def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
     """The stratum of each decision (in capture order), None when its outcome proves nothing.
 
-    A session is a (workspace, session) pair: session ids are the client's, and two tenants may
-    use the same one."""
-    sessions: dict[tuple[str, str], list[CapturedDecision]] = {}
+    A thread is a (workspace, session, thread) triple: session ids are the client's, two tenants may
+    use the same one, and one session may hold a subagent's loop beside the main one."""
+    sessions: dict[tuple[str, str, str | None], list[CapturedDecision]] = {}
     for d in decisions:
-        sessions.setdefault(session_key(d), []).append(d)
+        sessions.setdefault(thread_key(d), []).append(d)
     anomalous = {s for s, ds in sessions.items() if any(d.outcome not in (None, "ok") for d in ds)}
+    position = {id(d): i for ds in sessions.values() for i, d in enumerate(ds)}
     strata: list[str | None] = []
     for d in decisions:
         if d.chosen_tool is None or d.outcome is None:
@@ -74,11 +76,11 @@ def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
         elif d.outcome != "ok":
             strata.append(None)
         else:
-            session = sessions[session_key(d)]
-            previous = session[session.index(d) - 1] if session.index(d) > 0 else None
+            thread, at = sessions[thread_key(d)], position[id(d)]
+            previous = thread[at - 1] if at > 0 else None
             if previous is not None and previous.outcome in FAILURES and previous.chosen_tool != d.chosen_tool:
                 strata.append("verified_recovery")
-            elif session_key(d) not in anomalous:
+            elif thread_key(d) not in anomalous:
                 strata.append("clean_trajectory_action")
             else:
                 strata.append("verified_action")
@@ -124,7 +126,8 @@ def to_decision(captured: CapturedDecision, stratum: str, request: dict[str, Any
     api = WIRES[captured.api].api
     failed = stratum == KNOWN_FAILURE
     return Decision(
-        id=f"cap-{captured.id}", stratum=stratum, cluster=f"{captured.workspace}/{captured.session}",
+        id=captured.id if captured.mode == CORPUS else f"cap-{captured.id}", stratum=stratum,
+        cluster=f"{captured.workspace}/{captured.session}",
         workspace=captured.workspace, session=captured.session,
         captured_at=datetime.fromisoformat(captured.captured_at.replace("Z", "+00:00")),
         api=api, request=REQUESTS[api].model_validate(strip_request(api, request)),
@@ -158,6 +161,7 @@ class BuildReport:
     request_verified: int = 0  # of those, proven by the request hash (the rest by message hashes)
     redactions: dict[str, int] | None = None  # pseudonyms written, per type (None: not redacted)
     residuals: list[str] = field(default_factory=list)  # the privacy check's findings in the written suite
+    unread: list[str] = field(default_factory=list)  # corpus files and calls that could not be read, with why
 
     def __str__(self) -> str:
         def counts(table: dict[str, int]) -> str:
@@ -170,6 +174,9 @@ class BuildReport:
                          f"{self.resolved - self.request_verified} by message hashes only); "
                          f"refused: {counts(self.refused)}")
             lines += [f"  refused: {line}" for line in self.refusals]
+        if self.unread:
+            lines.append(f"corpus: {len(self.unread)} session file(s) or call(s) could not be read")
+            lines += [f"  unread: {line}" for line in self.unread]
         if self.redactions is not None:
             lines.append(f"redactions: {counts(self.redactions)}")
             lines.append("privacy check: " + (f"{len(self.residuals)} residual value(s)" if self.residuals
@@ -190,16 +197,34 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     suite; rebuilds an unfrozen one. Never writes into the transcript directory (DESIGN §9)."""
     if not db.is_file():
         raise SuiteError(f"no capture store at {db}", [])
-    if isinstance(transcripts, TranscriptDir) and transcripts.holds(out):
-        raise SuiteError(f"refusing to write into {out}: it is inside the transcript directory {transcripts.root}, "
+    refuse_corpus_target(transcripts, out)
+    check_target_dir(out)
+    where = f"{db}" + (f" since {since}" if since else "")
+    return write_suite(read_decisions(db, since), out, f"captured decisions from {where}", where, name, version,
+                       transcripts=transcripts, keys=keys, verify=verify)
+
+
+def refuse_corpus_target(corpus: TranscriptSource | None, out: Path) -> None:
+    """A suite is never written into the corpus it is read from (DESIGN §9: the corpus is only read)."""
+    if corpus is not None and corpus.holds(out):
+        raise SuiteError(f"refusing to write into {out}: it is inside the transcript directory {corpus.root}, "
                          "which is only ever read; build the suite elsewhere", [])
-    _check_target_dir(out)
-    captured = read_decisions(db, since)
+
+
+def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, where: str, name: str, version: str,
+                *, transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
+                verify: Verify = "request", include: Callable[[CapturedDecision], bool] | None = None) -> BuildReport:
+    """The suite of the stratified decisions among `captured` (each with its request, or a descriptor
+    resolved from `transcripts`), redacted with `keys`, validated beside `out` and then moved in. Strata
+    are read from all of `captured`; `include` then picks the decisions written (a time window)."""
     report = BuildReport(out, {}, {}, redactions=None if keys is None else {})
     skipped, refused, seen = Counter[str](), Counter[str](), set()
     redactions = Counter[str]()
     decisions = []
     for item, stratum in zip(captured, assign_strata(captured), strict=True):
+        if include is not None and not include(item):
+            skipped["outside the time window"] += 1
+            continue
         if stratum is None:
             skipped["no verdict from its outcome"] += 1
             continue
@@ -226,7 +251,7 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
         try:
             decision = to_decision(item, stratum, request, arguments)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
-            raise SuiteError(f"{db}: decision {item.id}: its stored request is not a {item.api} request "
+            raise SuiteError(f"{where}: decision {item.id}: its stored request is not a {item.api} request "
                              f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
         if keys is not None:
             if item.workspace not in keys:
@@ -246,9 +271,7 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     if not decisions:
         reasons = {**skipped, **{f"refused: {r}": n for r, n in refused.items()}}
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())) or "the store holds no captures"
-        raise SuiteError(f"no decisions to build a suite from in {db}" + (f" since {since}" if since else "")
-                         + f" ({why}); nothing written", [])
-    source = f"captured decisions from {db}" + (f" since {since}" if since else "")
+        raise SuiteError(f"no decisions to build a suite from in {where} ({why}); nothing written", [])
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.parent.mkdir(parents=True, exist_ok=True)
     # Written and validated beside `out` first: a suite that does not validate leaves nothing.
@@ -276,7 +299,7 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     return report
 
 
-def _check_target_dir(out: Path) -> None:
+def check_target_dir(out: Path) -> None:
     manifest = out / SUITE_TOML
     if manifest.is_file():
         data, problem = read_toml(manifest)

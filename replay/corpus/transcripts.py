@@ -1,9 +1,12 @@
 """The transcript corpus a descriptor is resolved from (DESIGN §9): read-only, off the serving host.
 
 A `descriptor` capture holds hashes, not text. The platform keeps its own record of every
-session — the transcript — and the resolver (replay/resolve.py) reads it back through the
-`TranscriptSource` protocol, so a platform can plug in its own store. The default store is a
-directory, one file per session, `<root>/<workspace>/<session>.jsonl`:
+session and the resolver (replay/corpus/resolve.py) reads it back through the `TranscriptSource`
+protocol: a session is a set of `LoggedRequest`s, each a model call as the runtime sent it and the
+answer that followed. Two sources exist: the runtime's own session files (Claude Code's,
+replay/corpus/claude_code.py) and this project's own format, below; a platform can plug in its own.
+
+This project's format is a directory, one file per session, `<root>/<workspace>/<session>.jsonl`:
 
 ```jsonl
 {"workspace": "ws-a", "session": "s-19", "tools": [...], "tool_choice": "auto", "params": {"temperature": 0}}
@@ -18,7 +21,7 @@ the runtime offered none), `tool_choice` (absent or null when the runtime did no
 and `params`, the other body fields the runtime sent with every turn (`temperature`,
 `max_tokens`, `stream`, …; `model` is never needed: the gateway replaces it by the route's
 target, which the descriptor records). Every further line is one message in the OpenAI chat
-shape, **exactly as the runtime sent or received it**.
+shape, as the runtime sent or received it. The request of turn *n* is the first *n* messages.
 
 The header's `api` names the API the runtime spoke (`chat` when absent), and the lines are in that
 API's own shape, the list the gateway hashed: `messages` — Anthropic Messages messages (content a
@@ -26,16 +29,15 @@ string or blocks: `text`, `tool_use`, `tool_result`), with the header's `system`
 blocks, as sent) and `tools` with `input_schema` as offered; `responses` — the `input` items of
 the Responses API (messages, `function_call`, `function_call_output`), with the header's
 `instructions`. A Responses runtime that sent `input` as a string wrote it as one item
-`{"role": "user", "content": ...}` (what the gateway hashed); the request hash is then over a list,
-so such a turn resolves on its message hashes only (`--verify messages`).
+`{"role": "user", "content": ...}`.
 
-Why exactness matters: the descriptor's hash of a message (`core.capture.message_hash`) is
-taken over the message dict the gateway parsed, with every key it had. So a line is stored
-verbatim and hashed as parsed from the file, never re-serialised through a model: a key the
-runtime left out must be absent (writing `"tool_calls": null` for a message that had no such
-key changes its hash), a key sent as `null` must be `null`, and numbers keep their JSON
-spelling (`1` and `1.0` differ). `transcript_lines` writes a session that way. Validation
-(`TranscriptMessage`) checks the shape without touching the stored dict.
+Descriptor hashes are over the canonical form of each message (core/canonical.py), so a line may
+spell a message any way that means the same prompt (a string or one text block, a key absent or
+`null`). A store written before the canonical form (`hashing = "raw"`) hashed each message dict as
+parsed, with every key it had: for those rows a line must be the message verbatim (`"tool_calls":
+null` for a message that had no such key changes its hash, and `1` is not `1.0`), which is how
+`transcript_lines` writes a session. Validation (`TranscriptMessage`) checks the shape without
+touching the stored dict.
 
 The corpus is another system's data, read off the serving host, so reading it is bounded:
 workspace and session are names (`core.names`), a file or workspace directory that is a link
@@ -122,20 +124,80 @@ LINES: dict[DecisionApi, type[BaseModel]] = {"chat": TranscriptMessage, "message
 
 
 @dataclass(frozen=True)
+class LoggedRequest:
+    """One model call a session recorded: the request body as the runtime sent it (without `model`,
+    which the gateway replaced by the route's target) and the neutral answer that followed it."""
+
+    body: dict[str, Any]
+    answer: dict[str, Any] | None
+    """An OpenAI chat message (core/wire.py's neutral answer); None when no answer follows the request."""
+    where: str
+    """Where the record of this call is (`file:line`), for messages."""
+    no_answer: str = ""
+    """Why `answer` is None, in words."""
+    thread: str | None = None
+    """The conversation within the session it belongs to, when the record tells (a subagent's id)."""
+    conversation_only: bool = False
+    """Rebuilt from the conversation alone (a record without a request log): system prompt and tools unknown."""
+    captured_at: str | None = None
+    """When the call was made, where the record says (ISO time)."""
+    mismatch: str = "the transcript changed"
+    """What a message that differs from the captured one means for this record, in words."""
+
+
+class Session(Protocol):
+    """One session of a transcript source: the API it spoke and the model calls it recorded."""
+
+    @property
+    def api(self) -> DecisionApi:
+        """The API the runtime spoke in this session."""
+        ...
+
+    def requests(self, turn: int) -> list[LoggedRequest]:
+        """Every recorded call whose request held exactly `turn` messages (Responses: input items)."""
+        ...
+
+    def extent(self) -> str:
+        """What the record holds, in words (for a refusal: `the transcript has 3`)."""
+        ...
+
+    def problems(self) -> list[str]:
+        """The recorded calls that cannot be rebuilt, each with its reason (`file:line: why`)."""
+        ...
+
+
+class TranscriptSource(Protocol):
+    """Sessions by (workspace, session) id. None when the corpus has no such session; raises
+    `TranscriptError` when it has one that cannot be read."""
+
+    root: Path
+
+    def session(self, workspace: str, session: str) -> Session | None: ...
+
+    def holds(self, path: Path) -> bool:
+        """Whether `path` is inside the corpus (where nothing may be written)."""
+        ...
+
+
+@dataclass(frozen=True)
 class Transcript:
-    """One session: its request settings and its messages, each the dict the runtime sent."""
+    """One session in this project's format: its request settings and its messages, each the dict the
+    runtime sent."""
 
     header: TranscriptHeader
     messages: tuple[dict[str, Any], ...]
     origin: str  # where it was read from, for messages
 
-    def body(self, turn: int, model: str) -> dict[str, Any]:
-        """The request body of the turn that sent the first `turn` messages, as the gateway hashed
-        it: the session's params, `model` set to the route's target, the messages (Responses:
-        `input`), the system prompt where the API has a field for it, tools, tool choice."""
+    @property
+    def api(self) -> DecisionApi:
+        return self.header.api
+
+    def body(self, turn: int) -> dict[str, Any]:
+        """The request body of the turn that sent the first `turn` messages: the session's params, the
+        messages (Responses: `input`), the system prompt where the API has a field for it, tools, tool choice."""
         header = self.header
-        body: dict[str, Any] = {**header.params, "model": model, WIRES[header.api].turn_field:
-                                list(self.messages[:turn])}
+        body: dict[str, Any] = {**header.params, WIRES[header.api].turn_field: list(self.messages[:turn])}
+        body.pop("model", None)
         for field, value in (("system", header.system), ("instructions", header.instructions)):
             if value is not None:
                 body[field] = value
@@ -145,12 +207,20 @@ class Transcript:
             body["tool_choice"] = self.header.tool_choice
         return body
 
+    def requests(self, turn: int) -> list[LoggedRequest]:
+        if turn >= len(self.messages):
+            return []
+        answer = WIRES[self.api].transcript_answer(list(self.messages[turn:]))
+        next_message = self.messages[turn]
+        kind = next_message.get("role") or next_message.get("type")
+        return [LoggedRequest(self.body(turn), answer, f"{self.origin}:{turn + 2}",
+                              no_answer=f"message {turn} is a {kind!r} message, not the assistant's answer")]
 
-class TranscriptSource(Protocol):
-    """Sessions by (workspace, session) id. None when the corpus has no such session; raises
-    `TranscriptError` when it has one that cannot be read."""
+    def extent(self) -> str:
+        return f"the transcript has {len(self.messages)}"
 
-    def session(self, workspace: str, session: str) -> Transcript | None: ...
+    def problems(self) -> list[str]:
+        return []  # a message line that cannot be read refuses the whole file
 
 
 class TranscriptDir:

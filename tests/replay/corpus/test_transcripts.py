@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.transcripts import (
+from replay.corpus.transcripts import (
     MAX_LINE_BYTES,
     TranscriptDir,
     TranscriptError,
@@ -43,8 +43,12 @@ def test_a_session_reads_back_verbatim_and_absent_keys_stay_absent(tmp_path):
     assert transcript is not None and list(transcript.messages) == messages
     assert "tool_calls" not in transcript.messages[0] and "tool_call_id" not in transcript.messages[1]
     assert transcript.header.tools is None and transcript.header.params == {"temperature": 0}
-    # the request body of turn 3: the session's params, the route's target, no tools key (none offered)
-    assert transcript.body(3, "worker-base") == {"temperature": 0, "model": "worker-base", "messages": messages[:3]}
+    # the request body of turn 3: the session's params, no tools key (none offered); `model` is the gateway's
+    assert transcript.body(3) == {"temperature": 0, "messages": messages[:3]}
+    [logged] = transcript.requests(3)
+    assert logged.body == transcript.body(3) and logged.answer == messages[3] is not None or logged.answer is None
+    assert logged.answer is None and "not the assistant's answer" in logged.no_answer  # a user message follows
+    assert transcript.requests(4) == [] and transcript.extent() == "the transcript has 4"
 
 
 def test_missing_sessions_and_ids_that_are_no_file_names(tmp_path):
@@ -148,7 +152,7 @@ def test_a_messages_header_names_its_api_and_keeps_its_system_field(tmp_path):
     write(tmp_path, "ws-a", "s-1", [transcript_lines(header, messages)[:-1]])
     transcript = TranscriptDir(tmp_path).session("ws-a", "s-1")
     assert transcript is not None and transcript.header.api == "messages"
-    assert transcript.body(1, "worker-base") == {"max_tokens": 64, "model": "worker-base", "messages": messages[:1],
+    assert transcript.body(1) == {"max_tokens": 64, "messages": messages[:1],
                                                  "system": system, "tools": tools, "tool_choice": {"type": "any"}}
     write(tmp_path, "ws-a", "s-2", [{**HEADER, "session": "s-2", "system": "hi"}])
     with pytest.raises(TranscriptError, match=r"s-2.jsonl:1: invalid header: .*system is a Messages field"):

@@ -10,11 +10,11 @@ import pytest
 
 from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
 from core.sqlitedb import StoreError
-from replay.capture_suite import assign_strata, build_suite, strip_memory
 from replay.cli import main
-from replay.resolve import load_keys
+from replay.corpus.capture_suite import assign_strata, build_suite, strip_memory
+from replay.corpus.resolve import load_keys
+from replay.corpus.transcripts import TranscriptDir
 from replay.suite import SuiteError, freeze_suite, load_suite
-from replay.transcripts import TranscriptDir
 from tests.support.deferred import answer, descriptor, messages_answer, tool_use, write_session
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("search", "lookup")]
@@ -272,7 +272,7 @@ def test_descriptors_need_keys_and_a_suite_with_values_does_not_freeze(tmp_path,
 
 def test_a_built_suite_that_does_not_validate_writes_nothing(tmp_path, monkeypatch):
     """Sibling of issue 14 item 5: check everything before writing (here: the built suite)."""
-    import replay.capture_suite as module
+    import replay.corpus.capture_suite as module
     from replay.suite import SuiteProblem
 
     db = store(tmp_path / "capture.sqlite", [captured(1, "b", "search", outcome="ok")])
@@ -306,7 +306,7 @@ def test_out_inside_the_transcript_directory_is_refused(tmp_path, capsys):
 
 
 def test_an_unreadable_session_is_refused_and_the_build_goes_on(tmp_path):
-    from replay.transcripts import MAX_LINE_BYTES
+    from replay.corpus.transcripts import MAX_LINE_BYTES
 
     corpus, decisions = tmp_path / "transcripts", []
     for name in ("s-1", "s-huge"):

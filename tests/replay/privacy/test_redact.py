@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from core.keyset import key_set
-from replay.recognizers import card_number
-from replay.redact import PSEUDONYM, Pseudonymizer, Residual, find, residuals
+from replay.privacy.recognizers import card_number
+from replay.privacy.redact import PSEUDONYM, Pseudonymizer, Residual, find, residuals
 from tests.support.cli import ROOT
 
 KEY_A, KEY_B = b"a" * 32, b"b" * 32
@@ -190,7 +190,7 @@ HOSTILE = ["'1 ' * 25_000", "'password' * 6_000", "'password: ' * 5_000", "'eyJ'
 def test_hostile_texts_are_searched_in_linear_time():
     """Each hostile text searched in its own process, so a regression fails by the timeout instead of
     hanging the suite (about 12 s for all of them today on 2 shared cores, phone matching the most)."""
-    program = ("from replay.redact import find\n"
+    program = ("from replay.privacy.redact import find\n"
                f"for text in [{', '.join(HOSTILE)}]:\n    find(text)\nprint('done')")
     done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300,
                           check=False)

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from replay.recognizers import cards, emails, ips, persons, phones, secrets
-from replay.redact import find
+from replay.privacy.recognizers import cards, emails, ips, persons, phones, secrets
+from replay.privacy.redact import find
 
 CARD = "4111 1111 1111 1111"  # Visa's published test number
 AWS = "AKIAIOSFODNN7EXAMPLE"  # AWS' documented example access key id

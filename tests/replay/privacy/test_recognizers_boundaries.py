@@ -15,7 +15,16 @@ from hypothesis import given
 from hypothesis import strategies as st
 from stdnum import iban
 
-from replay.recognizers import IBAN_SEPARATORS, card_number, cards, high_entropy, ibans, ips, keyword_value, secrets
+from replay.privacy.recognizers import (
+    IBAN_SEPARATORS,
+    card_number,
+    cards,
+    high_entropy,
+    ibans,
+    ips,
+    keyword_value,
+    secrets,
+)
 
 
 def luhn_complete(body: str) -> str:

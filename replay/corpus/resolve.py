@@ -1,48 +1,53 @@
 """Resolving a `descriptor` capture from the transcript corpus (DESIGN §9), off the serving host.
 
-A descriptor claims "the model saw a request with these hashes". `resolve` finds the session
-in a `TranscriptSource`, takes its first `len(message_hashes)` messages, and recomputes every
-message hash and the request hash with `core.capture`'s own functions — the very code the
-gateway hashed with. What it checks, in order (the first failure refuses, with its reason):
+A descriptor claims "the model saw a request with these hashes". `resolve` finds the session in a
+`TranscriptSource`, takes the calls it recorded with as many messages as the captured turn, and
+recomputes every message hash and the request hash with the very functions the gateway hashed with
+(core/canonical.py; `core.capture`'s raw ones for rows written before the canonical form). What it
+checks, in order (the first failure refuses, with its reason):
 
 1. the session is in the corpus (`session missing`), readable (`transcript unreadable`) and written
-   in the API the decision was captured on (`api mismatch`: its header's `api`);
-2. it holds the captured turn and the answer after it (`turn missing`: a session cut short);
-3. every message hash equals the captured one (`hash mismatch`: the transcript changed);
-4. the request hash equals the captured one (`hash mismatch`). The gateway hashes the whole
-   body the client sent, with `model` set to the route's target (the descriptor's `adapter`);
-   the transcript rebuilds it from the header's `tools`, `tool_choice` and `params`. A
-   runtime that does not record its sampling params, or changes them per turn, cannot match:
-   with `verify="messages"` such a decision is still accepted on its message hashes, and
-   counted as not request-verified;
-5. the offered tool names and the tool choice equal the descriptor's (`offer mismatch`:
-   with `verify="messages"` this is what keeps a different offer out);
-6. the transcript's next message is the assistant's (Responses: the output items after the
-   turn), and its chosen call — read as the gateway reads that API's answer (core/wire.py) — has
-   the captured tool and key set (`answer mismatch`).
+   in the API the decision was captured on (`api mismatch`);
+2. it recorded a call of the captured turn's length (`turn missing`: a session cut short), or, when
+   none can be rebuilt and some recorded calls cannot, why those cannot (`record incomplete`: a request
+   log that names a message the file no longer holds, a base that is missing or loops);
+3. every message hash of one such call equals the captured one (`hash mismatch`: the record changed;
+   the detail names the first message that differs, of the call that agrees longest);
+4. the request hash equals the captured one (`hash mismatch`): the system prompt, tools and the other
+   body fields the record keeps. A record that does not keep them (a transcript without its params, a
+   Claude Code session without its request log) cannot match: with `verify="messages"` such a decision
+   is still accepted on its message hashes, and counted as not request-verified;
+5. the offered tool names and the tool choice equal the descriptor's (`offer mismatch`); a choice the
+   gateway forced (`forced`) is what the model saw, so the runtime's own (none) agrees with it, and the
+   resolved request carries the forced choice, as the engine got it;
+6. an answer follows the call (`turn missing`), and its chosen call — read as the gateway reads that
+   API's answer (core/wire.py) — has the captured tool and key set (`answer mismatch`).
 
-The corpus is only read. `load_keys` reads the workspace keys redaction needs (replay/redact.py).
+The corpus is only read. `load_keys` reads the workspace keys redaction needs (replay/privacy/redact.py).
 """
 
 from __future__ import annotations
 
+import copy
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from core.capture import CapturedDecision, message_hash, request_sha256
+from core.canonical import message_digest, request_digest
+from core.capture import CANONICAL, CapturedDecision, message_hash, request_sha256
 from core.names import NAME_RULE, Name, excerpt, is_name
 from core.records import REQUESTS, Strict
 from core.scoring import chosen_call
 from core.tomlfile import ConfigError, parse_toml, read_private, toml_problem
 from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES, DecisionApi
+from replay.corpus.transcripts import TranscriptError, TranscriptSource
 from replay.errors import ReplayError
-from replay.transcripts import TranscriptError, TranscriptSource
 
 Verify = Literal["request", "messages"]
 SESSION_MISSING = "session missing"
@@ -52,6 +57,7 @@ HASH_MISMATCH = "hash mismatch"
 OFFER_MISMATCH = "offer mismatch"
 ANSWER_MISMATCH = "answer mismatch"
 API_MISMATCH = "api mismatch"
+RECORD_INCOMPLETE = "record incomplete"
 NO_KEY = "no pseudonym key for the workspace"
 KEYS_ENV = "WORKER_REPLAY_PSEUDONYM_KEYS"
 
@@ -70,56 +76,91 @@ class Resolved:
     arguments: dict[str, Any] | None
     request_verified: bool
     api: DecisionApi = "chat"
+    thread: str | None = None  # the subagent (or other thread) of the session the call was made in
+    conversation_only: bool = False  # rebuilt from the conversation alone (no request log)
 
 
 def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify = "request") -> Resolved | Refusal:
     """The decision's request from the corpus, proven by hash, or why it cannot be."""
     where = f"{captured.workspace}/{captured.session}"
     try:
-        transcript = source.session(captured.workspace, captured.session)
+        session = source.session(captured.workspace, captured.session)
     except TranscriptError as exc:
         return Refusal(TRANSCRIPT_UNREADABLE, str(exc))
-    if transcript is None:
+    if session is None:
         return Refusal(SESSION_MISSING, f"{where}: no such session in the transcripts")
-    if transcript.header.api != captured.api:
+    if session.api != captured.api:
         return Refusal(API_MISMATCH, f"{where}: the decision was captured on the {captured.api} API, the "
-                                     f"transcript is written in the {transcript.header.api} API's shape")
-    turn, messages = len(captured.message_hashes), transcript.messages
-    if len(messages) <= turn:
+                                     f"transcript is written in the {session.api} API's shape")
+    wire, turn = WIRES[session.api], len(captured.message_hashes)
+    try:
+        candidates = session.requests(turn)
+    except TranscriptError as exc:
+        return Refusal(TRANSCRIPT_UNREADABLE, str(exc))
+    if not candidates and (problems := session.problems()):
+        return Refusal(RECORD_INCOMPLETE, f"{where}: no call of {turn} message(s) can be rebuilt from the record; "
+                                          f"{len(problems)} cannot: " + "; ".join(problems[:3]))
+    if not candidates:
         return Refusal(TURN_MISSING, f"{where}: the decision needs {turn} message(s) and the answer after them; "
-                                     f"the transcript has {len(messages)}")
-    for index, (message, expected) in enumerate(zip(messages, captured.message_hashes, strict=False)):
-        if message_hash(message) != expected:
-            return Refusal(HASH_MISMATCH, f"{where}: message {index} ({message.get('role')}) is not the one "
-                                          "captured (the transcript changed)")
-    body = transcript.body(turn, captured.adapter)
-    verified = request_sha256(body) == captured.request_sha256
+                                     f"{session.extent()}")
+    hashes = _hashes(captured)
+    matched = [(r, _first_difference(r.body[wire.turn_field], captured.message_hashes, hashes))
+               for r in candidates]
+    logged = next((r for r, differs in matched if differs is None), None)
+    if logged is None:
+        closest, (index, message) = max(((r, d) for r, d in matched if d is not None), key=lambda rd: rd[1][0])
+        kind = message.get("role") or message.get("type") if isinstance(message, dict) else type(message).__name__
+        nearest = "" if len(candidates) == 1 else f"; the closest of the {len(candidates)} calls logged with " \
+            f"{turn} message(s) is {closest.where}"
+        return Refusal(HASH_MISMATCH, f"{where}: message {index} ({kind}) is not the one captured "
+                                      f"({closest.mismatch}){nearest}")
+    body = logged.body
+    verified = captured.request_sha256 == (request_digest(wire.api, body) if captured.hashing == CANONICAL
+                                           else request_sha256({**body, "model": captured.adapter}))
     if not verified and verify == "request":
-        return Refusal(HASH_MISMATCH, f"{where}: the request hash differs (tools, tool_choice or params are not "
-                                      "what the model saw)")
-    wire = WIRES[transcript.header.api]
-    request = REQUESTS[wire.api].model_validate({k: body[k] for k in wire.request_fields if k in body})
-    tools = wire.tools(request.tools)
-    offered = sorted({t["function"]["name"] for t in tools})
+        what = ("the record keeps no system prompt or tools (conversation only)" if logged.conversation_only
+                else "tools, tool_choice or params are not what the model saw")
+        return Refusal(HASH_MISMATCH, f"{where}: the request hash differs ({what})")
+    request_data = {k: body[k] for k in wire.request_fields if k in body}
+    offered = sorted({t["function"]["name"] for t in wire.tools(request_data.get("tools"))})
     choice = wire.choice(body.get("tool_choice"))
+    forced_here = captured.forced and choice == "auto" and captured.tool_choice != "auto"
+    if forced_here:
+        request_data = copy.deepcopy(request_data)
+        wire.force_tool(request_data)
+        choice = wire.choice(request_data.get("tool_choice"))
     if (offered, choice) != (captured.tools_offered, captured.tool_choice):
         return Refusal(OFFER_MISMATCH, f"{where}: the transcript offers {offered} with tool_choice {choice!r}, "
                                        f"the capture {captured.tools_offered} with {captured.tool_choice!r}")
-    answer = wire.transcript_answer(list(messages[turn:]))
-    if answer is None:
-        return Refusal(TURN_MISSING, f"{where}: message {turn} is a {_kind(messages[turn])!r} message, not the "
-                                     "assistant's answer")
-    call = chosen_call(parse_response(answer, offered or None, schemas=request_schemas(tools)))
+    if logged.answer is None:
+        return Refusal(TURN_MISSING, f"{where}: {logged.no_answer or 'no answer follows the request'}")
+    request = REQUESTS[wire.api].model_validate(request_data)
+    tools = wire.tools(request.tools)
+    call = chosen_call(parse_response(logged.answer, offered or None, schemas=request_schemas(tools)))
     tool, keys = (call.tool, call.key_set) if call else (None, [])
     if (tool, sorted(keys)) != (captured.chosen_tool, sorted(captured.chosen_keys)):
         return Refusal(ANSWER_MISMATCH, f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "
                                         f"the capture recorded {captured.chosen_tool!r} with "
                                         f"{sorted(captured.chosen_keys)}")
-    return Resolved(request.model_dump(exclude_none=True), call.arguments if call else None, verified, wire.api)
+    return Resolved(request.model_dump(exclude_none=True), call.arguments if call else None, verified, wire.api,
+                    thread=logged.thread, conversation_only=logged.conversation_only)
 
 
-def _kind(message: dict[str, Any]) -> Any:
-    return message.get("role") or message.get("type")
+def _hashes(captured: CapturedDecision) -> Callable[[Any], str]:
+    """The message hash the decision's row was taken with."""
+    api = WIRES[captured.api].api if captured.api in WIRES else "chat"
+    if captured.hashing == CANONICAL:
+        return lambda message: message_digest(api, message)
+    return message_hash
+
+
+def _first_difference(messages: list[Any], expected: list[str],
+                      hashes: Callable[[Any], str]) -> tuple[int, Any] | None:
+    """The first message whose hash is not the captured one (index and message), None when all agree."""
+    for index, (message, want) in enumerate(zip(messages, expected, strict=True)):
+        if hashes(message) != want:
+            return index, message
+    return None
 
 
 KEY_PATTERN = r"^(?:[0-9a-fA-F]{2}){16,}$"

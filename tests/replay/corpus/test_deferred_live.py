@@ -117,7 +117,7 @@ def messages_loop(sdk: Any, sent: list[dict[str, Any]], transcripts: Path, sessi
     """One tool loop through the gateway's /v1/messages, the tool forced (`any`), each result played;
     then its transcript as the runtime keeps it: the header from the body it sent, the messages as
     sent, the last answer."""
-    from replay.transcripts import TranscriptHeader, transcript_lines
+    from replay.corpus.transcripts import TranscriptHeader, transcript_lines
 
     history: list[dict[str, Any]] = [{"role": "user", "content": ask}]
     for result in [*results, None]:
@@ -148,7 +148,7 @@ def test_messages_captures_are_resolved_and_replayed_through_the_messages_api(en
     gateway's /v1/messages, memory withheld and injected (the footer in `system`)."""
     import anthropic
 
-    from core.capture import request_sha256
+    from core.canonical import request_digest
     from replay.cli import main as replay_main
     from replay.config import load_run_config
     from replay.runner import plan, request_body
@@ -208,9 +208,9 @@ def test_messages_captures_are_resolved_and_replayed_through_the_messages_api(en
         assert result["score"][scored] is not None, result  # key-set scores computed
         assert result["injected_rule_ids"] == (["lc:lookup-by-id"] if result["arm"] == "rules" else [])
         assert result["usage"]["prompt_tokens"] > 0 and result["usage"]["completion_tokens"] > 0
-    # what the gateway hashed is the body with the footer in `system` (model: the route's target)
+    # what the gateway hashed is the body replay sent, with the footer in `system`
     config = load_run_config(run_toml)
     for item in plan(built, config, set()):
-        body = {**request_body(config, item), "model": "worker-base"}
-        assert request_sha256(body) in seen, item.decision.id
+        body = request_body(config, item)
+        assert request_digest("messages", body) in seen, item.decision.id
         assert ("lc:lookup-by-id" in body["system"][0]["text"]) == (item.arm.name == "rules")

@@ -1,4 +1,4 @@
-"""The recognizers redaction runs (replay/redact.py): each a candidate finder, a validator from a
+"""The recognizers redaction runs (replay/privacy/redact.py): each a candidate finder, a validator from a
 well-kept library, and context rules, as Presidio's recognizers are built. Pure.
 
 * PHONE: `phonenumbers` (libphonenumber) `PhoneNumberMatcher` at leniency VALID, once per region
@@ -248,7 +248,7 @@ def secrets(text: str) -> Iterator[Span]:
 # --- IBAN -----------------------------------------------------------------------------------
 
 # What `iban.compact` removes between characters: ' ', '-', '.' and what stdnum's character map reads
-# as one of them (tests/replay/test_recognizers_boundaries.py checks the list against stdnum itself).
+# as one of them (tests/replay/privacy/test_recognizers_boundaries.py checks the list against stdnum itself).
 IBAN_SEPARATORS = (" -.\xa0\xaf\xb7\u02d7\u02d9\u0387\u058a\u05be\u06d4\u0701\u0702\u0830\u0f0b\u0f0c"
                    "\u1680\u16eb\u180a\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009\u200a"
                    "\u2010\u2011\u2012\u2013\u2014\u2015\u2022\u2024\u2027\u202f\u203e\u2043\u205f\u207b"

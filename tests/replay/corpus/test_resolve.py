@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +13,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.capture import CapturedDecision, message_hash
-from replay.resolve import (
+from core.canonical import message_digest
+from core.capture import RAW, CapturedDecision, message_hash, request_sha256
+from replay.corpus.resolve import (
     ANSWER_MISMATCH,
     API_MISMATCH,
     HASH_MISMATCH,
@@ -27,7 +29,7 @@ from replay.resolve import (
     load_keys,
     resolve,
 )
-from replay.transcripts import TranscriptDir
+from replay.corpus.transcripts import TranscriptDir
 from serve.gateway.apis import APIS
 from tests.support.deferred import answer as support_answer
 from tests.support.deferred import call, descriptor, messages_answer, tool_use, write_session
@@ -85,13 +87,34 @@ def test_the_transcript_reproduces_every_hash_the_gateway_took(tmp_path_factory,
                                   if "tool_calls" in reply else None)
 
 
-def test_an_absent_key_written_as_null_is_another_message(tmp_path):
-    """Why transcripts store messages verbatim: `"tool_calls": null` is not an absent key."""
+def test_a_null_key_or_a_text_block_is_the_same_message(tmp_path):
+    """The hashes are over the canonical form: a key written as null, a string written as one text block
+    and a whole float written as an integer are the message the gateway saw."""
     messages = [{"role": "user", "content": "Is INV-7 paid?"}]
     decision = captured(messages, answer())
+    respelled = [{"role": "user", "content": [{"type": "text", "text": "Is INV-7 paid?"}], "tool_calls": None,
+                  "tool_call_id": None}]
+    resolved = resolve(decision, corpus(tmp_path, [*respelled, answer()], params={**PARAMS, "temperature": 0.0}))
+    assert isinstance(resolved, Resolved) and resolved.request_verified, resolved
+
+
+def test_a_store_written_before_the_canonical_form_still_resolves_verbatim(tmp_path):
+    """A `raw` row (hashed over the body as sent, before the canonical form) is checked by its own hashes:
+    the verbatim transcript proves it, a respelled one does not."""
+    messages = [{"role": "user", "content": "Is INV-7 paid?"}]
+    decision = legacy(captured(messages, answer()), messages, TOOLS, PARAMS)
+    assert isinstance(resolve(decision, corpus(tmp_path / "a", [*messages, answer()])), Resolved)
     padded = [{"role": "user", "content": "Is INV-7 paid?", "tool_calls": None, "tool_call_id": None}]
-    refused = resolve(decision, corpus(tmp_path, [*padded, answer()]))
+    refused = resolve(decision, corpus(tmp_path / "b", [*padded, answer()]))
     assert isinstance(refused, Refusal) and refused.reason == HASH_MISMATCH and "message 0 (user)" in refused.detail
+
+
+def legacy(decision: CapturedDecision, messages: list[dict[str, Any]], tools: list[Any],
+           params: dict[str, Any]) -> CapturedDecision:
+    """The row a gateway wrote before the canonical form: hashes over the body as sent."""
+    body = {**params, "model": decision.adapter, "messages": messages, "tools": tools}
+    return replace(decision, hashing=RAW, message_hashes=[message_hash(m) for m in messages],
+                   request_sha256=request_sha256(body))
 
 
 HISTORY = [{"role": "system", "content": "You keep the ledger."}, {"role": "user", "content": "Is INV-7 paid?"},
@@ -252,10 +275,11 @@ def messages_corpus(root: Path, messages: list[dict[str, Any]], *, system: Any =
 
 
 def test_a_messages_session_reproduces_the_gateways_hashes_in_its_own_shape(tmp_path):
-    """The descriptor's message hashes are over the Anthropic messages as sent (not a chat rendering of
-    them), the request hash over the whole body with `system`; the answer is read from its `tool_use` block."""
+    """The descriptor's message hashes are over the Anthropic messages in their canonical form (not a chat
+    rendering of them), the request hash over the body with `system`; the answer is read from its `tool_use` block."""
     decision = messages_captured(MSG_HISTORY, MSG_ANSWER)
-    assert decision.api == "messages" and decision.message_hashes == [message_hash(m) for m in MSG_HISTORY]
+    assert decision.api == "messages"
+    assert decision.message_hashes == [message_digest("messages", m) for m in MSG_HISTORY]
     assert (decision.tools_offered, decision.tool_choice, decision.chosen_keys) == (["lookup", "search"], "required",
                                                                                      ["id"])
     resolved = resolve(decision, messages_corpus(tmp_path, [*MSG_HISTORY, MSG_ANSWER]))
@@ -280,7 +304,7 @@ def test_a_messages_transcript_refuses_what_differs(tmp_path):
     decision = messages_captured(MSG_HISTORY, MSG_ANSWER)
     other_call = tool_use("lookup", {"invoice": "INV-7"}, "toolu_2")
     assert resolve(decision, messages_corpus(tmp_path / "a", [*MSG_HISTORY, other_call])).reason == ANSWER_MISMATCH  # type: ignore[union-attr]
-    edited = [{**MSG_HISTORY[0], "content": [{"type": "text", "text": "Is INV-7 paid?"}]}, *MSG_HISTORY[1:]]
+    edited = [{**MSG_HISTORY[0], "content": [{"type": "text", "text": "Is INV-8 paid?"}]}, *MSG_HISTORY[1:]]
     assert resolve(decision, messages_corpus(tmp_path / "b", [*edited, MSG_ANSWER])).reason == HASH_MISMATCH  # type: ignore[union-attr]
     chat = messages_corpus(tmp_path / "c", [*MSG_HISTORY, MSG_ANSWER], system=None, api="chat")
     refused = resolve(decision, chat)

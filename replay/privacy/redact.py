@@ -12,7 +12,7 @@ string that holds an object or a list (a tool call's `arguments`) is decoded, re
 re-encoded, so its key set survives too. A string in which nothing was found stays
 byte-identical.
 
-The recognizers (replay/recognizers.py) follow Presidio's model — a candidate finder, a validator
+The recognizers (replay/privacy/recognizers.py) follow Presidio's model — a candidate finder, a validator
 from a well-kept library, context rules: `phonenumbers` for phone numbers, `python-stdnum` for
 IBAN and card check digits, `detect-secrets`' plugins for keys, tokens, private keys and
 `password: …` values, `ipaddress` for IP addresses, a pattern for e-mail, and person names only
@@ -37,8 +37,8 @@ from typing import Any
 from detect_secrets.plugins.keyword import DENYLIST
 
 from core.jsonfile import parse_problem
-from replay import recognizers
-from replay.recognizers import PHONE_REGIONS, Span, card_number, keyword_value
+from replay.privacy import recognizers
+from replay.privacy.recognizers import PHONE_REGIONS, Span, card_number, keyword_value
 
 TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE", "PERSON")
 PSEUDONYM = re.compile(r"<(?:" + "|".join(TYPES) + r")_[0-9a-f]{8}>")

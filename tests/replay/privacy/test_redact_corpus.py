@@ -1,4 +1,4 @@
-"""Redaction against the labelled corpus (tests/replay/data/redaction_corpus.jsonl): what a user relies on
+"""Redaction against the labelled corpus (tests/replay/privacy/data/redaction_corpus.jsonl): what a user relies on
 when a suite leaves the tenant — every labelled value goes, every look-alike (ids, dates, amounts,
 versions, numbers failing a check digit) stays byte-identical — and properties over texts built from it."""
 
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.redact import PSEUDONYM, TYPES, Pseudonymizer, find
+from replay.privacy.redact import PSEUDONYM, TYPES, Pseudonymizer, find
 from tests.support.redaction_corpus import Case, load, score
 
 CASES = load()

@@ -1,0 +1,150 @@
+"""Suites from the runtime's own session files, without any capture (DESIGN §9; 001 S13, S17).
+
+Every model call a Claude Code corpus logged (replay/corpus/claude_code.py) becomes a candidate
+decision, as a `full` capture would: its request rebuilt from the request log, its answer's chosen
+call, and that call's outcome read from the record itself — the `tool_result` that answered it,
+classified by the same guard the gateway runs on live traffic (core/guard.py; `is_error` is the
+runtime's own word that it failed). Strata, memory stripping, redaction and the privacy check are
+the capture path's (replay/corpus/capture_suite.py), so a corpus suite and a capture suite of the
+same sessions agree. A call whose record cannot be rebuilt, and a session file that cannot be read,
+are left out and counted with their reasons; the build goes on.
+
+`since` and `until` cut the corpus by the time of each call (S17's fresh chronological decisions:
+build the candidate's confirmation suite from calls made after its training data's cut-off). The
+cluster of a decision is its session; `in_test_split` splits a corpus by cluster (task-disjoint: a
+session's decisions all land on one side), stably by a hash of the cluster.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.canonical import request_digest
+from core.capture import CANONICAL, CORPUS, CapturedDecision, ToolResult, stored_time
+from core.guard import GuardRules, classify
+from core.scoring import chosen_call
+from core.toolcalls import parse_response, request_schemas
+from core.wire import WIRES
+from replay.corpus.capture_suite import BuildReport, check_target_dir, refuse_corpus_target, write_suite
+from replay.corpus.claude_code import API, ClaudeCodeDir, SessionFile, logged_calls
+from replay.suite import SuiteError
+
+
+@dataclass
+class CorpusRead:
+    """What reading a corpus left out, and why."""
+
+    refused_files: list[str] = field(default_factory=list)
+    unrebuilt_calls: list[str] = field(default_factory=list)
+
+
+def tool_results(files: list[SessionFile], rules: GuardRules) -> dict[str, ToolResult]:
+    """Every `tool_result` of a session (all its files) by the id of the call it answers, classified."""
+    names = {str(b.get("id")): str(b.get("name") or "") for f in files for b in f.tool_uses()}
+    results: dict[str, ToolResult] = {}
+    for block in (b for f in files for b in f.tool_results()):
+        call_id = str(block.get("tool_use_id"))
+        tool = names.get(call_id, "")
+        results[call_id] = ToolResult(call_id, tool, classify(block.get("content"), rules, tool,
+                                                              is_error=block.get("is_error") is True))
+    return results
+
+
+def session_decisions(workspace: str, session: str, files: list[SessionFile], rules: GuardRules,
+                      read: CorpusRead) -> Iterator[CapturedDecision]:
+    """The calls of one session as capture rows that hold their request (`mode` = corpus)."""
+    wire = WIRES[API]
+    outcomes = tool_results(files, rules)
+    for f in files:
+        calls = logged_calls(f)
+        read.unrebuilt_calls += [c.problem for c in f.calls if c.problem]
+        for number, logged in enumerate(calls):
+            if logged.answer is None or logged.captured_at is None:
+                continue
+            body = logged.body
+            tools = wire.tools(body.get("tools"))
+            names = sorted({t["function"]["name"] for t in tools})
+            parsed = parse_response(logged.answer, frozenset(names) or None, schemas=request_schemas(tools))
+            call = chosen_call(parsed)
+            raw_calls = logged.answer.get("tool_calls") or []
+            call_id = raw_calls[0].get("id") if raw_calls and isinstance(raw_calls[0], Mapping) else None
+            result = outcomes.get(str(call_id)) if call_id is not None else None
+            yield CapturedDecision(
+                id=f"{session}.{f.thread or 'main'}.{number}", captured_at=logged.captured_at, mode=CORPUS,
+                workspace=workspace, session=session, route="", adapter="", kind=CORPUS,
+                request_sha256=request_digest(API, body), message_hashes=[], roles=[], tools_offered=names,
+                tool_choice=wire.choice(body.get("tool_choice")), parse_outcome=parsed.outcome.value,
+                chosen_tool=call.tool if call else None, chosen_keys=list(call.key_set) if call else [],
+                call_id=call_id if isinstance(call_id, str) else None, calls=len(parsed.calls), duration_s=0.0,
+                outcome=result.kind if result else None,
+                request={k: body[k] for k in wire.request_fields if k in body},
+                chosen_arguments=call.arguments if call else None, api=API, hashing=CANONICAL,
+                thread=f.thread or "main")
+
+
+def corpus_decisions(corpus: ClaudeCodeDir, rules: GuardRules, read: CorpusRead) -> list[CapturedDecision]:
+    """Every call of the corpus, as capture rows, in session order."""
+    return [row for workspace, session, files in corpus.read_sessions(read.refused_files)
+            for row in session_decisions(workspace, session, files, rules, read)]
+
+
+def in_window(since: str | None, until: str | None) -> Callable[[CapturedDecision], bool]:
+    """Whether a call was made in [since, until) (ISO times; a bad one is a TimeError)."""
+    low, high = (stored_time(since) if since else None), (stored_time(until) if until else None)
+
+    def inside(row: CapturedDecision) -> bool:
+        at = stored_time(row.captured_at)
+        return (low is None or at >= low) and (high is None or at < high)
+    return inside
+
+
+def build_corpus_suite(corpus: ClaudeCodeDir, out: Path, *, keys: Mapping[str, bytes], since: str | None = None,
+                       until: str | None = None, name: str = "corpus", version: str = "1",
+                       rules: GuardRules | None = None) -> BuildReport:
+    """Write the suite of every stratified call of the corpus (in [since, until)) into `out`, redacted."""
+    return build_corpus_suites(corpus, {out: None}, keys=keys, since=since, until=until, name=name, version=version,
+                               rules=rules)[0]
+
+
+def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str], bool] | None], *,
+                        keys: Mapping[str, bytes], since: str | None = None, until: str | None = None,
+                        name: str = "corpus", version: str = "1",
+                        rules: GuardRules | None = None) -> list[BuildReport]:
+    """One suite per entry of `outs`, each of the calls whose cluster its filter takes (None: every cluster),
+    from one read of the corpus."""
+    for out in outs:
+        refuse_corpus_target(corpus, out)
+        check_target_dir(out)
+    read = CorpusRead()
+    window = in_window(since, until)
+    rows = corpus_decisions(corpus, rules or GuardRules(), read)
+    where = f"{corpus.root}" + "".join(f" {word} {value}" for word, value in (("since", since), ("until", until))
+                                       if value)
+    reports = []
+    for out, takes in outs.items():
+        def include(row: CapturedDecision, takes: Callable[[str], bool] | None = takes) -> bool:
+            return window(row) and (takes is None or takes(cluster_of(row)))
+        report = write_suite(rows, out, f"calls of the Claude Code corpus {where}", where, name, version, keys=keys,
+                             include=include)
+        report.unread = read.refused_files + read.unrebuilt_calls
+        reports.append(report)
+    return reports
+
+
+def cluster_of(row: CapturedDecision) -> str:
+    """A decision's cluster: its session (decisions of one task are not independent)."""
+    return f"{row.workspace}/{row.session}"
+
+
+def in_test_split(fraction: float, seed: str = "") -> Callable[[str], bool]:
+    """Whether a cluster falls in the test split: a hash of the seed and the cluster below `fraction` (stable
+    across runs and corpus growth, so a session never moves from one side to the other)."""
+    if not 0 < fraction < 1:
+        raise SuiteError(f"the test fraction must be between 0 and 1, not {fraction}", [])
+
+    def takes(cluster: str) -> bool:
+        return int(hashlib.sha256(f"{seed}:{cluster}".encode()).hexdigest()[:8], 16) < fraction * 2**32
+    return takes

@@ -1,0 +1,158 @@
+"""`worker-replay memory stats ROOT...`: the fast loop's counters over a fleet of workspaces (001 S25, §10 item 7).
+
+Read-only, and without carrying any rule text into what it writes: per workspace, the rules with ids
+(in `## Rules` and `## Pending`, both binding), how many of those are Pending, the legacy ones (no
+`evidence:`), the retired ones (`## Retired` in the rules file or the corrections log), whether it has a
+rules file, a provenance log (`memory/reference/corrections-log.md`) and a memory tree (`memory/`), the
+files in that tree and those touched in the last 7 days, and the rule count against the cap of 60. Each
+root (a host's `groups/`, one directory per workspace) is summed, as S25's table is, and the whole fleet.
+
+`--textfile FILE` writes the same counters in the Prometheus text format for node_exporter's textfile
+collector (written to a temporary file beside it and renamed over it, as that collector requires, so
+it never reads half a file), labelled by root and workspace; `worker_memory_stats_timestamp_seconds`
+says when.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from pathlib import Path
+
+from pydantic import Field
+
+from core.records import Strict
+from replay.memory.checks import RULE_CAP
+from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Section, load_memory, workspace_dirs
+
+WEEK_S = 7 * 24 * 3600
+COUNTERS = ("rules_with_ids", "pending", "legacy", "retired", "rules_files", "provenance_logs", "memory_trees",
+            "memory_files", "touched_7d")
+
+
+class WorkspaceStats(Strict):
+    workspace: str
+    rules_with_ids: int = 0
+    pending: int = 0
+    legacy: int = 0
+    retired: int = 0
+    rules_files: int = 0
+    provenance_logs: int = 0
+    memory_trees: int = 0
+    memory_files: int = 0
+    touched_7d: int = 0
+    binding_rules: int = 0
+    """Rule lines in `## Rules` and `## Pending`, against the cap."""
+
+
+class RootStats(Strict):
+    root: str
+    workspaces: list[WorkspaceStats] = Field(default_factory=list)
+    totals: dict[str, int] = Field(default_factory=dict)
+    largest_rules_file: int = 0
+    cap: int = RULE_CAP
+
+
+class FleetStats(Strict):
+    """`memory stats --json`."""
+
+    roots: list[RootStats]
+    totals: dict[str, int]
+    largest_rules_file: int
+    cap: int = RULE_CAP
+    at: float
+    """When it was counted (Unix time)."""
+
+
+def workspace_stats(name: str, path: Path, now: float) -> WorkspaceStats:
+    """One workspace's counters (its memory files read, nothing written)."""
+    memory = load_memory(path)
+    binding = [r for r in memory.rules if r.section in BINDING]
+    tree = path / "memory"
+    files = [f for f in tree.rglob("*") if f.is_file() and not f.is_symlink()] if tree.is_dir() else []
+    return WorkspaceStats(
+        workspace=name, rules_with_ids=sum(r.id is not None for r in binding),
+        pending=sum(r.id is not None and r.section is Section.PENDING for r in binding),
+        legacy=sum(r.legacy for r in binding), retired=len(memory.retired_ids()),
+        rules_files=int((path / LC_FILE).is_file()), provenance_logs=int((path / LOG_FILE).is_file()),
+        memory_trees=int(tree.is_dir()), memory_files=len(files),
+        touched_7d=sum(now - f.stat().st_mtime <= WEEK_S for f in files), binding_rules=len(binding))
+
+
+def root_stats(root: Path, now: float) -> RootStats:
+    stats = RootStats(root=str(root), workspaces=[workspace_stats(n, p, now) for n, p in workspace_dirs(root).items()])
+    stats.totals = {c: sum(getattr(w, c) for w in stats.workspaces) for c in COUNTERS}
+    stats.totals["workspaces"] = len(stats.workspaces)
+    stats.largest_rules_file = max((w.binding_rules for w in stats.workspaces), default=0)
+    return stats
+
+
+def fleet_stats(roots: list[Path], now: float | None = None) -> FleetStats:
+    now = time.time() if now is None else now
+    counted = [root_stats(root, now) for root in roots]
+    totals = {c: sum(r.totals[c] for r in counted) for c in (*COUNTERS, "workspaces")}
+    return FleetStats(roots=counted, totals=totals, largest_rules_file=max((r.largest_rules_file for r in counted),
+                                                                         default=0), at=now)
+
+
+HEADINGS = {"workspaces": "workspaces", "rules_files": "rules files", "rules_with_ids": "rules with ids",
+            "pending": "Pending", "legacy": "legacy", "retired": "retired", "provenance_logs": "provenance logs",
+            "memory_trees": "memory trees", "memory_files": "memory files", "touched_7d": "touched in 7 days"}
+
+
+def format_fleet(stats: FleetStats) -> str:
+    """S25's table: one row per root, then the fleet; the largest rules file against its cap."""
+    columns = list(HEADINGS)
+    names = [r.root for r in stats.roots] + ["all"]
+    width = max(len(n) for n in names)
+    lines = [f"{'root':<{width}}  " + "  ".join(f"{HEADINGS[c]:>{len(HEADINGS[c])}}" for c in columns)]
+    for name, totals in [*((r.root, r.totals) for r in stats.roots), ("all", stats.totals)]:
+        lines.append(f"{name:<{width}}  " + "  ".join(f"{totals[c]:>{len(HEADINGS[c])},}" for c in columns))
+    lines.append(f"largest rules file: {stats.largest_rules_file} of the cap {stats.cap} rules")
+    return "\n".join(lines)
+
+
+METRICS = {"rules_with_ids": "Rules with an lc: id in ## Rules and ## Pending.",
+           "pending": "Rules with an id in ## Pending.", "legacy": "Binding rules without evidence:.",
+           "retired": "Rules retired (rules file or corrections log).",
+           "memory_files": "Files in the memory tree.", "touched_7d": "Memory files modified in the last 7 days.",
+           "binding_rules": "Rule lines in ## Rules and ## Pending (the cap applies to these)."}
+
+
+def _label(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def textfile(stats: FleetStats) -> str:
+    """The counters in the Prometheus text format (node_exporter's textfile collector)."""
+    out: list[str] = []
+    for key, text in METRICS.items():
+        name = f"worker_memory_{key}"
+        out += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
+        out += [f'{name}{{root="{_label(r.root)}",workspace="{_label(w.workspace)}"}} {getattr(w, key)}'
+                for r in stats.roots for w in r.workspaces]
+    for key, text in (("rules_files", "Workspaces with a rules file."),
+                      ("provenance_logs", "Workspaces with a corrections log."),
+                      ("memory_trees", "Workspaces with a memory tree."), ("workspaces", "Workspaces.")):
+        name = f"worker_memory_{key}"
+        out += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
+        out += [f'{name}{{root="{_label(r.root)}"}} {r.totals[key]}' for r in stats.roots]
+    out += ["# HELP worker_memory_rule_cap The rules file's cap.", "# TYPE worker_memory_rule_cap gauge",
+            f"worker_memory_rule_cap {RULE_CAP}",
+            "# HELP worker_memory_stats_timestamp_seconds When the counters were taken.",
+            "# TYPE worker_memory_stats_timestamp_seconds gauge", f"worker_memory_stats_timestamp_seconds {stats.at}"]
+    return "\n".join(out) + "\n"
+
+
+def write_textfile(path: Path, text: str) -> None:
+    """Write `text` to `path` atomically: a temporary file in the same directory, renamed over it."""
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            out.write(text)
+        os.chmod(temporary, 0o644)
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
