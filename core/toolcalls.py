@@ -25,7 +25,9 @@ reads only its own.
   that does not fit its type is text. When no value holds tag text the reading is vLLM's;
   otherwise a value may hold `</parameter>`, `</function>` and unlisted `<parameter=…>` lines (a
   file holding a tool-call template is one value, where vLLM cuts it and splits it into spurious
-  keys): see `_reading`. A key given twice is malformed (vLLM keeps the last).
+  keys): see `_reading`. A key given twice is malformed (vLLM keeps the last). A tool whose schema lists
+  no keys (`"properties": {}`, `additionalProperties` only, `anyOf` of objects: MCP and free-form tools)
+  is read as without a schema: every `<parameter=KEY>` starts a parameter, as vLLM reads it.
 * Qwen3-Coder values are typed by the request's tool schema as vLLM types them
   (core/toolvalues.py); a value that does not fit its type stays text. Without schemas (none
   passed) a value that parses as JSON is decoded, others kept as text.
@@ -337,8 +339,12 @@ def _read_function(text: str, start: int, schemas: Schemas | None, *, wrapped: b
     schema = schemas.get(name) if schemas is not None else None
     properties = _properties(schema) if schemas is not None else None
     follow: Callable[[str, int], bool] = _wrapped_follow if wrapped else (lambda _text, _end: True)
+    # A schema that lists no keys (MCP's `"properties": {}`, `additionalProperties` only, `anyOf` of objects)
+    # cannot tell a key from text: its tags are read as without a schema (every one starts a parameter, as
+    # vLLM reads them), not as all unlisted, which glued every parameter into the first one.
+    listing = properties or None
     try:
-        reading = _reading(text, match.end(), follow, properties)
+        reading = _reading(text, match.end(), follow, listing)
     except RecursionError:
         return _Read("qwen3_coder", error=f"tool {name!r}: too many parameters to read"), len(text)
     if reading is None:

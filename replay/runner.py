@@ -109,19 +109,17 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
             if workspace not in memories:
                 memories[workspace] = load_workspace_memory(config.memory.root, workspace)
             api = decision.api or config.endpoint.api
-            request = request_in(decision, api)
+            request, wire = request_in(decision, api), WIRES[api]
             try:
-                if api == "chat":
+                if wire.system_field is None:  # the API keeps its system prompt in the turn: memory goes there
                     injected = inject(decision.turn, condition, memories[workspace])
                     items.append(WorkItem(arm, decision, injected.messages, injected.rule_ids, api, request))
                     continue
-                field = WIRES[api].system_field
-                assert field is not None
-                system, added = inject_system(getattr(request, field), condition, memories[workspace])
+                system, added = inject_system(getattr(request, wire.system_field), condition, memories[workspace])
             except ConditionError as exc:
                 hint = _memory_hint(config, workspace)
                 raise RunError(f"arm {arm.name}, decision {decision.id}: {exc}{hint}") from exc
-            items.append(WorkItem(arm, decision, list(getattr(request, WIRES[api].turn_field)), added.rule_ids, api,
+            items.append(WorkItem(arm, decision, list(getattr(request, wire.turn_field)), added.rule_ids, api,
                                   request, system))
     return order_items(items, config.runner.order, seed=config.decoding.seed or 0)
 
@@ -165,12 +163,10 @@ def request_body(config: RunConfig, item: WorkItem) -> dict[str, Any]:
     decoding = config.decoding_for(item.arm)
     wire = WIRES[item.api]
     request = item.request or item.decision.request
-    if item.api == "chat":
-        fields = request.model_dump(exclude={"messages"})
-    else:
-        fields = request.model_dump(exclude_none=True, exclude={wire.turn_field, wire.system_field or ""})
-        if item.system is not None and wire.system_field is not None:
-            fields[wire.system_field] = item.system
+    fields = request.model_dump(exclude_none=True,
+                                exclude={wire.turn_field, wire.system_field or wire.turn_field})
+    if item.system is not None and wire.system_field is not None:
+        fields[wire.system_field] = item.system
     body = {**fields, "model": item.arm.model, wire.turn_field: item.messages,
             "temperature": decoding.temperature, wire.limit_field: decoding.max_tokens, "top_p": decoding.top_p}
     if decoding.seed is not None:

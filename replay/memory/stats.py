@@ -23,6 +23,7 @@ from pathlib import Path
 from pydantic import Field
 
 from core.records import Strict
+from replay.errors import ReplayError
 from replay.memory.checks import RULE_CAP
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Section, load_memory, workspace_dirs
 
@@ -146,13 +147,18 @@ def textfile(stats: FleetStats) -> str:
 
 
 def write_textfile(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically: a temporary file in the same directory, renamed over it."""
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    """Write `text` to `path` atomically: a temporary file in the same directory, renamed over it. A path
+    that cannot be written (a directory, a missing folder, no permission) is one `ReplayError`."""
+    try:
+        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot write the textfile here: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             out.write(text)
         os.chmod(temporary, 0o644)
         os.replace(temporary, path)
-    except BaseException:
+    except OSError as exc:
+        raise ReplayError(f"{path}: cannot write the textfile: {exc.strerror or exc}") from exc
+    finally:
         Path(temporary).unlink(missing_ok=True)
-        raise

@@ -427,13 +427,23 @@ class Relay:
             _submit_capture(self.gw, self.call, self.body, self.accumulator.answer())
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        ends, seen, tail = self.call.api.stream_ends, not self.call.api.stream_ends, b""
+        keep = max((len(end) for end in ends), default=0)
         try:
             async for chunk in self.resp.content.iter_any():
                 if self.accumulator is not None:
                     self.accumulator.feed(chunk)
                     if self.accumulator.done:
                         self._capture()
+                if not seen:  # the last event may be split across chunks: look at the seam too
+                    window = tail + chunk
+                    seen, tail = any(end in window for end in ends), window[-keep:]
                 yield chunk
+            if not seen:
+                self.status, self.reason = 502, "stream_incomplete"
+                yield self.call.api.sse_error(f"upstream {self.upstream.name}: the stream ended without its last "
+                                              "event, so the answer is not whole", self.reason, self.status)
+                return
             self.status, self.reason = 200, None
             self._capture()
         except (TimeoutError, aiohttp.ClientError) as exc:

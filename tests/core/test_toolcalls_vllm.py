@@ -235,6 +235,52 @@ def test_tag_text_inside_a_value_is_the_value_or_malformed(oracle, schema, data,
         assert set(parsed.first.arguments) == {key for key, _ in params}, text
 
 
+NO_KEYS = st.sampled_from([{"type": "object"}, {"type": "object", "properties": {}},
+                           {"type": "object", "additionalProperties": {"type": "string"}},
+                           {"anyOf": [{"type": "object", "properties": {"a": {"type": "string"}}}, {"type": "object"}]}])
+
+
+@SETTINGS
+@given(schema=NO_KEYS, data=st.data(), wrapped=st.booleans())
+def test_a_schema_that_lists_no_keys_reads_the_keys_vllm_reads(oracle, schema, data, wrapped) -> None:
+    """MCP and free-form tools list no properties: nothing tells a key from text, so every
+    `<parameter=KEY>` starts a parameter, as vLLM reads it. Ours has vLLM's keys (a value holding
+    `</parameter>` is kept whole, as with any schema), or is malformed; it never glues the call into one
+    key. (`</function>` inside a value: the next test.)"""
+    keys = data.draw(st.lists(st.sampled_from(LISTED + UNLISTED), min_size=1, max_size=4, unique=True))
+    params = [(key, data.draw(PLAIN_VALUES | TAG_TEXT.filter(lambda raw: "</function>" not in raw)))
+              for key in keys]
+    text = render_xml([(TOOL, params)], wrapped, "\n", "")
+    tools = [{"type": "function", "function": {"name": TOOL, "parameters": schema}}]
+    parsed = parse_text(text, [TOOL], schemas=request_schemas(tools))
+    if parsed.outcome is ParseOutcome.MALFORMED_CALL:
+        return
+    theirs = vllm_calls(oracle["qwen"], text, tools)
+    assert theirs is not None and parsed.first is not None, (text, parsed)
+    assert [list(args) for _, args in theirs] == [list(parsed.first.arguments)], text
+
+
+def test_an_mcp_tool_with_tag_text_in_a_value_is_not_glued_into_its_first_key(oracle) -> None:
+    """The case that was read `ok` with one key, `path`, holding the whole body (issue 43)."""
+    tools = [{"type": "function", "function": {"name": TOOL, "parameters": {"type": "object", "properties": {}}}}]
+    text = (f"<tool_call>\n<function={TOOL}>\n<parameter=path>\ntest.py\n</parameter>\n<parameter=content>\n"
+            'x = "<parameter=query>"\ny = "</parameter>"\n</parameter>\n</function>\n</tool_call>')
+    parsed = parse_text(text, [TOOL], schemas=request_schemas(tools))
+    assert parsed.first is not None and list(parsed.first.arguments) == ["path", "content", "query"]
+    assert [list(args) for _, args in vllm_calls(oracle["qwen"], text, tools) or []] == [["path", "content", "query"]]
+
+
+def test_function_close_text_in_a_value_of_a_tool_without_keys_is_read_whole(oracle) -> None:
+    """Deliberately not vLLM's reading, as for listed keys: vLLM ends the call at the `</function>` inside
+    the value and returns it without a single key; ours keeps the value whole."""
+    tools = [{"type": "function", "function": {"name": TOOL, "parameters": {"type": "object"}}}]
+    raw = "see </function> and </tool_call> here"
+    text = render_xml([(TOOL, [("path", raw)])], True, "\n", "")
+    parsed = parse_text(text, [TOOL], schemas=request_schemas(tools))
+    assert parsed.first is not None and parsed.first.arguments == {"path": raw}
+    assert vllm_calls(oracle["qwen"], text, tools) == [(TOOL, {})]
+
+
 def test_vllms_own_param_like_lines_case_is_read_whole(oracle) -> None:
     """The text of vLLM's `test_content_with_param_like_lines` (its older Qwen3-Coder parsers read
     keys `path, content`); vLLM 0.32's parser cuts `content` and adds `new_string`."""

@@ -112,3 +112,18 @@ def test_a_responses_decision_is_sent_with_input_instructions_and_max_output_tok
         {"type": "function_call", "call_id": "fc_1", "name": "lookup", "arguments": '{"id": "INV-7"}'}]}
     record = result_record(bare, Outcome(answer, None, 1, 0.1))
     assert record.score.joint_correct and record.usage.completion_tokens == 7
+
+
+def test_the_runner_never_branches_on_an_api_name() -> None:
+    """What differs per API (where memory goes, how the body is built) is read from core/wire.py's `Wire`,
+    so a fourth API adds a wire, not branches in the runner (issue 43, item 6)."""
+    import ast
+    from pathlib import Path
+
+    import replay.runner
+    from core.wire import WIRES
+
+    tree = ast.parse(Path(replay.runner.__file__).read_text(encoding="utf-8"))
+    names = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
+             for side in (node.left, *node.comparators) if isinstance(side, ast.Constant) and side.value in WIRES]
+    assert names == [], f"replay/runner.py compares with an API name on line(s) {names}"

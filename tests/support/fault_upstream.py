@@ -16,11 +16,13 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 * `break_stream`: a stream that sends one chunk and then drops the connection;
 * `endless_stream`: a stream that sends a chunk every 20 ms until the client goes away
   (`stream_disconnects` counts how many streams saw their client go);
-* `json_for_stream`: a plain JSON answer (`application/json`) to a stream request.
+* `json_for_stream`: a plain JSON answer (`application/json`) to a stream request;
+* `unfinished_stream`: a stream that sends its first event, then data that is no event, and ends the body
+  properly without the API's last event (`[DONE]`, `message_stop`, `response.completed`).
 
 `/v1/messages` (Anthropic's shape), `/v1/messages/count_tokens` and `/v1/responses` answer `ok`,
-`fail` (500 in the API's shape) and, for Messages streams, `break_stream` (one event, then the
-connection drops).
+`fail` (500 in the API's shape) and, for streams, `unfinished_stream` and (Messages) `break_stream`
+(one event, then the connection drops).
 
 `redirect_to = URL` makes every request (models and completions) answer `307` to `URL` + the
 request's path: a hop off the address the client was told to use. `served_by[model] = version`
@@ -218,6 +220,10 @@ class FaultUpstream:
             assert request.transport is not None
             request.transport.close()
             return response
+        if mode == "unfinished_stream":
+            await response.write(_sse({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}) + UNDECODABLE)
+            await response.write_eof()
+            return response
         if mode == "endless_stream":
             try:
                 while True:
@@ -273,6 +279,10 @@ class FaultUpstream:
             assert request.transport is not None
             request.transport.close()
             return response
+        if mode == "unfinished_stream":
+            await response.write(UNDECODABLE)
+            await response.write_eof()
+            return response
         for index, block in enumerate(content):
             await response.write(_event("content_block_start", {"type": "content_block_start", "index": index,
                                                                 "content_block": block}))
@@ -289,7 +299,7 @@ class FaultUpstream:
         read = await self._other_api(request)
         if isinstance(read, web.Response):
             return read
-        body, _ = read
+        body, mode = read
         answer = {"id": "resp_1", "object": "response", "model": body["model"], "status": "completed",
                   "output": [{"type": "message", "role": "assistant", "id": "m1",
                               "content": [{"type": "output_text", "text": "Hello"}]}]}
@@ -298,9 +308,16 @@ class FaultUpstream:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await response.write(_event("response.created", {"type": "response.created", "response": answer}))
+        if mode == "unfinished_stream":
+            await response.write(UNDECODABLE)
+            await response.write_eof()
+            return response
         await response.write(_event("response.completed", {"type": "response.completed", "response": answer}))
         await response.write_eof()
         return response
+
+
+UNDECODABLE = b"data: {\"type\": \x00 not json\n\n"
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:

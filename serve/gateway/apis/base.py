@@ -125,6 +125,9 @@ class Api(ABC):
     """Whether its turns are decisions (capture and the guard): a completion has no tool loop."""
     session_headers: tuple[str, ...] = ()
     """Headers the API's runtime sends its session id in, read after X-Session-Id."""
+    stream_ends: tuple[bytes, ...] = ()
+    """What only the last event of a whole stream holds (any one of them): a stream that ends without one
+    is not a whole answer, and the client is told so."""
 
     # --- errors ------------------------------------------------------------------------------
 

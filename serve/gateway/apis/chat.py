@@ -79,6 +79,7 @@ class CompletionAccumulator(Accumulator):
 class ChatApi(OpenAIErrors, Api):
     name: ApiName = "chat"
     path = "/v1/chat/completions"
+    stream_ends = (b"data: [DONE]",)
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
         given = body.get("messages")
@@ -104,6 +105,7 @@ class ChatApi(OpenAIErrors, Api):
 class CompletionsApi(OpenAIErrors, Api):
     name: ApiName = "completions"
     path = "/v1/completions"
+    stream_ends = (b"data: [DONE]",)
     captures = False
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:

@@ -97,6 +97,7 @@ class AnthropicErrors:
 class MessagesApi(AnthropicErrors, Api):
     name: ApiName = "messages"
     path = "/v1/messages"
+    stream_ends = (b"message_stop", b"event: error")
     session_headers = ("X-Claude-Code-Session-Id",)
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:

@@ -55,6 +55,7 @@ class ResponsesAccumulator(Accumulator):
 class ResponsesApi(OpenAIErrors, Api):
     name: ApiName = "responses"
     path = "/v1/responses"
+    stream_ends = (*(name.encode() for name in sorted(FINAL_EVENTS)), b"event: error")
 
     def check(self, body: Mapping[str, Any]) -> None:
         if body.get("previous_response_id") is not None:

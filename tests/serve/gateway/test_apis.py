@@ -43,6 +43,27 @@ def test_a_stream_cut_mid_way_ends_with_an_anthropic_error_event(tmp_path, root,
     assert "broke off" in error["error"]["message"]
 
 
+@pytest.mark.parametrize("path, body, last", [
+    ("/v1/chat/completions", {"messages": ASK}, "data"),
+    ("/v1/messages", {"max_tokens": 4, "messages": ASK}, "event: error"),
+    ("/v1/responses", {"input": "Hi"}, "event: error"),
+])
+def test_a_stream_that_ends_without_its_last_event_is_not_relayed_as_whole(tmp_path, root, fault, path, body, last):
+    """The engine sends the first event, then data that is no event, and ends the body properly without
+    `[DONE]` / `message_stop` / `response.completed`: the client gets the API's error event at the end, and
+    the request is counted as a 502, never as a finished answer."""
+    fault.behaviour["worker-base"] = "unfinished_stream"
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        with gw.client.stream("POST", path, json={"model": "worker", "stream": True, **body}) as response:
+            assert response.status_code == 200
+            text = response.read().decode()
+        final = text.strip().split("\n\n")[-1]
+        assert final.startswith(last) and "ended without its last event" in final, text
+        assert "[DONE]" not in text and "message_stop" not in text
+        api = path.removeprefix("/v1/").replace("chat/completions", "chat")
+        wait_for(lambda: sample(gw, "worker_gateway_requests_total", api=api, status="502") == 1, "a 502", 10)
+
+
 def test_engine_failures_and_hostile_bodies_answer_in_anthropics_shape(tmp_path, root, fault):
     fault.behaviour["worker-base"] = "fail"
     with start_gateway(tmp_path, root, [fault], gateway="max_body_bytes = 4096") as gw:
