@@ -39,6 +39,7 @@ own; the session's other calls still resolve. Memory is bounded by the largest s
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -57,6 +58,8 @@ UNPARSED = "__unparsedToolInput"
 UNLOGGED = ("the record changed, or the runtime did not log this call: Claude Code logs neither its compaction "
             "summaries nor its side queries")
 API: DecisionApi = "messages"
+RECENT = 8
+"""Sessions a source keeps read (captures of one session come close together in a store)."""
 CONVERSATION = ("user", "assistant")
 
 
@@ -326,6 +329,7 @@ class ClaudeCodeDir:
         self.root = root
         self.max_line_bytes = max_line_bytes
         self._directories: dict[Path, Path] = {}
+        self._recent: OrderedDict[tuple[str, str], ClaudeCodeSession] = OrderedDict()
 
     def holds(self, path: Path) -> bool:
         """Whether `path` (resolved, symlinks followed) is in the corpus: nothing may be written there."""
@@ -352,10 +356,20 @@ class ClaudeCodeDir:
         return sorted((self.root / workspace / "projects").glob(f"*/{session}.jsonl"))
 
     def session(self, workspace: str, session: str) -> ClaudeCodeSession | None:
+        """The session, read once for the several decisions a build resolves from it (the last `RECENT`
+        sessions are kept: memory stays a few sessions' worth, never the corpus)."""
+        key = (workspace, session)
+        if key in self._recent:
+            self._recent.move_to_end(key)
+            return self._recent[key]
         mains = self.main_files(workspace, session)
         if not mains:
             return None
-        return ClaudeCodeSession([f for main in mains for f in self.read_with_subagents(workspace, session, main)])
+        read = ClaudeCodeSession([f for main in mains for f in self.read_with_subagents(workspace, session, main)])
+        self._recent[key] = read
+        while len(self._recent) > RECENT:
+            self._recent.popitem(last=False)
+        return read
 
     def read_with_subagents(self, workspace: str, session: str, main: Path) -> list[SessionFile]:
         """A main file and every subagent file beside it, each checked to be the workspace's own."""

@@ -299,3 +299,15 @@ def test_a_workspace_directory_linked_in_from_outside_is_refused(corpus, tmp_pat
     result = resolve(decision, ClaudeCodeDir(corpus))
     assert isinstance(result, Refusal) and result.reason == TRANSCRIPT_UNREADABLE
     assert "a link out of the corpus" in result.detail
+
+
+def test_a_session_is_read_once_for_all_the_decisions_resolved_from_it(monkeypatch):
+    import replay.corpus.claude_code as claude_code
+
+    reads: list[Path] = []
+    real = claude_code.read_session_file
+    monkeypatch.setattr(claude_code, "read_session_file", lambda path, *a, **k: reads.append(path) or real(path, *a, **k))
+    source = ClaudeCodeDir(DATA)
+    decisions = captures()
+    assert all(isinstance(resolve(d, source), Resolved) for d in decisions)
+    assert sorted(reads) == sorted(files().values())  # each of the two session files once, for six decisions
