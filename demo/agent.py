@@ -7,7 +7,8 @@ keeps the session as it always does, in its config directory — one per workspa
 one container per workspace: `<out>/corpus/<workspace>/projects/<cwd-slug>/<session>.jsonl`. Off the
 serving path, that corpus is audited, resolves every captured descriptor (proven by the canonical
 hashes), becomes a redacted suite, and the suite is replayed through the same Messages API with the
-workspace's memory withheld and injected.
+workspace's memory withheld and injected; the report puts each arm's outcome beside what the sessions read
+from memory on demand (replay/corpus/retrieval.py).
 
 What it changes so that there is something to measure: the 135M model does not call tools unprompted
 under Claude Code's prompt, so the demo's route is a `forced_tool_routes` route (every request that
@@ -29,11 +30,14 @@ from core.capture import read_decisions
 from core.errors import WorkerTierError
 from demo.memory import DemoRule, render_memory
 from replay.analysis.compare import compare, format_comparison, load_results
+from replay.analysis.report import report_run
+from replay.analysis.report.retrieval import retrieval_block
 from replay.config import RunConfig
 from replay.corpus.audit import audit, format_audit
 from replay.corpus.capture_suite import build_suite
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.resolve import load_keys
+from replay.corpus.retrieval import decision_reads
 from replay.runner import run
 from replay.suite import load_suite
 
@@ -151,5 +155,10 @@ def run_agent(out: Path) -> int:
         run(suite, config, out / "run", label="[agent] replay")
     print(f"session {session.session}: {len(decisions)} decisions captured, {report.resolved} resolved from Claude "
           f"Code's own session file, {len(suite.decisions)} in the suite")
-    print(format_comparison(compare(load_results(out / "run"), "withheld", "memory")))
+    results = load_results(out / "run")
+    print(format_comparison(compare(results, "withheld", "memory")))
+    retrieval = retrieval_block(results, suite.decisions, decision_reads(source, suite.decisions, []))
+    print(f"retrieval: {retrieval.note}")
+    _, html = report_run(out / "run", decisions=suite.decisions, retrieval=retrieval)
+    print(f"report: {html}")
     return 0

@@ -5,15 +5,17 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 
 from core.cli import pair_item, run_command
 from core.names import excerpt
+from core.records import Decision
 from replay.analysis.compare import compare_run, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
+from replay.analysis.report.retrieval import Retrieval
 from replay.config import load_run_config
 from replay.corpus.sources import FORMATS
 from replay.errors import ReplayError
@@ -82,6 +84,26 @@ def _corpus_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _corpus_reads(args: argparse.Namespace) -> int:
+    from replay.corpus.retrieval import READ_TOOLS, format_retrieval, retrieval, session_records
+    from replay.corpus.sources import open_source
+
+    tools = dict(args.read_tool) or READ_TOOLS
+    refused: list[str] = []
+    memory = workspace_dirs(args.memory_root) if args.memory_root else None
+    report = retrieval(session_records(open_source(args.dir, args.transcript_format), tools, refused),
+                       str(args.dir), memory, refused)
+    print(report.model_dump_json(indent=2) if args.json else format_retrieval(report))
+    return 0
+
+
+def _read_tool(text: str) -> tuple[str, str]:
+    tool, sep, argument = text.partition("=")
+    if not (sep and tool and argument):
+        raise argparse.ArgumentTypeError(f"{text!r}: expected TOOL=ARGUMENT, e.g. Read=file_path")
+    return tool, argument
+
+
 def _suite_check_privacy(args: argparse.Namespace) -> int:
     problems = check_privacy(args.dir)
     for problem in problems:
@@ -107,7 +129,7 @@ def _memory_check(args: argparse.Namespace) -> int:
 def _memory_stats(args: argparse.Namespace) -> int:
     from replay.memory.stats import fleet_stats, format_fleet, textfile, write_textfile
 
-    stats = fleet_stats(args.roots)
+    stats = fleet_stats(args.roots, git=args.git)
     if args.textfile is not None:
         write_textfile(args.textfile, textfile(stats))
     print(stats.model_dump_json(indent=2) if args.json else format_fleet(stats))
@@ -191,9 +213,26 @@ def _report(args: argparse.Namespace) -> int:
     # Default: the baseline (--baseline, else the run config's first arm) against every other arm.
     pairs = args.pair or None
     md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args),
-                          baseline=args.baseline)
+                          baseline=args.baseline, retrieval=_retrieval(args, decisions))
     print(f"report: {md}\nreport: {html}")
     return 0
+
+
+def _retrieval(args: argparse.Namespace, decisions: Sequence[Decision]) -> Retrieval | None:
+    """`report --corpus`: what the decisions' sessions read, from the corpus."""
+    if args.corpus is None:
+        return None
+    from replay.analysis.report.retrieval import retrieval_block
+    from replay.corpus.retrieval import decision_reads
+    from replay.corpus.sources import open_source
+
+    if not decisions:
+        raise ReplayError(f"{args.run_dir}: --corpus needs the run's suite, to know each decision's session")
+    refused: list[str] = []
+    reads = decision_reads(open_source(args.corpus, args.transcript_format), decisions, refused)
+    for reason in refused:
+        print(f"refused: {reason}", file=sys.stderr)
+    return retrieval_block(load_results(args.run_dir), decisions, reads)
 
 
 def _lessons_propose(args: argparse.Namespace) -> int:
@@ -296,6 +335,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("dir", type=Path, help="<workspace>/projects/<cwd-slug>/<session>.jsonl under it")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_corpus_audit)
+    p = corpus.add_parser("reads", help="memory reads per turn and the index's coverage, per session and workspace "
+                                        "(001 §10 items 1 and 7)")
+    p.add_argument("dir", type=Path, help="a Claude Code corpus or this project's transcripts")
+    p.add_argument("--transcript-format", choices=FORMATS, default="auto")
+    p.add_argument("--memory-root", type=Path, metavar="DIR",
+                   help="the workspaces' memory (one directory each): adds the index's coverage")
+    p.add_argument("--read-tool", action="append", default=[], type=_read_tool, metavar="TOOL=ARGUMENT",
+                   help="the runtime's file-read tool and its path argument (repeatable; default Read=file_path)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_corpus_reads)
 
     memory = sub.add_parser("memory", help="workspace memory").add_subparsers(dest="action", required=True)
     check = memory.add_parser("check", help="check memory files like the public check script")
@@ -305,6 +354,9 @@ def build_parser() -> argparse.ArgumentParser:
     stats = memory.add_parser("stats", help="the fast loop's counters per workspace and root (S25), read-only")
     stats.add_argument("roots", type=Path, nargs="+", metavar="ROOT", help="one directory per workspace under it")
     stats.add_argument("--json", action="store_true")
+    stats.add_argument("--git", action="store_true",
+                       help="also count the rule churn from each workspace's git history and list where it disagrees "
+                            "with the provenance log")
     stats.add_argument("--textfile", type=Path, metavar="FILE",
                        help="also write the counters for node_exporter's textfile collector (atomically)")
     stats.set_defaults(func=_memory_stats)
@@ -376,6 +428,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--baseline", metavar="ARM",
                    help="the reference arm: of the default comparisons and of the summary's changed calls "
                         "(default: the run config's first arm; with --pair, the pairs' baseline)")
+    p.add_argument("--corpus", type=Path, metavar="DIR",
+                   help="the transcripts or Claude Code session files: adds each arm's outcome by what the decisions' "
+                        "sessions read from memory")
+    p.add_argument("--transcript-format", choices=FORMATS, default="auto")
     ledger_option(p)
     p.set_defaults(func=_report)
 

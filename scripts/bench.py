@@ -18,6 +18,8 @@
   as a ratio of running alone, with and without the fair share).
 * corpus audit: `scripts/bench_corpus.py` (`worker-replay corpus audit` on 485,070 generated records as a ratio
   of a plain `json.loads` loop over the same lines; peak memory of each).
+* memory stats: `scripts/bench_memory_stats.py` (`worker-replay memory stats` on 1,000 workspaces as a ratio of
+  reading every file of the same fleet once).
 
 Each replay measurement uses its own copy of the suite slice with a distinct marker at the
 start of the system prompt, so no measurement is served from another one's prefix cache.
@@ -184,6 +186,7 @@ def main() -> int:
     parser.add_argument("--skip-noise", action="store_true")
     parser.add_argument("--skip-fairshare", action="store_true")
     parser.add_argument("--skip-corpus", action="store_true")
+    parser.add_argument("--skip-memory-stats", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
     rows = [] if args.skip_replay else replay_benchmarks(args.decisions)
@@ -205,7 +208,9 @@ def main() -> int:
                                   (args.skip_redact, "redaction", "bench_redact.py"),
                                   (args.skip_noise, "noise floor against concurrency", "bench_noise.py"),
                                   (args.skip_fairshare, "fair share", "bench_fairshare.py"),
-                                  (args.skip_corpus, "corpus audit at S1's size", "bench_corpus.py")):
+                                  (args.skip_corpus, "corpus audit at S1's size", "bench_corpus.py"),
+                                  (args.skip_memory_stats, "memory stats on 1,000 workspaces",
+                                   "bench_memory_stats.py")):
         if not skip:
             print(f"\n## {heading}", flush=True)
             if status := run_to_end([sys.executable, str(REPO / "scripts" / script)]):

@@ -173,17 +173,26 @@ def load_memory(root: str | Path) -> WorkspaceMemory:
     if not root.is_dir():
         raise MemoryLoadError(f"{root}: workspace memory directory not found")
     problems: list[MemoryProblem] = []
-    lc_path, log_path = root / LC_FILE, root / LOG_FILE
-    raw_rules = _parse_corrections(_read(lc_path, problems, root), lc_path, problems)
-    log, retirements = _parse_log(_read(log_path, problems, root), log_path, problems)
-    retired = {r.id for r in raw_rules if r.section is Section.RETIRED and r.id} | {t.id for t in retirements}
-    rules = tuple(_settle(r, retired) for r in raw_rules)
+    rules_text, log_text = _read(root / LC_FILE, problems, root), _read(root / LOG_FILE, problems, root)
     essentials = []
     for name in ESSENTIAL_FILES:
         text = _read(root / name, problems, root)
         if text is not None and text.strip():
             essentials.append(Essential(name=name, text=text))
-    return WorkspaceMemory(root, rules, tuple(log), tuple(retirements), tuple(essentials), tuple(problems))
+    return memory_from_texts(root, rules_text, log_text, tuple(essentials), problems)
+
+
+def memory_from_texts(root: Path, rules_text: str | None, log_text: str | None, essentials: tuple[Essential, ...] = (),
+                      problems: list[MemoryProblem] | None = None) -> WorkspaceMemory:
+    """The rules file and the corrections log given as texts (None: absent), parsed as `load_memory` parses the
+    files: the same reading for a workspace's files and for a revision of them in its git history."""
+    problems = [] if problems is None else problems
+    lc_path, log_path = root / LC_FILE, root / LOG_FILE
+    raw_rules = _parse_corrections(rules_text, lc_path, problems)
+    log, retirements = _parse_log(log_text, log_path, problems)
+    retired = {r.id for r in raw_rules if r.section is Section.RETIRED and r.id} | {t.id for t in retirements}
+    rules = tuple(_settle(r, retired) for r in raw_rules)
+    return WorkspaceMemory(root, rules, tuple(log), tuple(retirements), essentials, tuple(problems))
 
 
 def workspace_dirs(memory_root: str | Path) -> dict[str, Path]:

@@ -10,7 +10,10 @@ root (a host's `groups/`, one directory per workspace) is summed, as S25's table
 `--textfile FILE` writes the same counters in the Prometheus text format for node_exporter's textfile
 collector (written to a temporary file beside it and renamed over it, as that collector requires, so
 it never reads half a file), labelled by root and workspace; `worker_memory_stats_timestamp_seconds`
-says when.
+says when. Churn (replay/memory/churn.py) is exported as three counters per workspace, every week of the
+record summed (`worker_memory_rules_{added,merged,retired}_total`): a week's churn is `increase(...[7d])`.
+`--git` also counts the churn from the git history of each workspace that keeps its memory in git and
+lists the weeks where that and the record disagree.
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ from pydantic import Field
 from core.records import Strict
 from replay.errors import ReplayError
 from replay.memory.checks import RULE_CAP
+from replay.memory.churn import KINDS, UNDATED, Churn, disagreements, git_churn, record_churn, sums, total
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Section, load_memory, workspace_dirs
 
 WEEK_S = 7 * 24 * 3600
+CHURN_WEEKS = 8
 COUNTERS = ("rules_with_ids", "pending", "legacy", "retired", "rules_files", "provenance_logs", "memory_trees",
             "memory_files", "touched_7d")
 
@@ -45,6 +50,9 @@ class WorkspaceStats(Strict):
     touched_7d: int = 0
     binding_rules: int = 0
     """Rule lines in `## Rules` and `## Pending`, against the cap."""
+    churn: Churn = Field(default_factory=dict)
+    git_disagrees: list[str] | None = None
+    """With `--git`, for a workspace whose memory is in git: the weeks where git and the record differ."""
 
 
 class RootStats(Strict):
@@ -53,6 +61,7 @@ class RootStats(Strict):
     totals: dict[str, int] = Field(default_factory=dict)
     largest_rules_file: int = 0
     cap: int = RULE_CAP
+    churn: Churn = Field(default_factory=dict)
 
 
 class FleetStats(Strict):
@@ -62,39 +71,49 @@ class FleetStats(Strict):
     totals: dict[str, int]
     largest_rules_file: int
     cap: int = RULE_CAP
+    churn: Churn = Field(default_factory=dict)
     at: float
     """When it was counted (Unix time)."""
 
 
-def workspace_stats(name: str, path: Path, now: float) -> WorkspaceStats:
-    """One workspace's counters (its memory files read, nothing written)."""
+def workspace_stats(name: str, path: Path, now: float, git: bool = False) -> WorkspaceStats:
+    """One workspace's counters (its memory files read, nothing written); `git`: cross-check the churn with
+    the workspace's git history."""
     memory = load_memory(path)
     binding = [r for r in memory.rules if r.section in BINDING]
     tree = path / "memory"
     files = [f for f in tree.rglob("*") if f.is_file() and not f.is_symlink()] if tree.is_dir() else []
-    return WorkspaceStats(
+    stats = WorkspaceStats(
         workspace=name, rules_with_ids=sum(r.id is not None for r in binding),
         pending=sum(r.id is not None and r.section is Section.PENDING for r in binding),
         legacy=sum(r.legacy for r in binding), retired=len(memory.retired_ids()),
         rules_files=int((path / LC_FILE).is_file()), provenance_logs=int((path / LOG_FILE).is_file()),
         memory_trees=int(tree.is_dir()), memory_files=len(files),
         touched_7d=sum(now - f.stat().st_mtime <= WEEK_S for f in files), binding_rules=len(binding))
+    stats.churn = record_churn(memory)
+    history = git_churn(path) if git else None
+    if history is not None:
+        stats.git_disagrees = disagreements(stats.churn, history)
+    return stats
 
 
-def root_stats(root: Path, now: float) -> RootStats:
-    stats = RootStats(root=str(root), workspaces=[workspace_stats(n, p, now) for n, p in workspace_dirs(root).items()])
+def root_stats(root: Path, now: float, git: bool = False) -> RootStats:
+    stats = RootStats(root=str(root),
+                      workspaces=[workspace_stats(n, p, now, git) for n, p in workspace_dirs(root).items()])
+    stats.churn = total(w.churn for w in stats.workspaces)
     stats.totals = {c: sum(getattr(w, c) for w in stats.workspaces) for c in COUNTERS}
     stats.totals["workspaces"] = len(stats.workspaces)
     stats.largest_rules_file = max((w.binding_rules for w in stats.workspaces), default=0)
     return stats
 
 
-def fleet_stats(roots: list[Path], now: float | None = None) -> FleetStats:
+def fleet_stats(roots: list[Path], now: float | None = None, git: bool = False) -> FleetStats:
     now = time.time() if now is None else now
-    counted = [root_stats(root, now) for root in roots]
+    counted = [root_stats(root, now, git) for root in roots]
     totals = {c: sum(r.totals[c] for r in counted) for c in (*COUNTERS, "workspaces")}
     return FleetStats(roots=counted, totals=totals, largest_rules_file=max((r.largest_rules_file for r in counted),
-                                                                         default=0), at=now)
+                                                                         default=0),
+                      churn=total(r.churn for r in counted), at=now)
 
 
 HEADINGS = {"workspaces": "workspaces", "rules_files": "rules files", "rules_with_ids": "rules with ids",
@@ -111,7 +130,32 @@ def format_fleet(stats: FleetStats) -> str:
     for name, totals in [*((r.root, r.totals) for r in stats.roots), ("all", stats.totals)]:
         lines.append(f"{name:<{width}}  " + "  ".join(f"{totals[c]:>{len(HEADINGS[c])},}" for c in columns))
     lines.append(f"largest rules file: {stats.largest_rules_file} of the cap {stats.cap} rules")
+    lines += format_churn(stats.churn)
+    checked = [(r.root, w) for r in stats.roots for w in r.workspaces if w.git_disagrees is not None]
+    if checked:
+        differ = [(root, w) for root, w in checked if w.git_disagrees]
+        lines.append(f"git history: {len(checked) - len(differ)} of {len(checked)} workspace(s) in git agree with "
+                     "their log")
+        lines += [f"  {root}/{w.workspace}: {d}" for root, w in differ for d in w.git_disagrees or ()]
     return "\n".join(lines)
+
+
+def format_churn(churn: Churn) -> list[str]:
+    """The fleet's churn per ISO week, the last `CHURN_WEEKS` dated weeks (the earlier ones summed)."""
+    if not churn:
+        return ["churn: the provenance logs record no rule added, merged or retired"]
+    dated = [w for w in churn if w != UNDATED]
+    shown = dated[-CHURN_WEEKS:]
+    rows = [(w, churn[w]) for w in shown]
+    if len(dated) > len(shown):
+        rows.insert(0, (f"before {shown[0]}", sums({w: churn[w] for w in dated[:-CHURN_WEEKS]})))
+    if UNDATED in churn:
+        rows.append((UNDATED, churn[UNDATED]))
+    width = max(len("ISO week"), *(len(name) for name, _ in rows))
+    lines = ["rule churn per ISO week (from the provenance logs):",
+             f"  {'ISO week':<{width}}  " + "  ".join(f"{k:>7}" for k in KINDS)]
+    lines += [f"  {name:<{width}}  " + "  ".join(f"{getattr(c, k):>7,}" for k in KINDS) for name, c in rows]
+    return lines
 
 
 METRICS = {"rules_with_ids": "Rules with an lc: id in ## Rules and ## Pending.",
@@ -119,6 +163,11 @@ METRICS = {"rules_with_ids": "Rules with an lc: id in ## Rules and ## Pending.",
            "retired": "Rules retired (rules file or corrections log).",
            "memory_files": "Files in the memory tree.", "touched_7d": "Memory files modified in the last 7 days.",
            "binding_rules": "Rule lines in ## Rules and ## Pending (the cap applies to these)."}
+
+
+CHURN_METRICS = {"added": "Rules the provenance log records as added, every week together.",
+                 "merged": "Rules retired with a superseding id, every week together.",
+                 "retired": "Rules retired without a successor, every week together."}
 
 
 def _label(value: str) -> str:
@@ -132,6 +181,11 @@ def textfile(stats: FleetStats) -> str:
         name = f"worker_memory_{key}"
         out += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
         out += [f'{name}{{root="{_label(r.root)}",workspace="{_label(w.workspace)}"}} {getattr(w, key)}'
+                for r in stats.roots for w in r.workspaces]
+    for kind, text in CHURN_METRICS.items():
+        name = f"worker_memory_rules_{kind}_total"
+        out += [f"# HELP {name} {text}", f"# TYPE {name} counter"]
+        out += [f'{name}{{root="{_label(r.root)}",workspace="{_label(w.workspace)}"}} {getattr(sums(w.churn), kind)}'
                 for r in stats.roots for w in r.workspaces]
     for key, text in (("rules_files", "Workspaces with a rules file."),
                       ("provenance_logs", "Workspaces with a corrections log."),

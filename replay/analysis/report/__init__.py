@@ -34,6 +34,7 @@ from replay.analysis.gates import Verdict, read_verdict
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
+from replay.analysis.report.retrieval import Retrieval
 from replay.analysis.report.summary import reference_arm
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
@@ -51,6 +52,7 @@ def report_run(
     decisions: Iterable[Decision] = (),
     tainted: Tainted = (),
     baseline: str | None = None,
+    retrieval: Retrieval | None = None,
 ) -> tuple[Path, Path]:
     """Report on a run directory, with every `gate-*.json` verdict already in it.
 
@@ -69,7 +71,7 @@ def report_run(
     comparisons = [compare(results, base, candidate, tainted=tainted) for base, candidate in pairs]
     verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
     return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted,
-                        baseline=baseline)
+                        baseline=baseline, retrieval=retrieval)
 
 
 def write_report(
@@ -82,12 +84,14 @@ def write_report(
     lessons: Sequence[RuleVerdict] | None = None,
     uptake: Sequence[Uptake] | None = None,
     baseline: str | None = None,
+    retrieval: Retrieval | None = None,
 ) -> tuple[Path, Path]:
     """Write report.md, report.html and plot.svg into the run directory; returns (md, html).
 
-    `lessons` (lesson-gate verdicts) and `uptake` (rule uptake rows) add their blocks to the
-    answer section; None leaves the block out. The summary counts changed calls against
-    `baseline` when given, else against the comparisons' baseline (`summary.reference_arm`)."""
+    `lessons` (lesson-gate verdicts), `uptake` (rule uptake rows) and `retrieval` (each arm's outcome by what
+    its decisions' sessions read) add their blocks to the answer section; None leaves the block out. The
+    summary counts changed calls against `baseline` when given, else against the comparisons' baseline
+    (`summary.reference_arm`)."""
     run = Path(run_dir)
     tainted = tuple(tainted)
     info = read_run_json(run)
@@ -102,7 +106,7 @@ def write_report(
     (run / PLOT_SVG).write_text(svg, encoding="utf-8")
     md_path, html_path = run / REPORT_MD, run / REPORT_HTML
     md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted, lessons, uptake,
-                                       reference=reference), encoding="utf-8")
+                                       reference=reference, retrieval=retrieval), encoding="utf-8")
     html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted, lessons, uptake,
-                                     reference=reference), encoding="utf-8")
+                                     reference=reference, retrieval=retrieval), encoding="utf-8")
     return md_path, html_path

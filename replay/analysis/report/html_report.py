@@ -34,6 +34,7 @@ from replay.analysis.gates import STATUS_LABEL, Verdict
 from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import DrillRow, drill_rows
 from replay.analysis.report.markdown_report import summary, tests_note
+from replay.analysis.report.retrieval import RETRIEVAL_COLUMNS, Retrieval, retrieval_cells
 from replay.analysis.report.summary import (
     LESSON_COLUMNS,
     SUMMARY_NOTE,
@@ -135,11 +136,13 @@ def render_html(
     uptake: Sequence[Uptake] | None = None,
     *,
     reference: str,
+    retrieval: Retrieval | None = None,
 ) -> str:
     """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
     body = [
         f"<h1>Replay report: {_e(run.name)}</h1>",
         _answer_section(verdicts, results, svg, lessons, uptake, reference),
+        _retrieval_section(retrieval),
         '<section id="summary"><h2>Run</h2>',
         _summary_table(info, results),
         "</section>",
@@ -190,6 +193,14 @@ def _answer_section(verdicts: Sequence[Verdict], results: Sequence[ResultRecord]
                   '<p class="note">No rule with a claim was injected.</p>']
     parts.append("</section>")
     return "\n".join(parts)
+
+
+def _retrieval_section(retrieval: Retrieval | None) -> str:
+    if retrieval is None:
+        return ""
+    return ('<section id="retrieval-section"><h3>Retrieval</h3>'
+            + _text_table("retrieval", RETRIEVAL_COLUMNS, [retrieval_cells(r) for r in retrieval.rows])
+            + f'<p class="note">{_e(retrieval.note)}</p></section>')
 
 
 def _answer_summary(rows: Sequence[SummaryRow]) -> str:

@@ -29,6 +29,7 @@ from replay.analysis.gates import STATUS_LABEL, Verdict
 from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import discordant_ids
 from replay.analysis.report.plot import PLOT_SVG
+from replay.analysis.report.retrieval import RETRIEVAL_COLUMNS, Retrieval, retrieval_cells
 from replay.analysis.report.summary import (
     LESSON_COLUMNS,
     SUMMARY_NOTE,
@@ -54,9 +55,11 @@ def render_markdown(
     uptake: Sequence[Uptake] | None = None,
     *,
     reference: str,
+    retrieval: Retrieval | None = None,
 ) -> str:
     """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
     lines = [f"# Replay report: {_md(run.name)}", "", *answer(verdicts, results, lessons, uptake, reference),
+             *retrieval_lines(retrieval),
              "## Run", ""]
     lines += [f"- **{_md(key)}**: {_md(value)}" for key, value in summary(info, results)]
     lines += ["", "## Paired comparisons", ""]
@@ -120,6 +123,13 @@ def answer(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], lessons
         lines += [*_table(UPTAKE_COLUMNS, [uptake_cells(u) for u in uptake]), "", UPTAKE_NOTE, ""] if uptake else [
             "No rule with a claim was injected.", ""]
     return lines
+
+
+def retrieval_lines(retrieval: Retrieval | None) -> list[str]:
+    if retrieval is None:
+        return []
+    return ["### Retrieval", "", *_table(RETRIEVAL_COLUMNS, [retrieval_cells(r) for r in retrieval.rows]), "",
+            retrieval.note, ""]
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:

@@ -15,6 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from replay.cli import main as replay_main
+from replay.memory.churn import WeekChurn
 from replay.memory.stats import fleet_stats, format_fleet, textfile
 
 NOW = time.time()
@@ -97,6 +98,24 @@ def test_the_counts_of_every_root_and_of_the_fleet(fleet):
     table = format_fleet(stats)
     assert table.splitlines()[0].split()[:3] == ["root", "workspaces", "rules"] and "of the cap 60" in table
     assert "Rule 1 of the workspace" not in stats.model_dump_json()  # counts only, never rule text
+
+
+def test_churn_per_iso_week_of_the_fleet(fleet):
+    """Each workspace's retired lines are dated 2026-11-01 (a Sunday: ISO week 44), 11-02 (Monday: week 45),
+    11-03, the last one without a date; all superseded, so all merges."""
+    plans = [PLANS[(r + w) % len(PLANS)] for r in range(3) for w in range(12)]
+    week_of_line = {0: "2026-W44", 1: "2026-W45", 2: "2026-W45"}
+    merged: dict[str, int] = {}
+    for plan in plans:
+        for line in range(plan.retired_log):
+            week = "undated" if line == plan.retired_log - 1 else week_of_line[line]
+            merged[week] = merged.get(week, 0) + 1
+    stats = fleet_stats(fleet, NOW)
+    assert stats.churn == {week: WeekChurn(merged=n) for week, n in sorted(merged.items())}
+    table = format_fleet(stats)
+    assert "  2026-W44        0  " + f"{merged['2026-W44']:>7}" in table and "  undated  " in table
+    families = {f.name: f for f in text_string_to_metric_families(textfile(stats))}
+    assert sum(s.value for s in families["worker_memory_rules_merged"].samples) == sum(merged.values())
 
 
 def test_the_textfile_is_what_prometheus_reads(fleet, tmp_path):

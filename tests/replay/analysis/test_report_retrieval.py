@@ -1,0 +1,83 @@
+"""The report's retrieval block: each arm's outcome by what its decisions' sessions read (a corpus in this
+project's transcript format, read by replay/corpus/retrieval.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from core.records import Decision
+from replay.analysis.report.retrieval import retrieval_block
+from replay.cli import main as replay_main
+from replay.corpus.retrieval import decision_reads
+from replay.corpus.sources import open_source
+from replay.corpus.transcripts import TranscriptHeader, transcript_lines
+from tests.replay.analysis.test_report import parse
+from tests.support.e13 import positive_record
+
+# Decisions 0 and 1 come from a session that read its memory, 2 from one that read none, 3 from a session
+# the corpus does not hold. The base arm gets only 0 right; the memory arm gets 0 and 2.
+SESSIONS = ["s-read", "s-read", "s-none", "s-gone"]
+CORRECT = {"base": {0}, "workspace": {0, 2}}
+TOOL = {"type": "function", "function": {"name": "search_invoices", "parameters": {
+    "type": "object", "properties": {"customer_id": {"type": "string"}}}}}
+
+
+def decision(i: int) -> Decision:
+    return Decision.model_validate({
+        "id": f"d-{i}", "stratum": "verified_action", "cluster": f"c-{i}", "workspace": "ws-a",
+        "session": SESSIONS[i], "captured_at": "2026-08-02T10:11:12Z",
+        "request": {"messages": [{"role": "user", "content": f"the terms of invoice {i}?"}], "tools": [TOOL]},
+        "target": {"tool": "search_invoices", "arg_keys": ["customer_id"]}})
+
+
+def write_corpus(root: Path) -> None:
+    read = [{"role": "user", "content": "the terms?"},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+                "name": "Read", "arguments": json.dumps({"file_path": "memory/notes/terms.md"})}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": "net 30"},
+            {"role": "assistant", "content": "Net 30."}]
+    none = [read[0], {"role": "assistant", "content": "I do not know."}]
+    (root / "ws-a").mkdir(parents=True)
+    for session, lines in (("s-read", read), ("s-none", none)):
+        header = TranscriptHeader(workspace="ws-a", session=session)
+        (root / "ws-a" / f"{session}.jsonl").write_text(transcript_lines(header, lines))
+
+
+def test_each_arm_beside_what_its_sessions_read(tmp_path):
+    corpus = tmp_path / "transcripts"
+    write_corpus(corpus)
+    decisions = [decision(i) for i in range(4)]
+    results = [positive_record(arm, "verified_action", f"d-{i}", i, i in correct, i in correct)
+               for arm, correct in CORRECT.items() for i in range(4)]
+    block = retrieval_block(results, decisions, decision_reads(open_source(corpus), decisions, []))
+    assert [(r.arm, str(r.read), str(r.unread), r.unknown) for r in block.rows] == [
+        ("base", "1/2", "0/1", 1), ("workspace", "1/2", "1/1", 1)]
+    assert block.note.startswith("The decisions come from 3 session(s), 2 of them in the corpus: 3 turn(s), 1 of "
+                                 "which read a memory file on demand; 1 read(s), 0.33 per turn.")
+
+
+def test_the_report_command_adds_the_block_from_the_corpus(tmp_path, capsys):
+    corpus, suite, run = tmp_path / "transcripts", tmp_path / "suite", tmp_path / "run"
+    write_corpus(corpus)
+    suite.mkdir()
+    (suite / "suite.toml").write_text('name = "s"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
+    (suite / "decisions.jsonl").write_text("".join(decision(i).model_dump_json() + "\n" for i in range(4)))
+    run.mkdir()
+    (run / "run.json").write_text(json.dumps({"suite": {"path": str(suite)}}))
+    results = [positive_record(arm, "verified_action", f"d-{i}", i, i in correct, i in correct)
+               for arm, correct in CORRECT.items() for i in range(4)]
+    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+    assert replay_main(["report", str(run), "--corpus", str(corpus), "--ledger", str(tmp_path / "ledger")]) == 0
+    markdown = (run / "report.md").read_text()
+    assert "### Retrieval" in markdown and "| workspace | withheld | 1/2 | 1/1 | 1 |" in markdown
+    rows = parse(run / "report.html").by_id("retrieval").find_all("tr")
+    assert [c.all_text() for c in rows[1].children] == ["base", "withheld", "1/2", "0/1", "1"]
+
+
+def test_a_report_with_a_corpus_needs_the_runs_suite(tmp_path, capsys):
+    results = [positive_record("base", "verified_action", "d-0", 0, True, True)]
+    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+    (tmp_path / "run.json").write_text("{}")
+    assert replay_main(["report", str(tmp_path), "--corpus", str(tmp_path)]) == 2
+    assert "--corpus needs the run's suite" in capsys.readouterr().err
