@@ -22,10 +22,12 @@ from serve.gateway.config import load_gateway_config
 REPO = Path(__file__).resolve().parents[2]
 UNITS = REPO / "systemd"
 INSTALLED_BIN = "/opt/worker-tier/venv/bin/"
-SERVICES = ("worker-engine.service", "worker-gateway.service", "worker-replay@.service")
+SERVICES = ("worker-engine.service", "worker-gateway.service", "worker-replay@.service", "worker-memory-stats.service")
+TIMERS = ("worker-memory-stats.timer",)
 # `systemd-analyze security --offline` exposure (0 = locked down, 10 = none), as measured, rounded
 # up: a change that loosens a sandbox fails here.
-MAX_EXPOSURE = {"worker-engine.service": 3.0, "worker-gateway.service": 1.4, "worker-replay@.service": 0.9}
+MAX_EXPOSURE = {"worker-engine.service": 3.0, "worker-gateway.service": 1.4, "worker-replay@.service": 0.9,
+                "worker-memory-stats.service": 0.2}
 
 
 def tool(name: str) -> str:
@@ -52,13 +54,16 @@ def unit(name: str) -> dict[str, dict[str, list[str]]]:
 
 
 def copies_for_verify(directory: Path) -> list[Path]:
-    """The units with ExecStart at this venv's console scripts; the template as an instance."""
+    """The units with ExecStart at this venv's console scripts; the template as an instance; the timers beside
+    the services they start."""
     venv_bin = Path(sys.executable).parent
     for name in SERVICES:
         text = (UNITS / name).read_text()
         assert INSTALLED_BIN in text, name
         (directory / name).write_text(text.replace(INSTALLED_BIN, f"{venv_bin}/"))
-    return [directory / name.replace("@.", "@nightly.") for name in SERVICES]
+    for name in TIMERS:
+        shutil.copy(UNITS / name, directory / name)
+    return [directory / name.replace("@.", "@nightly.") for name in (*SERVICES, *TIMERS)]
 
 
 def verify(paths: list[Path]) -> subprocess.CompletedProcess:
@@ -74,7 +79,7 @@ def test_units_verify_without_a_single_message(tmp_path):
 
 
 def test_verify_reports_a_misspelt_directive_and_a_missing_binary(tmp_path):
-    (engine, gateway, _) = copies_for_verify(tmp_path)
+    (engine, gateway, *_) = copies_for_verify(tmp_path)
     gateway.write_text(gateway.read_text().replace("ProtectSystem=strict", "ProtectSytem=strict"))
     assert "Unknown key 'ProtectSytem'" in verify([gateway]).stderr
     engine.write_text(engine.read_text().replace(str(Path(sys.executable).parent), "/nonexistent"))
@@ -108,6 +113,22 @@ def test_gateway_starts_after_the_engine_without_being_bound_to_it():
     assert gateway["Service"]["ExecStart"][0].startswith(
         f"{INSTALLED_BIN}worker-serve gateway --config /etc/worker-tier/gateway.toml")
     assert engine["Install"]["WantedBy"] == gateway["Install"]["WantedBy"] == ["multi-user.target"]
+
+
+def test_memory_stats_runs_hourly_over_the_configured_roots_into_the_textfile_collector(tmp_path):
+    service = unit("worker-memory-stats.service")["Service"]
+    assert service["Type"] == ["oneshot"] and "/etc/worker-tier/memory-stats.env" in service["EnvironmentFile"]
+    (command,) = service["ExecStart"]
+    # unbraced, so systemd splits several roots into several arguments
+    assert command.split()[1:] == ["memory", "stats", "$WORKER_MEMORY_ROOTS", "--textfile",
+                                   "/var/lib/prometheus/node-exporter/worker_memory.prom"]
+    assert "Install" not in unit("worker-memory-stats.service")  # the timer starts it
+    timer = unit("worker-memory-stats.timer")
+    assert timer["Timer"]["OnCalendar"] == ["hourly"] and timer["Timer"]["Persistent"] == ["true"]
+    assert timer["Install"]["WantedBy"] == ["timers.target"]
+    (*_, copy) = copies_for_verify(tmp_path)
+    copy.write_text(copy.read_text().replace("OnCalendar=hourly", "OnCalendar=hourlyy"))
+    assert "hourlyy" in verify([copy]).stderr  # verify reads the timer, not only the services
 
 
 def test_replay_template_reads_its_instance_files_and_writes_its_run_directory():
