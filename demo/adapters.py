@@ -65,13 +65,14 @@ def demo_adapter_dir(cache_dir: Path, name: str, seed: int = DEMO_SEED) -> Path:
 
 
 def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
-                        model_dir: Path | None = None) -> dict[str, Path]:
+                        model_dir: Path | None = None, verbose: bool = True) -> dict[str, Path]:
     """Train the `recovery` and `mix` candidates from `demo_dir/train.jsonl` on `model_dir`
     (default: the embedded model `worker-serve model build` writes, which the engine serves), idempotently.
 
     Each adapter directory holds a marker with a hash of its training examples, the
     hyper-parameters, the chat template and the base's weights; a directory whose marker matches is reused as is,
-    anything else is retrained into a staging directory and swapped in whole.
+    anything else is retrained into a staging directory and swapped in whole. `verbose` adds a line per
+    training step to the one line per adapter.
     """
     model_dir = model_dir or default_model_dir(cache_dir)
     check_model_dir(model_dir)
@@ -94,7 +95,8 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
         progress(f"{target.name}: training on {len(chosen)} examples "
                   f"({', '.join(sorted({e.stratum for e in chosen}))})")
         with replaced_whole(target) as staging:
-            report = train_adapter(model_dir, chosen, staging, label=target.name, base_states=base_states, **settings)
+            report = train_adapter(model_dir, chosen, staging, label=target.name, base_states=base_states,
+                                   on_step=progress if verbose else None, **settings)
             strata = {s: sum(e.stratum == s for e in chosen) for s in SELECTIONS[name]}
             (staging / MARKER).write_text(json.dumps(
                 {"key": key, "selection": name, "strata": strata, "report": report.model_dump()}, indent=2) + "\n",

@@ -13,7 +13,7 @@ from serve.engine.modelbuild import cache_dir
 def _run(args: argparse.Namespace) -> int:
     from demo.run import run_demo
 
-    return run_demo(args.out, quick=args.quick)
+    return run_demo(args.out, quick=args.quick, verbose=args.verbose)
 
 
 def _deferred(args: argparse.Namespace) -> int:
@@ -52,6 +52,9 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="the full demo: engine + gateway + memory-arm replay + report")
     run.add_argument("--out", type=Path, default=Path("runs/demo"))
     run.add_argument("--quick", action="store_true", help="a small slice, for a smoke test")
+    run.add_argument("--verbose", action="store_true",
+                     help="print every table (they are always in the report and in RUN/demo.txt) and each "
+                          "adapter training step")
     run.set_defaults(func=_run)
     deferred = sub.add_parser("deferred", help="descriptor capture -> transcripts -> resolved, redacted suite "
                                                "-> replay of base and the recovery adapter")

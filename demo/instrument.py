@@ -21,7 +21,7 @@ from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.report.summary import text_table
 from replay.calibration.calibrate import CALIBRATION_JSON, calibrate
 from replay.calibration.gate import ALL_JUDGED
-from replay.calibration.results import Calibration
+from replay.calibration.results import Calibration, Rate
 from replay.calibration.sandbox import ALL_SANDBOX
 from replay.calibration.spec import load_spec
 from replay.sandbox.pack import Pack
@@ -111,3 +111,28 @@ def _status(verdict: GateVerdict, condition_id: str) -> str:
         return verdict.status(condition_id).value
     except KeyError:
         return "-"
+
+
+def instrument_verdict(cal: Calibration) -> list[str]:
+    """The instrument's verdict on its planted effects in two lines: how often the judged gate passes the
+    planted null and each planted gain, and how often the causal lesson gate evicts the harmful rule and
+    a genuine one at the highest planted uptake."""
+    lines = []
+    if cal.gate is not None and (whole := next((c for c in cal.gate.conditions if c.id == ALL_JUDGED), None)):
+        gains = [f"a planted {c.effect_points:+g}-point candidate {_rate(c.passed[ALL_JUDGED])}"
+                 for c in cal.gate.candidates if c.effect_points > 0 and ALL_JUDGED in c.passed]
+        null = _rate(whole.false_pass) if whole.false_pass else "—"
+        lines.append(f"  {cal.gate.policy}, every condition replay judges ({cal.gate.replicates} replicates): passes "
+                     f"the planted null {null}, " + ", ".join(gains))
+    if cal.lesson is not None and cal.lesson.uptakes:
+        top = max(cal.lesson.uptakes, key=lambda u: u.uptake)
+        harmful = [r for r in top.rules if r.rule_id == cal.lesson.rule]
+        genuine = max((r.causal.rate for r in top.rules if r.rule_id != cal.lesson.rule), default=0.0)
+        if harmful:
+            lines.append(f"  causal lesson gate: evicts the harmful rule, followed {top.uptake:.0%} of the time, in "
+                         f"{_rate(harmful[0].causal)}; a genuine rule in at most {100 * genuine:.1f}%")
+    return lines
+
+
+def _rate(rate: Rate) -> str:
+    return f"{100 * rate.rate:.1f}% [{100 * rate.low:.1f}, {100 * rate.high:.1f}]"

@@ -20,6 +20,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Sequence
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,7 @@ from core.process import ServiceProcess, free_port
 from core.records import Decision, ResultRecord
 from demo.adapters import build_demo_adapters
 from demo.claims import CLAIMS
-from demo.instrument import instrument_beside_model, planted_calibration
+from demo.instrument import instrument_beside_model, instrument_verdict, planted_calibration
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
@@ -38,7 +39,15 @@ from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, format_co
 from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
-from replay.analysis.report.summary import Count, SummaryRow, format_summary, format_uptake, summary_rows, text_table
+from replay.analysis.report.summary import (
+    Count,
+    SummaryRow,
+    format_summary,
+    format_uptake,
+    gate_line,
+    summary_rows,
+    text_table,
+)
 from replay.calibration.results import Calibration
 from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
@@ -88,6 +97,8 @@ SANDBOX_ARMS = (BASELINE, "base+memory", *ADAPTER_ARMS)
 NOISE_ARM = "base-aa"
 EFFECT_ARMS = ("base+rule", "base+memory", *ADAPTER_ARMS)
 MAIN_ARMS = (BASELINE, *EFFECT_ARMS, NOISE_ARM)
+DETAILS = "demo.txt"
+"""Every table the demo prints with `--verbose`, written beside the report on every run."""
 ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
 
 
@@ -381,11 +392,10 @@ def sandbox_pack(out: Path) -> Pack:
     return load_pack(path)
 
 
-def sandbox_evidence(sandbox_dir: Path, candidate: str) -> dict[str, Path]:
-    """The sandbox run's paired tables for one candidate, and its evidence files for the gate."""
+def sandbox_evidence(sandbox_dir: Path, candidate: str) -> tuple[dict[str, Path], str]:
+    """The sandbox run's evidence files for one candidate's gate, and its paired tables as text."""
     pairs = pair_results(load_sandbox_results(sandbox_dir), BASELINE, candidate)
-    print(format_tables(pairs), "\n")
-    return write_evidence(pairs, sandbox_dir / "evidence" / candidate)
+    return write_evidence(pairs, sandbox_dir / "evidence" / candidate), format_tables(pairs)
 
 
 def demo_report(
@@ -401,68 +411,97 @@ def demo_report(
     return html, summary_rows(main, MAIN_ARMS, reference=BASELINE)
 
 
+@dataclass(frozen=True)
+class Analysis:
+    """What the demo found: every table as text (`--verbose` prints it, `details` holds it) and the few lines
+    a reader needs first."""
+
+    html: Path
+    details: str
+    summary: str
+
+
 def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | None = None,
-            calibration: Calibration | None = None) -> Path:
-    """Print the comparisons, gates, lessons, uptake, summary and targets, and `calibration` (planted)
-    beside what the model did; write the report."""
+            calibration: Calibration | None = None) -> Analysis:
+    """Compare, gate, judge the lessons and rule uptake, set `calibration` (planted) beside what the model did,
+    and write the report."""
     results = load_results(run_dir)
     comparisons = [compare(results, BASELINE, arm) for arm in EFFECT_ARMS]
-    for comparison in comparisons:
-        print(format_comparison(comparison), "\n")
+    tables = [f"{format_comparison(c)}\n" for c in comparisons]
     verdicts = []
     for arm in (*ADAPTER_ARMS, "base+memory"):
-        evidence = sandbox_evidence(sandbox_dir, arm) if sandbox_dir is not None else {}
+        evidence: dict[str, Path] = {}
+        if sandbox_dir is not None:
+            evidence, sandbox_tables = sandbox_evidence(sandbox_dir, arm)
+            tables.append(f"{sandbox_tables}\n")
         verdict = evaluate_gate(SERIOUS_GATE, run_dir, BASELINE, arm, evidence=evidence)
         write_verdict(run_dir, verdict)
         verdicts.append(verdict)
-        print(format_verdict(verdict), "\n")
+        tables.append(f"{format_verdict(verdict)}\n")
     plan = plan_lessons(results, workspace_dirs(memory_root), datetime.now(UTC).date())
-    print("Lesson gate (causal where an ablation arm exists: workspace vs workspace-minus:<id>; "
-          "else leave-one-out):")
-    for lesson in plan.verdicts:
-        print("  " + lesson.summary())
+    tables.append("Lesson gate (causal where an ablation arm exists: workspace vs workspace-minus:<id>; "
+                  "else leave-one-out):")
+    tables += ["  " + lesson.summary() for lesson in plan.verdicts]
     ablated = {(v.workspace, v.rule_id) for v in plan.verdicts if v.method == "ablation"}
     loo = [v for v in leave_one_out_verdicts(trials_from_results(results)) if (v.workspace, v.rule_id) in ablated]
-    print("\nThe ablated rules: what the causal gate and leave-one-out made of the same results:")
-    print(lesson_summary(plan.verdicts, loo))
+    tables += ["", "The ablated rules: what the causal gate and leave-one-out made of the same results:",
+               lesson_summary(plan.verdicts, loo)]
     for workspace, diff in plan.diffs.items():
         (run_dir / f"lessons-{workspace}.diff").write_text(diff)
     uptake = uptake_table(CLAIMS, uptake_pairs(results), results, suite.decisions)
-    print("\nRule uptake (demo/claims.py says what each rule asks for):")
-    print(format_uptake(uptake))
+    tables += ["", "Rule uptake (demo/claims.py says what each rule asks for):", format_uptake(uptake)]
     html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake)
-    print("\n" + format_summary(rows))
-    print(noise_floor_line(rows, comparisons))
-    print("\n" + measured_lines(rows, plan.verdicts))
+    tables += ["", format_summary(rows), noise_floor_line(rows, comparisons), "", measured_lines(rows, plan.verdicts)]
     if calibration is not None:
         measured = {v.rule_id: _verdict_cell(v) for v in plan.verdicts if v.method == "ablation"}
-        print("\n" + instrument_beside_model(calibration, verdicts, measured))
-    return html
+        tables += ["", instrument_beside_model(calibration, verdicts, measured)]
+    summary = [format_summary(rows), noise_floor_line(rows, comparisons), "", "Gates:"]
+    summary += [f"  {gate_line(v)}" for v in verdicts]
+    summary.append(lesson_line(plan.verdicts))
+    if calibration is not None:
+        summary += ["The instrument on planted effects (planted: a seeded policy, never a model):",
+                    *instrument_verdict(calibration)]
+    return Analysis(html, "\n".join(tables), "\n".join(summary))
 
 
-def run_demo(out: Path, quick: bool = False) -> int:
+def lesson_line(lessons: Sequence[RuleVerdict]) -> str:
+    caught, innocent = _causal_evictions(lessons)
+    return (f"Causal lesson gate: evicted the planted harmful rule(s): {', '.join(sorted(caught)) or 'none'} of "
+            f"{', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(sorted(innocent)) or 'none'}")
+
+
+def run_demo(out: Path, quick: bool = False, verbose: bool = False) -> int:
+    """The demo, its progress on stderr; on stdout what ran and what it found in a screen (`verbose`: every table
+    first), with where the report and the tables are."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     suite, memory_root, data = demo_data(out, quick)
-    say(f"suite {suite.manifest.name} v{suite.manifest.version}: {len(suite.decisions)} decisions")
-    say("building the demo adapters (cached after the first time)")
-    adapters = build_demo_adapters(data, cache_dir())
+    say(f"suite {suite.manifest.name} v{suite.manifest.version}: {len(suite.decisions)} decisions; building the "
+        "demo adapters (cached after the first time)")
+    adapters = build_demo_adapters(data, cache_dir(), verbose=verbose)
     run_dir = out / "run"
     record_engine(run_dir)
     with serving(out, adapters) as (gateway_url, versions):
         config = run_config(gateway_url, versions, suite, memory_root)
-        say(f"replaying {len(config.arms)} arms through the gateway into {run_dir}")
         sent, already = run(suite, config, run_dir, label="[demo] replay")
         say(f"replay done: {sent} new result(s), {already} resumed")
         pack = sandbox_pack(out)
         sandbox_config = config.model_copy(update={"arms": [a for a in config.arms if a.name in SANDBOX_ARMS]})
-        say(f"sandbox: {len(sandbox_config.arms)} arms × {len(pack.scenarios)} scenarios through the gateway")
         ran, resumed = run_sandbox(pack, sandbox_config, out / "sandbox", endpoint_kind="gateway")
         say(f"sandbox done: {ran} new episode(s), {resumed} resumed")
     say("planted calibration of the instrument on the same suite, memory and pack (no model: the planted endpoint)")
     calibration = planted_calibration(suite, memory_root, out / "calibration", pack)
-    say(f"planted calibration written: {out / 'calibration'}")
-    html = analyse(run_dir, suite, memory_root, out / "sandbox", calibration)
+    found = analyse(run_dir, suite, memory_root, out / "sandbox", calibration)
+    details = run_dir / DETAILS
+    details.write_text(found.details + "\n", encoding="utf-8")
     say(f"finished in {time.monotonic() - started:.0f} s")
-    print(f"\nreport: {html}\nreport: {html.with_suffix('.md')}")
+    if verbose:
+        print(found.details + "\n")
+    requests = len(suite.decisions) * len(MAIN_ARMS)
+    print(f"Ran: {len(suite.decisions)} held-out decisions × {len(config.arms)} arms ({sent + already} answers of the "
+          f"135M model through the gateway; {requests} in the {len(MAIN_ARMS)} arms below), {ran + resumed} sandbox "
+          "episodes, and a planted calibration.\n")
+    print(found.summary)
+    print(f"\nreport: {found.html}\nreport: {found.html.with_suffix('.md')}\n"
+          f"every table: {details}" + ("" if verbose else " (or `worker-demo run --verbose`)"))
     return 0

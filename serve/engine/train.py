@@ -26,7 +26,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -260,7 +260,7 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
                   alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR, max_len: int = DEMO_MAX_LEN,
                   batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
                   label: str = "adapter", base_states: PrefixStates | None = None,
-                  decision_weight: float = 0.0) -> TrainReport:
+                  decision_weight: float = 0.0, on_step: Callable[[str], None] | None = progress) -> TrainReport:
     """Train a LoRA adapter on `examples` and save it with PEFT to `out_dir`.
 
     Deterministic in `seed` (LoRA initialisation and the per-epoch example order); examples
@@ -268,10 +268,12 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
     teach the model to answer without its tools. `base_states`, when given, is filled with the
     base model's system-turn states and reused for the first epoch, so several adapters trained
     on one workspace set compute them once (PEFT starts B at zero: a fresh adapter is the base).
+    `on_step` gets a line per optimiser step; None trains silently (no weight-loading bar either).
     """
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
 
     started, cpu_started = time.monotonic(), time.process_time()
     template = chat_template.read_text(encoding="utf-8")
@@ -281,7 +283,12 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
     if not kept:
         raise TrainDataError(f"all {len(encoded)} examples are longer than max_len={max_len} tokens")
     torch.manual_seed(seed)
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    if on_step is None:
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    finally:
+        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=TARGET_MODULES,
                         task_type="CAUSAL_LM")
     model = get_peft_model(base, config)
@@ -316,8 +323,9 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir:
             optimizer.zero_grad(set_to_none=True)
             step_losses.append(sum(losses) / len(losses))
             seen.extend(losses)
-            progress(f"{label}: epoch {epoch + 1}/{epochs} step {len(step_losses)}/{total} "
-                      f"loss {step_losses[-1]:.4f} ({time.monotonic() - started:.0f}s)")
+            if on_step is not None:
+                on_step(f"{label}: epoch {epoch + 1}/{epochs} step {len(step_losses)}/{total} "
+                        f"loss {step_losses[-1]:.4f} ({time.monotonic() - started:.0f}s)")
         epoch_losses.append(sum(seen) / len(seen))
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir), safe_serialization=True)

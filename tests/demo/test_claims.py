@@ -128,8 +128,8 @@ def test_uptake_pairs_add_the_ablation_pair() -> None:
     assert uptake_pairs(results) == [("lc:helpdesk-api-flaky", "minus-helpdesk-api-flaky", "base+memory")]
 
 
-def test_analyse_prints_uptake_and_the_report_opens_with_the_answer(demo: Path, suite: Suite, tmp_path: Path,
-                                                                    capsys: pytest.CaptureFixture[str]) -> None:
+def test_analyse_tabulates_uptake_and_the_report_opens_with_the_answer(demo: Path, suite: Suite,
+                                                                       tmp_path: Path) -> None:
     """The demo's analysis on made-up answers of every arm it runs (no engine): an arm that carried a claimed
     rule obeys the first such rule, every other answer is no call."""
     quick = held_out_slice(suite, tmp_path / "quick", QUICK_PER_CELL, ABLATED_WORKSPACES)
@@ -148,14 +148,17 @@ def test_analyse_prints_uptake_and_the_report_opens_with_the_answer(demo: Path, 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     (run_dir / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
-    html = analyse(run_dir, quick, demo / "memory")
-    printed = capsys.readouterr().out
+    found = analyse(run_dir, quick, demo / "memory")
+    html, printed = found.html, found.details
     uptake = printed[printed.index("Rule uptake"):]
     assert printed.index("Lesson gate") < printed.index("Rule uptake") < printed.index("calls changed vs base")
     flaky = [line.split()[5:] for line in uptake.splitlines() if line.startswith("lc:helpdesk-api-flaky ")]
     # Two quick-slice decisions follow a rejected call; base+memory obeys its first rule there, as the
     # ablation arm does (unchanged). The quick slice is the ablated workspace: no `only-` arm runs.
     assert flaky == [["minus-helpdesk-api-flaky", "→", "base+memory", "2", "0", "0", "0", "0", "2", "0/2"]]
+    summary = found.summary.splitlines()  # the first screen: no table but the summary's
+    assert len(summary) <= 16 and "Gates:" in summary and summary[-1].startswith("Causal lesson gate: evicted")
+    assert "Rule uptake" not in found.summary and "Lesson gate (causal" not in found.summary
     md = html.with_suffix(".md").read_text()
     assert md.index("## Answer") < md.index("### Lesson verdicts") < md.index("### Rule uptake") < md.index("## Run")
     assert "| lc:closed-ticket-reopen | call reopen_ticket | minus-closed-ticket-reopen → base+memory |" in md

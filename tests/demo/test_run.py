@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from collections import Counter
@@ -40,6 +41,23 @@ def test_lesson_summary_sets_each_ablated_rule_beside_its_leave_one_out_verdict_
     assert "genuine rules evicted: lc:closed-ticket-reopen" in lines[6]
 
 
+def screen(stdout: str, stderr: str) -> list[str]:
+    """The lines a terminal shows: both streams, a status line redrawn in place counted once (captured, the
+    runners print it anew every 10 s instead)."""
+    lines = stdout.splitlines()
+    for line in stderr.splitlines():
+        if not (lines and PROGRESS.match(line) and PROGRESS.match(lines[-1])
+                and PROGRESS.match(line)["label"] == PROGRESS.match(lines[-1])["label"]):
+            lines.append(line)
+    return lines
+
+
+PROGRESS = re.compile(r"^(?P<label>.+?) \d+/\d+ \(\d+%\)  [\d.,]+ req/s  ETA ")
+FIRST_SCREEN = 40
+DETAILS = ("REJECTED", "Lesson gate", "harmful rule(s) evicted", "The instrument beside the model. planted =",
+           "A/A discordant", "Rule uptake")
+
+
 @pytest.mark.engine
 def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     out = tmp_path / "demo"
@@ -47,9 +65,15 @@ def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
     first = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     assert first.returncode == 0, first.stderr[-3000:]
     assert "gateway healthy" in first.stderr and "replay done" in first.stderr
-    for section in ("REJECTED", "Lesson gate", "harmful rule(s) evicted", "The instrument beside the model. planted =",
-                    "Noise floor (base-aa replicates base, nothing changed):", "A/A discordant"):
-        assert section in first.stdout
+    # What ran and what it found fit a screen; every table is in the report and demo.txt, not on it.
+    assert len(screen(first.stdout, first.stderr)) <= FIRST_SCREEN, first.stderr + first.stdout
+    for line in ("Ran: ", "Noise floor (base-aa replicates base, nothing changed):", "Gates:", ": REJECT",
+                 "Causal lesson gate: evicted the planted harmful rule(s):", "The instrument on planted effects",
+                 "passes the planted null", f"report: {out / 'run' / 'report.html'}", "every table: "):
+        assert line in first.stdout, line
+    assert not [s for s in DETAILS if s in first.stdout]
+    details = (out / "run" / "demo.txt").read_text()
+    assert all(s in details for s in DETAILS)
     assert (out / "run" / "report.html").is_file() and (out / "run" / "report.md").is_file()
 
     results = load_results(out / "run")
@@ -71,10 +95,12 @@ def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
         for condition in ("critical-failures", "unsupported-completion", "isolated-replay-completion"):
             assert verdict.status(condition) in (Status.PASS, Status.FAIL), (arm, condition)
 
-    again = subprocess.run(command, capture_output=True, text=True, timeout=1800)
+    again = subprocess.run([*command, "--verbose"], capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stderr[-3000:]
     assert f"replay done: 0 new result(s), {len(results)} resumed" in again.stderr
     assert f"sandbox done: 0 new episode(s), {len(episodes)} resumed" in again.stderr
+    assert all(s in again.stdout for s in DETAILS)  # --verbose: every table before the summary
+    assert again.stdout.index("A/A discordant") < again.stdout.index("Ran: ")
 
 
 def test_the_demo_slice_spreads_each_cell_over_its_clusters_and_keeps_the_ablated_workspace_whole(tmp_path):

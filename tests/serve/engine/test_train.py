@@ -154,12 +154,15 @@ def test_the_output_is_a_peft_lora_adapter(trained: tuple[Path, TrainReport]) ->
 
 
 def test_the_same_seed_gives_the_same_weights(model_dir: Path, trained: tuple[Path, TrainReport],
-                                              tmp_path: Path) -> None:
-    """Also with the system-turn states shared from outside, as the demo build shares them."""
+                                              tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """Also with the system-turn states shared from outside, as the demo build shares them, and silently (the
+    demo's default: no step lines, no weight-loading bar)."""
     from safetensors.torch import load_file
 
     out, report = trained
-    again = train_adapter(model_dir, EXAMPLES, tmp_path / "b", base_states={}, **SETTINGS)
+    capfd.readouterr()
+    again = train_adapter(model_dir, EXAMPLES, tmp_path / "b", base_states={}, on_step=None, **SETTINGS)
+    assert capfd.readouterr().err == ""
     first, second = load_file(out / "adapter_model.safetensors"), load_file(tmp_path / "b/adapter_model.safetensors")
     assert first.keys() == second.keys()
     assert all(first[k].equal(second[k]) for k in first)
