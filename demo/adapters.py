@@ -71,8 +71,8 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
 
     Each adapter directory holds a marker with a hash of its training examples, the
     hyper-parameters, the chat template and the base's weights; a directory whose marker matches is reused as is,
-    anything else is retrained into a staging directory and swapped in whole. `verbose` adds a line per
-    training step to the one line per adapter.
+    anything else is retrained into a staging directory and swapped in whole. One line per adapter says what
+    it became; `verbose` adds what it trains on and a line per training step.
     """
     model_dir = model_dir or default_model_dir(cache_dir)
     check_model_dir(model_dir)
@@ -92,8 +92,9 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
         if marker_key(target / MARKER) == key:
             progress(f"{target.name}: up to date")
             continue
-        progress(f"{target.name}: training on {len(chosen)} examples "
-                  f"({', '.join(sorted({e.stratum for e in chosen}))})")
+        if verbose:
+            progress(f"{target.name}: training on {len(chosen)} examples "
+                     f"({', '.join(sorted({e.stratum for e in chosen}))})")
         with replaced_whole(target) as staging:
             report = train_adapter(model_dir, chosen, staging, label=target.name, base_states=base_states,
                                    on_step=progress if verbose else None, **settings)

@@ -455,7 +455,7 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     if calibration is not None:
         measured = {v.rule_id: _verdict_cell(v) for v in plan.verdicts if v.method == "ablation"}
         tables += ["", instrument_beside_model(calibration, verdicts, measured)]
-    summary = [format_summary(rows), noise_floor_line(rows, comparisons), "", "Gates:"]
+    summary = [format_summary(rows), noise_floor_line(rows, comparisons), "Gates:"]
     summary += [f"  {gate_line(v)}" for v in verdicts]
     summary.append(lesson_line(plan.verdicts))
     if calibration is not None:
@@ -500,7 +500,7 @@ def run_demo(out: Path, quick: bool = False, verbose: bool = False) -> int:
     requests = len(suite.decisions) * len(MAIN_ARMS)
     print(f"Ran: {len(suite.decisions)} held-out decisions × {len(config.arms)} arms ({sent + already} answers of the "
           f"135M model through the gateway; {requests} in the {len(MAIN_ARMS)} arms below), {ran + resumed} sandbox "
-          "episodes, and a planted calibration.\n")
+          "episodes, and a planted calibration.")
     print(found.summary)
     print(f"\nreport: {found.html}\nreport: {found.html.with_suffix('.md')}\n"
           f"every table: {details}" + ("" if verbose else " (or `worker-demo run --verbose`)"))

@@ -13,6 +13,7 @@ import pytest
 from replay.cli import main as replay_main
 from replay.memory.churn import WeekChurn, disagreements, first_date, git_churn, iso_week, record_churn
 from replay.memory.files import load_memory, memory_from_texts
+from replay.memory.stats import format_churn
 
 
 def rules_file(binding: list[str], retired: list[str] = ()) -> str:
@@ -121,3 +122,11 @@ def test_a_workspace_outside_git_is_not_cross_checked(tmp_path):
     (workspace / "memory" / "reference" / "corrections-log.md").write_text(STEPS[-1][2])
     assert git_churn(workspace) is None
     assert record_churn(load_memory(workspace)) == EXPECTED
+
+
+def test_the_table_shows_the_last_eight_weeks_and_sums_the_earlier_ones():
+    churn = {f"2026-W{w:02d}": WeekChurn(added=w) for w in range(1, 11)} | {"undated": WeekChurn(retired=4)}
+    lines = format_churn(churn)
+    assert [line.split()[0] for line in lines[2:]] == ["before", *(f"2026-W{w:02d}" for w in range(3, 11)), "undated"]
+    assert lines[2].split()[2:] == ["3", "0", "0"]  # weeks 1 and 2 together
+    assert format_churn({}) == ["churn: the provenance logs record no rule added, merged or retired"]
