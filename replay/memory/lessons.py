@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass, replace
 from datetime import date
 from enum import StrEnum
+from math import fsum
 from pathlib import Path
 from statistics import fmean
 from typing import Any, Literal
@@ -273,7 +274,7 @@ def lift_verdicts(outcomes: Iterable[Outcome], policy: LiftPolicy = LiftPolicy()
 
 def _lift_verdict(workspace: str, rule_id: str, carried: list[float], absent: list[float],
                   policy: LiftPolicy) -> RuleVerdict:
-    lift = fmean(carried) - fmean(absent) if absent else None
+    lift = _lift(carried, absent) if absent else None
     evidence = LiftEvidence(len(carried), len(absent), fmean(carried), fmean(absent) if absent else None, lift)
     verdict, reason = Verdict.HOLD, f"fewer than {policy.min_trials} trials"
     if len(carried) >= policy.min_trials:
@@ -290,6 +291,12 @@ def _lift_verdict(workspace: str, rule_id: str, carried: list[float], absent: li
         # Holding forever starves the queue (000); a rule never shown to help loses its slot.
         verdict, reason = (Verdict.PROMOTE, HELPFUL) if lift is not None and lift > 0 else (Verdict.EVICT, INCONCLUSIVE)
     return RuleVerdict(rule_id, workspace, verdict, "leave-one-out", reason, evidence, forced)
+
+
+def _lift(carried: list[float], absent: list[float]) -> float:
+    """mean(carried) − mean(absent) rounded once, (Σc·|a| − Σa·|c|) / (|c|·|a|): exact up to that rounding for
+    0/1 scores, so a lift of exactly a margin meets it (10/20 − 9/20 is 0.04999999999999999 as fmean − fmean)."""
+    return (fsum(carried) * len(absent) - fsum(absent) * len(carried)) / (len(carried) * len(absent))
 
 
 def lesson_verdicts(

@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field
 
-from core.evidence import CanaryEvidence, RegistryEvidence
+from core.evidence import CanaryCohort, CanaryEvidence, RegistryEvidence
 from core.records import KNOWN_FAILURE, Strict
 from replay.analysis.compare import (
     ALL_POSITIVE,
@@ -40,7 +40,7 @@ from replay.analysis.gates.context import (
     row_of,
     row_text,
 )
-from replay.stats import RepeatComparison, paired_comparison, rejects, repeat_comparison
+from replay.stats import PairedComparison, RepeatComparison, paired_comparison, rejects, repeat_comparison
 from replay.suite import SuiteError, load_suite
 
 Basis = Literal["point", "ci_low"]
@@ -322,8 +322,9 @@ class QuantisationSurvives(_OtherRunGain):
     def evaluate(self, ctx: GateContext) -> Outcome:
         path, quantised = other_run(ctx, self.evidence, "a run directory of the same arms on the quantised endpoint")
         ok, text, row = self._gain(quantised, self.min_points, strict=False)
-        precise = row_of(ctx.comparison, self.measure, self.scope).stats.points
-        drop = None if precise is None or row.stats.points is None else precise - row.stats.points
+        high = row_of(ctx.comparison, self.measure, self.scope).stats
+        precise = high.points
+        drop = None if precise is None or row.stats.points is None else _points_drop(high, row.stats)
         ok = ok and drop is not None and drop <= self.max_drop_points
         return judge(
             ok,
@@ -374,6 +375,12 @@ class FreshChronological(_OtherRunGain):
             row_evidence(row, run_dir=str(run_path), captured_after=cutoff.isoformat()),
             tuple(row.tainted_rule_ids),
         )
+
+
+def _points_drop(high: PairedComparison, low: PairedComparison) -> float:
+    """high − low in points, rounded once from the counts as `points` is, so a drop of exactly the allowance
+    equals it (7/150 − 4/150 is 2.0000000000000004 as a difference of rounded points)."""
+    return 100 * ((high.wins - high.losses) * low.n - (low.wins - low.losses) * high.n) / (high.n * low.n)
 
 
 def _aware(moment: datetime) -> datetime:
@@ -454,13 +461,24 @@ class CanaryNoRegression(_Condition):
             return not_run(f"no tool results observed in a cohort, so no {' or '.join(unobserved)} rate "
                             "(is capture on for the canary's workspaces?)")
         limits = {"errors": self.max_error_rate_increase, "anomalies": self.max_anomaly_rate_increase}
-        ok = all(cand - ctrl <= limits[name] for name, (ctrl, cand) in rates.items())
+        ok = all(_rate_rise(canary.control, canary.canary, name) <= limits[name] for name in rates)
         text = "; ".join(
             f"{name} {100 * ctrl:.2f}% → {100 * cand:.2f}% (allows +{100 * limits[name]:.2f} points)"
             for name, (ctrl, cand) in rates.items()
         )
         return judge(ok, f"canary {canary.canary.requests} vs control {canary.control.requests} requests: {text}",
                       {"control": canary.control.model_dump(), "canary": canary.canary.model_dump(), "limits": limits})
+
+
+def _rate_rise(control: CanaryCohort, canary: CanaryCohort, what: Literal["errors", "anomalies"]) -> float:
+    """canary − control rate, rounded once from the counts (over `CanaryCohort.rate`'s denominators), so a
+    rise of exactly the allowance equals it (7/200 − 5/1000 is 0.030000000000000002 as a difference of rates)."""
+    def count_over(cohort: CanaryCohort) -> tuple[int, int]:
+        over = cohort.outcomes if what == "anomalies" and cohort.outcomes is not None else cohort.requests
+        return getattr(cohort, what), over
+
+    (a, m), (b, n) = count_over(control), count_over(canary)
+    return (b * m - a * n) / (m * n)
 
 
 class RollbackReady(_Condition):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -447,10 +448,10 @@ def test_canary_anomalies_are_rated_over_the_tool_results_observed(
 ) -> None:
     evidence = canary(errors=0)
     evidence["control"] |= {"anomalies": 9, "outcomes": 300}  # 3.00% of observed results
-    evidence["canary"] |= {"anomalies": 2, "outcomes": 50}  # 4.00%: per request it would be 1.00%
+    evidence["canary"] |= {"anomalies": 1, "outcomes": 20}  # 5.00%: per request 0.50%, below the control's 0.90%
     production_evidence["canary"] = write_json(tmp_path / "c.json", evidence)
     status, reason = production_status(tmp_path, production_evidence, "canary-no-regression")
-    assert status is Status.FAIL and "anomalies 3.00% → 4.00%" in reason
+    assert status is Status.FAIL and "anomalies 3.00% → 5.00%" in reason
     evidence["canary"] |= {"anomalies": 0, "outcomes": 0}
     production_evidence["canary"] = write_json(tmp_path / "c.json", evidence)
     status, reason = production_status(tmp_path, production_evidence, "canary-no-regression")
@@ -620,6 +621,9 @@ def test_conditions_on_paired_evidence_at_their_boundaries(
 @pytest.mark.parametrize(("errors", "requests", "limit", "expected"), [
     (10, 1000, 0.005, P),  # control 0.50% → canary 1.00%: +0.50 points allowed
     (11, 1000, 0.005, F),
+    # 0.50% → 3.50% is a rise of exactly 0.03, though 7/200 − 5/1000 is 0.030000000000000002 in floats
+    (7, 200, 0.03, P),
+    (7, 200, math.nextafter(0.03, 0), F),
     (0, 99, 0.0, N),  # a cohort below min_requests proves nothing
     (0, 100, 0.0, P),
 ])
@@ -676,6 +680,18 @@ def test_quantisation_survives_at_its_boundaries(tmp_path: Path, condition: dict
     here = compare_run(paired_run(tmp_path / "precise", THREE_WINS), BASE, CANDIDATE)
     evidence = {"quantised": paired_run(tmp_path / "quantised", TWO_WINS)}
     condition = {"kind": "quantisation_survives", "scope": "verified_action", **condition}
+    assert judged(condition, here, evidence) is expected
+
+
+@pytest.mark.parametrize(("max_drop_points", "expected"), [(2.0, P), (math.nextafter(2.0, 0), F)])
+def test_quantisation_allows_a_drop_of_exactly_max_drop_points(tmp_path: Path, max_drop_points: float,
+                                                               expected: Status) -> None:
+    """7 → 4 wins of 150 is a drop of exactly 2 points (the shipped allowance), though 100·7/150 − 100·4/150
+    is 2.0000000000000004 in floats."""
+    here = compare_run(paired_run(tmp_path / "precise", [WIN] * 7 + [BOTH] * 143), BASE, CANDIDATE)
+    evidence = {"quantised": paired_run(tmp_path / "quantised", [WIN] * 4 + [BOTH] * 146)}
+    condition = {"kind": "quantisation_survives", "scope": "verified_action", "min_points": 2.0,
+                 "max_drop_points": max_drop_points}
     assert judged(condition, here, evidence) is expected
 
 

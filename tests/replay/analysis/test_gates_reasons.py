@@ -475,10 +475,15 @@ def test_a_confirmation_directory_without_results_is_not_run(tmp_path: Path) -> 
     assert result.reason.startswith(f"evidence 'confirmation': {tmp_path / 'results.jsonl'}: not found")
 
 
+# the drop is taken from the counts, so these agree with their points
+PLUS_15 = replace(STATS, candidate_correct=23, wins=8, points=15.0)
+MINUS_50 = replace(STATS, baseline_correct=30, candidate_correct=10, wins=0, losses=20, points=-50.0)
+
+
 def test_quantisation_names_the_drop_from_high_precision(tmp_path: Path) -> None:
-    """+15 points here, +10 quantised: a drop of 5."""
+    """+15 points here (+8/−2 of 40), +10 quantised: a drop of 5."""
     run = two_win_run(tmp_path / "quantised", rule="lc:q")
-    here = comparison(replace(STATS, points=15.0), rule_ids=["lc:here"])
+    here = comparison(PLUS_15, rule_ids=["lc:here"])
     condition = {"kind": "quantisation_survives", "min_points": 10.0, "max_drop_points": 5.0}
     result = judge(condition, here, {"quantised": run}, tainted=("lc:q",))
     assert result.status is Status.PASS
@@ -498,8 +503,8 @@ def test_quantisation_without_a_high_precision_gain_fails(tmp_path: Path) -> Non
 def test_quantisation_judges_its_scope_and_measure_on_both_runs(tmp_path: Path) -> None:
     """The high-precision row of the condition's own scope: verified_action is +15 here, the rest −50."""
     here = comparison().model_copy(update={"correctness": [
-        r.model_copy(update={"stats": replace(STATS, points=15.0 if (r.scope, r.measure) == ("verified_action", "tool")
-                                              else -50.0)}) for r in comparison().correctness]})
+        r.model_copy(update={"stats": PLUS_15 if (r.scope, r.measure) == ("verified_action", "tool") else MINUS_50})
+        for r in comparison().correctness]})
     condition = {"kind": "quantisation_survives", "scope": "verified_action", "measure": "tool", "min_points": 10.0,
                  "max_drop_points": 5.0}
     result = judge(condition, here, {"quantised": two_win_run(tmp_path / "q")})

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from math import comb
+from math import comb, nextafter
 from pathlib import Path
 
 import pytest
 
-from replay.analysis.compare import compare
+from replay.analysis.compare import Comparison, compare
 from replay.analysis.gates import GateError, load_policy
-from replay.analysis.plan import DEFAULT_ALPHA, Plan, format_plan, plan
+from replay.analysis.plan import DEFAULT_ALPHA, DEFAULT_MAX_DECISIONS, Plan, PlanRow, format_plan, plan
 from replay.analysis.power import (
     decisions_needed,
     minimum_detectable_effect,
@@ -18,7 +18,7 @@ from replay.analysis.power import (
     signal_discordance,
     win_share,
 )
-from tests.support.e13 import BASE, Q_ONLY, e13_results, with_replicate
+from tests.support.e13 import BASE, Q_ONLY, e13_results, positive_record, with_replicate
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -107,11 +107,44 @@ def test_text_table_and_json(e13_plan: Plan) -> None:
     ({"power": 1.5}, "power must be in (0, 1)"),
     ({"alpha": 0.0}, "α must be in (0, 1)"),
     ({"effect": -1.0}, "must be a gain"),
+    ({"effect": 0.0}, "must be a gain"),
     ({"max_decisions": 0}, "max decisions"),
 ])
 def test_bad_inputs_are_gate_errors(kwargs: dict, needle: str) -> None:
     with pytest.raises(GateError, match=needle.replace("(", r"\(").replace(")", r"\)")):
         plan(PILOT, load_policy(SERIOUS), pilot="s1", **kwargs)
+
+
+def small_pilot(noise: bool = False) -> Comparison:
+    """8 decisions, the candidate winning 5: d = 5/8, so at most +62.5 points (exact in floats). With `noise`, a
+    replicate of the baseline that differs on 4 (η = 1/2) leaves a signal of (5/8 − 1/2) / (1/2) = 1/4: at most +25."""
+    records = [r for i in range(8) for r in (positive_record(BASE, "verified_recovery", f"d{i}", i, i >= 5, i >= 5),
+                                             positive_record("cand", "verified_recovery", f"d{i}", i, True, True))]
+    return compare(with_replicate(records, flips=4) if noise else records, BASE, "cand")
+
+
+def gate_row(pilot: Comparison, effect: float | None = None, max_decisions: int = DEFAULT_MAX_DECISIONS) -> PlanRow:
+    result = plan(pilot, load_policy(SERIOUS), pilot="p", effect=effect, max_decisions=max_decisions)
+    return next(r for r in result.rows if r.gate_scope)
+
+
+def test_an_effect_of_exactly_the_most_the_discordance_allows_is_planned() -> None:
+    at = gate_row(small_pilot(), effect=62.5)
+    assert at.decisions_needed is not None and at.note == ""
+    beyond = gate_row(small_pilot(), effect=nextafter(62.5, 100))
+    assert beyond.decisions_needed is None and "more than this discordance allows (+62.50" in beyond.note
+
+
+def test_an_effect_of_exactly_the_most_the_noiseless_discordance_allows_is_planned() -> None:
+    at = gate_row(small_pilot(noise=True), effect=25.0)
+    assert at.noiseless_discordance == 0.25 and at.decisions_needed_noiseless is not None and at.note == ""
+    beyond = gate_row(small_pilot(noise=True), effect=nextafter(25.0, 100))
+    assert beyond.decisions_needed_noiseless is None and "allows at most +25.00 points" in beyond.note
+
+
+def test_a_search_cap_of_one_decision_is_allowed() -> None:
+    row = gate_row(small_pilot(), max_decisions=1)
+    assert row.decisions_needed is None and row.note == "more than 1 decisions (--max-decisions)"
 
 
 def test_a_policy_without_a_paired_gain_condition_is_an_error(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from fractions import Fraction
 import pytest
 
 from replay.analysis.power import (
+    Needed,
     critical_losses,
     decisions_needed,
     gate_power,
@@ -131,6 +132,27 @@ def test_decisions_needed_at_the_search_cap() -> None:
 def test_decisions_needed_with_a_cap_between_n_and_2n_stops_at_the_cap() -> None:
     """Power stays up from 54 to the cap (70 < 2·54): the cap is as far as it can be checked."""
     assert decisions_needed(40, 1.0, 0.05, 0.8, 70).decisions == 54
+
+
+def test_a_power_target_met_exactly_is_reached() -> None:
+    """d = 1, +50 points (q = 3/4), 6 pairs: only 6/0 rejects, so power is 0.75⁶ as this module computes it (a hair
+    above 729/4096); a target of exactly that float is equality, not a near miss. It is reached at N = 6 and the
+    MDE is exactly +50 (the bisection's first step lands on q = 3/4); one ulp more is not reached there."""
+    met = power_at(6, 1.0, 0.75, 0.05)
+    above = math.nextafter(met, 1)
+    assert decisions_needed(50, 1.0, 0.05, met, 6) == Needed(6, 6, 6)
+    assert decisions_needed(50, 1.0, 0.05, above, 6) == Needed(None, None, 6)
+    assert minimum_detectable_effect(6, 1.0, 0.05, met) == 50.0
+    mde_above = minimum_detectable_effect(6, 1.0, 0.05, above)
+    assert mde_above is not None and mde_above > 50.0
+
+
+def test_a_target_met_exactly_by_winning_every_discordant_pair_has_an_mde() -> None:
+    """d = 3/4, 6 decisions: winning every discordant pair gives power P(all 6 discordant) as this module computes
+    it; at exactly that target the MDE is every pair a win (+75), one ulp above there is none."""
+    every = power_at(6, 0.75, 1.0, 0.05)
+    assert minimum_detectable_effect(6, 0.75, 0.05, every) == 75.0
+    assert minimum_detectable_effect(6, 0.75, 0.05, math.nextafter(every, 1)) is None
 
 
 def test_minimum_detectable_effect_is_where_power_crosses_the_target() -> None:

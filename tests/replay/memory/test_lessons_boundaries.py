@@ -115,6 +115,17 @@ def test_leave_one_out_lift_exactly_at_minus_and_plus_the_margin() -> None:
     assert lift_of(helpful, LiftPolicy(promote_margin=math.nextafter(0.25, 1)))[0] is Verdict.HOLD
 
 
+def test_a_lift_of_exactly_the_default_margin_promotes_or_evicts() -> None:
+    """10 of 20 against 9 of 20 is a lift of exactly 0.05, the default margins, though 0.5 − 0.45 is
+    0.04999999999999999 as a difference of float means."""
+    ten, nine = [1.0] * 10 + [0.0] * 10, [1.0] * 9 + [0.0] * 11
+    assert lift_of(lift_world(ten, nine), LiftPolicy()) == (Verdict.PROMOTE, HELPFUL, False)
+    assert lift_of(lift_world(nine, ten), LiftPolicy()) == (Verdict.EVICT, HARMFUL, False)
+    above = math.nextafter(0.05, 1)
+    assert lift_of(lift_world(ten, nine), LiftPolicy(promote_margin=above))[0] is Verdict.HOLD
+    assert lift_of(lift_world(nine, ten), LiftPolicy(evict_margin=above))[0] is Verdict.HOLD
+
+
 def test_min_trials_is_inclusive() -> None:
     harmful = lift_world([0.0, 0.0, 0.0], [1.0])
     assert lift_of(harmful, LiftPolicy(min_trials=3))[0] is Verdict.EVICT
