@@ -172,7 +172,7 @@ def _row(
         return PlanRow(**base, mde_points=None, power_now=None, decisions_needed=None, first_reaching=None,
                        note="no discordant pairs in the pilot: the discordance cannot be estimated")
     mde = minimum_detectable_effect(s.n, d, alpha, power)
-    if effect > 100 * d:
+    if effect / 100 > d:  # as shares: see power.win_share
         return PlanRow(**base, mde_points=mde, power_now=None, decisions_needed=None, first_reaching=None,
                        note=f"{format_points(effect)} points is more than this discordance allows "
                             f"({format_points(100 * d)}: every discordant pair a win)")
@@ -203,7 +203,7 @@ def _with_noise(row: PlanRow, comparison: Comparison, effect: float, alpha: floa
     signal = signal_discordance(row.discordance, eta)
     mde = minimum_detectable_effect(row.decisions, signal, alpha, power) if signal > 0 else None
     needed, note = None, row.note
-    if signal > 0 and effect <= 100 * signal:
+    if signal > 0 and effect / 100 <= signal:
         needed = decisions_needed(effect, signal, alpha, power, max_decisions).decisions
     else:
         note = "; ".join(n for n in (note, f"without the noise floor's pairs the pilot's discordance allows at most "

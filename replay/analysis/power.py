@@ -50,10 +50,11 @@ def win_share(effect: float, discordance: float) -> float:
         raise ValueError(f"discordance must be in (0, 1], got {discordance}: no discordant pairs, no paired test")
     if effect <= 0:
         raise ValueError(f"the effect to plan for must be a gain (> 0 points), got {effect}")
-    if effect > 100 * discordance:
+    # Compared as shares, not points: 100 · (29/100) is 28.999999999999996, and would refuse +29 points.
+    if effect / 100 > discordance:
         raise ValueError(f"a gain of {effect:.2f} points is impossible at discordance {discordance:.4f}: "
                          f"at most {100 * discordance:.2f} points (every discordant pair a win)")
-    return (1 + effect / (100 * discordance)) / 2
+    return (1 + effect / 100 / discordance) / 2
 
 
 def noisy_discordance(signal: float, noise: float) -> float:

@@ -250,9 +250,11 @@ class OverheadLimit(_Condition):
         latency = cost.latency_ratio if self.latency == "mean" else cost.p50_latency_ratio
         if cost.token_ratio is None or latency is None:
             return not_run("these results carry no completion-token or latency measurements for the baseline")
+        # ratio > 1 + allowance, not ratio − 1 > allowance: 11/10 and 1 + 0.1 round to the same double, while
+        # 11/10 − 1 is 0.10000000000000009, so a ratio of exactly the allowance would fail.
         over = {
-            "tokens": cost.token_ratio - 1 > self.max_token_overhead,
-            f"{self.latency} latency": latency - 1 > self.max_latency_overhead,
+            "tokens": cost.token_ratio > 1 + self.max_token_overhead,
+            f"{self.latency} latency": latency > 1 + self.max_latency_overhead,
         }
         evidence = {**asdict(cost), "latency_basis": self.latency, "max_token_overhead": self.max_token_overhead,
                     "max_latency_overhead": self.max_latency_overhead}

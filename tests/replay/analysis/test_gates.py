@@ -556,6 +556,11 @@ ROW_BOUNDARIES = [
      {"latency": 3.0, "p50": 1.5}, P),
     ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "latency": "p50"},
      {"latency": 1.0, "p50": 1.5001}, F),
+    # a ratio of exactly 1 + allowance, as the runner computes it (110 / 100 tokens: 1.1 − 1 > 0.1 in floats)
+    ({"kind": "overhead", "max_token_overhead": 0.1, "max_latency_overhead": 0.15}, {"tokens": 110 / 100}, P),
+    ({"kind": "overhead", "max_token_overhead": 0.1, "max_latency_overhead": 0.15}, {"latency": 115 / 100}, P),
+    ({"kind": "overhead", "max_token_overhead": 0.1, "max_latency_overhead": 0.15},
+     {"tokens": math.nextafter(110 / 100, 2)}, F),
     ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "compensating_min_points": 5.0},
      {"tokens": 2.0, "points": 5.0}, P),
     ({"kind": "overhead", "max_token_overhead": 0.25, "max_latency_overhead": 0.5, "compensating_min_points": 5.0},

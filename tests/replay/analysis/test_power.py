@@ -162,6 +162,14 @@ def test_effect_and_win_share_are_inverse() -> None:
         win_share(0.0, 0.2)
 
 
+@pytest.mark.parametrize("discordant", [29, 57, 58, 100])
+def test_every_discordant_pair_a_win_is_a_possible_effect(discordant: int) -> None:
+    """k of 100 pairs discordant allow exactly +k points (100 · 0.29 is 28.999999999999996 in floats)."""
+    assert win_share(float(discordant), discordant / 100) == 1.0
+    with pytest.raises(ValueError, match="impossible"):
+        win_share(math.nextafter(float(discordant), 200), discordant / 100)
+
+
 def test_decisions_needed_is_where_power_stays_above_target() -> None:
     d, effect, cap = 0.1, 5.0, 3000
     needed = decisions_needed(effect, d, 0.05, 0.8, cap)
