@@ -42,6 +42,8 @@ REPO = Path(__file__).resolve().parents[2]
 DASHBOARDS = REPO / "dashboards"
 RULES = DASHBOARDS / "rules.yml"
 WITH_DATA = ("serving", "adapters", "tenants")  # every panel must show data after the traffic below
+# memory.json reads node_exporter's textfile, not the engine or the gateway: its queries are proven by
+# tests/ops/test_memory_dashboard.py; only its shape is checked here.
 CAPTURE = '[capture]\nmode = "descriptor"\nsample_rate = 1.0\n'  # every request becomes a descriptor
 # All traffic carries a service key that may name any workspace; one workspace's own key has a bucket of
 # one request that refills only after the test, so its second request is throttled.
@@ -216,7 +218,7 @@ def stack(engine, seeded_adapters, tmp_path_factory) -> Iterator[Stack]:
 
 
 def test_dashboards_are_current_grafana_json_with_a_datasource_variable():
-    for name in ("serving", "adapters", "gpus", "capture", "tenants"):
+    for name in ("serving", "adapters", "gpus", "capture", "tenants", "memory"):
         board = dashboard(name)
         assert board["schemaVersion"] >= 39 and board["uid"] == f"worker-tier-{name}", name
         (variable,) = board["templating"]["list"]

@@ -4,13 +4,15 @@ scrapes the counters the real `worker-replay memory stats --textfile` writes for
 The file is served as node_exporter's textfile collector serves it: read again at every scrape, so a
 later run of the command is what the next scrape sees. Between two runs one workspace's provenance log
 records a rule added, so the churn panel must show it. Every panel's PromQL must parse, read only
-what the textfile holds and return data; the fleet's stat must equal the command's own `--json` totals.
+what the textfile holds and return data; the fleet's stat must equal the command's own `--json` totals,
+and the per-root table the command's own table, row by row and column by column.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import shutil
 import subprocess
 import sys
 import threading
@@ -23,6 +25,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from replay.memory.stats import HEADINGS, FleetStats
 from tests.ops.prometheus_process import RunningPrometheus
 from tests.ops.promql import metric_names
 from tests.replay.memory.test_stats import PLANS, write_workspace
@@ -33,6 +36,7 @@ BOARD = REPO / "dashboards" / "memory.json"
 RULES = REPO / "dashboards" / "memory-rules.yml"
 WORKER_REPLAY = Path(sys.executable).parent / "worker-replay"
 FLEET_STAT = "The fleet (S25's counters)"
+LARGEST = "largest rules file"  # the table's column beyond S25's
 
 
 class TextfileCollector:
@@ -69,12 +73,12 @@ class TextfileCollector:
         self.server.server_close()
 
 
-def count(roots: list[Path], textfile: Path) -> dict:
-    """The real command, as the timer runs it; its `--json` totals."""
+def count(roots: list[Path], textfile: Path) -> FleetStats:
+    """The real command, as the timer runs it; what its `--json` says."""
     done = subprocess.run([str(WORKER_REPLAY), "memory", "stats", *map(str, roots), "--textfile", str(textfile),
                            "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return json.loads(done.stdout)
+    return FleetStats.model_validate_json(done.stdout)
 
 
 def add_rule(workspace: Path) -> None:
@@ -89,8 +93,10 @@ def panels() -> list[dict]:
 
 
 class Stack:
-    def __init__(self, prometheus: RunningPrometheus, totals: dict, exported: frozenset[str]) -> None:
-        self.prometheus, self.totals, self.exported = prometheus, totals, exported
+    def __init__(self, prometheus: RunningPrometheus, fleet: FleetStats, textfile: Path) -> None:
+        self.prometheus, self.fleet, self.textfile = prometheus, fleet, textfile
+        self.exported = frozenset(s.name for f in text_string_to_metric_families(textfile.read_text())
+                                  for s in f.samples)
 
 
 def scraped_twice(prometheus: RunningPrometheus) -> None:
@@ -116,10 +122,9 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
             work / "prometheus", {"node": collector.target}, [RULES]) as prometheus:
         scraped_twice(prometheus)
         add_rule(roots[0] / "ws-0-00")
-        totals = count(roots, textfile)["totals"]
+        fleet = count(roots, textfile)
         scraped_twice(prometheus)
-        exported = frozenset(s.name for f in text_string_to_metric_families(textfile.read_text()) for s in f.samples)
-        yield Stack(prometheus, totals, exported)
+        yield Stack(prometheus, fleet, textfile)
 
 
 def test_every_panel_parses_reads_the_textfile_and_shows_data(stack):
@@ -138,9 +143,30 @@ def test_every_panel_parses_reads_the_textfile_and_shows_data(stack):
 def test_the_fleet_stat_is_the_commands_own_count(stack):
     (fleet,) = [p for p in panels() if p["title"] == FLEET_STAT]
     shown = {t["legendFormat"]: float(stack.prometheus.query(t["expr"])[0]["value"][1]) for t in fleet["targets"]}
-    assert shown["rules with ids"] == stack.totals["rules_with_ids"] and shown["Pending"] == stack.totals["pending"]
+    totals = stack.fleet.totals
+    assert shown["rules with ids"] == totals["rules_with_ids"] and shown["Pending"] == totals["pending"]
     assert [shown[t["legendFormat"]] for t in fleet["targets"]] == [
-        stack.totals[t["expr"].removeprefix("sum(worker_memory_").removesuffix(")")] for t in fleet["targets"]]
+        totals[t["expr"].removeprefix("sum(worker_memory_").removesuffix(")")] for t in fleet["targets"]]
+
+
+def test_the_per_root_table_is_the_commands_own_table(stack):
+    """Grafana names a table query's column `Value #<refId>`; the organize step renames it to the heading
+    `memory stats` prints, so each cell is found by the CLI's own column."""
+    (table,) = [p for p in panels() if p["type"] == "table"]
+    (organize,) = [t["options"] for t in table["transformations"] if t["id"] == "organize"]
+    key_of = {heading: key for key, heading in HEADINGS.items()} | {LARGEST: "largest_rules_file"}
+    shown: dict[str, dict[str, float]] = {}
+    for target in table["targets"]:
+        key = key_of[organize["renameByName"][f"Value #{target['refId']}"]]
+        for sample in stack.prometheus.query(target["expr"]):
+            shown.setdefault(sample["metric"]["root"], {})[key] = float(sample["value"][1])
+    assert sorted(organize["renameByName"].values()) == sorted(key_of)  # every column of S25's table, once
+    assert shown == {r.root: {**r.totals, "largest_rules_file": r.largest_rules_file} for r in stack.fleet.roots}
+    # the largest rules file turns orange at the cap and red over it: the cap the textfile exports
+    (override,) = [o for o in table["fieldConfig"]["overrides"] if o["matcher"]["options"] == LARGEST]
+    (steps,) = [p["value"]["steps"] for p in override["properties"] if p["id"] == "thresholds"]
+    (cap,) = stack.prometheus.query("worker_memory_rule_cap")
+    assert [s["value"] for s in steps[1:]] == [float(cap["value"][1]), float(cap["value"][1]) + 1]
 
 
 def test_the_churn_panel_shows_the_rule_added_between_two_runs(stack):
@@ -159,6 +185,17 @@ def test_the_alert_rules_evaluate_and_the_rules_file_over_the_cap_is_caught(stac
     assert states == {"WorkerMemoryStatsStale": "inactive", "WorkerMemoryRulesOverCap": "pending"}  # 61 > 60
     over = stack.prometheus.query("worker_memory_binding_rules > scalar(max(worker_memory_rule_cap))")
     assert {float(s["value"][1]) for s in over} == {61.0}
+
+
+def test_promtool_accepts_the_textfile_prometheus_scraped_and_the_alert_rules(stack):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        pytest.fail("promtool is missing: `make test` installs Prometheus (scripts/setup.sh --test-tools)")
+    metrics = subprocess.run([promtool, "check", "metrics"], input=stack.textfile.read_text(), capture_output=True,
+                             text=True, timeout=60)
+    assert metrics.returncode == 0, metrics.stdout + metrics.stderr
+    rules = subprocess.run([promtool, "check", "rules", str(RULES)], capture_output=True, text=True, timeout=60)
+    assert rules.returncode == 0 and "SUCCESS: 2 rules found" in rules.stdout, rules.stdout + rules.stderr
 
 
 def test_the_dashboard_renders_from_real_data_as_png(stack, tmp_path):

@@ -123,6 +123,9 @@ def test_memory_stats_runs_hourly_over_the_configured_roots_into_the_textfile_co
     assert command.split()[1:] == ["memory", "stats", "$WORKER_MEMORY_ROOTS", "--textfile",
                                    "/var/lib/prometheus/node-exporter/worker_memory.prom"]
     assert "Install" not in unit("worker-memory-stats.service")  # the timer starts it
+    # a oneshot's start never times out by default: a hung run must end before the next hour's is due
+    (start_timeout,) = service["TimeoutStartSec"]
+    assert re.fullmatch(r"\d+min", start_timeout) and int(start_timeout.removesuffix("min")) < 60
     timer = unit("worker-memory-stats.timer")
     assert timer["Timer"]["OnCalendar"] == ["hourly"] and timer["Timer"]["Persistent"] == ["true"]
     assert timer["Install"]["WantedBy"] == ["timers.target"]
