@@ -71,8 +71,9 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
 
     Each adapter directory holds a marker with a hash of its training examples, the
     hyper-parameters, the chat template and the base's weights; a directory whose marker matches is reused as is,
-    anything else is retrained into a staging directory and swapped in whole. One line per adapter says what
-    it became; `verbose` adds what it trains on and a line per training step.
+    anything else is retrained into a staging directory and swapped in whole. An adapter it trains gets one
+    line saying what it became (`verbose` adds what it trains on and a line per training step); one it
+    reuses gets none, so a cached demo's first screen holds only what the demo found.
     """
     model_dir = model_dir or default_model_dir(cache_dir)
     check_model_dir(model_dir)
@@ -90,7 +91,6 @@ def build_demo_adapters(demo_dir: Path, cache_dir: Path, seed: int = DEMO_SEED,
         target = demo_adapter_dir(cache_dir, name, seed)
         out[name] = target
         if marker_key(target / MARKER) == key:
-            progress(f"{target.name}: up to date")
             continue
         if verbose:
             progress(f"{target.name}: training on {len(chosen)} examples "

@@ -33,8 +33,7 @@ def _adapters(args: argparse.Namespace) -> int:
 
     root = args.cache_dir or cache_dir()
     built = build_demo_adapters(args.demo_dir or cached_demo_dir(root), root)
-    for name, path in built.items():
-        print(f"{name}: {path}")
+    print("demo adapters: " + ", ".join(f"{name} {path}" for name, path in built.items()))
     return 0
 
 

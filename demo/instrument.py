@@ -12,7 +12,9 @@ the measured column is the model's. Every planted number is labelled planted.
 
 from __future__ import annotations
 
+import io
 from collections.abc import Mapping, Sequence
+from contextlib import redirect_stderr
 from pathlib import Path
 
 from demo.memory import RULES
@@ -30,20 +32,20 @@ from replay.suite import Suite
 DEMO_CALIBRATION = Path(__file__).resolve().parent.parent / "configs" / "calibration" / "demo-run.toml"
 
 
-def _quiet(what: str, done: int, total: int) -> None:
-    """The bulk takes seconds; the demo's own progress lines say when it starts and ends."""
-
-
 def planted_calibration(suite: Suite, memory_root: Path, out_dir: Path, pack: Pack | None = None,
                         spec_path: Path = DEMO_CALIBRATION, replicates: int | None = None) -> Calibration:
-    """Calibrate on the demo's suite, memory and pack into `out_dir`; a demo re-run reads the one already there."""
+    """Calibrate on the demo's suite, memory and pack into `out_dir`; a demo re-run reads the one already there.
+
+    Quiet: it takes seconds, and the status lines of its end-to-end replicate's runners (`sandbox 9/9`) would
+    read as the model's; an error still raises."""
     written = out_dir / CALIBRATION_JSON
     if written.is_file():
         return Calibration.model_validate_json(written.read_text(encoding="utf-8"))
     spec = load_spec(spec_path).model_copy(update={"memory": memory_root})
     if pack is None:
         spec = spec.model_copy(update={"pack": None})
-    return calibrate(suite, spec, out_dir, progress=_quiet, replicates=replicates, pack=pack)
+    with redirect_stderr(io.StringIO()):
+        return calibrate(suite, spec, out_dir, replicates=replicates, pack=pack)
 
 
 def instrument_beside_model(cal: Calibration, verdicts: Sequence[GateVerdict],

@@ -15,8 +15,8 @@ from serve.engine.train import MARKER, TrainReport
 from tests.serve.engine.test_train import example
 
 
-def test_build_demo_trains_once_and_again_only_when_the_data_or_the_base_changes(tmp_path: Path,
-                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+def test_build_demo_trains_once_and_again_only_when_the_data_or_the_base_changes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     calls: list[tuple[str, int]] = []
 
     def fake_train(model_dir: Path, examples: list[TrainingExample], out_dir: Path, **kw: Any) -> TrainReport:
@@ -48,8 +48,10 @@ def test_build_demo_trains_once_and_again_only_when_the_data_or_the_base_changes
     assert marker["strata"] == {"verified_recovery": 8}
     assert set(json.loads((built["mix"] / MARKER).read_text())["strata"].values()) == {4}
 
+    capsys.readouterr()
     assert build_demo_adapters(demo, cache, model_dir=model) == built
     assert len(calls) == 2, "a second build with the same data trains nothing"
+    assert capsys.readouterr().err == "", "and says nothing: a cached demo's first screen is what it found"
 
     changed = [e.model_copy(update={"answer": Answer(tool="finalize_invoice", arguments={"invoice_id": "X"})})
                if e.stratum == "clean_trajectory_action" else e for e in pool]
@@ -81,3 +83,15 @@ def test_the_adapters_train_on_the_embedded_model_by_default(tmp_path: Path) -> 
 
     with pytest.raises(WorkerTierError, match=f"models/{MODEL_NAME}.*worker-serve model build"):
         build_demo_adapters(tmp_path / "demo", tmp_path / "cache")
+
+
+def test_worker_demo_adapters_says_where_both_are_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """`make demo`'s set-up runs it on every call: one line, not one per adapter."""
+    from demo.cli import main
+
+    built = {"recovery": Path("/c/adapters/demo-recovery-s0"), "mix": Path("/c/adapters/demo-mix-s0")}
+    monkeypatch.setattr(adapters_mod, "build_demo_adapters", lambda *a, **k: built)
+    assert main(["adapters", "--demo-dir", "/d", "--cache-dir", "/c"]) == 0
+    assert capsys.readouterr().out == ("demo adapters: recovery /c/adapters/demo-recovery-s0, "
+                                       "mix /c/adapters/demo-mix-s0\n")

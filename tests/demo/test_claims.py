@@ -14,9 +14,9 @@ from demo.claims import CLAIMS, UNCLAIMED
 from demo.memory import RULES
 from demo.run import (
     ABLATED_WORKSPACES,
-    QUICK_PER_CELL,
     analyse,
     held_out_slice,
+    quick_cell,
     run_config,
     uptake_arms,
     uptake_pairs,
@@ -132,7 +132,7 @@ def test_analyse_tabulates_uptake_and_the_report_opens_with_the_answer(demo: Pat
                                                                        tmp_path: Path) -> None:
     """The demo's analysis on made-up answers of every arm it runs (no engine): an arm that carried a claimed
     rule obeys the first such rule, every other answer is no call."""
-    quick = held_out_slice(suite, tmp_path / "quick", QUICK_PER_CELL, ABLATED_WORKSPACES)
+    quick = held_out_slice(suite, tmp_path / "quick", quick_cell)
     config = run_config("http://127.0.0.1:9", {"recovery": "r", "mix": "m"}, quick, demo / "memory")
     memories = {ws: load_memory(demo / "memory" / ws) for ws in RULES}
     results = []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from demo.instrument import instrument_beside_model, planted_calibration
-from demo.run import ABLATED_WORKSPACES, DEMO_PER_CELL, SANDBOX_FAMILIES, SERIOUS_GATE, held_out_slice, sandbox_pack
+from demo.run import SANDBOX_FAMILIES, SERIOUS_GATE, demo_cell, held_out_slice, sandbox_pack
 from demo.suite import write_demo
 from replay.analysis.gates import evaluate_gate
 from replay.calibration.calibrate import END_TO_END
@@ -21,7 +21,7 @@ HARMFUL = "lc:helpdesk-api-flaky"
 def slice_and_memory(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("demo")
     suite_dir, memory = write_demo(root / "data", seed=0)
-    held_out_slice(load_suite(suite_dir), root / "held-out", DEMO_PER_CELL, whole=ABLATED_WORKSPACES)
+    held_out_slice(load_suite(suite_dir), root / "held-out", demo_cell)
     return root / "held-out", memory
 
 
@@ -35,6 +35,13 @@ def test_the_demo_calibration_is_planted_and_a_rerun_reads_it(slice_and_memory: 
     assert cal.label == "planted" and cal.gate is not None and cal.lesson is not None and cal.sandbox is not None
     assert [e.episodes_agree for e in cal.end_to_end] == [e.episodes for e in cal.end_to_end] == [3 * len(pack.scenarios)]
     assert cal.gate.replicates == 40 and [e.agree_with_simulation for e in cal.end_to_end] == [e.rows for e in cal.end_to_end]
+    # What the demo shows of the instrument holds on its trimmed slice: the causal gate catches the planted
+    # harmful rule and spares the genuine ones, and the judged gate stays quiet on the planted null.
+    top = max(cal.lesson.uptakes, key=lambda u: u.uptake)
+    assert {r.rule_id: r.causal.rate >= 0.9 for r in top.rules if r.rule_id == HARMFUL} == {HARMFUL: True}
+    assert max(r.causal.rate for r in top.rules if r.rule_id != HARMFUL) == 0.0
+    judged = next(c for c in cal.gate.conditions if c.id == "all-judged")
+    assert judged.false_pass is not None and judged.false_pass.rate <= 0.05
     # A resumed demo reads what it wrote instead of calibrating again (calibrate refuses an out that holds one).
     assert planted_calibration(suite, memory, tmp_path / "cal", pack, replicates=7) == cal
 
