@@ -364,15 +364,13 @@ def measured_lines(rows: Sequence[SummaryRow], lessons: Sequence[RuleVerdict]) -
     and what the causal gate evicted (the tables above hold the detail)."""
     by_arm = {row.arm: row for row in rows}
     base, memory = by_arm[BASELINE], by_arm["base+memory"]
-    caught, innocent = _causal_evictions(lessons)
     changed = "not measured" if memory.changed is None else f"{memory.changed} ({_share(memory.changed)})"
     return "\n".join([
         "What this run measured:",
         f"  the base model chose the right tool on {base.tool_correct} positive decisions "
         f"({_share(base.tool_correct)}), the right tool and keys on {base.positives} ({_share(base.positives)})",
         f"  memory changed the chosen call on {changed}",
-        f"  the causal gate evicted the planted harmful rule(s): {', '.join(sorted(caught)) or 'none'} "
-        f"of {', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(sorted(innocent)) or 'none'}",
+        f"  {lesson_line(lessons)}",
     ])
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from core.records import Strict
 from replay.errors import ReplayError
-from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Section, WorkspaceMemory, memory_from_texts
+from replay.memory.files import BINDING, LC_FILE, LOG_FILE, WorkspaceMemory, memory_from_texts
 
 KINDS = ("added", "merged", "retired")
 UNDATED = "undated"
@@ -82,12 +82,8 @@ def record_churn(memory: WorkspaceMemory) -> Churn:
         if retirement.id not in left:
             left.add(retirement.id)
             events.append(("merged" if retirement.superseded_by else "retired", retirement.on))
-    events += [("retired", None) for rule_id in _retired_in_rules_file(memory) - left]
+    events += [("retired", None) for rule_id in memory.retired_in_rules_file() - left]
     return _count(events)
-
-
-def _retired_in_rules_file(memory: WorkspaceMemory) -> set[str]:
-    return {r.id for r in memory.rules if r.section is Section.RETIRED and r.id}
 
 
 def total(churns: Iterable[Churn]) -> Churn:
@@ -138,7 +134,7 @@ def git_churn(workspace: Path) -> Churn | None:
         events += [("added", day) for _ in sorted(ids - present)]
         present |= ids
         successors = {t.id: t.superseded_by for t in reversed(memory.retirements)}
-        for rule_id in sorted((successors.keys() | _retired_in_rules_file(memory)) - left):
+        for rule_id in sorted((successors.keys() | memory.retired_in_rules_file()) - left):
             events.append(("merged" if successors.get(rule_id) else "retired", day))
             left.add(rule_id)
     return _count(events)

@@ -162,9 +162,12 @@ class WorkspaceMemory:
         """Every rule line with this id (a duplicated id yields several)."""
         return tuple(r for r in self.rules if r.id == rule_id)
 
+    def retired_in_rules_file(self) -> frozenset[str]:
+        """Ids under the rules file's own `## Retired` (the log's `## Retired` lines are `retirements`)."""
+        return frozenset(r.id for r in self.rules if r.section is Section.RETIRED and r.id)
+
     def retired_ids(self) -> frozenset[str]:
-        in_lc = {r.id for r in self.rules if r.section is Section.RETIRED and r.id}
-        return frozenset(in_lc | {t.id for t in self.retirements})
+        return self.retired_in_rules_file() | {t.id for t in self.retirements}
 
 
 def load_memory(root: str | Path) -> WorkspaceMemory:
