@@ -20,6 +20,7 @@ arguments, not whether the model decides to call.
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import json
 import secrets
 from dataclasses import dataclass, field
@@ -125,6 +126,9 @@ def run_agent(out: Path) -> int:
 
     if out.exists() and any(out.iterdir()):
         raise WorkerTierError(f"{out} is not empty: the agent demo starts from a fresh directory")
+    if importlib.util.find_spec("claude_agent_sdk") is None:
+        raise WorkerTierError("the agent demo drives the Claude Agent SDK, which `make demo` does not install: "
+                              "`make test` does (the `dev` extra), or `.venv/bin/pip install -e '.[cpu,dev]'`")
     db, corpus, home = out / "gateway" / "capture.sqlite", out / "corpus", out / "agent-home"
     extra = f'[capture]\nmode = "descriptor"\nworkspaces = ["{WORKSPACE}"]\nsample_rate = 1.0\ndb = "{db}"\n'
     home.mkdir(parents=True)

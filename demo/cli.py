@@ -32,7 +32,7 @@ def _adapters(args: argparse.Namespace) -> int:
     from demo.adapters import build_demo_adapters, cached_demo_dir
 
     root = args.cache_dir or cache_dir()
-    built = build_demo_adapters(args.demo_dir or cached_demo_dir(root), root)
+    built = build_demo_adapters(args.demo_dir or cached_demo_dir(root), root, verbose=args.verbose)
     print("demo adapters: " + ", ".join(f"{name} {path}" for name, path in built.items()))
     return 0
 
@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     adapters.add_argument("--demo-dir", type=Path, default=None,
                           help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")
     adapters.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
+    adapters.add_argument("--verbose", action="store_true",
+                          help="say what each adapter trains on and print each training step (default: a line "
+                               "per adapter trained)")
     adapters.set_defaults(func=_adapters)
     pack = sub.add_parser("pack", help="write the demo scenario pack for `worker-replay sandbox` (deterministic)")
     pack.add_argument("--out", type=Path, required=True)

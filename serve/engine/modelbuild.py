@@ -130,7 +130,7 @@ def convert_gguf(gguf_path: Path, out_dir: Path) -> None:
     model = LlamaForCausalLM(config)  # type: ignore[no-untyped-call]
     model.load_state_dict(loaded.state_dict())
     model = model.to(torch.bfloat16)  # type: ignore[arg-type]
-    model.config.torch_dtype = torch.bfloat16
+    model.config.dtype = torch.bfloat16
     model.save_pretrained(out_dir, safe_serialization=True)
     AutoTokenizer.from_pretrained(src, gguf_file=name).save_pretrained(out_dir)
 
