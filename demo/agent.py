@@ -161,8 +161,8 @@ def run_agent(out: Path) -> int:
           f"Code's own session file, {len(suite.decisions)} in the suite")
     results = load_results(out / "run")
     print(format_comparison(compare(results, "withheld", "memory")))
-    retrieval = retrieval_block(results, suite.decisions, decision_reads(source, suite.decisions, []))
-    print(f"retrieval: {retrieval.note}")
-    _, html = report_run(out / "run", decisions=suite.decisions, retrieval=retrieval)
+    reads = decision_reads(source, suite.decisions, [])
+    print(f"retrieval: {retrieval_block(results, suite.decisions, reads).note}")
+    _, html = report_run(out / "run", decisions=suite.decisions, reads=reads)
     print(f"report: {html}")
     return 0

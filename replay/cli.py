@@ -15,8 +15,8 @@ from core.records import Decision
 from replay.analysis.compare import compare_run, format_comparison, load_results
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import report_run
-from replay.analysis.report.retrieval import Retrieval
 from replay.config import load_run_config
+from replay.corpus.retrieval import SessionReads
 from replay.corpus.sources import FORMATS
 from replay.errors import ReplayError
 from replay.memory.checks import check_memory, has_violations
@@ -213,16 +213,16 @@ def _report(args: argparse.Namespace) -> int:
     # Default: the baseline (--baseline, else the run config's first arm) against every other arm.
     pairs = args.pair or None
     md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=_tainted(args),
-                          baseline=args.baseline, retrieval=_retrieval(args, decisions))
+                          baseline=args.baseline, reads=_session_reads(args, decisions))
     print(f"report: {md}\nreport: {html}")
     return 0
 
 
-def _retrieval(args: argparse.Namespace, decisions: Sequence[Decision]) -> Retrieval | None:
+def _session_reads(args: argparse.Namespace,
+                   decisions: Sequence[Decision]) -> dict[tuple[str, str], SessionReads] | None:
     """`report --corpus`: what the decisions' sessions read, from the corpus."""
     if args.corpus is None:
         return None
-    from replay.analysis.report.retrieval import retrieval_block
     from replay.corpus.retrieval import decision_reads
     from replay.corpus.sources import open_source
 
@@ -232,7 +232,7 @@ def _retrieval(args: argparse.Namespace, decisions: Sequence[Decision]) -> Retri
     reads = decision_reads(open_source(args.corpus, args.transcript_format), decisions, refused)
     for reason in refused:
         print(f"refused: {reason}", file=sys.stderr)
-    return retrieval_block(load_results(args.run_dir), decisions, reads)
+    return reads
 
 
 def _lessons_propose(args: argparse.Namespace) -> int:

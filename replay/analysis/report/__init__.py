@@ -15,7 +15,7 @@ Modules: `summary` (the answer's numbers), `plot` (the SVG), `drill` (discordant
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from core.cli import reference_first
@@ -34,8 +34,9 @@ from replay.analysis.gates import Verdict, read_verdict
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
-from replay.analysis.report.retrieval import Retrieval
+from replay.analysis.report.retrieval import Retrieval, retrieval_block
 from replay.analysis.report.summary import reference_arm
+from replay.corpus.retrieval import SessionReads
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
 from replay.rundir import read_engine_settings, read_run_json
@@ -52,15 +53,16 @@ def report_run(
     decisions: Iterable[Decision] = (),
     tainted: Tainted = (),
     baseline: str | None = None,
-    retrieval: Retrieval | None = None,
+    reads: Mapping[tuple[str, str], SessionReads] | None = None,
 ) -> tuple[Path, Path]:
     """Report on a run directory, with every `gate-*.json` verdict already in it.
 
     Without `pairs`, the baseline (named, else the run config's first arm, else the first arm in
     the results) is compared with every other arm. The summary's reference is `baseline` when
-    named, else the comparisons' baseline."""
+    named, else the comparisons' baseline. `reads` (what each decision's session read, by workspace
+    and session: `replay.corpus.retrieval.decision_reads`) adds the retrieval block."""
     results = load_results(run_dir)
-    tainted = tuple(tainted)
+    decisions, tainted = tuple(decisions), tuple(tainted)
     arms = arms_of(results)
     if not arms:
         raise ResultsError(f"{Path(run_dir) / RESULTS_FILE}: no results to report on")
@@ -70,6 +72,7 @@ def report_run(
         pairs = [(ordered[0], arm) for arm in ordered[1:]]
     comparisons = [compare(results, base, candidate, tainted=tainted) for base, candidate in pairs]
     verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
+    retrieval = None if reads is None else retrieval_block(results, decisions, reads)
     return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted,
                         baseline=baseline, retrieval=retrieval)
 
