@@ -2,9 +2,11 @@
 """Render a Grafana dashboard's panels from a real Prometheus as an SVG and a PNG, without Grafana.
 
 Each panel's queries run as range queries over the last minutes; time series are drawn as
-lines with their legend, stat panels as their last value. The layout follows the panels'
-`gridPos` (24 columns). The PNG is a screenshot of the SVG by headless Chromium (Debian's
-`chromium`; `scripts/setup.sh --test-tools` installs it). Standard library only.
+lines with their legend, stat panels as their last value, table panels as Grafana's `merge` and
+`organize` transformations make them (a row per label set, a column per query, the last values,
+coloured by a column's thresholds). The layout follows the panels' `gridPos` (24 columns). The PNG
+is a screenshot of the SVG by headless Chromium (Debian's `chromium`; `scripts/setup.sh --test-tools`
+installs it). Standard library only.
 
     python scripts/render_dashboard.py dashboards/serving.json --prometheus http://127.0.0.1:9090 --out DIR
 
@@ -38,10 +40,17 @@ PALETTE = ("#73bf69", "#f2cc0c", "#8ab8ff", "#ff780a", "#f2495c", "#5794f2", "#b
 BACKGROUND, PANEL, GRID, TEXT, MUTED = "#111217", "#181b1f", "#2c3235", "#ccccdc", "#8e8e9e"
 
 
+# Grafana's named colours as its dark theme draws them, for threshold steps that name one.
+NAMED_COLOURS = {"green": "#73bf69", "yellow": "#fade2a", "orange": "#ff9830", "red": "#f2495c", "blue": "#5794f2",
+                 "purple": "#b877d9", "text": TEXT}
+
+
 @dataclass(frozen=True)
 class Series:
     legend: str
     points: tuple[tuple[float, float], ...]  # (epoch seconds, value), finite values only
+    ref_id: str = ""
+    labels: tuple[tuple[str, str], ...] = ()
 
 
 def prometheus_range(base_url: str, expr: str, start: float, end: float, step: float) -> list[dict[str, Any]]:
@@ -64,7 +73,8 @@ def panel_series(base_url: str, panel: dict[str, Any], start: float, end: float,
         for result in prometheus_range(base_url, target["expr"], start, end, step):
             points = tuple((float(t), float(v)) for t, v in result["values"] if math.isfinite(float(v)))
             if points:
-                series.append(Series(legend(target.get("legendFormat", ""), result["metric"]), points))
+                series.append(Series(legend(target.get("legendFormat", ""), result["metric"]), points,
+                                     target.get("refId", ""), tuple(sorted(result["metric"].items()))))
     return series
 
 
@@ -96,6 +106,70 @@ def stat_text(panel: dict[str, Any], value: float) -> tuple[str, str]:
     return fmt(value, defaults.get("unit", "")), TEXT
 
 
+def table_cells(panel: dict[str, Any], series: list[Series]) -> tuple[list[str], list[list[tuple[str, str]]]]:
+    """Grafana's `merge` then `organize`: one row per label set, a `Value #<refId>` column per query (renamed,
+    ordered and hidden as `organize` says), each cell the last value and its colour by the column's thresholds."""
+    organize: dict[str, Any] = next(
+        (t.get("options", {}) for t in panel.get("transformations", []) if t.get("id") == "organize"), {})
+    label_names = sorted({name for s in series for name, _ in s.labels if name != "__name__"})
+    refs = [t.get("refId", "") for t in panel.get("targets", [])]
+    columns = [*label_names, *(f"Value #{ref}" for ref in refs)]
+    hidden = {name for name, hide in organize.get("excludeByName", {}).items() if hide}
+    order = organize.get("indexByName", {})
+    columns = sorted((c for c in columns if c not in hidden), key=lambda c: order.get(c, len(columns)))
+    rows: dict[tuple[tuple[str, str], ...], dict[str, float]] = {}
+    for s in series:
+        key = tuple((name, value) for name, value in s.labels if name in label_names)
+        rows.setdefault(key, {})[f"Value #{s.ref_id}"] = s.points[-1][1]
+    names = organize.get("renameByName", {})
+    unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
+    cells = []
+    for key, values in sorted(rows.items()):
+        labels = dict(key)
+        cells.append([(labels.get(c, ""), TEXT) if c in label_names
+                      else (fmt(values[c], unit), threshold_colour(panel, names.get(c, c), values[c]))
+                      if c in values else ("", TEXT) for c in columns])
+    return [names.get(c, c) for c in columns], cells
+
+
+def threshold_colour(panel: dict[str, Any], column: str, value: float) -> str:
+    """The colour of the last threshold step at or below `value` that an override for `column` sets, else TEXT."""
+    for override in panel.get("fieldConfig", {}).get("overrides", []):
+        if override.get("matcher", {}).get("options") != column:
+            continue
+        for prop in override.get("properties", []):
+            if prop.get("id") == "thresholds":
+                reached = [step for step in prop["value"].get("steps", [])
+                           if step.get("value") is None or value >= step["value"]]
+                if reached:
+                    colour = reached[-1].get("color", "text")
+                    return str(NAMED_COLOURS.get(colour, colour))
+    return TEXT
+
+
+def fit(text: str, width: float) -> str:
+    """`text` cut to about `width` pixels at 12 px, its end kept (a root's path ends in its name)."""
+    room = max(int(width // 7) - 1, 4)
+    return text if len(text) <= room else "…" + text[-(room - 1):]
+
+
+def draw_table(panel: dict[str, Any], series: list[Series], x: float, y: float, w: float, h: float) -> str:
+    header, rows = table_cells(panel, series)
+    width = (w - 28) / max(len(header), 1)
+    fits = max(int((h - 70) // 18), 1)
+    out = [f'<text x="{x + 14 + width * i}" y="{y + 50}" fill="{MUTED}" font-size="11">{escape(name)}</text>'
+           for i, name in enumerate(header)]
+    for r, row in enumerate(rows[:fits]):
+        ry = y + 70 + 18 * r
+        out.append(f'<line x1="{x + 14}" y1="{ry - 13}" x2="{x + w - 14}" y2="{ry - 13}" stroke="{GRID}"/>')
+        out += [f'<text x="{x + 14 + width * i}" y="{ry}" fill="{colour}" font-size="12">'
+                f'{escape(fit(text, width))}</text>' for i, (text, colour) in enumerate(row)]
+    if len(rows) > fits:
+        out.append(f'<text x="{x + 14}" y="{y + h - 12}" fill="{MUTED}" font-size="11">'
+                   f'… and {len(rows) - fits} more rows</text>')
+    return "".join(out)
+
+
 def draw_panel(panel: dict[str, Any], series: list[Series], x: float, y: float, w: float, h: float,
                start: float, end: float) -> str:
     out = [f'<rect x="{x + 4}" y="{y + 4}" width="{w - 8}" height="{h - 8}" rx="3" fill="{PANEL}" '
@@ -107,6 +181,8 @@ def draw_panel(panel: dict[str, Any], series: list[Series], x: float, y: float, 
                    f'No data</text>')
         return "".join(out)
     unit = panel.get("fieldConfig", {}).get("defaults", {}).get("unit", "")
+    if panel.get("type") == "table":
+        return "".join(out) + draw_table(panel, series, x, y, w, h)
     if panel.get("type") == "stat":
         cell = (w - 28) / len(series)
         for i, s in enumerate(series):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 import subprocess
 import sys
@@ -208,3 +209,11 @@ def test_the_dashboard_renders_from_real_data_as_png(stack, tmp_path):
     assert rendered.stdout.count(" series\n") == len(panels())
     png = (tmp_path / "memory.png").read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n" and len(png) > 30_000
+    # the per-root table is drawn as Grafana shows it: S25's headings, a row per root, the cap's colour
+    texts = re.findall(r'<text [^>]*fill="([^"]+)"[^>]*>([^<]*)</text>', (tmp_path / "memory.svg").read_text())
+    shown = [text for _, text in texts]
+    assert all(heading in shown for heading in [*HEADINGS.values(), LARGEST])
+    assert sorted(text[-6:] for text in shown if text.endswith(("host-A", "host-B", "host-C"))) == sorted(
+        Path(root.root).name for root in stack.fleet.roots), "a row per root, its path cut to the column"
+    over = [root.largest_rules_file for root in stack.fleet.roots if root.largest_rules_file > 60]
+    assert over and all(("#f2495c", f"{n}") in texts for n in over), "red over the cap"
