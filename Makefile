@@ -1,7 +1,7 @@
 # The two commands a new user runs (README): `make demo` and `make test`. Both set up everything first.
 VENV ?= .venv
 
-.PHONY: setup demo test bench gpu-check mutate
+.PHONY: setup setup-dev demo test bench gpu-check mutate
 
 # `@`: a first screen holds what the demo says, not make's echo of its commands.
 setup:
@@ -17,7 +17,11 @@ test:
 	$(VENV)/bin/mypy
 	$(VENV)/bin/python -m pytest -q -ra tests
 
-bench: setup
+# The benchmarks and the mutation run use the tests' helpers: the `dev` extra beside the demo's set-up.
+setup-dev:
+	@./scripts/setup.sh --dev
+
+bench: setup-dev
 	$(VENV)/bin/python scripts/bench.py
 
 # The GPU path on a GPU host in one command (its own venv, .venv-gpu); `GPU_CHECK_ARGS=--dry-run` on a CPU machine.
@@ -29,6 +33,6 @@ gpu-check:
 # cores. Results are kept in mutants/ (git-ignored) and reused; MUTANTS='serve.trials.machine.*' reruns
 # those mutants (after a test changed), `rm -rf mutants` starts afresh.
 MUTATE_JOBS ?= 2
-mutate: setup
+mutate: setup-dev
 	$(VENV)/bin/mutmut run --max-children $(MUTATE_JOBS) $(MUTANTS)
 	$(VENV)/bin/python scripts/mutation_score.py

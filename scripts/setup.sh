@@ -5,11 +5,19 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=${VENV:-.venv}
 PYTHON=${PYTHON:-python3}
-# --test-tools: also the Debian packages the tests run: headless Chromium (the report and dashboard
+# --dev: also the `dev` extra (pytest and the tests' helpers, which `make bench` and `make mutate` use too).
+# --test-tools: `dev`, and the Debian packages the tests run: headless Chromium (the report and dashboard
 # renderings), Prometheus with promtool (the dashboard and rule checks), systemd's analyze and
 # sysusers tools (the unit checks) and shellcheck (scripts/gpu_check.sh). Only missing packages are installed.
+with_dev=false
 with_test_tools=false
-[ "${1:-}" = --test-tools ] && with_test_tools=true
+for arg in "$@"; do
+  case $arg in
+    --dev) with_dev=true ;;
+    --test-tools) with_dev=true with_test_tools=true ;;
+    *) echo "setup: unknown option $arg (--dev, --test-tools)" >&2; exit 2 ;;
+  esac
+done
 
 # apt_install PACKAGE...: as root, with APT_FLAGS, and without starting any service a package ships
 # (Debian's prometheus would otherwise start listening on :9090; the tests start their own).
@@ -71,7 +79,7 @@ install() {
 }
 
 extras=$extra
-$with_test_tools && extras="$extra,dev"
+$with_dev && extras="$extra,dev"
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 pyproject=$(sha256sum pyproject.toml | cut -c1-16)
 # A .venv the tests were set up in serves the demo as it is (its extras are a superset).

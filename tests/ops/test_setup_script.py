@@ -67,6 +67,16 @@ def test_the_demo_installs_the_engine_extra_only_and_the_tests_add_dev_once(venv
     assert [p.name for p in path.glob(".installed-*")] == [p.name for p in path.glob(".installed-cpu,dev-*")]
 
 
+def test_the_benchmarks_get_dev_without_the_test_tools_and_a_wrong_option_is_refused(venv):
+    _, log, env = venv
+    env = {**env, "PATH": os.environ["PATH"]}  # no stand-in test tools: --dev must not look for them
+    done = _setup(env, "--dev")
+    assert _installs(log) == ['.[cpu,dev]'] and "Debian" not in done.stderr
+    refused = subprocess.run(["bash", str(SETUP), "--tests"], env=env, capture_output=True, text=True, timeout=60)
+    assert refused.returncode == 2 and "unknown option --tests" in refused.stderr
+    assert _installs(log) == ['.[cpu,dev]'], "nothing ran"
+
+
 def test_a_changed_pyproject_installs_again(venv):
     path, log, env = venv
     _setup(env)
