@@ -67,8 +67,9 @@ step() {
 
 # install EXTRAS: the package with these extras into $VENV. The demo needs only the engine's; the tests add
 # `dev` (the runtime's clients, the linters, the fuzzers: about 25 s more on a fresh machine). pip's
-# warnings are left out (-qq): a registry mirror this machine's pip is configured with prints one per
-# package it does not hold (over 200 lines), while a failed install still prints its error and stops here.
+# warnings are left out (-qq): where pip is configured with an extra index that holds only some packages
+# it warns once for each of the others (over 200 lines on the machines here); a failed install still
+# prints its error and stops here.
 install() {
   "$VENV/bin/python" -m pip install --disable-pip-version-check -qq -e ".[$1]"
   if [ "${1%%,*}" = cpu ]; then
