@@ -469,11 +469,12 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
     uptake = uptake_table(CLAIMS, uptake_pairs(results), results, suite.decisions)
     tables += ["", "Rule uptake (demo/claims.py says what each rule asks for):", format_uptake(uptake)]
     html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake)
-    tables += ["", format_summary(rows), noise_floor_line(rows, comparisons), "", measured_lines(rows, plan.verdicts)]
+    head = [format_summary(rows), noise_floor_line(rows, comparisons)]
+    tables += ["", *head, "", measured_lines(rows, plan.verdicts)]
     if calibration is not None:
         measured = {v.rule_id: _verdict_cell(v) for v in plan.verdicts if v.method == "ablation"}
         tables += ["", instrument_beside_model(calibration, verdicts, measured)]
-    summary = [format_summary(rows), noise_floor_line(rows, comparisons), "Gates:"]
+    summary = [*head, "Gates:"]
     summary += [f"  {gate_line(v)}" for v in verdicts]
     summary.append(lesson_line(plan.verdicts))
     if calibration is not None:

@@ -38,6 +38,13 @@ def sign_test_p(tail: int, n: int) -> float:
     return min(1.0, 2 * tail / (1 << n))
 
 
+def share_difference(x: float, m: float, y: float, n: float) -> float:
+    """x/m − y/n rounded once, as (x·n − y·m) / (m·n): exact up to that one rounding for counts, so a
+    difference of exactly a threshold meets it (7/200 − 5/1000 is 0.030000000000000002 as a difference
+    of two rounded shares). The gates' and the lesson gate's thresholds on differences compare this."""
+    return (x * n - y * m) / (m * n)
+
+
 def rejects(p_value: float, alpha: float) -> bool:
     """The one rejection rule of every test at a level α here (the analysis gates' `max_p`, the lesson
     gate's `alpha`, `power`'s rejection regions): reject when p ≤ α. The exact sign test's p-values are

@@ -44,7 +44,7 @@ from replay.errors import ReplayError
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
 from replay.memory.inject import ConditionError, MemoryCondition, Workspace, WorkspaceMinus, parse_condition
 from replay.memory.ledger import Ledger, RuleRef
-from replay.stats import PairedComparison, paired_comparison, rejects
+from replay.stats import PairedComparison, paired_comparison, rejects, share_difference
 
 HARMFUL = "eval-gate:harmful"
 HELPFUL = "eval-gate:helpful"
@@ -294,9 +294,9 @@ def _lift_verdict(workspace: str, rule_id: str, carried: list[float], absent: li
 
 
 def _lift(carried: list[float], absent: list[float]) -> float:
-    """mean(carried) − mean(absent) rounded once, (Σc·|a| − Σa·|c|) / (|c|·|a|): exact up to that rounding for
-    0/1 scores, so a lift of exactly a margin meets it (10/20 − 9/20 is 0.04999999999999999 as fmean − fmean)."""
-    return (fsum(carried) * len(absent) - fsum(absent) * len(carried)) / (len(carried) * len(absent))
+    """mean(carried) − mean(absent) from the sums (`share_difference`): for 0/1 scores a lift of exactly a margin
+    meets it (10/20 − 9/20 is 0.04999999999999999 as fmean − fmean)."""
+    return share_difference(fsum(carried), len(carried), fsum(absent), len(absent))
 
 
 def lesson_verdicts(

@@ -40,7 +40,14 @@ from replay.analysis.gates.context import (
     row_of,
     row_text,
 )
-from replay.stats import PairedComparison, RepeatComparison, paired_comparison, rejects, repeat_comparison
+from replay.stats import (
+    PairedComparison,
+    RepeatComparison,
+    paired_comparison,
+    rejects,
+    repeat_comparison,
+    share_difference,
+)
 from replay.suite import SuiteError, load_suite
 
 Basis = Literal["point", "ci_low"]
@@ -380,9 +387,9 @@ class FreshChronological(_OtherRunGain):
 
 
 def _points_drop(high: PairedComparison, low: PairedComparison) -> float:
-    """high − low in points, rounded once from the counts as `points` is, so a drop of exactly the allowance
-    equals it (7/150 − 4/150 is 2.0000000000000004 as a difference of rounded points)."""
-    return 100 * ((high.wins - high.losses) * low.n - (low.wins - low.losses) * high.n) / (high.n * low.n)
+    """high − low in points, from the counts (`share_difference`), so a drop of exactly the allowance equals it
+    (7/150 − 4/150 is 2.0000000000000004 as a difference of rounded points)."""
+    return 100 * share_difference(high.wins - high.losses, high.n, low.wins - low.losses, low.n)
 
 
 def _aware(moment: datetime) -> datetime:
@@ -473,14 +480,13 @@ class CanaryNoRegression(_Condition):
 
 
 def _rate_rise(control: CanaryCohort, canary: CanaryCohort, what: Literal["errors", "anomalies"]) -> float:
-    """canary − control rate, rounded once from the counts (over `CanaryCohort.rate`'s denominators), so a
-    rise of exactly the allowance equals it (7/200 − 5/1000 is 0.030000000000000002 as a difference of rates)."""
+    """canary − control rate, from the counts over `CanaryCohort.rate`'s denominators (`share_difference`), so a
+    rise of exactly the allowance equals it."""
     def count_over(cohort: CanaryCohort) -> tuple[int, int]:
         over = cohort.outcomes if what == "anomalies" and cohort.outcomes is not None else cohort.requests
         return getattr(cohort, what), over
 
-    (a, m), (b, n) = count_over(control), count_over(canary)
-    return (b * m - a * n) / (m * n)
+    return share_difference(*count_over(canary), *count_over(control))
 
 
 class RollbackReady(_Condition):
