@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 
+from replay.cli.sandbox import _evidence, _score
 from replay.config import RunConfig
 from replay.endpoint import Outcome
 from replay.rundir import RunError, run_lock
 from replay.sandbox import runner
-from replay.sandbox.cli import _evidence, _score
 from replay.sandbox.pack import load_pack, oracle_end_state
 from replay.sandbox.runner import EpisodeItem, load_sandbox_results, run_sandbox
 from replay.sandbox.scenario import Scenario

@@ -1,0 +1,45 @@
+"""`worker-replay`: suites, replay runs, paired comparison, gates, reports, lessons and provenance.
+
+One module per command group, each registering its own subcommands with `add_parser(sub)`:
+
+- `suite.py`: suite validate, freeze, stats, check-privacy, build
+- `corpus.py`: corpus audit, reads
+- `memory.py`: memory check, stats
+- `run.py`: run
+- `sandbox.py`: sandbox validate, freeze, stats, check, run, score, evidence, report
+- `compare.py`: compare
+- `gate.py`: gate
+- `plan.py`: plan
+- `calibrate.py`: calibrate
+- `report.py`: report
+- `lessons.py`: lessons propose, trace, dispute
+- `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the tainted rules
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from core.cli import run_command
+from replay.cli import calibrate, compare, corpus, gate, lessons, memory, plan, report, run, sandbox, suite
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="worker-replay", description=__doc__.partition("\n")[0] if __doc__ else None)
+    sub = parser.add_subparsers(dest="command", required=True)
+    suite.add_parser(sub)
+    corpus.add_parser(sub)
+    memory.add_parser(sub)
+    run.add_parser(sub)
+    sandbox.add_parser(sub)
+    compare.add_parser(sub)
+    gate.add_parser(sub)
+    plan.add_parser(sub)
+    calibrate.add_parser(sub)
+    report.add_parser(sub)
+    lessons.add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    return run_command(build_parser(), argv)

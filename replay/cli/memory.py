@@ -1,0 +1,45 @@
+"""`worker-replay memory …`: check workspace memory files, the fast loop's counters."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from replay.memory.checks import check_memory, has_violations
+from replay.memory.files import workspace_dirs
+
+
+def _memory_check(args: argparse.Namespace) -> int:
+    dirs = workspace_dirs(args.dir) if args.root else {args.dir.name: args.dir}
+    problems = [p for path in dirs.values() for p in check_memory(path)]
+    for problem in problems:
+        print(problem)
+    return 1 if has_violations(problems) else 0
+
+
+def _memory_stats(args: argparse.Namespace) -> int:
+    from replay.memory.stats import fleet_stats, format_fleet, textfile, write_textfile
+
+    stats = fleet_stats(args.roots, git=args.git)
+    if args.textfile is not None:
+        write_textfile(args.textfile, textfile(stats))
+    print(stats.model_dump_json(indent=2) if args.json else format_fleet(stats))
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    memory = sub.add_parser("memory", help="workspace memory").add_subparsers(dest="action", required=True)
+    check = memory.add_parser("check", help="check memory files like the public check script")
+    check.add_argument("dir", type=Path)
+    check.add_argument("--root", action="store_true", help="DIR holds one sub-directory per workspace")
+    check.set_defaults(func=_memory_check)
+    stats = memory.add_parser("stats", help="the fast loop's counters per workspace and root (S25), read-only")
+    stats.add_argument("roots", type=Path, nargs="+", metavar="ROOT", help="one directory per workspace under it")
+    stats.add_argument("--json", action="store_true")
+    stats.add_argument("--git", action="store_true",
+                       help="also count the rule churn from each workspace's git history and list where it disagrees "
+                            "with the provenance log")
+    stats.add_argument("--textfile", type=Path, metavar="FILE",
+                       help="also write the counters for node_exporter's textfile collector (atomically)")
+    stats.set_defaults(func=_memory_stats)

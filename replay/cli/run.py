@@ -1,0 +1,33 @@
+"""`worker-replay run`: replay every arm × decision of a suite (resumable)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from replay.cli.common import ledger_option
+from replay.config import load_run_config
+from replay.memory.ledger import Ledger
+from replay.runner import run
+from replay.suite import load_suite
+
+
+def _run(args: argparse.Namespace) -> int:
+    suite = load_suite(args.suite)
+    config = load_run_config(args.config)
+    sent, already = run(suite, config, args.out)
+    with Ledger(args.ledger) as ledger:
+        ledger.ingest_jsonl(args.out.name, args.out / "results.jsonl")
+    print(f"{args.out}: {sent} result(s) written, {already} already there (resumed)" if already
+          else f"{args.out}: {sent} result(s) written")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser("run", help="replay every arm × decision (resumable)")
+    p.add_argument("--suite", type=Path, required=True)
+    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--out", type=Path, required=True, help="the run directory (re-run into it to resume)")
+    ledger_option(p)
+    p.set_defaults(func=_run)
