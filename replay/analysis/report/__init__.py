@@ -35,7 +35,7 @@ from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
 from replay.analysis.report.retrieval import Retrieval, retrieval_block
-from replay.analysis.report.summary import reference_arm
+from replay.analysis.report.summary import reference_arm, report_title
 from replay.corpus.retrieval import SessionReads
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
@@ -104,12 +104,13 @@ def write_report(
     reference = reference_arm(arms, [c.baseline for c in comparisons], baseline)
     if reference not in arms:
         raise ResultsError(f"no results for arm {excerpt(reference)} (arms in these results: {', '.join(arms)})")
+    title = report_title(info, arms, reference, run.name)
     svg = plot_svg(results)
     by_id = {d.id: d for d in decisions}
     (run / PLOT_SVG).write_text(svg, encoding="utf-8")
     md_path, html_path = run / REPORT_MD, run / REPORT_HTML
-    md_path.write_text(render_markdown(run, info, comparisons, verdicts, results, tainted, lessons, uptake,
+    md_path.write_text(render_markdown(title, info, comparisons, verdicts, results, tainted, lessons, uptake,
                                        reference=reference, retrieval=retrieval), encoding="utf-8")
-    html_path.write_text(render_html(run, info, comparisons, verdicts, results, svg, by_id, tainted, lessons, uptake,
+    html_path.write_text(render_html(title, info, comparisons, verdicts, results, svg, by_id, tainted, lessons, uptake,
                                      reference=reference, retrieval=retrieval), encoding="utf-8")
     return md_path, html_path

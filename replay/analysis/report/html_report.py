@@ -7,7 +7,6 @@ import html
 import json
 import re
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from core.records import Decision, ResultRecord
@@ -39,6 +38,7 @@ from replay.analysis.report.summary import (
     LESSON_COLUMNS,
     SUMMARY_NOTE,
     SummaryRow,
+    clip,
     gate_line,
     lesson_cells,
     lesson_order,
@@ -61,9 +61,14 @@ def comparison_id(comparison: Comparison) -> str:
     return f"cmp-{slug(comparison.baseline)}-vs-{slug(comparison.candidate)}"
 
 
+# The page never scrolls sideways: a table wider than the page scrolls in its own box (a block as
+# wide as its rows, at most the page: GitHub's Markdown tables do the same), a flex item may shrink
+# below its table's width, and a long word breaks outside a table and in the drill-down's answers
+# (one argument with no break in it, a path or base64, would give a table of hundreds of rows a
+# scroll bar at its far end; their width is bounded so the other columns keep whole words).
 CSS = """
-body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1800px}
-table{border-collapse:collapse;margin:0.5em 0 1.5em}
+body{font-family:system-ui,sans-serif;margin:2em;color:#222;max-width:1800px;overflow-wrap:break-word}
+table{border-collapse:collapse;margin:0.5em 0 1.5em;display:block;width:max-content;max-width:100%;overflow-x:auto}
 th,td{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top}
 thead th{background:#f3f3f3}
 td.num{text-align:right;font-variant-numeric:tabular-nums}
@@ -76,8 +81,10 @@ tr.tainted{background:#fff4e0}
 pre{white-space:pre-wrap;word-break:break-word;margin:0;font-size:12px;max-width:480px}
 tr[data-outcome=win] td.outcome{color:#176b1c}
 tr[data-outcome=loss] td.outcome{color:#a31515}
+table.drilldown td[data-field$=answer]{overflow-wrap:anywhere;min-width:16em;max-width:40em}
 .note{color:#555;font-size:90%}
 .answer-top{display:flex;flex-wrap:wrap;gap:2em;align-items:flex-start}
+.answer-top>div{min-width:0}
 .answer-top figure{margin:0;flex:1 1 360px;min-width:360px}
 .answer-top figure svg{width:100%;height:auto}
 .answer-top .note{max-width:70ch}
@@ -124,7 +131,7 @@ def _cell(text: str, field: str, value: Any = None, css: str = "num", **data: An
 
 
 def render_html(
-    run: Path,
+    title: str,
     info: Mapping[str, Any],
     comparisons: Sequence[Comparison],
     verdicts: Sequence[Verdict],
@@ -138,9 +145,10 @@ def render_html(
     reference: str,
     retrieval: Retrieval | None = None,
 ) -> str:
-    """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
+    """`title`: `summary.report_title`; `reference`: the arm the summary counts changed calls against
+    (see `summary.reference_arm`)."""
     body = [
-        f"<h1>Replay report: {_e(run.name)}</h1>",
+        f"<h1>{_e(title)}</h1>",
         _answer_section(verdicts, results, svg, lessons, uptake, reference),
         _retrieval_section(retrieval),
         '<section id="summary"><h2>Run</h2>',
@@ -157,7 +165,7 @@ def render_html(
     ]
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>Replay report: {_e(run.name)}</title><style>{CSS}</style></head>\n<body>\n"
+        f"<title>{_e(title)}</title><style>{CSS}</style></head>\n<body>\n"
         + "\n".join(body)
         + f"\n<script>{SCRIPT}</script>\n</body></html>\n"
     )
@@ -241,10 +249,10 @@ def _summary_table(info: Mapping[str, Any], results: Sequence[ResultRecord]) -> 
     rows = []
     for key, value in summary(info, results):
         if isinstance(value, str | int | float):
-            cell = f"<pre>{_e(_clip(str(value), 2000))}</pre>"
+            cell = f"<pre>{_e(clip(str(value), 2000))}</pre>"
         else:  # nested values (the whole run config) fold away so the tables come first
             text = json.dumps(value, indent=1, default=str)
-            cell = f"<details><summary>show</summary><pre>{_e(_clip(text, 20000))}</pre></details>"
+            cell = f"<details><summary>show</summary><pre>{_e(clip(text, 20000))}</pre></details>"
         rows.append(f'<tr data-key="{_e(key)}"><th>{_e(key)}</th><td>{cell}</td></tr>')
     return f'<table id="run-summary"><tbody>{"".join(rows)}</tbody></table>'
 
@@ -422,7 +430,7 @@ def _request_summary(record: ResultRecord, decision: Decision | None) -> str:
         choice = json.dumps(request.tool_choice)
         lines.append(f"{len(decision.turn)} messages, {len(request.tools)} tools, tool_choice {choice}")
         if last_user is not None:
-            lines.append("last user turn: " + _clip(_content_text(last_user.get("content")), 300))
+            lines.append("last user turn: " + clip(_content_text(last_user.get("content")), 300))
         if decision.failed_action is not None:
             lines.append(f"failed action: {decision.failed_action.tool}")
     return "<br>".join(_e(line) for line in lines)
@@ -441,11 +449,11 @@ def _answer(record: ResultRecord) -> str:
     call = parsed.first
     head = f"{parsed.outcome.value}"
     if call is not None:
-        head += f": {call.tool}({_clip(json.dumps(call.arguments, sort_keys=True), 300)})"
+        head += f": {call.tool}({clip(json.dumps(call.arguments, sort_keys=True), 300)})"
     if len(parsed.calls) > 1:
         head += f" (+{len(parsed.calls) - 1} more call(s))"
     flags = f"<br><span class=\"note\">flags: {_e(', '.join(record.score.flags))}</span>" if record.score.flags else ""
-    raw = _clip(json.dumps(record.raw_output, indent=1, default=str), RAW_OUTPUT_LIMIT)
+    raw = clip(json.dumps(record.raw_output, indent=1, default=str), RAW_OUTPUT_LIMIT)
     return f"{_e(head)}{flags}<details><summary>raw output</summary><pre>{_e(raw)}</pre></details>"
 
 
@@ -468,7 +476,3 @@ def _key_diff(row: DrillRow, decision: Decision | None) -> str:
             if target != answer:
                 lines.append(f"{arm} vs target: missing {missing}; extra {extra}")
     return "<br>".join(_e(line) for line in lines) or "—"
-
-
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"

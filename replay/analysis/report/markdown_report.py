@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 from core.records import ResultRecord
@@ -45,7 +44,7 @@ from replay.memory.uptake import UPTAKE_COLUMNS, UPTAKE_NOTE, Uptake, uptake_cel
 
 
 def render_markdown(
-    run: Path,
+    title: str,
     info: Mapping[str, Any],
     comparisons: Sequence[Comparison],
     verdicts: Sequence[Verdict],
@@ -57,8 +56,9 @@ def render_markdown(
     reference: str,
     retrieval: Retrieval | None = None,
 ) -> str:
-    """`reference`: the arm the summary counts changed calls against (see `summary.reference_arm`)."""
-    lines = [f"# Replay report: {_md(run.name)}", "", *answer(verdicts, results, lessons, uptake, reference),
+    """`title`: `summary.report_title`; `reference`: the arm the summary counts changed calls against
+    (see `summary.reference_arm`)."""
+    lines = [f"# {_md(title)}", "", *answer(verdicts, results, lessons, uptake, reference),
              *retrieval_lines(retrieval),
              "## Run", ""]
     lines += [f"- **{_md(key)}**: {_md(value)}" for key, value in summary(info, results)]

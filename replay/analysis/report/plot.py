@@ -13,6 +13,10 @@ from replay.stats import wilson_interval
 
 PLOT_SVG = "plot.svg"
 PALETTE = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf", "#8c564b", "#e377c2")
+CHAR_PX = 7.5
+"""A generous width of one character of 12 px sans-serif: legend columns are sized from it, never clipped."""
+LEGEND_ROW_PX = 20
+"""The height of a row of the legend, which takes as many as it needs."""
 
 
 @dataclass(frozen=True)
@@ -59,9 +63,15 @@ def plot_svg(results: Sequence[ResultRecord]) -> str:
     """Per-stratum joint correctness of every arm with 95% Wilson intervals, as standalone SVG."""
     points = plot_points(results)
     arms, scopes = arms_of(results), plot_scopes(results)
-    width, height = max(640, 170 * len(scopes) + 80), 380
-    left, right, top, bottom = 60, 20, 40, 90
-    plot_w, plot_h = width - left - right, height - top - bottom
+    left, right, top, plot_h = 60, 20, 40, 250
+    # The legend is a grid below the plot, one entry per arm (replicates too): columns as wide as the
+    # longest name, as many as fit, as many rows as that takes; the plot widens for one long name.
+    column = 15 + CHAR_PX * max((len(arm) for arm in arms), default=0) + 25
+    width = round(max(640, 170 * len(scopes) + 80, left + column + right))
+    columns = max(1, int((width - left - right) // column))
+    rows = -(-len(arms) // columns)
+    height = top + plot_h + 60 + LEGEND_ROW_PX * max(0, rows - 1) + 30
+    plot_w = width - left - right
 
     def y(rate: float) -> float:
         return top + plot_h * (1 - rate)
@@ -102,10 +112,10 @@ def plot_svg(results: Sequence[ResultRecord]) -> str:
             '<circle cx="{cx:.1f}" cy="{y_rate:.1f}" r="4" fill="{colour}"/></g>').format(
             arm=p.arm, scope=p.scope, correct=p.correct, n=p.n, low=p.low, high=p.high, tip=tip, cx=cx,
             left=cx - 4, right=cx + 4, y_low=y(p.low), y_high=y(p.high), y_rate=y(p.rate), colour=colours[p.arm]))
-    legend_y = height - 30
     for i, arm in enumerate(arms):
-        lx = left + i * 150
-        parts.append(Markup('<circle cx="{}" cy="{}" r="5" fill="{}"/>').format(lx + 5, legend_y - 4, colours[arm]))
-        parts.append(Markup('<text x="{}" y="{}">{}</text>').format(lx + 15, legend_y, arm))
+        lx, ly = left + column * (i % columns), top + plot_h + 60 + LEGEND_ROW_PX * (i // columns)
+        parts.append(Markup('<g class="legend" data-arm="{}"><circle cx="{:.1f}" cy="{}" r="5" fill="{}"/>'
+                            '<text x="{:.1f}" y="{}">{}</text></g>').format(arm, lx + 5, ly - 4, colours[arm],
+                                                                           lx + 15, ly, arm))
     parts.append(Markup("</svg>"))
     return "\n".join(parts) + "\n"

@@ -6,8 +6,9 @@ console (the demo prints the same tables it writes). Lesson verdicts and rule up
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from core.names import excerpt
 from core.records import KNOWN_FAILURE, ResultRecord
@@ -81,6 +82,33 @@ def reference_arm(arms: Sequence[str], baselines: Sequence[str], named: str | No
     if not arms:
         raise ResultsError("no arms to summarise")
     return arms[0]
+
+
+TITLE_ARMS = 3
+"""Arms a title names after the reference; the rest are counted."""
+
+
+def report_title(info: Mapping[str, Any], arms: Sequence[str], reference: str, directory: str) -> str:
+    """What tells one report from another in a browser tab: the suite (name and version, from run.json)
+    and the arms, the reference first. The run directory's name stands in only when run.json names no
+    suite: every demo run lives in a directory called `run`. Each part is clipped, so the title stays short."""
+    suite = info.get("suite")
+    name = suite.get("name") if isinstance(suite, Mapping) else None
+    version = suite.get("version") if isinstance(suite, Mapping) else None
+    if isinstance(name, str | int) and str(name):
+        subject = clip(str(name), 60) + (f" v{clip(str(version), 20)}" if isinstance(version, str | int) else "")
+    else:
+        subject = clip(directory, 60)
+    others = [a for a in arms if a != reference]
+    named = ", ".join(clip(a, 40) for a in others[:TITLE_ARMS])
+    rest = f" (+{len(others) - TITLE_ARMS} more)" if len(others) > TITLE_ARMS else ""
+    compared = f"{clip(reference, 40)} vs {named}{rest}" if others else clip(reference, 40)
+    return f"Replay report: {subject} · {compared}"
+
+
+def clip(text: str, limit: int) -> str:
+    """`text` cut to at most `limit` characters, an ellipsis marking the cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _joint(rows: Sequence[ResultRecord]) -> Count:

@@ -9,7 +9,7 @@ import pytest
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
 from replay.analysis.compare import ResultsError
 from replay.analysis.gates import ConditionResult, Status, Verdict
-from replay.analysis.report.summary import Count, format_summary, gate_line, summary_rows
+from replay.analysis.report.summary import Count, format_summary, gate_line, report_title, summary_rows
 
 NO_CALL = ParsedResponse(outcome=ParseOutcome.NO_CALL)
 
@@ -88,3 +88,13 @@ def test_gate_lines() -> None:
     rejected = verdict(condition("a", Status.FAIL), condition("b", Status.PASS), condition("c", Status.NOT_RUN),
                        condition("d", Status.FAIL))
     assert gate_line(rejected) == "mem against base (serious v2): REJECT (failed: a, d; not run: c)"
+
+
+def test_the_title_names_the_suite_and_the_arms_not_the_directory() -> None:
+    suite = {"suite": {"name": "demo", "version": 2}}
+    assert report_title(suite, ["base", "mem"], "base", "run") == "Replay report: demo v2 · base vs mem"
+    arms = ["a", "base", "b", "c", "d", "e"]
+    assert report_title(suite, arms, "base", "run") == "Replay report: demo v2 · base vs a, b, c (+2 more)"
+    assert report_title({}, ["base"], "base", "run-7") == "Replay report: run-7 · base"  # run.json names no suite
+    long = report_title({"suite": {"name": "s" * 500}}, ["x" * 500, "base"], "base", "run")
+    assert long == f"Replay report: {'s' * 59}… · base vs {'x' * 39}…"
