@@ -5,7 +5,8 @@ A file from a user (a suite, a pack, a run's results, a transcript, a verdict) c
 recursive code that touches the value later), a 10 GB line (`MemoryError`), bytes that are not
 UTF-8, a 5000-digit number (`ValueError` outside `JSONDecodeError`). Here each of those is a
 `JsonFileError` naming the file and line, and nothing deeper than `MAX_DEPTH` is ever parsed,
-so no later recursion over a value read here can run out of stack.
+so no later recursion over a value read here can run out of stack. Only a regular file is ever
+opened (`core.regularfile`): a FIFO, a socket or a device is a `JsonFileError` too, never waited on.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Generic, TypeVar
 from pydantic import BaseModel, ValidationError
 
 from core.errors import WorkerTierError
+from core.regularfile import NotReadable, open_regular, read_regular_bytes
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -113,31 +115,29 @@ def read_json(path: Path, model: type[M]) -> M:
     return validate(_read_bounded(path), model, str(path))
 
 
-def read_json_value(path: Path) -> Any:
-    """A whole JSON file (at most `MAX_FILE_BYTES`) as a plain value."""
-    return loads_bounded(_read_bounded(path), str(path))
+def read_json_value(path: Path, follow_links: bool = True) -> Any:
+    """A whole JSON file (at most `MAX_FILE_BYTES`) as a plain value (`follow_links`: as `open_regular`)."""
+    return loads_bounded(_read_bounded(path, follow_links), str(path))
 
 
-def _read_bounded(path: Path) -> bytes:
+def _read_bounded(path: Path, follow_links: bool = True) -> bytes:
     try:
-        with path.open("rb") as handle:
-            data = handle.read(MAX_FILE_BYTES + 1)
-    except OSError as exc:
-        raise JsonFileError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
-    if len(data) > MAX_FILE_BYTES:
-        raise JsonFileError(f"{path}: larger than {MAX_FILE_BYTES} bytes")
-    return data
+        return read_regular_bytes(path, MAX_FILE_BYTES, follow_links)
+    except NotReadable as exc:
+        raise JsonFileError(str(exc)) from exc
 
 
-def read_lines(path: Path, max_line_bytes: int | None = None) -> Iterator[tuple[int, str | None, str | None]]:
+def read_lines(path: Path, max_line_bytes: int | None = None,
+               follow_links: bool = True) -> Iterator[tuple[int, str | None, str | None]]:
     """(number, text, problem) for each non-blank line (split on `\\n`, counted from 1): the text
     when it is UTF-8 of at most `max_line_bytes`, else the problem. A longer line is skipped
-    without being held in memory. `max_line_bytes` defaults to `MAX_LINE_BYTES`."""
+    without being held in memory. `max_line_bytes` defaults to `MAX_LINE_BYTES`; anything but a
+    regular file (and with `follow_links` false, a link) is a `JsonFileError` (`core.regularfile`)."""
     max_line_bytes = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     try:
-        handle = path.open("rb")
-    except OSError as exc:
-        raise JsonFileError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+        handle = open_regular(path, follow_links)
+    except NotReadable as exc:
+        raise JsonFileError(str(exc)) from exc
     with handle:
         number = 0
         while True:
@@ -158,11 +158,11 @@ def read_lines(path: Path, max_line_bytes: int | None = None) -> Iterator[tuple[
                 yield number, None, f"not UTF-8 text (byte {exc.start} of the line)"
 
 
-def read_jsonl_values(path: Path, what: str = "a line",
-                      max_line_bytes: int | None = None) -> Iterator[JsonLine[dict[str, Any]]]:
+def read_jsonl_values(path: Path, what: str = "a line", max_line_bytes: int | None = None,
+                      follow_links: bool = True) -> Iterator[JsonLine[dict[str, Any]]]:
     """Each non-blank line of a JSONL file as a parsed JSON object, or its problem (`what` names
     what a line holds, for the message when it is no object)."""
-    for number, text, problem in read_lines(path, max_line_bytes):
+    for number, text, problem in read_lines(path, max_line_bytes, follow_links):
         if text is None:
             yield JsonLine(number, None, (problem or "unreadable",))
             continue

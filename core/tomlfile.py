@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from core.errors import WorkerTierError
 from core.jsonfile import MAX_DEPTH, value_too_deep
 from core.names import excerpt
+from core.regularfile import NotReadable, open_regular
 
 Model = TypeVar("Model", bound=BaseModel)
 MAX_TOML_BYTES = 4 * 2**20
@@ -43,23 +44,15 @@ def _regular_bytes(path: Path, limit: int, private: str | None = None) -> tuple[
     file is, for the message), a mode that lets anyone but its owner read or write it is refused, checked
     on the descriptor that is read (so a file swapped between check and read is never the one read)."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
-    except OSError as exc:
-        return None, f"cannot be read: {exc.strerror or exc}"
-    except ValueError as exc:  # "embedded null byte": a path from an API body
-        return None, f"not a file path ({exc})"
-    try:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None, "not a regular file"
-        if private is not None and (problem := _private_problem(path, info.st_mode, private)) is not None:
-            return None, problem
-        with os.fdopen(os.dup(fd), "rb") as handle:
+        with open_regular(path) as handle:
+            mode = os.fstat(handle.fileno()).st_mode
+            if private is not None and (problem := _private_problem(path, mode, private)) is not None:
+                return None, problem
             data = handle.read(limit + 1)
+    except NotReadable as exc:
+        return None, exc.reason
     except OSError as exc:
         return None, f"cannot be read: {exc.strerror or exc}"
-    finally:
-        os.close(fd)
     if len(data) > limit:
         return None, f"larger than {limit} bytes"
     return data, None

@@ -41,28 +41,41 @@ from serve.gateway.tenancy import ACCESS_LOG_FILTER
 from serve.trials import admin as trials_admin
 from serve.trials.service import TrialService
 
+LINGER_BYTES = 64 * 2**20
+"""How much of a refused body past the limit is read and thrown away before its 413 is sent, as nginx's
+lingering close does: a server that answers and closes while the client is still sending makes the client's
+kernel see a reset, and the client loses the answer. Reading costs the gateway bandwidth only (each chunk is
+dropped as it comes), like any request that fits; a body more than this over the limit is no API request,
+and its connection is closed at once (the client may then see the reset)."""
+
 
 class BodyLimit:
-    """413 for a body over the limit: at once from Content-Length, or as soon as a chunked body
-    passes it (before anything is parsed or forwarded)."""
+    """413 for a body over the limit, before anything is parsed or forwarded: from Content-Length, or as soon
+    as a chunked body passes it. The rest of the body is read and dropped first (up to `LINGER_BYTES` past the
+    limit), so the client reads the 413 in its API's shape instead of a reset connection."""
 
     def __init__(self, app: ASGIApp, limit: int, gateway: Gateway) -> None:
         self.app = app
         self.limit = limit
         self.gateway = gateway
 
-    def _error(self) -> GatewayError:
-        return GatewayError(413, f"the request body is larger than {self.limit} bytes", "body_too_large")
+    def _error(self, drained: bool) -> GatewayError:
+        return GatewayError(413, f"the request body is larger than {self.limit} bytes", "body_too_large",
+                            headers=None if drained else {"Connection": "close"})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        length = dict(scope["headers"]).get(b"content-length")
+        headers = dict(scope["headers"])
+        length = headers.get(b"content-length")
         if length is not None and length.isdigit() and int(length) > self.limit:
             api = api_for_path(scope["path"])
             self.gateway.metrics.observe("", "", "", 413, 0.0, "body_too_large", api=api.name)
-            await proxy.error_response(api, self._error())(scope, receive, send)
+            # A client that waits for `100 Continue` has sent no body: it is told at once, and nothing is read.
+            sending = headers.get(b"expect", b"").lower() != b"100-continue"
+            drained = sending and int(length) <= self.limit + LINGER_BYTES and await _discard(receive, int(length))
+            await proxy.error_response(api, self._error(drained))(scope, receive, send)
             return
         received = 0
 
@@ -71,10 +84,23 @@ class BodyLimit:
             message = await receive()
             received += len(message.get("body", b""))
             if received > self.limit:
-                raise self._error()
+                drained = not message.get("more_body", False) or await _discard(
+                    receive, self.limit + LINGER_BYTES - received)
+                raise self._error(drained)
             return message
 
         await self.app(scope, limited, send)
+
+
+async def _discard(receive: Receive, budget: int) -> bool:
+    """Read and drop the rest of a request body, at most about `budget` bytes; whether it ended (or the client
+    went away) within them."""
+    while budget >= 0:
+        message = await receive()
+        if message["type"] != "http.request" or not message.get("more_body", False):
+            return True
+        budget -= len(message.get("body", b""))
+    return False
 
 
 def _validation_message(exc: RequestValidationError) -> str:

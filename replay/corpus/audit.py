@@ -6,8 +6,9 @@ one `message.id` counts once), `tool_result` blocks and those the runtime marked
 decisions each stratum would get (the strata of replay/corpus/capture_suite.py, from each call's
 outcome as the guard reads its `tool_result`), the clusters (sessions) they come from, each tool's
 share of the actions, and the time span. Only the conversation is read, not the request log, so
-files without one count too. A file that cannot be read is refused with its reason and the audit
-goes on.
+files without one count too. A file that cannot be read (no regular file: a FIFO, a socket, a device,
+a link), and a workspace directory that is a link or whose name is no name, is refused with its reason
+and the audit goes on.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ class CorpusAudit(Strict):
     first: str | None = None
     last: str | None = None
     refused: list[str] = Field(default_factory=list)
-    """Files that could not be read, each with its reason."""
+    """Files and workspace directories that were not read, each with its reason."""
 
 
 def session_rows(workspace: str, session: str, files: list[SessionFile], rules: GuardRules) -> list[CapturedDecision]:
@@ -124,6 +125,6 @@ def format_audit(report: CorpusAudit) -> str:
         lines.append("  top tools (share of actions):")
         lines += [f"    {t.tool:<40} {t.actions:>9,}  {100 * t.share:5.1f}%" for t in report.top_tools]
     if report.refused:
-        lines.append(f"  refused: {len(report.refused)} file(s)")
+        lines.append(f"  refused: {len(report.refused)} path(s)")
         lines += [f"    {reason}" for reason in report.refused]
     return "\n".join(lines)

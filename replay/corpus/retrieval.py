@@ -27,6 +27,7 @@ from typing import Any
 from pydantic import Field
 
 from core.records import Decision, Strict
+from core.regularfile import NotReadable, read_regular_bytes
 from core.wire import WIRES, is_output_item
 from replay.corpus.claude_code import ClaudeCodeDir, SessionFile, neutral_answer
 from replay.corpus.transcripts import Transcript, TranscriptDir, TranscriptError, TranscriptSource
@@ -179,7 +180,7 @@ def session_records(source: TranscriptSource, tools: dict[str, str], refused: li
     """Every session of either kind of corpus (or those of `only`, by workspace and session id), one at a time; a
     session that cannot be read is left out and its reason appended to `refused`."""
     if isinstance(source, ClaudeCodeDir):
-        keys = sorted(only) if only is not None else [(w, s) for w, s, _ in source.sessions()]
+        keys = sorted(only) if only is not None else [(w, s) for w, s, _ in source.sessions(refused)]
         for workspace, session in keys:
             try:
                 files = [f for main in source.main_files(workspace, session)
@@ -190,8 +191,7 @@ def session_records(source: TranscriptSource, tools: dict[str, str], refused: li
             if files:
                 yield claude_code_record(workspace, session, files, tools)
     elif isinstance(source, TranscriptDir):
-        keys = sorted(only) if only is not None else [(p.parent.name, p.stem)
-                                                      for p in sorted(source.root.glob("*/*.jsonl"))]
+        keys = sorted(only) if only is not None else list(source.sessions(refused))
         for workspace, session in keys:
             try:
                 transcript = source.session(workspace, session)
@@ -248,8 +248,10 @@ def coverage(summary: WorkspaceReads, workspace_dir: Path) -> None:
         return
     files = {p.relative_to(workspace_dir).as_posix() for p in tree.rglob("*") if p.is_file() and not p.is_symlink()}
     files -= set(ESSENTIAL_FILES)
-    index = workspace_dir / INDEX
-    text = index.read_text(encoding="utf-8", errors="replace") if index.is_file() and not index.is_symlink() else ""
+    try:
+        text = read_regular_bytes(workspace_dir / INDEX, follow_links=False).decode("utf-8", errors="replace")
+    except NotReadable:  # absent, a link, a FIFO, a device: no index to read
+        text = ""
     listed = index_links(text) - set(ESSENTIAL_FILES)
     summary.memory_files, summary.listed = len(files), len(listed & files)
     summary.unlisted = sorted(files - listed)

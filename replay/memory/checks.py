@@ -8,6 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
+from core.regularfile import NotReadable, read_regular_bytes
 from replay.memory.files import (
     AUTHORISED_EVIDENCE,
     BINDING,
@@ -72,13 +73,13 @@ def has_violations(problems: Iterable[MemoryProblem]) -> bool:
 
 
 def _text(path: Path, workspace: Path) -> str | None:
-    """Text for a check, None if unreadable or a link out of the workspace (`load_memory` already
+    """Text for a check, None if unreadable, no regular file or a link (`load_memory` already
     reported why)."""
     if not path.resolve().is_relative_to(workspace.resolve()):
         return None
     try:
-        return path.read_bytes().decode("utf-8-sig", errors="replace")
-    except OSError:
+        return read_regular_bytes(path, follow_links=False).decode("utf-8-sig", errors="replace")
+    except NotReadable:
         return None
 
 

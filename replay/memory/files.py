@@ -21,11 +21,14 @@ error, because injecting "nothing" for a mistyped path would silently look like 
 Workspaces live under a memory root, one directory per tenant. A workspace is a name
 (`core.names`), and its directory must resolve inside the root: `..`, an absolute path or a
 symlink to elsewhere would inject another tenant's rules. Inside a workspace, a file that is a
-link out of the workspace directory is reported and not read.
+link out of the workspace directory is reported and not read, and so is any other entry that is
+not a regular file (a link, a FIFO, a socket, a device): the tenant writes this directory, and
+opening a FIFO would wait for a writer for good (`core.regularfile`).
 """
 
 from __future__ import annotations
 
+import os
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -35,6 +38,7 @@ from pathlib import Path
 from typing import Literal
 
 from core.names import BadName, check_name
+from core.regularfile import NotReadable, read_regular_bytes
 from replay.errors import ReplayError
 
 LC_FILE = "rules/learned-corrections.md"
@@ -139,6 +143,8 @@ class MemoryProblem:
     file: Path
     line: int | None
     message: str
+    unread: bool = False
+    """The file was not read at all (a link out of the workspace, no regular file, unreadable)."""
 
     def __str__(self) -> str:
         where = f"{self.file}:{self.line}" if self.line is not None else str(self.file)
@@ -243,17 +249,19 @@ def _inside(path: Path, root: Path, what: str) -> Path:
 
 def _read(path: Path, problems: list[MemoryProblem], workspace: Path) -> str | None:
     """File text, or None when absent. Undecodable bytes are replaced and reported; a file that
-    resolves outside the workspace directory (a symlink to elsewhere) is reported and not read."""
-    if not path.exists():
+    resolves outside the workspace directory (a symlink to elsewhere) is reported and not read, and
+    so is anything but a regular file: a link, a FIFO or a device is never opened (the tenant writes
+    these files: `core.regularfile`)."""
+    if not os.path.lexists(path):
         return None
     if not path.resolve().is_relative_to(workspace.resolve()):
         problems.append(MemoryProblem("violation", path, None, "is a link to a file outside the workspace "
-                                      "directory; not read (memory is per tenant)"))
+                                      "directory; not read (memory is per tenant)", unread=True))
         return None
     try:
-        data = path.read_bytes()
-    except OSError as exc:
-        problems.append(MemoryProblem("violation", path, None, f"cannot be read: {exc.strerror or exc}"))
+        data = read_regular_bytes(path, follow_links=False)
+    except NotReadable as exc:
+        problems.append(MemoryProblem("violation", path, None, f"{exc.reason}; not read", unread=True))
         return None
     try:
         return data.decode("utf-8-sig")

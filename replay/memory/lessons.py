@@ -40,6 +40,7 @@ from statistics import fmean
 from typing import Any, Literal
 
 from core.records import ResultRecord
+from core.regularfile import NotReadable, read_regular_bytes
 from replay.errors import ReplayError
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
 from replay.memory.inject import ConditionError, MemoryCondition, Workspace, WorkspaceMinus, parse_condition
@@ -470,10 +471,13 @@ def _add_to_retired(text: str, raw_lines: list[str], new_lines: list[str]) -> st
 
 
 def _read_for_edit(path: Path) -> str:
+    """The text of a rules file or corrections log to edit: a regular file, never a link, FIFO or device."""
+    if not os.path.lexists(path):
+        raise LessonError(f"{path}: not found")
     try:
-        return path.read_bytes().decode("utf-8")
-    except FileNotFoundError as exc:
-        raise LessonError(f"{path}: not found") from exc
+        return read_regular_bytes(path, follow_links=False).decode("utf-8")
+    except NotReadable as exc:
+        raise LessonError(f"{exc}; not edited") from exc
     except UnicodeDecodeError as exc:
         raise LessonError(f"{path}: not valid UTF-8 (byte {exc.start}); fix it before editing") from exc
 

@@ -6,6 +6,8 @@ Read-only, and without carrying any rule text into what it writes: per workspace
 rules file, a provenance log (`memory/reference/corrections-log.md`) and a memory tree (`memory/`), the
 files in that tree and those touched in the last 7 days, and the rule count against the cap of 60. Each
 root (a host's `groups/`, one directory per workspace) is summed, as S25's table is, and the whole fleet.
+Only regular files are opened or counted: a link, a FIFO, a socket or a device among a workspace's files
+(the tenant writes them) is listed as refused, with its reason, and never waited on.
 
 `--textfile FILE` writes the same counters in the Prometheus text format for node_exporter's textfile
 collector (written to a temporary file beside it and renamed over it, as that collector requires, so
@@ -19,6 +21,7 @@ lists the weeks where that and the record disagree.
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 import time
 from pathlib import Path
@@ -26,6 +29,7 @@ from pathlib import Path
 from pydantic import Field
 
 from core.records import Strict
+from core.regularfile import not_regular
 from replay.errors import ReplayError
 from replay.memory.checks import RULE_CAP
 from replay.memory.churn import KINDS, UNDATED, Churn, disagreements, git_churn, record_churn, sums, total
@@ -53,6 +57,9 @@ class WorkspaceStats(Strict):
     churn: Churn = Field(default_factory=dict)
     git_disagrees: list[str] | None = None
     """With `--git`, for a workspace whose memory is in git: the weeks where git and the record differ."""
+    refused: list[str] = Field(default_factory=list)
+    """Entries not read or not counted, each with its reason (`rules/x.md: not a regular file (a FIFO); not
+    read`): the tenant writes these directories, so any of them can be a link, a FIFO, a socket or a device."""
 
 
 class RootStats(Strict):
@@ -82,14 +89,25 @@ def workspace_stats(name: str, path: Path, now: float, git: bool = False) -> Wor
     memory = load_memory(path)
     binding = [r for r in memory.rules if r.section in BINDING]
     tree = path / "memory"
-    files = [f for f in tree.rglob("*") if f.is_file() and not f.is_symlink()] if tree.is_dir() else []
+    refused = {p.file: p.message for p in memory.problems if p.unread}
+    files = []
+    for entry in tree.rglob("*") if tree.is_dir() else ():
+        mode = entry.lstat().st_mode
+        if stat.S_ISDIR(mode):
+            continue
+        reason = not_regular(mode)
+        if reason is None:
+            files.append(entry)
+        else:
+            refused.setdefault(entry, f"{reason}; not counted")
     stats = WorkspaceStats(
         workspace=name, rules_with_ids=sum(r.id is not None for r in binding),
         pending=sum(r.id is not None and r.section is Section.PENDING for r in binding),
         legacy=sum(r.legacy for r in binding), retired=len(memory.retired_ids()),
         rules_files=int((path / LC_FILE).is_file()), provenance_logs=int((path / LOG_FILE).is_file()),
         memory_trees=int(tree.is_dir()), memory_files=len(files),
-        touched_7d=sum(now - f.stat().st_mtime <= WEEK_S for f in files), binding_rules=len(binding))
+        touched_7d=sum(now - f.stat().st_mtime <= WEEK_S for f in files), binding_rules=len(binding),
+        refused=[f"{entry.relative_to(path)}: {reason}" for entry, reason in sorted(refused.items())])
     stats.churn = record_churn(memory)
     history = git_churn(path) if git else None
     if history is not None:
@@ -131,6 +149,9 @@ def format_fleet(stats: FleetStats) -> str:
         lines.append(f"{name:<{width}}  " + "  ".join(f"{totals[c]:>{len(HEADINGS[c])},}" for c in columns))
     lines.append(f"largest rules file: {stats.largest_rules_file} of the cap {stats.cap} rules")
     lines += format_churn(stats.churn)
+    refused = [f"  {r.root}/{w.workspace}/{line}" for r in stats.roots for w in r.workspaces for line in w.refused]
+    if refused:
+        lines += [f"refused: {len(refused)} file(s), not read or not counted", *refused]
     checked = [(r.root, w) for r in stats.roots for w in r.workspaces if w.git_disagrees is not None]
     if checked:
         differ = [(root, w) for root, w in checked if w.git_disagrees]

@@ -76,8 +76,10 @@ def test_a_whole_file_is_bounded_too(tmp_path: Path, monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(jsonfile, "MAX_FILE_BYTES", 10)
     with pytest.raises(JsonFileError, match="larger than 10 bytes"):
         read_json(path, Row)
-    with pytest.raises(JsonFileError, match="cannot be read"):
+    with pytest.raises(JsonFileError, match=r"not a regular file \(a directory\)"):
         read_json(tmp_path, Row)
+    with pytest.raises(JsonFileError, match="cannot be read: No such file"):
+        read_json(tmp_path / "absent.json", Row)
 
 
 @pytest.mark.parametrize(("content", "kept"), [(b'{"a": 1}\n{"a": 2', b'{"a": 1}\n'), (b'{"a"', b""),

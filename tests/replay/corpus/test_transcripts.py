@@ -19,7 +19,7 @@ from replay.corpus.transcripts import (
     read_transcript,
     transcript_lines,
 )
-from tests.support.hostile import hostile_bytes
+from tests.support.hostile import hostile_bytes, special_files, within
 
 HEADER = {"workspace": "ws-a", "session": "s-1", "tools": [], "tool_choice": "auto"}
 
@@ -104,9 +104,27 @@ def test_links_out_of_the_corpus_are_refused(tmp_path):
         source.session("ws-a", "s-1")
     with pytest.raises(TranscriptError, match="ws-c/s-1.jsonl: a link out of the transcript directory"):
         source.session("ws-c", "s-1")
-    (corpus / "ws-a" / "s-2.jsonl").symlink_to(corpus / "ws-a" / "s-0.jsonl")  # inside: still the corpus
-    with pytest.raises(TranscriptError, match="the header names"):
+    (corpus / "ws-a" / "s-2.jsonl").symlink_to(corpus / "ws-a" / "s-0.jsonl")  # inside: still never followed
+    with pytest.raises(TranscriptError, match=r"s-2.jsonl: not a regular file \(a symbolic link, not followed\)"):
         source.session("ws-a", "s-2")
+
+
+def test_what_no_session_file_can_be_is_refused_by_name_and_never_waited_on(tmp_path):
+    """Where a session file is read, a tenant's FIFO (an open would wait for a writer for good), socket, device or
+    link to one is refused with what it is; so is a workspace directory that is a link or has no name."""
+    corpus = tmp_path / "corpus"
+    write(corpus, "ws-a", "s-0", [{**HEADER, "session": "s-0"}])
+    write(corpus, "ws bad;name", "s-0", [{**HEADER, "session": "s-0"}])
+    (corpus / "ws-alias").symlink_to(corpus / "ws-a")
+    (corpus / "ws-a" / "s 1.jsonl").write_text("")
+    made = special_files([corpus / "ws-a" / f"{name}.jsonl" for name in ("fifo", "socket", "zero", "null", "dev")])
+    source, refused = TranscriptDir(corpus), []
+    assert list(source.sessions(refused)) == [("ws-a", name) for name in sorted(["s-0", *(p.stem for p in made)])]
+    assert [line.split(": ", 1)[0] for line in refused] == [f"{corpus}/'ws bad;name'", f"{corpus}/ws-a/'s 1.jsonl'",
+                                                           f"{corpus}/ws-alias"]
+    for path, kind in made.items():
+        with pytest.raises(TranscriptError, match=kind):
+            within(20, lambda path=path: source.session("ws-a", path.stem))
 
 
 def test_an_overlong_line_refuses_the_session_without_reading_it_whole(tmp_path):

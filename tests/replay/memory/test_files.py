@@ -24,6 +24,7 @@ from replay.memory.files import (
     workspace_dirs,
 )
 from tests.support.cli import ROOT
+from tests.support.hostile import special_files, within
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memory"
 WS_A = FIXTURES / "ws-a"
@@ -168,6 +169,27 @@ def test_a_memory_file_linked_out_of_its_workspace_is_not_read(tmp_path: Path) -
     memory = load_memory(ws)
     assert memory.rules == ()
     assert any("outside the workspace" in m for m in messages(list(memory.problems)))
+
+
+def test_a_memory_file_that_is_no_regular_file_is_reported_and_never_opened(tmp_path: Path) -> None:
+    """The tenant writes its memory: a FIFO (an open would wait for a writer for good), a socket, a device or a
+    link, even one to a file of its own workspace, is never opened; the check finishes and names each."""
+    ws = write_workspace(tmp_path / "ws-a", "## Rules\n", "# Corrections log\n")
+    names = (LC_FILE, "memory/profile.md", "memory/index.md", "memory/weekly-summary.md", LOG_FILE)
+    for name in names:
+        (ws / name).unlink()
+    made = special_files([ws / name for name in names])
+    problems = within(20, lambda: check_memory(ws))
+    unread = {p.file: p.message for p in problems if p.unread}
+    assert {path: kind for path, kind in made.items() if kind not in unread.get(path, "")} == {}
+    assert set(unread) == set(made)
+    (ws / LC_FILE).unlink()
+    (ws / "rules" / "mine.md").write_text("## Rules\n- Be brief. <!-- lc:brief evidence:user-explicit -->\n")
+    (ws / LC_FILE).symlink_to(ws / "rules" / "mine.md")  # inside the workspace, and still a link
+    memory = load_memory(ws)
+    assert memory.rules == ()
+    assert [p.message for p in memory.problems if p.file == ws / LC_FILE] == [
+        "not a regular file (a symbolic link, not followed); not read"]
 
 
 class TestReadLog:

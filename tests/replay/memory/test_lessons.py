@@ -42,6 +42,7 @@ from replay.memory.lessons import (
     record_verdicts,
     trials_from_results,
 )
+from tests.support.hostile import special_files, within
 
 FIXTURES = Path(__file__).parent / "fixtures" / "memory"
 TODAY = date(2026, 8, 21)
@@ -325,6 +326,15 @@ class TestEdits:
         (tmp_path / LC_FILE).write_bytes(b"## Rules\r\n- Be brief. <!-- lc:brief evidence:user-explicit -->\r\n## Pending\r\n## Retired\r\n")
         apply_edits([self.evict("lc:brief")], tmp_path, TODAY)
         assert (tmp_path / LC_FILE).read_bytes() == b"## Rules\r\n## Pending\r\n## Retired\r\n- Be brief. <!-- lc:brief evidence:user-explicit -->\r\n"
+
+
+    def test_a_file_to_edit_that_is_no_regular_file_is_an_error_never_waited_on(self, tmp_path: Path) -> None:
+        """The tenant writes its memory: a corrections log that is a FIFO would hold the edit for good."""
+        (tmp_path / "rules").mkdir()
+        (tmp_path / LC_FILE).write_text("## Rules\n- Be brief. <!-- lc:brief evidence:user-explicit -->\n")
+        special_files([tmp_path / LOG_FILE])
+        with pytest.raises(LessonError, match=r"corrections-log.md: not a regular file \(a FIFO\); not edited"):
+            within(20, lambda: propose_edits([self.evict("lc:brief")], tmp_path, TODAY))
 
 
 class TestRunEntryPoints:

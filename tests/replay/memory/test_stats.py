@@ -17,6 +17,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from replay.cli import main as replay_main
 from replay.memory.churn import WeekChurn
 from replay.memory.stats import fleet_stats, format_fleet, textfile
+from tests.support.hostile import special_files, within
 
 NOW = time.time()
 OLD = NOW - 30 * 24 * 3600
@@ -141,3 +142,33 @@ def test_the_cli_writes_the_textfile_atomically_and_leaves_nothing_else(fleet, t
     assert target.read_text().startswith("# HELP worker_memory_rules_with_ids")
     assert replay_main(["memory", "stats", str(tmp_path / "missing")]) == 2
     assert "memory root directory not found" in capsys.readouterr().err
+
+
+def test_what_is_no_regular_file_is_refused_by_name_and_never_waited_on(tmp_path):
+    """A tenant writes its own memory: each file stats reads, and each entry of the memory tree, may be a FIFO (an
+    open waits for a writer for good), a socket, a device or a link to one. Stats finishes and names each."""
+    root = tmp_path / "groups"
+    write_workspace(root / "ws-clean", PLANS[0])
+    spoiled = root / "ws-spoiled"
+    write_workspace(spoiled, Plan(rules=1, pending=0, legacy=0, retired_log=0, files=2, fresh=0))
+    (spoiled / "rules" / "learned-corrections.md").unlink()
+    (spoiled / "memory" / "reference" / "corrections-log.md").unlink()
+    read = special_files([spoiled / name for name in ("rules/learned-corrections.md", "memory/profile.md",
+                                                      "memory/index.md", "memory/weekly-summary.md",
+                                                      "memory/reference/corrections-log.md")])
+    counted = special_files([spoiled / "memory" / "notes" / name for name in ("fifo", "socket", "zero", "null", "dev")])
+
+    stats = within(20, lambda: fleet_stats([root], NOW))
+
+    clean, workspace = stats.roots[0].workspaces
+    assert clean.refused == []
+    assert workspace.memory_files == 1 and workspace.rules_with_ids == 0  # note-0.md; no rules file was read
+    refused = dict(line.split(": ", 1) for line in workspace.refused)
+    for entries, verb in ((read, "not read"), (counted, "not counted")):
+        for path, kind in entries.items():
+            reason = refused.pop(str(path.relative_to(spoiled)))
+            assert kind in reason and verb in reason, reason
+    assert refused == {}
+    table = format_fleet(stats)
+    assert f"refused: {len(workspace.refused)} file(s), not read or not counted" in table
+    assert f"  {root}/ws-spoiled/rules/learned-corrections.md: not a regular file (a FIFO); not read" in table

@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
 from schemathesis.checks import not_a_server_error
@@ -84,6 +84,7 @@ HOSTILE_HEADER = st.one_of(
     st.sampled_from([b"a" * 100_000, "caf\u00e9".encode("latin-1"), b"\xff\xfe", b"../x", b" padded "]),
 )
 FIELDS = ("model", "role", "content", "tool_call_id", "tool_name", "key", "user")
+PAIR = "\ud83d\ude00"  # a high and a low surrogate: 😀 as JSON escapes, no text as UTF-8 bytes
 
 
 def _body(field: str, value: str) -> dict[str, Any]:
@@ -107,10 +108,14 @@ def _raw(body: dict[str, Any], utf8_bytes: bool) -> bytes:
     return json.dumps(body).encode()
 
 
-def _valid_text(value: str) -> bool:
+def _valid_body(raw: bytes) -> bool:
+    """Whether a body is text as a JSON parser reads it (the gateway's edge reads it so): strict UTF-8, and no
+    lone surrogate once its escapes are decoded. The drawn value's Python string cannot say: a high and a low
+    surrogate sent as JSON escapes (`"\\ud83d\\ude00"`) are one valid character, 😀; the same two encoded as UTF-8
+    bytes are no UTF-8."""
     try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
+        json.dumps(json.loads(raw.decode("utf-8")), ensure_ascii=False).encode("utf-8")
+    except UnicodeError:
         return False
     return True
 
@@ -119,6 +124,10 @@ def test_hostile_values_in_any_field_or_header_never_hurt_the_gateway(gateway: R
     answered: list[str] = []
 
     @settings(max_examples=150, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @example(field="content", value=PAIR, utf8_bytes=False, header="X-Request-Id", header_value=b"r-1", stream=False,
+             path="/v1/chat/completions")  # a surrogate pair as JSON escapes: one valid character
+    @example(field="key", value=PAIR, utf8_bytes=True, header="X-Request-Id", header_value=b"r-1", stream=False,
+             path="/v1/chat/completions")  # the same pair as UTF-8-encoded surrogates: no UTF-8
     @given(field=st.sampled_from(FIELDS), value=HOSTILE_TEXT, utf8_bytes=st.booleans(),
            header=st.sampled_from(["X-Request-Id", "X-Workspace-Id", "X-Session-Id", "Authorization"]),
            header_value=HOSTILE_HEADER, stream=st.booleans(), path=st.sampled_from(
@@ -126,11 +135,12 @@ def test_hostile_values_in_any_field_or_header_never_hurt_the_gateway(gateway: R
     def run(field: str, value: str, utf8_bytes: bool, header: str, header_value: bytes, stream: bool,
             path: str) -> None:
         body = _body(field, value) | ({"stream": True} if stream else {})
+        raw = _raw(body, utf8_bytes)
         headers = {"Content-Type": "application/json", header: header_value}
         if path.startswith("/admin") and header != "Authorization":
             headers["Authorization"] = f"Bearer {TOKEN}".encode()
         try:
-            response = gateway.client.post(path, content=_raw(body, utf8_bytes), headers=headers)
+            response = gateway.client.post(path, content=raw, headers=headers)
         except httpx.ProtocolError:  # a header value HTTP cannot carry (refused by the client or the server)
             return
         assert response.status_code < 500, response.text[:500]
@@ -141,8 +151,10 @@ def test_hostile_values_in_any_field_or_header_never_hurt_the_gateway(gateway: R
             return
         answered.append(path)
         error = response.json().get("error") if content_type.startswith("application/json") else None
-        if not _valid_text(value) and path == "/v1/chat/completions":
+        if not _valid_body(raw) and path == "/v1/chat/completions":
             assert response.status_code == 400 and error is not None
+        if _valid_body(raw):  # valid text is never refused as if it were not
+            assert error is None or error["code"] != "invalid_unicode", response.text[:500]
         if error is not None:
             assert set(error) == {"message", "type", "code"} and len(error["message"]) < 3000
         assert len(response.headers.get("x-request-id", "")) <= 200
