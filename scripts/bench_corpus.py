@@ -1,5 +1,6 @@
 """`worker-replay corpus audit` on a corpus the size of the platform's (001 S1: 485,070 records), as a ratio
-of a plain `json.loads` loop over the same lines, and the peak memory of each.
+of a plain `json.loads` loop over the same lines; `worker-replay curate build` on it (the shipped S1.1 policy,
+shrunk to what the corpus holds), as a ratio of the audit; and the peak memory of each.
 
 The corpus is generated from the recorded Claude Code sessions (tests/replay/corpus/data/claude-code):
 each session file copied under a fresh session id, spread over 50 workspaces, until the corpus holds the
@@ -50,6 +51,24 @@ print(json.dumps({"seconds": time.perf_counter() - started, "records": report.re
                   "decisions": sum(report.decisions.values()),
                   "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
 """
+CURATE = """
+import json, resource, sys, tempfile, time
+from pathlib import Path
+from replay.curation.build import curate, open_inputs
+root = Path(sys.argv[1])
+work = Path(tempfile.mkdtemp(prefix="bench-curate-"))
+keys = work / "keys.toml"
+keys.write_text("[keys]\\n" + "".join(f'"{w.name}" = "{"7e" * 32}"\\n' for w in sorted(root.iterdir())))
+keys.chmod(0o600)
+policy = work / "policy.toml"  # the S1.1 policy's boundaries and caps, its shares cut to the class the copies hold
+policy.write_text('name = "bench"\\nsize = 2500\\nshortfall = "shrink"\\nworker_models = ["worker", "worker-*"]\\n'
+                  'clean_from = ["verified_action"]\\nmax_per_cluster = 12\\n[shares]\\nclean = 100\\n')
+started = time.perf_counter()
+manifest = curate(open_inputs([root], [], keys, policy, [], []), work / "set")
+print(json.dumps({"seconds": time.perf_counter() - started, "examples": manifest.examples,
+                  "refused": sum(manifest.refusals.values()),
+                  "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}))
+"""
 
 
 def generate(root: Path, records: int) -> int:
@@ -88,16 +107,19 @@ def main() -> int:
         size = sum(p.stat().st_size for p in root.rglob("*.jsonl")) / 2**20
         print(f"corpus: {written:,} records, {size:,.0f} MiB in {time.perf_counter() - started:.0f} s at {root}",
               flush=True)
-        plain, audited = child(PLAIN, root), child(AUDIT, root)
+        plain, audited, curated = child(PLAIN, root), child(AUDIT, root), child(CURATE, root)
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
     assert plain["records"] == audited["records"] == written, (plain, audited, written)
     print(f"{'':22} {'seconds':>8} {'records/s':>11} {'peak MiB':>9}")
-    for name, side in (("json.loads loop", plain), ("corpus audit", audited)):
+    for name, side in (("json.loads loop", plain), ("corpus audit", audited), ("curate build", curated)):
         print(f"{name:22} {side['seconds']:8.1f} {written / side['seconds']:11,.0f} {side['peak_mib']:9.0f}")
     print(f"audit speed as a ratio of the plain loop: {plain['seconds'] / audited['seconds']:.2f}x "
           f"({audited['sessions']:,.0f} sessions, {audited['decisions']:,.0f} decisions)")
+    print(f"curate build's time as a multiple of the audit's: {curated['seconds'] / audited['seconds']:.2f}x "
+          f"({curated['examples']:,.0f} examples, {curated['refused']:,.0f} refused: the copies repeat the same "
+          "records, so all but the first are duplicates)")
     return 0
 
 

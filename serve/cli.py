@@ -4,13 +4,15 @@ client keys, export gate evidence from the gateway's stores, run progressive ada
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from core.cli import run_command
+from core.records import TrainingExample
 from serve.engine import launcher as engine_mod
 from serve.engine.modelbuild import build_model, cache_dir, check_model_dir, default_model_dir
-from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR
+from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR, MARKER
 from serve.trials import cli as trial_cli
 
 
@@ -36,12 +38,24 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
 
 
 def _adapter_train(args: argparse.Namespace) -> int:
-    from serve.engine.train import load_training, select_examples, train_adapter
+    from serve.engine.train import ChatExample, curated_examples, load_training, select_examples, train_adapter
+    from serve.errors import ServeError
 
     model_dir = _built_model(args.model)
-    examples = select_examples(load_training(args.data), args.select, args.examples, args.seed)
+    data: dict[str, object] | None = None
+    examples: list[ChatExample] | list[TrainingExample]
+    if args.data.is_dir():
+        examples, data = curated_examples(args.data)
+        examples = examples[:args.examples] if args.examples else examples
+    elif args.select is None:
+        raise ServeError(f"{args.data}: a demo split (a train.jsonl file) needs --select recovery|mix")
+    else:
+        examples = select_examples(load_training(args.data), args.select, args.examples or DEMO_EXAMPLES, args.seed)
     report = train_adapter(model_dir, examples, args.out, seed=args.seed, rank=args.rank, alpha=2 * args.rank,
                            epochs=args.epochs, lr=args.lr, label=args.out.name)
+    record = {"base": str(model_dir), "data": data or {"path": str(args.data), "select": args.select},
+              "report": report.model_dump()}
+    (args.out / MARKER).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     print(f"adapter written: {args.out} ({report.summary()})")
     return 0
 
@@ -128,15 +142,19 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("out", type=Path)
     rand.set_defaults(func=_adapter_make_random)
 
-    train = adapter.add_parser("train", help="train a seeded LoRA adapter on a demo training split (CPU)")
-    train.add_argument("--data", type=Path, required=True, help="train.jsonl (TrainingExample lines)")
-    train.add_argument("--select", choices=["recovery", "mix"], required=True,
-                       help="recovery decisions only, or every stratum evenly")
-    train.add_argument("--seed", type=int, required=True)
+    train = adapter.add_parser("train", help="train a seeded LoRA adapter on CPU: on a curated set (`worker-replay "
+                                             "curate build`'s directory) or a demo training split")
+    train.add_argument("--data", type=Path, required=True,
+                       help="a curated set's directory (manifest.json + train.jsonl, checked against each other), or "
+                            "a demo split's train.jsonl (TrainingExample lines)")
+    train.add_argument("--select", choices=["recovery", "mix"],
+                       help="a demo split only: recovery decisions only, or every stratum evenly")
+    train.add_argument("--seed", type=int, required=True, help="LoRA initialisation and example order")
     train.add_argument("--rank", type=int, default=16, help="LoRA rank; alpha is twice the rank")
-    train.add_argument("--examples", type=int, default=DEMO_EXAMPLES)
-    train.add_argument("--epochs", type=int, default=DEMO_EPOCHS)
-    train.add_argument("--lr", type=float, default=DEMO_LR)
+    train.add_argument("--examples", type=int, default=None,
+                       help=f"at most this many examples (default: a curated set's all, a split's {DEMO_EXAMPLES})")
+    train.add_argument("--epochs", type=int, default=DEMO_EPOCHS, help="passes over the examples (E11: one)")
+    train.add_argument("--lr", type=float, default=DEMO_LR, help=f"peak learning rate, cosine decay ({DEMO_LR})")
     train.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
     train.add_argument("out", type=Path)
     train.set_defaults(func=_adapter_train)

@@ -13,6 +13,7 @@ One module per command group, each registering its own subcommands with `add_par
 - `calibrate.py`: calibrate
 - `report.py`: report
 - `lessons.py`: lessons propose, trace, dispute
+- `curate.py`: curate pool, build
 - `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the tainted rules
 """
 
@@ -21,7 +22,7 @@ from __future__ import annotations
 import argparse
 
 from core.cli import run_command
-from replay.cli import calibrate, compare, corpus, gate, lessons, memory, plan, report, run, sandbox, suite
+from replay.cli import calibrate, compare, corpus, curate, gate, lessons, memory, plan, report, run, sandbox, suite
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -38,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     calibrate.add_parser(sub)
     report.add_parser(sub)
     lessons.add_parser(sub)
+    curate.add_parser(sub)
     return parser
 
 

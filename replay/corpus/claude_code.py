@@ -30,9 +30,11 @@ conversation alone: each assistant answer's `parentUuid` chain of user and assis
 the system prompt, tools or system reminders (such calls are `conversation_only`; their request hash
 cannot match). A compaction needs nothing special: the request after it names the summary in its tail.
 
-Reading is bounded, as for any corpus: ids are names, a file or directory that is a link out of its
-workspace is refused, a line longer than `MAX_LINE_BYTES` refuses its file without being held in memory,
-and every line must belong to the session the file is named for. A call whose record cannot be rebuilt
+Reading is bounded, as for any corpus: ids are names, a workspace's directory that is a link, and a file or
+directory that is a link out of its workspace, is refused; a file is opened only when it is a regular file,
+never through a link (a tenant can `mkfifo` in its own config directory: `core.regularfile`); a line
+longer than `MAX_LINE_BYTES` refuses its file without being held in memory, and every line must belong to
+the session the file is named for. A call whose record cannot be rebuilt
 (a tail hash with no message, a base that is missing, comes later or loops) is kept as a problem of its
 own; the session's other calls still resolve. Memory is bounded by the largest session, not the corpus.
 """
@@ -48,7 +50,7 @@ from typing import Any
 
 from core.canonical import message_digest
 from core.jsonfile import JsonFileError, parse_problem, read_json_value, read_lines
-from core.names import excerpt, is_name
+from core.names import NAME_RULE, excerpt, is_name
 from core.wire import WIRES, DecisionApi, messages_answer
 from replay.corpus.transcripts import LoggedRequest, TranscriptError
 
@@ -95,6 +97,11 @@ class SessionFile:
     @property
     def thread(self) -> str | None:
         return f"agent-{self.agent}" if self.agent else None
+
+    @cached_property
+    def by_number(self) -> dict[int, dict[str, Any]]:
+        """The conversation's lines by line number (read once)."""
+        return dict(self.conversation)
 
     @cached_property
     def answers(self) -> dict[str, tuple[int, dict[str, Any]]]:
@@ -151,7 +158,7 @@ def read_session_file(path: Path, session: str, max_line_bytes: int = MAX_LINE_B
     (`TranscriptError`, naming `file:line`)."""
     parsed = SessionFile(path, session)
     try:
-        for number, text, problem in read_lines(path, max_line_bytes):
+        for number, text, problem in read_lines(path, max_line_bytes, follow_links=False):
             value, problem = parse_problem(text) if text is not None else (None, problem)
             if not isinstance(value, dict):
                 raise TranscriptError(f"{path}:{number}: {problem or 'a session-file line must be a JSON object'}")
@@ -211,12 +218,19 @@ def rebuild(parsed: SessionFile) -> None:
 
 
 def answer_after(parsed: SessionFile, line: int,
-                 answers: dict[str, tuple[int, dict[str, Any]]]) -> dict[str, Any] | None:
-    """The assistant message recorded after `line`, before the next call; None when the call has none."""
+                 answers: dict[str, tuple[int, dict[str, Any]]]) -> tuple[int, dict[str, Any]] | None:
+    """The assistant message recorded after `line`, before the next call, with its first line number; None
+    when the call has none."""
     later = [c.line for c in parsed.calls if c.line > line]
     stop = min(later) if later else parsed.lines + 1
-    first = min((entry for entry in answers.values() if line < entry[0] < stop), key=lambda e: e[0], default=None)
-    return None if first is None else first[1]
+    return min((entry for entry in answers.values() if line < entry[0] < stop), key=lambda e: e[0], default=None)
+
+
+def recorded_model(parsed: SessionFile, number: int) -> str | None:
+    """The model an answer's record names (`message.model` of its first line): who made the answer."""
+    line = parsed.by_number.get(number) or {}
+    message = line.get("message")
+    return _text(message.get("model")) if isinstance(message, dict) else None
 
 
 def neutral_answer(message: Mapping[str, Any]) -> dict[str, Any]:
@@ -246,11 +260,12 @@ def logged_calls(parsed: SessionFile) -> list[LoggedRequest]:
             if shape.get(key) is not None:
                 body[key] = shape[key]
         body["messages"] = call.messages
-        answer = answer_after(parsed, call.line, answers)
-        requests.append(LoggedRequest(body, neutral_answer(answer) if answer is not None else None,
+        found = answer_after(parsed, call.line, answers)
+        requests.append(LoggedRequest(body, neutral_answer(found[1]) if found is not None else None,
                                       f"{parsed.path}:{call.line}", no_answer="no answer is recorded after the call",
                                       thread=parsed.thread, captured_at=_text(record.get("timestamp")),
-                                      mismatch=UNLOGGED))
+                                      mismatch=UNLOGGED,
+                                      model=recorded_model(parsed, found[0]) if found is not None else None))
     return requests
 
 
@@ -259,7 +274,7 @@ def conversation_calls(parsed: SessionFile,
     """Calls rebuilt from the conversation alone: each answer's `parentUuid` chain of user and assistant
     messages (a file without a request log). Attachments and system reminders are not in it."""
     lines = {str(line.get("uuid")): line for _, line in parsed.conversation if line.get("uuid") is not None}
-    numbered = dict(parsed.conversation)
+    numbered = parsed.by_number
     requests = []
     for number, answer in answers.values():
         first = numbered[number]
@@ -285,7 +300,8 @@ def conversation_calls(parsed: SessionFile,
                                       thread=parsed.thread, conversation_only=True,
                                       captured_at=_text(first.get("timestamp")),
                                       mismatch="the record changed; it keeps the conversation only, without the "
-                                               "system reminders the runtime sent"))
+                                               "system reminders the runtime sent",
+                                      model=recorded_model(parsed, number)))
     return requests
 
 
@@ -335,12 +351,22 @@ class ClaudeCodeDir:
         """Whether `path` (resolved, symlinks followed) is in the corpus: nothing may be written there."""
         return path.resolve().is_relative_to(self.root.resolve())
 
+    def _own_directory(self, workspace: str) -> Path:
+        """The workspace's directory, resolved; refused when it is a link (out of the corpus, or to another
+        directory in it, whose sessions would be read as this workspace's)."""
+        directory = self.root / workspace
+        home = self._resolved(directory)
+        if not home.is_relative_to(self._resolved(self.root)):
+            raise TranscriptError(f"{directory}: a link out of the corpus {self.root}; refused")
+        if directory.is_symlink():
+            raise TranscriptError(f"{directory}: a link to another directory of the corpus, not the workspace's own; "
+                                  "refused")
+        return home
+
     def _inside(self, workspace: str, path: Path) -> None:
         """Refuse a file that is, or sits in a directory that is, a link out of the workspace's directory (each
         directory resolved once: a corpus has many files per directory)."""
-        home = self._resolved(self.root / workspace)
-        if not home.is_relative_to(self._resolved(self.root)):
-            raise TranscriptError(f"{self.root / workspace}: a link out of the corpus {self.root}; refused")
+        home = self._own_directory(workspace)
         if path.is_symlink() or not self._resolved(path.parent).is_relative_to(home):
             raise TranscriptError(f"{path}: a link out of workspace {workspace}'s directory {self.root / workspace}; "
                                   "refused")
@@ -383,17 +409,30 @@ class ClaudeCodeDir:
             files.append(sub)
         return files
 
-    def sessions(self) -> Iterator[tuple[str, str, Path]]:
-        """Every (workspace, session id, main file) of the corpus, sorted; ids that are no names are skipped."""
+    def sessions(self, refused: list[str]) -> Iterator[tuple[str, str, Path]]:
+        """Every (workspace, session id, main file) of the corpus, sorted. A workspace directory that is a link or
+        whose name is no name, and a session file whose id is no name, is left out and named in `refused`."""
         for workspace_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            if not is_name(workspace_dir.name):
+                refused.append(f"{self.root}/{excerpt(workspace_dir.name)}: not a workspace's directory: its name "
+                               f"must be a name ({NAME_RULE}); refused")
+                continue
+            try:
+                self._own_directory(workspace_dir.name)
+            except TranscriptError as exc:
+                refused.append(str(exc))
+                continue
             for main in sorted((workspace_dir / "projects").glob("*/*.jsonl")):
-                if is_name(workspace_dir.name) and is_name(main.stem):
+                if is_name(main.stem):
                     yield workspace_dir.name, main.stem, main
+                else:
+                    refused.append(f"{main.parent}/{excerpt(main.name)}: not a session file: its id must be a "
+                                   f"name ({NAME_RULE}); refused")
 
     def read_sessions(self, refused: list[str]) -> Iterator[tuple[str, str, list[SessionFile]]]:
         """Every session of the corpus, read one at a time (workspace, id, its files); a session whose files
         cannot be read is left out and its reason appended to `refused`."""
-        for workspace, session, main in self.sessions():
+        for workspace, session, main in self.sessions(refused):
             try:
                 yield workspace, session, self.read_with_subagents(workspace, session, main)
             except TranscriptError as exc:
@@ -404,7 +443,7 @@ def _parent_call(meta: Path) -> str | None:
     if not meta.is_file():
         return None
     try:
-        value = read_json_value(meta)
+        value = read_json_value(meta, follow_links=False)
     except JsonFileError:
         return None
     call = value.get("toolUseId") if isinstance(value, dict) else None

@@ -30,6 +30,7 @@ from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES
 from replay.corpus.capture_suite import BuildReport, check_target_dir, refuse_corpus_target, write_suite
 from replay.corpus.claude_code import API, ClaudeCodeDir, SessionFile, logged_calls
+from replay.corpus.transcripts import LoggedRequest
 from replay.suite import SuiteError
 
 
@@ -56,6 +57,14 @@ def tool_results(files: list[SessionFile], rules: GuardRules) -> dict[str, ToolR
 def session_decisions(workspace: str, session: str, files: list[SessionFile], rules: GuardRules,
                       read: CorpusRead) -> Iterator[CapturedDecision]:
     """The calls of one session as capture rows that hold their request (`mode` = corpus)."""
+    return (row for row, _ in session_calls(workspace, session, files, rules, read))
+
+
+def session_calls(workspace: str, session: str, files: list[SessionFile], rules: GuardRules, read: CorpusRead,
+                  hashed: bool = True) -> Iterator[tuple[CapturedDecision, LoggedRequest]]:
+    """Each answered call of one session: its capture row (`mode` = corpus) and the logged call it came from.
+    Without `hashed` the row's `request_sha256` is left empty (hashing every request is most of the cost; a
+    reader that needs few hashes computes them itself)."""
     wire = WIRES[API]
     outcomes = tool_results(files, rules)
     for f in files:
@@ -75,14 +84,15 @@ def session_decisions(workspace: str, session: str, files: list[SessionFile], ru
             yield CapturedDecision(
                 id=f"{session}.{f.thread or 'main'}.{number}", captured_at=logged.captured_at, mode=CORPUS,
                 workspace=workspace, session=session, route="", adapter="", kind=CORPUS,
-                request_sha256=request_digest(API, body), message_hashes=[], roles=[], tools_offered=names,
+                request_sha256=request_digest(API, body) if hashed else "", message_hashes=[], roles=[],
+                tools_offered=names,
                 tool_choice=wire.choice(body.get("tool_choice")), parse_outcome=parsed.outcome.value,
                 chosen_tool=call.tool if call else None, chosen_keys=list(call.key_set) if call else [],
                 call_id=call_id if isinstance(call_id, str) else None, calls=len(parsed.calls), duration_s=0.0,
                 outcome=result.kind if result else None,
                 request={k: body[k] for k in wire.request_fields if k in body},
                 chosen_arguments=call.arguments if call else None, api=API, hashing=CANONICAL,
-                thread=f.thread or "main")
+                thread=f.thread or "main"), logged
 
 
 def corpus_decisions(corpus: ClaudeCodeDir, rules: GuardRules, read: CorpusRead) -> list[CapturedDecision]:

@@ -41,7 +41,8 @@ touching the stored dict.
 
 The corpus is another system's data, read off the serving host, so reading it is bounded:
 workspace and session are names (`core.names`), a file or workspace directory that is a link
-out of the corpus is refused, and a line longer than `MAX_LINE_BYTES` refuses its session as
+out of the corpus is refused, a session file is opened only when it is a regular file and never
+through a link (`core.regularfile`), and a line longer than `MAX_LINE_BYTES` refuses its session as
 unreadable (checked on the line's size, before any JSON is parsed) rather than stalling the
 build on one pathological message.
 """
@@ -49,7 +50,8 @@ build on one pathological message.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -57,7 +59,7 @@ from typing import Any, Protocol
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from core.jsonfile import JsonFileError, read_jsonl_values
-from core.names import Name, is_name
+from core.names import NAME_RULE, Name, excerpt, is_name
 from core.records import Strict
 from core.wire import WIRES, DecisionApi
 from replay.errors import ReplayError
@@ -143,6 +145,8 @@ class LoggedRequest:
     """When the call was made, where the record says (ISO time)."""
     mismatch: str = "the transcript changed"
     """What a message that differs from the captured one means for this record, in words."""
+    model: str | None = None
+    """The model the record says made the answer (Claude Code's `message.model`); None when it does not say."""
 
 
 class Session(Protocol):
@@ -241,9 +245,29 @@ class TranscriptDir:
             return None
         return self.root / workspace / f"{session}.jsonl"
 
+    def sessions(self, refused: list[str]) -> Iterator[tuple[str, str]]:
+        """Every (workspace, session id) of the corpus, sorted. A workspace directory that is a link or whose name
+        is no name, and a session file whose id is no name, is left out and named in `refused`."""
+        for workspace_dir in sorted(p for p in self.root.iterdir() if p.is_dir()):
+            if not is_name(workspace_dir.name):
+                refused.append(f"{self.root}/{excerpt(workspace_dir.name)}: not a workspace's directory: its name "
+                               f"must be a name ({NAME_RULE}); refused")
+                continue
+            if workspace_dir.is_symlink():
+                refused.append(f"{workspace_dir}: a link, not a workspace's own directory; refused")
+                continue
+            for path in sorted(workspace_dir.glob("*.jsonl")):
+                if is_name(path.stem):
+                    yield workspace_dir.name, path.stem
+                else:
+                    refused.append(f"{workspace_dir}/{excerpt(path.name)}: not a session file: its id must be a "
+                                   f"name ({NAME_RULE}); refused")
+
     def session(self, workspace: str, session: str) -> Transcript | None:
+        """The session's transcript, None when the corpus has no such file; one that is no regular file (a FIFO, a
+        device, a link) is refused, never opened (`core.regularfile`)."""
         path = self.path(workspace, session)
-        if path is None or not path.is_file():
+        if path is None or not os.path.lexists(path):
             return None
         if not self.holds(path):
             raise TranscriptError(f"{path}: a link out of the transcript directory {self.root}; refused")
@@ -257,7 +281,7 @@ class TranscriptDir:
 def read_transcript(path: Path) -> Transcript:
     """One session file, validated line by line (errors name `file:line`)."""
     try:
-        lines = list(read_jsonl_values(path, "a transcript line", MAX_LINE_BYTES))
+        lines = list(read_jsonl_values(path, "a transcript line", MAX_LINE_BYTES, follow_links=False))
     except JsonFileError as exc:
         raise TranscriptError(str(exc)) from exc
     if not lines:

@@ -113,6 +113,9 @@ class Scenario(Strict):
     claims: list[Claim] = Field(default_factory=list)
     critical: list[Critical] = Field(default_factory=list)
     limits: Limits = Field(default_factory=Limits)
+    decision: str | None = None
+    """The id of a corpus decision of `workspace` (a `known_failure`) whose state this scenario reproduces: an
+    episode that completes it proves a correction of that decision `executed` (replay/curation/proofs.py)."""
 
 
 class Usage(Strict):

@@ -35,6 +35,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from core.curated import TRAIN_JSONL, CuratedSetError, read_curated
 from core.jsonfile import JsonFileError, read_jsonl_strict
 from core.records import TrainingExample
 from serve.engine.adapters import TARGET_MODULES
@@ -174,30 +175,67 @@ def select_examples(examples: Sequence[TrainingExample], select: Selection, limi
     return out[:limit]
 
 
-def render_example(tokenizer: Any, template: str, example: TrainingExample) -> tuple[str, str]:
-    """(prompt, answer): the prompt as the engine renders it, and the assistant turn that follows,
-    rendered by the same template, up to and including its end-of-turn token."""
+@dataclass(frozen=True)
+class ChatExample:
+    """One example as training renders it: the prompt (its messages and tools) and the assistant turn it learns.
+    A demo split's `TrainingExample` and a curated set's row (core/curated.py) both become one."""
+
+    id: str
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] | None
+    turn: dict[str, Any]
+
+
+def chat_example(example: TrainingExample | ChatExample) -> ChatExample:
+    """A demo split's example as a chat example: its recorded call as the turn to learn."""
+    if isinstance(example, ChatExample):
+        return example
     if example.answer.tool is None:
         raise TrainDataError(f"{example.id}: a no-call answer has no text to train on")
-    messages = list(example.request.messages)
-    tools = example.request.tools or None
     call = {"id": "call_0", "type": "function",
             "function": {"name": example.answer.tool, "arguments": json.dumps(example.answer.arguments)}}
-    turn = {"role": "assistant", "content": None, "tool_calls": [call]}
-    prompt = tokenizer.apply_chat_template(messages, tools=tools, chat_template=template,
+    return ChatExample(example.id, list(example.request.messages), example.request.tools or None,
+                       {"role": "assistant", "content": None, "tool_calls": [call]})
+
+
+def curated_examples(directory: Path) -> tuple[list[ChatExample], dict[str, Any]]:
+    """A curated set's rows as chat examples, and what the adapter's record says of the data: the policy, the
+    manifest's sha256 and `train.jsonl`'s (a set changed after it was built is refused, naming the file)."""
+    try:
+        manifest, manifest_sha256, rows = read_curated(directory)
+    except (CuratedSetError, JsonFileError) as exc:
+        raise TrainDataError(str(exc)) from exc
+    examples = [ChatExample(f"{directory.name}:{number}", row.messages[:-1], row.tools or None, row.messages[-1])
+                for number, row in enumerate(rows, 1)]
+    for example in examples:
+        if example.turn.get("role") != "assistant":
+            raise TrainDataError(f"{directory / TRAIN_JSONL}:{example.id.rpartition(':')[2]}: the last message is "
+                                 "the turn to learn and must be the assistant's")
+    return examples, {"path": str(directory), "manifest_sha256": manifest_sha256,
+                      "train_sha256": manifest.train_sha256, "policy": manifest.policy.model_dump(),
+                      "examples": manifest.examples}
+
+
+def render_example(tokenizer: Any, template: str, example: TrainingExample | ChatExample) -> tuple[str, str]:
+    """(prompt, answer): the prompt as the engine renders it, and the assistant turn that follows,
+    rendered by the same template, up to and including its end-of-turn token."""
+    chat = chat_example(example)
+    prompt = tokenizer.apply_chat_template(chat.messages, tools=chat.tools, chat_template=template,
                                            add_generation_prompt=True, tokenize=False)
-    full = tokenizer.apply_chat_template([*messages, turn], tools=tools, chat_template=template, tokenize=False)
+    full = tokenizer.apply_chat_template([*chat.messages, chat.turn], tools=chat.tools, chat_template=template,
+                                         tokenize=False)
     if not full.startswith(prompt):
-        raise TrainDataError(f"{example.id}: the template renders the answer turn differently from its prompt")
+        raise TrainDataError(f"{chat.id}: the template renders the answer turn differently from its prompt")
     return prompt, full[len(prompt):].removesuffix("\n")
 
 
-def encode(tokenizer: Any, template: str, example: TrainingExample) -> Encoded:
+def encode(tokenizer: Any, template: str, example: TrainingExample | ChatExample) -> Encoded:
     """Token ids of prompt and answer, the prompt tokenised whole as the engine does."""
-    prompt, answer = render_example(tokenizer, template, example)
+    chat = chat_example(example)
+    prompt, answer = render_example(tokenizer, template, chat)
     ids = tokenizer(prompt, add_special_tokens=False).input_ids
-    system = tokenizer.apply_chat_template(example.request.messages[:1], tools=example.request.tools or None,
-                                           chat_template=template, tokenize=False)
+    system = tokenizer.apply_chat_template(chat.messages[:1], tools=chat.tools, chat_template=template,
+                                           tokenize=False)
     head = tokenizer(system, add_special_tokens=False).input_ids
     cut = len(head) if ids[: len(head)] == head and len(head) < len(ids) else 0
     answer_ids = tokenizer(answer, add_special_tokens=False).input_ids
@@ -259,9 +297,9 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def train_adapter(model_dir: Path, examples: Sequence[TrainingExample], out_dir: Path, seed: int, rank: int = 16,
-                  alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR, max_len: int = DEMO_MAX_LEN,
-                  batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
+def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExample], out_dir: Path, seed: int,
+                  rank: int = 16, alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR,
+                  max_len: int = DEMO_MAX_LEN, batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
                   label: str = "adapter", base_states: PrefixStates | None = None,
                   decision_weight: float = 0.0, on_step: Callable[[str], None] | None = progress) -> TrainReport:
     """Train a LoRA adapter on `examples` and save it with PEFT to `out_dir`.

@@ -1,0 +1,110 @@
+"""A curated training set's formats, which curation writes (replay/curation/) and the trainer reads
+(serve/engine/train.py): `train.jsonl`, one `ChatTrainingRow` a line, and `manifest.json`, whose
+`train_sha256` ties the rows to what the manifest says of them, so an adapter names the data it learned."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from core.errors import WorkerTierError
+from core.jsonfile import read_json, read_jsonl_strict
+from core.records import Strict
+
+TRAIN_JSONL = "train.jsonl"
+PROVENANCE_JSONL = "provenance.jsonl"
+MANIFEST_JSON = "manifest.json"
+
+
+class ChatTrainingRow(Strict):
+    """One line of `train.jsonl` in OpenAI fine-tuning's chat shape (which TRL and Axolotl read too):
+    `messages` ending in the assistant turn to learn, and the offered `tools` as functions."""
+
+    messages: list[dict[str, Any]] = Field(min_length=2)
+    tools: list[dict[str, Any]]
+
+
+class ClassCount(Strict):
+    asked: int
+    got: int
+    candidates: int
+    """Candidates of the class that passed every boundary (before caps and the draw)."""
+
+
+class PolicyRef(Strict):
+    path: str
+    name: str
+    version: str
+    sha256: str
+
+
+class SuiteRef(Strict):
+    path: str
+    name: str
+    version: str
+    sha256: str
+    decisions: int
+
+
+class CorpusSnapshot(Strict):
+    root: str
+    files: int
+    files_sha256: str
+    """sha256 over each session file's path (relative to the root) and size, sorted: a changed corpus shows."""
+
+
+class RunRef(Strict):
+    path: str
+    kind: str
+    results_sha256: str
+
+
+class CurationManifest(Strict):
+    """`manifest.json`."""
+
+    policy: PolicyRef
+    seed: int
+    shrunk: bool
+    """The policy said `shrink` and a class fell short: every class was cut alike."""
+    classes: dict[str, ClassCount]
+    """Per class of the mix (`clean`, `recovery`, `policy`, `negative`)."""
+    examples: int
+    refusals: dict[str, int] = Field(default_factory=dict)
+    """Decisions refused by a boundary (S14), by reason."""
+    capped: dict[str, int] = Field(default_factory=dict)
+    """Candidates passed over for the policy's caps (per cluster, per tool)."""
+    unproven_failures: int = 0
+    """Known failures no run proved a correction for (no example, and no refusal)."""
+    redactions: dict[str, int] = Field(default_factory=dict)
+    excluded_suites: list[SuiteRef] = Field(default_factory=list)
+    corpora: list[CorpusSnapshot]
+    runs: list[RunRef] = Field(default_factory=list)
+    train_sha256: str
+
+
+class CuratedSetError(WorkerTierError, ValueError):
+    """A directory that is not a curated set as its manifest describes it (the message names the file)."""
+
+
+def file_sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def read_curated(directory: Path) -> tuple[CurationManifest, str, list[ChatTrainingRow]]:
+    """The manifest, its own sha256 and the rows, after proving `train.jsonl` is the file the manifest names."""
+    manifest_path, train_path = directory / MANIFEST_JSON, directory / TRAIN_JSONL
+    if not manifest_path.is_file() or not train_path.is_file():
+        raise CuratedSetError(f"{directory}: not a curated set (it needs {MANIFEST_JSON} and {TRAIN_JSONL})")
+    manifest = read_json(manifest_path, CurationManifest)
+    actual = file_sha256(train_path)
+    if actual != manifest.train_sha256:
+        raise CuratedSetError(f"{train_path}: sha256 {actual} is not the {manifest.train_sha256} that {manifest_path} "
+                              "names: the set was changed after it was built; build it again")
+    return manifest, file_sha256(manifest_path), read_jsonl_strict(train_path, ChatTrainingRow, "a training row")

@@ -1,0 +1,9 @@
+"""The curation branch of the error tree."""
+
+from __future__ import annotations
+
+from replay.errors import ReplayError
+
+
+class CurationError(ReplayError, ValueError):
+    """Curation input that cannot be used: the message names the file (and line) and what is wrong."""

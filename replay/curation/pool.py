@@ -1,0 +1,178 @@
+"""What a corpus could give a training set (001 S18, DESIGN §12): every answered call, classed and with the
+origin of its answer, counted before anything is written (`worker-replay curate pool`).
+
+A call's class comes from its outcome as the guard read the `tool_result` that answered it, by the strata a
+corpus suite uses (replay/corpus/capture_suite.py), with DESIGN §12's one widening: a successful call right
+after a rejected one is a `recovery` when it changed the tool *or the key set* (a suite's `verified_recovery`
+asks for a changed tool). An answer with no call is `no_tool`. A call whose outcome proves nothing (no result
+recorded, a result the guard calls neither ok nor failed) has no class and is not counted as a decision.
+
+Sessions are read one at a time (memory is bounded by the largest session); only counts are kept.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+
+from core.capture import CapturedDecision, thread_key
+from core.guard import FAILURES, GuardRules
+from core.records import KNOWN_FAILURE, Strict
+from replay.corpus.capture_suite import assign_strata
+from replay.corpus.claude_code import ClaudeCodeDir, SessionFile
+from replay.corpus.corpus_suite import CorpusRead, session_calls
+from replay.curation.classes import DecisionClass, Origin
+from replay.curation.errors import CurationError
+from replay.curation.policy import CurationPolicy
+
+TOP_TOOLS = 5
+"""S18 reads the share of actions the top five tools take."""
+
+
+_BY_STRATUM = {"clean_trajectory_action": DecisionClass.CLEAN, "verified_action": DecisionClass.VERIFIED_ACTION,
+               "verified_recovery": DecisionClass.RECOVERY, KNOWN_FAILURE: DecisionClass.KNOWN_FAILURE}
+
+
+@dataclass(frozen=True)
+class PoolDecision:
+    """One answered call of the corpus: its capture row (request and chosen arguments held), its class, the
+    model its record names, and where it came from."""
+
+    row: CapturedDecision
+    decision_class: DecisionClass | None
+    model: str | None
+    answer: dict[str, Any]
+    """The neutral answer (an OpenAI chat assistant message): the text of a `no_tool` answer."""
+    conversation_only: bool
+    """Rebuilt without the request log: no system prompt, tools or reminders (never a training prompt)."""
+    corpus: Path
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return self.row.workspace, self.row.id
+
+
+def decision_classes(rows: Sequence[CapturedDecision]) -> list[DecisionClass | None]:
+    """The class of each row of one session (in call order)."""
+    previous: dict[tuple[str, str, str | None], CapturedDecision] = {}
+    classes: list[DecisionClass | None] = []
+    for row, stratum in zip(rows, assign_strata(rows), strict=True):
+        before = previous.get(thread_key(row))
+        previous[thread_key(row)] = row
+        if row.chosen_tool is None:
+            classes.append(DecisionClass.NO_TOOL if row.parse_outcome == "no_call" else None)
+        elif (stratum == "verified_action" and before is not None and before.outcome in FAILURES
+              and before.chosen_tool == row.chosen_tool and set(before.chosen_keys) != set(row.chosen_keys)):
+            classes.append(DecisionClass.RECOVERY)
+        else:
+            classes.append(_BY_STRATUM.get(stratum) if stratum else None)
+    return classes
+
+
+def session_pool(corpus: Path, workspace: str, session: str, files: list[SessionFile], rules: GuardRules,
+                 read: CorpusRead) -> list[PoolDecision]:
+    """The answered calls of one session, in call order, classed (`request_sha256` left empty: the build hashes
+    only the requests of the decisions it keeps)."""
+    calls = list(session_calls(workspace, session, files, rules, read, hashed=False))
+    classes = decision_classes([row for row, _ in calls])
+    return [PoolDecision(row, cls, logged.model, logged.answer or {}, logged.conversation_only, corpus)
+            for (row, logged), cls in zip(calls, classes, strict=True)]
+
+
+def read_pool(corpus: ClaudeCodeDir, rules: GuardRules, read: CorpusRead) -> Iterator[list[PoolDecision]]:
+    """The answered calls of a corpus, one session at a time."""
+    for workspace, session, files in corpus.read_sessions(read.refused_files):
+        yield session_pool(corpus.root, workspace, session, files, rules, read)
+
+
+class ToolActions(Strict):
+    tool: str
+    actions: int
+    share: float
+
+
+class PoolAudit(Strict):
+    """`curate pool --json`: what the corpus could give, by class and origin."""
+
+    corpora: list[str]
+    sessions: int = 0
+    clusters: int = 0
+    """Sessions with at least one classed decision (a cluster is a session: its decisions are one task)."""
+    decisions: int = 0
+    classes: dict[DecisionClass, int] = Field(default_factory=dict)
+    origins: dict[Origin, int] = Field(default_factory=dict)
+    """Classed decisions by the origin of their answer (the policy's model patterns)."""
+    trainable: dict[DecisionClass, int] = Field(default_factory=dict)
+    """Classed decisions of the worker's own answers, rebuilt with their request log: what a target can be."""
+    conversation_only: int = 0
+    top_tools: list[ToolActions] = Field(default_factory=list)
+    top_tools_share: float = 0.0
+    """Of the classed decisions' actions (calls), the share the top five tools take (S18: about 0.84)."""
+    models: dict[str, int] = Field(default_factory=dict)
+    """Classed decisions by the model their record names (`(none)` where it names none)."""
+    refused: list[str] = Field(default_factory=list)
+
+
+def open_corpora(roots: Sequence[Path]) -> list[ClaudeCodeDir]:
+    """The corpora to read; a path that is no directory is a CurationError naming it."""
+    for root in roots:
+        if not root.is_dir():
+            raise CurationError(f"{root}: not a corpus (not a directory)")
+    return [ClaudeCodeDir(root) for root in roots]
+
+
+def audit_pool(corpora: Sequence[ClaudeCodeDir], policy: CurationPolicy, rules: GuardRules | None = None) -> PoolAudit:
+    """The pool's counts, one session at a time."""
+    read = CorpusRead()
+    classes, origins, trainable, tools, models = (Counter[DecisionClass](), Counter[Origin](),
+                                                  Counter[DecisionClass](), Counter[str](), Counter[str]())
+    report = PoolAudit(corpora=[str(c.root) for c in corpora])
+    for session in (s for corpus in corpora for s in read_pool(corpus, rules or GuardRules(), read)):
+        report.sessions += 1
+        classed = [d for d in session if d.decision_class is not None]
+        report.clusters += bool(classed)
+        for d in classed:
+            assert d.decision_class is not None
+            origin = policy.origin(d.model)
+            classes[d.decision_class] += 1
+            origins[origin] += 1
+            models[d.model or "(none)"] += 1
+            report.conversation_only += d.conversation_only
+            if origin is Origin.WORKER and not d.conversation_only:
+                trainable[d.decision_class] += 1
+            if d.row.chosen_tool is not None:
+                tools[d.row.chosen_tool] += 1
+    actions = sum(tools.values())
+    report.decisions = sum(classes.values())
+    report.classes = {c: classes[c] for c in DecisionClass}
+    report.origins = {o: origins[o] for o in Origin}
+    report.trainable = {c: trainable[c] for c in DecisionClass}
+    report.models = dict(sorted(models.items()))
+    report.top_tools = [ToolActions(tool=t, actions=n, share=round(n / actions, 4))
+                        for t, n in tools.most_common(TOP_TOOLS)]
+    report.top_tools_share = round(sum(t.actions for t in report.top_tools) / actions, 4) if actions else 0.0
+    report.refused = read.refused_files + read.unrebuilt_calls
+    return report
+
+
+def format_pool(report: PoolAudit) -> str:
+    """The pool audit as a table: per class, all decisions and the trainable ones (the worker's own)."""
+    lines = [f"pool of {', '.join(report.corpora)}: {report.sessions} sessions, {report.clusters} clusters, "
+             f"{report.decisions} classed decisions",
+             f"  {'class':<16} {'decisions':>9} {'trainable':>9}"]
+    lines += [f"  {c.value:<16} {report.classes.get(c, 0):>9,} {report.trainable.get(c, 0):>9,}" for c in DecisionClass]
+    lines.append("  origin of the answers: " + ", ".join(f"{o.value} {n:,}" for o, n in report.origins.items())
+                 + (f"; {report.conversation_only:,} rebuilt without their request log (no prompt to train on)"
+                    if report.conversation_only else ""))
+    if report.top_tools:
+        lines.append(f"  top {len(report.top_tools)} tools take {100 * report.top_tools_share:.1f}% of the actions: "
+                     + ", ".join(f"{t.tool} {100 * t.share:.1f}%" for t in report.top_tools))
+    if report.refused:
+        lines.append(f"  refused: {len(report.refused)}")
+        lines += [f"    {reason}" for reason in report.refused]
+    return "\n".join(lines)
