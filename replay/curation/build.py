@@ -12,8 +12,9 @@ request and target as an earlier candidate (a duplicate).
 Then each class is drawn from its own candidates, in a seeded order, scarcest class first, under the caps (per
 cluster, per tool's share of the calls); the draw renders each example from the corpus again, redacted with
 the workspace's key, and refuses one whose redacted request is a decision of an excluded suite or that the
-privacy check still finds a value in. A class that cannot reach its ask fails the build, or (`shrink`) every
-ask is cut by the shortest class's ratio and the draw is made again; a class is never padded from another.
+privacy check still finds a value in. A class that cannot reach its ask fails the build, or (`shrink`) each
+class is cut to what it could give and the draw is made again: the set shrinks to what exists, the manifest
+shows asked against got, and a class is never padded from another.
 """
 
 from __future__ import annotations
@@ -351,9 +352,8 @@ def draw(pool: Pool, asks: Mapping[MixClass, int], policy: CurationPolicy, rende
 
 
 def _shrunk(asks: Mapping[MixClass, int], got: Mapping[MixClass, int]) -> dict[MixClass, int]:
-    """Every ask cut by the shortest class's ratio, so the mix holds at the size that exists."""
-    ratio = min(got.get(c, 0) / n for c, n in asks.items() if n)
-    return {c: int(n * ratio) for c, n in asks.items()}
+    """Each class cut to what it could give: the set shrinks to what exists, and no class fills another's room."""
+    return {c: min(n, got.get(c, 0)) for c, n in asks.items()}
 
 
 def _shortfall(asks: Mapping[MixClass, int], drawn: Drawn, pool: Pool) -> str:
@@ -368,7 +368,7 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
     rules = rules or GuardRules()
     pool = gather(inputs, rules)
     renderer = Renderer(inputs, rules)
-    asks = inputs.policy.asked()
+    asks = asked = inputs.policy.asked()
     drawn = draw(pool, asks, inputs.policy, renderer)
     shrunk, shortfall = False, ""
     while any(drawn.got[c] < n for c, n in asks.items()):
@@ -380,11 +380,10 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
         asks, shrunk = _shrunk(asks, drawn.got), True
         drawn = draw(pool, asks, inputs.policy, renderer)
     if not drawn.rows:
-        raise CurationError(f"{inputs.policy_ref.path}: no example could be drawn ({shortfall}); shrinking keeps "
-                            "every class's share, so a class with none leaves none; nothing was written")
+        raise CurationError(f"{inputs.policy_ref.path}: no example could be drawn ({shortfall}); nothing was written")
     manifest = CurationManifest(
         policy=inputs.policy_ref, seed=inputs.policy.seed, shrunk=shrunk,
-        classes={c.value: ClassCount(asked=asks.get(c, 0), got=drawn.got[c], candidates=len(pool.candidates[c]))
+        classes={c.value: ClassCount(asked=asked.get(c, 0), got=drawn.got[c], candidates=len(pool.candidates[c]))
                  for c in MixClass},
         examples=len(drawn.rows), refusals=dict(sorted((pool.refusals + drawn.refusals).items())),
         capped=dict(sorted(drawn.capped.items())), unproven_failures=pool.unproven,

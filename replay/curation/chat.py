@@ -52,13 +52,16 @@ def chat_tools(tools: Any) -> list[dict[str, Any]]:
         if isinstance(tools, list) else []
 
 
+def chat_messages(request: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A Messages request's system prompt and turns as chat messages."""
+    system = _text(request.get("system"))
+    return [*([{"role": "system", "content": system}] if system else []),
+            *(m for message in request.get("messages") or [] if isinstance(message, Mapping) for m in _turn(message))]
+
+
 def chat_row(request: Mapping[str, Any], target: Mapping[str, Any]) -> ChatTrainingRow:
     """A Messages request and its target turn (a chat assistant message) as one training row."""
-    system = _text(request.get("system"))
-    messages = [*([{"role": "system", "content": system}] if system else []),
-                *(m for message in request.get("messages") or [] if isinstance(message, Mapping)
-                  for m in _turn(message)), dict(target)]
-    return ChatTrainingRow(messages=messages, tools=chat_tools(request.get("tools")))
+    return ChatTrainingRow(messages=[*chat_messages(request), dict(target)], tools=chat_tools(request.get("tools")))
 
 
 def target_turn(tool: str | None, arguments: Mapping[str, Any] | None, text: str | None) -> dict[str, Any]:

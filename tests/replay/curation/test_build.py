@@ -75,11 +75,13 @@ def test_a_class_that_falls_short_fails_or_shrinks_and_is_never_padded(tmp_path:
     with pytest.raises(ValueError, match=r"clean: asked 5, got 4 of 4 candidates"):
         build(tmp_path, corpus, CLEAN.format(size=5, shortfall="fail"))
     assert not (tmp_path / "set").exists()
-    mixed = 'size = 8\nshortfall = "shrink"\nclean_from = ["verified_action"]\n[shares]\nclean = 50\nnegative = 50\n'
-    with pytest.raises(ValueError, match="no example could be drawn.*negative: asked 4, got 0 of 0"):
-        build(tmp_path, corpus, mixed)
-    manifest = build(tmp_path, corpus, CLEAN.format(size=9, shortfall="shrink"))
-    assert manifest.shrunk and manifest.classes["clean"].asked == 4 and manifest.examples == 4
+    mixed = 'size = 6\nshortfall = "shrink"\nclean_from = ["verified_action"]\n[shares]\nclean = 50\nnegative = 50\n'
+    manifest = build(tmp_path, corpus, mixed)  # negative has none: the set is clean's three, never six clean
+    assert manifest.shrunk and manifest.examples == 3
+    assert {c: (n.asked, n.got) for c, n in manifest.classes.items()} == {
+        "clean": (3, 3), "recovery": (0, 0), "policy": (0, 0), "negative": (3, 0)}
+    with pytest.raises(ValueError, match="no example could be drawn.*negative: asked 6, got 0 of 0"):
+        build(tmp_path, corpus, 'size = 6\nshortfall = "shrink"\n[shares]\nnegative = 100\n', out="none")
 
 
 def test_a_frozen_suite_excludes_its_sessions_and_its_requests(tmp_path: Path, corpus: Path) -> None:
