@@ -38,12 +38,14 @@ def _calibrate(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("calibrate", help="false-pass rate and power of the gates, the lesson gate and the sandbox "
                                          "measures, measured against the planted-effect endpoint (DESIGN §10)")
-    p.add_argument("--suite", type=Path, required=True, metavar="DIR")
+    p.add_argument("--suite", type=Path, required=True, metavar="DIR", help="the frozen suite the planted endpoint "
+                   "answers (it knows each decision's recorded call)")
     p.add_argument("--pack", type=Path, metavar="DIR",
                    help="a scenario pack: calibrate the gate's sandbox conditions on it (the spec's [pack])")
     p.add_argument("--spec", type=Path, required=True, metavar="CAL.toml",
                    help="the planted policy and what to calibrate")
-    p.add_argument("--out", type=Path, required=True, metavar="DIR")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="where calibration.json, calibration.txt and power.svg are written")
     p.add_argument("--memory", type=Path, metavar="DIR", help="workspace memory root (overrides the spec's)")
     p.add_argument("--replicates", type=int, metavar="N", help="Monte-Carlo replicates (overrides the spec's)")
     p.add_argument("--noise-from", type=Path, metavar="RUN_DIR",

@@ -18,10 +18,10 @@ def _compare(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("compare", help="paired comparison of two arms")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--baseline", required=True)
-    p.add_argument("--candidate", required=True)
-    p.add_argument("--by", choices=("workspace", "cluster", "tool"))
-    p.add_argument("--json", action="store_true")
+    p.add_argument("run_dir", type=Path, help="a run directory (its results.jsonl)")
+    p.add_argument("--baseline", required=True, metavar="ARM", help="the reference arm")
+    p.add_argument("--candidate", required=True, metavar="ARM", help="the arm compared with it")
+    p.add_argument("--by", choices=("workspace", "cluster", "tool"), help="also break every row down by this")
+    p.add_argument("--json", action="store_true", help="the comparison as JSON")
     ledger_option(p)
     p.set_defaults(func=_compare)

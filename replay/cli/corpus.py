@@ -45,15 +45,16 @@ def add_parser(sub: Any) -> None:
     p = corpus.add_parser("audit", help="sessions, subagent runs, records, tool calls, errors, decisions per "
                                         "stratum, top tools, time span of a Claude Code corpus")
     p.add_argument("dir", type=Path, help="<workspace>/projects/<cwd-slug>/<session>.jsonl under it")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the audit as JSON")
     p.set_defaults(func=_corpus_audit)
     p = corpus.add_parser("reads", help="memory reads per turn and the index's coverage, per session and workspace "
                                         "(001 §10 items 1 and 7)")
     p.add_argument("dir", type=Path, help="a Claude Code corpus or this project's transcripts")
-    p.add_argument("--transcript-format", choices=FORMATS, default="auto")
+    p.add_argument("--transcript-format", choices=FORMATS, default="auto",
+                   help="how DIR is laid out (default: told from the directory)")
     p.add_argument("--memory-root", type=Path, metavar="DIR",
                    help="the workspaces' memory (one directory each): adds the index's coverage")
     p.add_argument("--read-tool", action="append", default=[], type=_read_tool, metavar="TOOL=ARGUMENT",
                    help="the runtime's file-read tool and its path argument (repeatable; default Read=file_path)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the counts as JSON")
     p.set_defaults(func=_corpus_reads)

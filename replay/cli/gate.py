@@ -1,4 +1,5 @@
-"""`worker-replay gate`: evaluate a pre-registered gate policy, write its verdict."""
+"""`worker-replay gate`: evaluate a pre-registered gate policy, write its verdict; with `--plan`, say
+first what each condition reads and whether it is there."""
 
 from __future__ import annotations
 
@@ -8,12 +9,28 @@ from pathlib import Path
 from typing import Any
 
 from core.names import excerpt
-from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
+from replay.analysis.gates import GateError, evaluate_gate, format_plan, format_verdict, plan_gate, write_verdict
 from replay.cli.common import ledger_option, tainted
+
+DESCRIPTION = """Evaluate a pre-registered gate policy on a run; exit 0 only on pass. A condition whose input is
+missing is not_run, and not_run blocks the gate like a fail. `--plan` lists, before anything runs, what
+each condition reads (the run's own results.jsonl, or an --evidence key and the command that writes
+it) and whether it is there now. configs/gates/serious-candidate.toml cannot pass from a corpus alone:
+four of its conditions need sandbox evidence (`worker-replay sandbox evidence`) or a confirmation run.
+configs/gates/corpus-only.toml asks what a corpus alone can answer; it is not the serious-candidate
+gate."""
 
 
 def _gate(args: argparse.Namespace) -> int:
-    verdict = evaluate_gate(args.policy, args.run_dir, args.baseline, args.candidate, evidence=dict(args.evidence),
+    evidence = dict(args.evidence)
+    if args.plan:
+        print(format_plan(plan_gate(args.policy, args.run_dir, evidence, args.baseline, args.candidate)))
+        return 0
+    missing = [name for name, value in (("RUN_DIR", args.run_dir), ("--baseline", args.baseline),
+                                        ("--candidate", args.candidate)) if value is None]
+    if missing:
+        raise GateError(f"gate needs {', '.join(missing)} (or --plan, to list what the policy reads)")
+    verdict = evaluate_gate(args.policy, args.run_dir, args.baseline, args.candidate, evidence=evidence,
                             tainted=tainted(args))
     path = write_verdict(args.run_dir, verdict)
     print(format_verdict(verdict))
@@ -30,12 +47,21 @@ def _evidence_item(text: str) -> tuple[str, str]:
 
 
 def add_parser(sub: Any) -> None:
-    p = sub.add_parser("gate", help="evaluate a pre-registered gate policy; exit 0 only on pass")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--policy", type=Path, required=True)
-    p.add_argument("--baseline", required=True)
-    p.add_argument("--candidate", required=True)
+    p = sub.add_parser("gate", help="evaluate a pre-registered gate policy; exit 0 only on pass (--plan: what "
+                                    "each condition reads, and whether it is there)", description=DESCRIPTION,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("run_dir", type=Path, nargs="?", metavar="RUN_DIR",
+                   help="the run directory judged (its results.jsonl); the verdict is written into it")
+    p.add_argument("--policy", type=Path, required=True,
+                   help="a gate policy: configs/gates/serious-candidate.toml, production-candidate.toml, or "
+                        "corpus-only.toml (what a corpus alone can answer)")
+    p.add_argument("--baseline", metavar="ARM", help="the reference arm")
+    p.add_argument("--candidate", metavar="ARM", help="the arm judged")
     p.add_argument("--evidence", action="append", default=[], metavar="KEY=PATH", type=_evidence_item,
-                   help="evidence a condition reads from elsewhere (see the policy's comments)")
+                   help="evidence a condition reads from elsewhere (repeatable; --plan names each key and what "
+                        "writes it)")
+    p.add_argument("--plan", action="store_true",
+                   help="judge nothing: per condition its id, kind, what it reads and whether that is there now "
+                        "(RUN_DIR, --baseline and --candidate optional)")
     ledger_option(p)
     p.set_defaults(func=_gate)

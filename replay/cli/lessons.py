@@ -54,8 +54,10 @@ def _dispute(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     lessons = sub.add_parser("lessons", help="the lesson gate").add_subparsers(dest="action", required=True)
     p = lessons.add_parser("propose", help="per-rule verdicts and the proposed memory edit (a diff)")
-    p.add_argument("run_dir", type=Path)
-    p.add_argument("--memory-root", type=Path, required=True)
+    p.add_argument("run_dir", type=Path,
+                   help="a run directory with workspace-memory arms and their ablations (workspace-minus:<id>)")
+    p.add_argument("--memory-root", type=Path, required=True, metavar="DIR",
+                   help="the memory root the run injected (one directory per workspace)")
     p.add_argument("--apply", action="store_true", help="apply the proposed moves to the memory files")
     ledger_option(p)
     p.set_defaults(func=_lessons_propose)
@@ -63,9 +65,9 @@ def add_parser(sub: Any) -> None:
     for name, func, text in (("trace", _trace, "every run, result, comparison and verdict that used a rule"),
                              ("dispute", _dispute, "mark everything that used a rule as needing a re-run")):
         p = sub.add_parser(name, help=text)
-        p.add_argument("rule_id", metavar="lc:<slug>")
-        p.add_argument("--workspace")
+        p.add_argument("rule_id", metavar="lc:<slug>", help="the rule's id")
+        p.add_argument("--workspace", help="only the rule of this workspace (default: the id in any workspace)")
         if name == "dispute":
-            p.add_argument("--reason", required=True)
+            p.add_argument("--reason", required=True, help="why it is disputed (kept in the ledger)")
         ledger_option(p)
         p.set_defaults(func=func)

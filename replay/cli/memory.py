@@ -31,12 +31,12 @@ def _memory_stats(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     memory = sub.add_parser("memory", help="workspace memory").add_subparsers(dest="action", required=True)
     check = memory.add_parser("check", help="check memory files like the public check script")
-    check.add_argument("dir", type=Path)
+    check.add_argument("dir", type=Path, help="a workspace's memory directory (or, with --root, a memory root)")
     check.add_argument("--root", action="store_true", help="DIR holds one sub-directory per workspace")
     check.set_defaults(func=_memory_check)
     stats = memory.add_parser("stats", help="the fast loop's counters per workspace and root (S25), read-only")
     stats.add_argument("roots", type=Path, nargs="+", metavar="ROOT", help="one directory per workspace under it")
-    stats.add_argument("--json", action="store_true")
+    stats.add_argument("--json", action="store_true", help="the counters as JSON")
     stats.add_argument("--git", action="store_true",
                        help="also count the rule churn from each workspace's git history and list where it disagrees "
                             "with the provenance log")

@@ -26,8 +26,8 @@ def add_parser(sub: Any) -> None:
     p = sub.add_parser("plan", help="decisions the gate's paired test needs, and the suite's minimum detectable "
                                     "effect, from a pilot run")
     p.add_argument("--pilot", type=Path, required=True, metavar="RUN_DIR", help="a run with both arms")
-    p.add_argument("--baseline", required=True)
-    p.add_argument("--candidate", required=True)
+    p.add_argument("--baseline", required=True, metavar="ARM", help="the pilot's reference arm")
+    p.add_argument("--candidate", required=True, metavar="ARM", help="the pilot's candidate arm")
     p.add_argument("--effect", type=float, metavar="POINTS",
                    help="the gain to detect (default: the policy's paired-gain min_points)")
     p.add_argument("--power", type=float, default=0.8, help="target power (default 0.8)")
@@ -36,6 +36,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--alpha", type=float,
                    help="the test's α when the policy's paired-gain sets no max_p (default 0.05)")
     p.add_argument("--max-decisions", type=int, default=20000, metavar="N", help="search cap (default 20000)")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="the plan as JSON")
     ledger_option(p)
     p.set_defaults(func=_plan)

@@ -50,7 +50,7 @@ def _session_reads(args: argparse.Namespace,
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("report", help="write report.md and a self-contained report.html")
-    p.add_argument("run_dir", type=Path)
+    p.add_argument("run_dir", type=Path, help="a run directory; report.md and report.html are written into it")
     p.add_argument("--pair", action="append", default=[], metavar="BASELINE:CANDIDATE", type=pair_item,
                    help="a comparison to report (repeatable); default: the baseline against every other arm")
     p.add_argument("--baseline", metavar="ARM",
@@ -59,6 +59,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--corpus", type=Path, metavar="DIR",
                    help="the transcripts or Claude Code session files: adds each arm's outcome by what the decisions' "
                         "sessions read from memory")
-    p.add_argument("--transcript-format", choices=FORMATS, default="auto")
+    p.add_argument("--transcript-format", choices=FORMATS, default="auto",
+                   help="how --corpus is laid out (default: told from the directory)")
     ledger_option(p)
     p.set_defaults(func=_report)

@@ -26,8 +26,10 @@ def _run(args: argparse.Namespace) -> int:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="replay every arm × decision (resumable)")
-    p.add_argument("--suite", type=Path, required=True)
-    p.add_argument("--config", type=Path, required=True)
+    p.add_argument("--suite", type=Path, required=True, metavar="DIR", help="a frozen suite directory")
+    p.add_argument("--config", type=Path, required=True, metavar="RUN.toml",
+                   help="endpoint, decoding, runner, memory root and arms; configs/runs/example.toml is the annotated "
+                        "example")
     p.add_argument("--out", type=Path, required=True, help="the run directory (re-run into it to resume)")
     ledger_option(p)
     p.set_defaults(func=_run)

@@ -78,7 +78,7 @@ def add_parser(sub: Any) -> None:
                              ("check-privacy", _suite_check_privacy,
                               "every detectable value left in the suite (decision id, JSON path, type)")):
         p = suite.add_parser(name, help=text)
-        p.add_argument("dir", type=Path)
+        p.add_argument("dir", type=Path, help="the suite directory (suite.toml + decisions.jsonl)")
         if name == "freeze":
             p.add_argument("--synthetic", action="store_true",
                            help="the suite's values are invented (a generated demo): skip the privacy check")
@@ -106,6 +106,6 @@ def add_parser(sub: Any) -> None:
                    help="--from-corpus: write OUT/train and OUT/test, task-disjoint (a session's decisions on one "
                         "side), about F of the sessions in test")
     p.add_argument("--split-seed", default="", metavar="TEXT", help="with --test-fraction: another stable split")
-    p.add_argument("--name", default="capture")
-    p.add_argument("--version", default="1")
+    p.add_argument("--name", default="capture", help="the suite's name in suite.toml (default: capture)")
+    p.add_argument("--version", default="1", help="the suite's version in suite.toml (default: 1)")
     p.set_defaults(func=_suite_build)

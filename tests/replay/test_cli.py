@@ -50,6 +50,26 @@ def test_gate_rejects_s1_exits_1_and_writes_the_verdict(run_dir, tmp_path, capsy
         ["fail", "pass", "pass", "fail"]
 
 
+def test_gate_plan_says_what_each_condition_reads_without_judging(run_dir, tmp_path, capsys):
+    policy = str(ROOT / "configs/gates/serious-candidate.toml")
+    code, out, _ = cli(capsys, "gate", "--plan", "--policy", policy)
+    assert code == 0 and "critical-failures" in out and "NO" in out and not list(run_dir.glob("gate-*.json"))
+    code, out, _ = cli(capsys, "gate", str(run_dir), "--plan", "--policy", policy, "--baseline", BASE,
+                       "--candidate", Q_ONLY, "--evidence", f"confirmation={run_dir}")
+    confirmation = next(line for line in out.splitlines() if line.lstrip().startswith("confirmation-run"))
+    assert code == 0 and confirmation.split()[2] == "yes"
+    assert "missing now: critical-failures, unsupported-completion, isolated-replay-completion;" in out
+    assert_one_error_line(run_cli("replay", "gate", "--policy", policy, cwd=tmp_path),
+                          "gate needs RUN_DIR, --baseline, --candidate (or --plan")
+
+
+def test_gate_help_names_the_plan_and_the_corpus_only_policy(capsys):
+    with pytest.raises(SystemExit):
+        main(["gate", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "--plan" in text and "configs/gates/corpus-only.toml asks what a corpus alone can answer" in text
+
+
 def test_report_writes_markdown_and_html(run_dir, tmp_path, capsys):
     code, out, _ = cli(capsys, "report", str(run_dir), "--pair", f"{BASE}:{Q_ONLY}", "--ledger", str(tmp_path / "l"))
     assert code == 0 and (run_dir / "report.html").is_file() and (run_dir / "report.md").is_file()

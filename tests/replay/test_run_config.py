@@ -105,3 +105,28 @@ def test_a_replicate_of_a_replicate_is_refused(tmp_path):
     text = REPLICATED + '[[arms]]\nname = "aa"\nreplicate_of = "base"\n[[arms]]\nname = "aaa"\nreplicate_of = "aa"\n'
     with pytest.raises(RunConfigError, match=r"arms\.2\.replicate_of: 'aa' is itself a replicate \(of 'base'\)"):
         load_run_config(write(tmp_path, text))
+
+
+def test_the_example_runs_from_a_clone():
+    """configs/runs/example.toml loads with the real loader, its memory root is in the repository (the demo's
+    workspaces, so it runs on the demo suite), and it has the four arms and the client key's variable."""
+    from pathlib import Path
+
+    from demo.memory import memory_files
+    from replay.memory.checks import check_memory, has_violations
+    from replay.memory.files import workspace_dirs
+
+    repo = Path(__file__).resolve().parents[2]
+    config = load_run_config(repo / "configs" / "runs" / "example.toml")
+    root = config.memory.root
+    assert root is not None and root.is_dir() and root.is_relative_to(repo) and not root.is_relative_to(repo / "runs")
+    arms = {arm.name: (arm.model, arm.memory) for arm in config.arms}
+    assert arms["base"] == ("worker", "withheld") and arms["base+memory"] == ("worker", "workspace")
+    assert arms["candidate"][1] == "withheld" and arms["candidate+memory"] == (arms["candidate"][0], "workspace")
+    assert config.endpoint.api_key_env
+    workspaces = workspace_dirs(root)
+    assert sorted(workspaces) == ["ws-files", "ws-invoicing", "ws-sales", "ws-support"]
+    for workspace, path in workspaces.items():
+        assert not has_violations(check_memory(path)), workspace
+        shipped = {str(f.relative_to(path)): f.read_text(encoding="utf-8") for f in path.rglob("*") if f.is_file()}
+        assert shipped == memory_files(workspace), f"{path} is not demo/memory.py's {workspace}: write it again"

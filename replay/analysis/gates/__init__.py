@@ -12,8 +12,9 @@ checks, a canary export, ...) is given by path under a named key; a missing key 
 condition `not_run` with the reason. The JSON formats of that evidence are `core.evidence`'s
 models and are documented beside each condition in the shipped policies.
 
-Modules: `context` (what a condition sees and returns), `conditions` (the kinds),
-`policy` (loading, evaluation, verdict files). This package re-exports the public API.
+Modules: `context` (what a condition sees and returns), `conditions` (the kinds), `inputs` (what a
+condition reads and whether it is there), `policy` (loading, plans, evaluation, verdict files). This
+package re-exports the public API.
 """
 
 from replay.analysis.gates.conditions import (
@@ -37,15 +38,19 @@ from replay.analysis.gates.conditions import (
     TargetedCi,
 )
 from replay.analysis.gates.context import GateContext, GateError, Outcome, Status
+from replay.analysis.gates.inputs import Read
 from replay.analysis.gates.policy import (
     STATUS_LABEL,
     ConditionResult,
+    GatePlan,
     GatePolicy,
     Verdict,
     evaluate,
     evaluate_gate,
+    format_plan,
     format_verdict,
     load_policy,
+    plan_gate,
     read_verdict,
     verdict_filename,
     write_verdict,
@@ -62,6 +67,7 @@ __all__ = [
     "FreshChronological",
     "GateContext",
     "GateError",
+    "GatePlan",
     "GatePolicy",
     "IsolatedLiveReplay",
     "IsolatedReplayCompletion",
@@ -72,6 +78,7 @@ __all__ = [
     "OverheadLimit",
     "PairedGain",
     "QuantisationSurvives",
+    "Read",
     "RepeatReduction",
     "RollbackReady",
     "ShadowImproves",
@@ -80,8 +87,10 @@ __all__ = [
     "Verdict",
     "evaluate",
     "evaluate_gate",
+    "format_plan",
     "format_verdict",
     "load_policy",
+    "plan_gate",
     "read_verdict",
     "verdict_filename",
     "write_verdict",

@@ -11,6 +11,7 @@ from typing import Annotated, ClassVar, Literal, get_args
 from pydantic import Field
 
 from core.evidence import CanaryCohort, CanaryEvidence, RegistryEvidence
+from core.names import Name
 from core.records import KNOWN_FAILURE, Strict
 from replay.analysis.compare import (
     ALL_POSITIVE,
@@ -40,6 +41,8 @@ from replay.analysis.gates.context import (
     row_of,
     row_text,
 )
+from replay.qa.agreement import AgreementReport
+from replay.qa.stats import clopper_pearson
 from replay.stats import (
     PairedComparison,
     RepeatComparison,
@@ -509,6 +512,42 @@ class RollbackReady(_Condition):
         )
 
 
+class ReviewerAgreement(_Condition):
+    """Evidence: `worker-replay qa agree --out FILE` (`replay.qa.agreement.AgreementReport`); the candidate is a
+    reviewer as that file names it (`qwen`, `production@shadow-cascade`). Pass when it has at least
+    `min_labelled` runs with a person's disposition (fewer: not_run) and the upper bound of the exact 95%
+    Clopper–Pearson interval of its false-pass rate (passed, where people failed the run), recomputed here from
+    the file's counts, is at most `max_false_pass_upper`. `workspace`: judge that workspace's figures, not all."""
+
+    kind: Literal["reviewer_agreement"]
+    evidence: str = "reviewer_agreement"
+    workspace: Name | None = None
+    min_labelled: int = Field(ge=1)
+    max_false_pass_upper: float = Field(gt=0, le=1)
+
+    def evaluate(self, ctx: GateContext) -> Outcome:
+        report = read_json(ctx, self.evidence, AgreementReport, "a reviewer agreement JSON (`qa agree --out`)")
+        scope = self.workspace or "all workspaces"
+        row = report.row(ctx.candidate, self.workspace)
+        if row is None:
+            return not_run(f"evidence {self.evidence!r} has no verdicts of reviewer {ctx.candidate!r} on {scope}")
+        if row.labelled < self.min_labelled:
+            return not_run(f"reviewer {ctx.candidate!r} has {row.labelled} run(s) with a person's disposition on "
+                           f"{scope}, the policy needs ≥ {self.min_labelled}")
+        low, high = clopper_pearson(row.false_passes, row.human_fails)
+        measured = f"{row.false_passes} of {row.human_fails}" if row.human_fails else "none: no run people failed"
+        return judge(
+            high <= self.max_false_pass_upper,
+            f"reviewer {ctx.candidate!r} on {scope}, {row.labelled} labelled run(s): false passes {measured}, "
+            f"95% CP [{100 * low:.2f}%, {100 * high:.2f}%]; needs the upper bound ≤ "
+            f"{100 * self.max_false_pass_upper:.2f}%",
+            {"reviewer": ctx.candidate, "workspace": self.workspace, "labelled": row.labelled,
+             "false_passes": row.false_passes, "human_fails": row.human_fails, "false_pass_ci": [low, high],
+             "escalations": row.escalations, "kappa": row.kappa, "threshold": self.max_false_pass_upper,
+             "min_labelled": self.min_labelled},
+        )
+
+
 # The fixed registry of condition kinds (001 §6: S16 serious-candidate, S17 production-candidate).
 AnyCondition = (
     PairedGain
@@ -526,6 +565,7 @@ AnyCondition = (
     | ShadowImproves
     | CanaryNoRegression
     | RollbackReady
+    | ReviewerAgreement
 )
 _KINDS: tuple[type[_Condition], ...] = get_args(AnyCondition)
 Condition = Annotated[AnyCondition, Field(discriminator="kind")]

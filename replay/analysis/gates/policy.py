@@ -1,5 +1,6 @@
 """Policies and verdicts: loading a TOML policy (every problem a `GateError` naming the file and the
-condition), evaluating it into a `Verdict`, and writing, reading and formatting verdict files."""
+condition), planning it (what each condition reads, and whether it is there), evaluating it into a
+`Verdict`, and writing, reading and formatting verdict files."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from core.tomlfile import toml_problem
 from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainted, compare_run
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
 from replay.analysis.gates.context import GateContext, GateError, MissingEvidence, Status, not_run
+from replay.analysis.gates.inputs import RUN_RESULTS, Read, condition_reads, run_read
 
 
 class GatePolicy(Strict):
@@ -105,6 +107,8 @@ class ConditionResult(BaseModel):
     reason: str
     evidence: dict[str, Any] = {}
     tainted_rule_ids: list[str] = []
+    reads: list[Read] = []
+    """For a condition not run: what it reads and whether that was there (what a user must supply)."""
 
 
 class Verdict(BaseModel):
@@ -152,7 +156,8 @@ def evaluate(
     """Evaluate every condition of `policy` on a comparison (and the evidence files given)."""
     paths = {key: Path(value) for key, value in (evidence or {}).items()}
     ctx = GateContext(comparison, paths, tuple(tainted))
-    results = [_with_noise(_evaluate_one(condition, ctx), comparison.noise) for condition in policy.conditions]
+    run = Read(key=None, made_by=RUN_RESULTS.made_by, path=None if run_dir is None else str(run_dir), present=True)
+    results = [_with_noise(_evaluate_one(condition, ctx, run), comparison.noise) for condition in policy.conditions]
     used = {key for condition in policy.conditions for key in condition.evidence_keys()}
     tainted_ids = sorted({*comparison.tainted_rule_ids, *(r for c in results for r in c.tainted_rule_ids)})
     return Verdict(
@@ -174,11 +179,12 @@ def evaluate(
     )
 
 
-def _evaluate_one(condition: AnyCondition, ctx: GateContext) -> ConditionResult:
+def _evaluate_one(condition: AnyCondition, ctx: GateContext, run: Read) -> ConditionResult:
     try:
         outcome = condition.evaluate(ctx)
     except MissingEvidence as exc:
         outcome = not_run(str(exc))
+    not_ran = outcome.status is Status.NOT_RUN
     return ConditionResult(
         id=condition.id,
         kind=condition.kind,
@@ -187,6 +193,7 @@ def _evaluate_one(condition: AnyCondition, ctx: GateContext) -> ConditionResult:
         reason=outcome.reason,
         evidence=outcome.evidence,
         tainted_rule_ids=list(outcome.tainted_rule_ids),
+        reads=condition_reads(condition, run, ctx.evidence, ctx.baseline, ctx.candidate) if not_ran else [],
     )
 
 
@@ -217,6 +224,63 @@ def evaluate_gate(
     return evaluate(
         policy, comparison, evidence, tainted, run_dir=run_dir, policy_path=policy_path, policy_sha256=sha256
     )
+
+
+class ConditionPlan(BaseModel):
+    id: str
+    kind: str
+    reads: list[Read]
+
+
+class GatePlan(BaseModel):
+    """Before a run: what each condition of a policy will read, and whether it is there now."""
+
+    policy: str
+    policy_version: str
+    run_dir: str | None
+    conditions: list[ConditionPlan]
+    unused_evidence: list[str]
+
+
+def plan_gate(policy_path: str | Path, run_dir: str | Path | None = None,
+              evidence: Mapping[str, str | Path] | None = None, baseline: str | None = None,
+              candidate: str | None = None) -> GatePlan:
+    """Each condition's inputs: its evidence keys (given and readable?) or the run's own results (there,
+    with the arms named?), so a user sees which conditions would be `not_run` before running anything."""
+    policy = load_policy(policy_path)
+    paths = {key: Path(value) for key, value in (evidence or {}).items()}
+    run = run_read(None if run_dir is None else Path(run_dir), baseline, candidate)
+    used = {key for condition in policy.conditions for key in condition.evidence_keys()}
+    return GatePlan(
+        policy=policy.name, policy_version=policy.version, run_dir=None if run_dir is None else str(run_dir),
+        conditions=[ConditionPlan(id=c.id, kind=c.kind, reads=condition_reads(c, run, paths, baseline, candidate))
+                    for c in policy.conditions],
+        unused_evidence=sorted(paths.keys() - used))
+
+
+def format_plan(plan: GatePlan) -> str:
+    """One line per input of each condition, then what is missing and what a corpus alone can answer."""
+    lines = [f"gate {plan.policy} v{plan.policy_version}: what each condition reads, and whether it is there now"]
+    rows = [("CONDITION", "KIND", "THERE", "READS")]
+    for c in plan.conditions:
+        rows += [(c.id if i == 0 else "", c.kind if i == 0 else "", read.state(),
+                  f"{read.what()}, from {read.made_by}" + (f" — {read.problem}" if read.problem else ""))
+                 for i, read in enumerate(c.reads)]
+    widths = [max(len(row[column]) for row in rows) for column in range(3)]
+    lines += ["  " + "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[3]])
+              for row in rows]
+    missing = [c.id for c in plan.conditions if any(r.present is False for r in c.reads)]
+    elsewhere = [c.id for c in plan.conditions if any(r.key is not None for r in c.reads)]
+    if plan.unused_evidence:
+        lines.append(f"evidence given but read by no condition: {', '.join(plan.unused_evidence)}")
+    if missing:
+        lines.append(f"missing now: {', '.join(missing)}; the gate cannot pass without them "
+                     "(not_run blocks like a fail)")
+    if elsewhere:
+        lines.append(f"{len(elsewhere)} condition(s) need evidence a replay run of a corpus does not produce "
+                     f"({', '.join(elsewhere)}); configs/gates/corpus-only.toml is the question a corpus alone "
+                     "can answer")
+    return "\n".join(lines)
 
 
 def verdict_filename(policy: str, candidate: str) -> str:
@@ -265,6 +329,7 @@ def format_verdict(verdict: Verdict) -> str:
         mark = " †" if c.tainted_rule_ids else ""
         lines.append(f"  [{STATUS_LABEL[c.status]:>7}] {c.id:<{width}}  {c.description}{mark}")
         lines.append(f"            {'':<{width}}  {c.reason}")
+        lines += [f"            {'':<{width}}  reads {read.text()}" for read in c.reads]
     if verdict.unused_evidence:
         lines.append(f"evidence given but used by no condition: {', '.join(verdict.unused_evidence)}")
     if verdict.tainted_rule_ids:

@@ -161,7 +161,8 @@ def test_shipped_policies_have_the_conditions_of_001() -> None:
 
 
 def test_every_kind_of_the_registry_is_used_by_a_shipped_policy() -> None:
-    used = {c.kind for path in (SERIOUS, PRODUCTION) for c in load_policy(path).conditions}
+    reviewer = ROOT / "configs" / "gates" / "reviewer-enforce.toml"
+    used = {c.kind for path in (SERIOUS, PRODUCTION, reviewer) for c in load_policy(path).conditions}
     assert used == set(CONDITION_KINDS)
 
 
@@ -719,7 +720,7 @@ def test_fresh_chronological_at_its_boundaries(tmp_path: Path, captured_at: str,
 def test_every_condition_kind_has_boundary_tests() -> None:
     covered = {str(c["kind"]) for c, *_ in ROW_BOUNDARIES + EVIDENCE_BOUNDARIES}
     covered |= {"canary_no_regression", "rollback_ready", "confirmation_run", "quantisation_survives",
-                "fresh_chronological"}
+                "fresh_chronological", "reviewer_agreement"}  # the last: tests/replay/qa/test_gate.py
     assert covered == set(CONDITION_KINDS)
 
 

@@ -1,0 +1,217 @@
+"""`worker-replay qa …`: Stop-QA on the worker tier (DESIGN §13): the deterministic checks over a corpus's
+finished runs, labelled runs, reviewer-against-people agreement, the planted reviewer, the reviewer gate."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from replay.analysis.gates import Verdict
+    from replay.corpus.claude_code import ClaudeCodeDir
+
+DEFAULT_CONFIG = Path("configs/qa/checks.toml")
+PEOPLE = "people"
+"""The baseline a reviewer is judged against: the dispositions people gave."""
+DEFAULT_POLICY = Path("configs/gates/reviewer-enforce.toml")
+
+
+def _corpora(roots: Sequence[Path]) -> list[ClaudeCodeDir]:
+    from replay.corpus.claude_code import ClaudeCodeDir
+    from replay.qa.errors import QAError
+
+    for root in roots:
+        if not root.is_dir():
+            raise QAError(f"{root}: not a corpus (not a directory)")
+    return [ClaudeCodeDir(root) for root in roots]
+
+
+def _check(args: argparse.Namespace) -> int:
+    from replay.qa.config import load_config
+    from replay.qa.report import check_corpora, format_check
+
+    rules, guard = load_config(args.config)
+    report = check_corpora(_corpora(args.corpora), rules, guard)
+    print(report.model_dump_json(indent=2) if args.json else format_check(report))
+    return 0
+
+
+def _labels(args: argparse.Namespace) -> int:
+    from core.guard import GuardRules
+    from replay.qa.errors import QAError
+    from replay.qa.files import write_jsonl
+    from replay.qa.labels import Disposition, build_labels, read_dispositions
+    from replay.qa.run import Run, corpus_runs
+
+    corpora = _corpora(args.corpora)
+    if any(corpus.holds(args.out) for corpus in corpora):
+        raise QAError(f"{args.out}: inside a corpus; the corpus is only ever read")
+    lines = read_dispositions(args.dispositions)
+    unreadable: list[str] = []
+    finals = [(r.workspace, r.session, r.final_record) for r in corpus_runs(corpora, GuardRules(), unreadable)
+              if isinstance(r, Run)]
+    try:
+        build = build_labels(finals, lines)
+    except QAError as exc:
+        raise QAError(f"{args.dispositions}: {exc}") from exc
+    write_jsonl(args.out, build.runs)
+    people = [r.disposition for r in build.runs if r.disposition is not None]
+    print(f"{args.out}: {len(build.runs)} finished run(s): {build.labelled} with a person's disposition "
+          f"({people.count(Disposition.PASS)} pass, {people.count(Disposition.FAIL)} fail), "
+          f"{len(build.runs) - build.labelled} without; "
+          f"{sum(bool(r.reviewer) for r in build.runs)} with a production reviewer verdict")
+    if build.refused:
+        print(f"dispositions not used: {', '.join(f'{reason} {n}' for reason, n in sorted(build.refused.items()))}")
+        print("\n".join(f"  {example}" for example in build.examples))
+    for reason in unreadable:
+        print(f"  unreadable: {reason}")
+    return 0
+
+
+def _agree(args: argparse.Namespace) -> int:
+    from replay.qa.agreement import agreement, format_agreement
+    from replay.qa.files import write_text
+    from replay.qa.labels import read_labels
+    from replay.qa.verdicts import gather, production_lines, read_verdicts
+
+    runs = read_labels(args.labels)
+    lines = [(str(args.labels), line) for line in production_lines(runs)]
+    lines += [line for path in args.verdicts for line in read_verdicts(path)]
+    report = agreement(runs, gather(runs, lines))
+    if args.out is not None:
+        write_text(args.out, report.model_dump_json(indent=2) + "\n")
+    print(report.model_dump_json(indent=2) if args.json else format_agreement(report))
+    return 0
+
+
+def _plant(args: argparse.Namespace) -> int:
+    from replay.qa.errors import QAError
+    from replay.qa.files import write_jsonl
+    from replay.qa.labels import read_labels
+    from replay.qa.planted import PlantedRates, planted_verdicts
+
+    try:
+        rates = PlantedRates(false_pass=args.false_pass, escalation=args.escalation, false_fail=args.false_fail)
+    except ValidationError as exc:
+        raise QAError("planted rates: " + "; ".join(e["msg"] for e in exc.errors())) from exc
+    verdicts = planted_verdicts(read_labels(args.labels), rates, args.seed)
+    write_jsonl(args.out, verdicts)
+    print(f"{args.out}: the planted reviewer's verdicts on {len(verdicts)} labelled run(s) (false pass "
+          f"{rates.false_pass}, escalation {rates.escalation}, false fail {rates.false_fail}, seed {args.seed})")
+    return 0
+
+
+def _gate(args: argparse.Namespace) -> int:
+    from replay.analysis.gates import format_verdict, write_verdict
+    from replay.qa.errors import QAError
+
+    verdict = evaluate_reviewer_gate(args.policy, args.agreement, args.reviewer)
+    try:
+        path = write_verdict(args.agreement.parent, verdict)
+    except OSError as exc:
+        raise QAError(f"{args.agreement.parent}: cannot write the verdict: {exc.strerror or exc}") from exc
+    print(format_verdict(verdict))
+    print(f"verdict written: {path}", file=sys.stderr)
+    return 0 if verdict.passed else 1
+
+
+def evaluate_reviewer_gate(policy_path: Path, agreement_path: Path, reviewer: str) -> Verdict:
+    """A reviewer judged by a pre-registered policy of `reviewer_agreement` conditions on `qa agree`'s evidence,
+    through the gates' own evaluation, so its verdict is a gate verdict like any other: candidate the reviewer,
+    baseline the people who labelled the runs. A reviewer is judged from labels, not from a replay run, so the
+    comparison beside it is empty, and a policy holding any other kind of condition is refused (it judges a
+    replay run: `worker-replay gate`). The agreement file is read first: a file that is not one, or a reviewer
+    it does not name, is a `QAError`, not a condition not run."""
+    import hashlib
+
+    from core.jsonfile import read_json
+    from core.regularfile import read_regular_bytes
+    from core.tomlfile import MAX_TOML_BYTES
+    from replay.analysis.compare import Comparison
+    from replay.analysis.gates import evaluate, load_policy
+    from replay.analysis.gates.conditions import ReviewerAgreement
+    from replay.qa.agreement import AgreementReport
+    from replay.qa.errors import QAError
+    from replay.stats import overhead
+
+    sha256 = hashlib.sha256(read_regular_bytes(policy_path, MAX_TOML_BYTES)).hexdigest()
+    policy = load_policy(policy_path)
+    others = [c.id for c in policy.conditions if not isinstance(c, ReviewerAgreement)]
+    if others:
+        raise QAError(f"{policy_path}: condition(s) {', '.join(others)} judge a replay run, not a reviewer: "
+                      "evaluate this policy with `worker-replay gate`")
+    report = read_json(agreement_path, AgreementReport)
+    known = sorted({r.reviewer for r in report.rows})
+    if reviewer not in known:
+        raise QAError(f"{agreement_path}: no verdicts of reviewer {reviewer!r} (it has: {', '.join(known) or 'none'})")
+    empty = Comparison(baseline=PEOPLE, candidate=reviewer, decisions=0, correctness=[], repeats=[],
+                       overhead=overhead([], [], [], []), comparisons_made=0)
+    evidence = {c.evidence: agreement_path for c in policy.conditions if isinstance(c, ReviewerAgreement)}
+    return evaluate(policy, empty, evidence, policy_path=policy_path, policy_sha256=sha256)
+
+
+def add_parser(sub: Any) -> None:
+    qa = sub.add_parser("qa", help="Stop-QA: deterministic checks of finished runs, labelled runs, reviewer "
+                                   "agreement with people, the reviewer-enforce gate (DESIGN §13)")
+    actions = qa.add_subparsers(dest="action", required=True)
+    p = actions.add_parser("check", help="the deterministic checks (placeholder, unacknowledged_tool_error, "
+                                         "count_mismatch) on every finished run: findings citing record ids, "
+                                         "counts per workspace and kind")
+    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS",
+                   help="a Claude Code corpus (<workspace>/projects/...), read-only")
+    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
+                   help=f"admission words, count nouns, the placeholders file (default {DEFAULT_CONFIG})")
+    p.add_argument("--json", action="store_true", help="the findings, runs and counts as JSON")
+    p.set_defaults(func=_check)
+
+    p = actions.add_parser("labels", help="reviews.jsonl: every finished run of the corpus, with the production "
+                                          "reviewer's verdict per mode and a person's disposition where given")
+    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS", help="a Claude Code corpus, read-only")
+    p.add_argument("--dispositions", type=Path, required=True, metavar="FILE",
+                   help='JSONL: {"workspace", "session", "final_record"?, "disposition"?: "pass"|"fail", '
+                        '"reviewer"?: {MODE: "pass"|"fail"|"escalate"}}')
+    p.add_argument("--out", type=Path, required=True, metavar="REVIEWS.jsonl",
+                   help="written atomically; never inside a corpus")
+    p.set_defaults(func=_labels)
+
+    p = actions.add_parser("agree", help="per reviewer, workspace and mode against people: confusion matrix, "
+                                         "false-pass rate (exact CP), escalation rate, Cohen's kappa; reviewer "
+                                         "pairs by the exact McNemar test")
+    p.add_argument("--labels", type=Path, required=True, metavar="REVIEWS.jsonl",
+                   help="`qa labels` output: people's dispositions and the production verdicts per mode")
+    p.add_argument("--verdicts", type=Path, nargs="*", default=[], metavar="FILE",
+                   help='more reviewers\' verdicts, JSONL: {"workspace", "session", "reviewer", "verdict", '
+                        '"mode"?, "final_record"?} (`qa plant` writes one)')
+    p.add_argument("--out", type=Path, metavar="FILE",
+                   help="also write the figures as JSON: the reviewer_agreement gate's evidence")
+    p.add_argument("--json", action="store_true", help="print the figures as JSON")
+    p.set_defaults(func=_agree)
+
+    p = actions.add_parser("plant", help="the planted reviewer (no model): seeded verdicts with known false-pass, "
+                                         "escalation and false-fail rates on the labelled runs, to calibrate "
+                                         "`qa agree` and the gate")
+    p.add_argument("--labels", type=Path, required=True, metavar="REVIEWS.jsonl",
+                   help="the labelled runs; runs without a person's disposition get no verdict")
+    p.add_argument("--false-pass", type=float, required=True, metavar="RATE",
+                   help="P(pass | people failed the run)")
+    p.add_argument("--escalation", type=float, required=True, metavar="RATE", help="P(escalate), on any run")
+    p.add_argument("--false-fail", type=float, default=0.0, metavar="RATE",
+                   help="P(fail | people passed the run) (default 0)")
+    p.add_argument("--seed", type=int, default=0, help="draws are seeded by it and the run, never by order")
+    p.add_argument("--out", type=Path, required=True, metavar="VERDICTS.jsonl",
+                   help="the verdicts file (reviewer `planted`), for `qa agree --verdicts`")
+    p.set_defaults(func=_plant)
+
+    p = actions.add_parser("gate", help="judge a reviewer by a pre-registered reviewer_agreement policy; exit 0 "
+                                        "only on pass, the verdict written beside the agreement file")
+    p.add_argument("--policy", type=Path, default=DEFAULT_POLICY,
+                   help=f"a policy of reviewer_agreement conditions (default {DEFAULT_POLICY})")
+    p.add_argument("--agreement", type=Path, required=True, metavar="FILE", help="`qa agree --out` output")
+    p.add_argument("--reviewer", required=True,
+                   help="the reviewer judged, as `qa agree` names it (`qwen`, `production@shadow-cascade`)")
+    p.set_defaults(func=_gate)
