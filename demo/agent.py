@@ -40,6 +40,7 @@ from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.resolve import load_keys
 from replay.corpus.retrieval import decision_reads
 from replay.runner import run
+from replay.sandbox.world import Episode
 from replay.suite import load_suite
 
 WORKSPACE = "ws-agent"
@@ -70,13 +71,15 @@ class AgentRun:
 
 
 async def agent_session(gateway_url: str, home: Path, corpus: Path | None = None, *, fail_first: bool = False,
-                        max_turns: int = MAX_TURNS, delegate: bool = False, max_output_tokens: int = 64) -> AgentRun:
+                        max_turns: int = MAX_TURNS, delegate: bool = False, max_output_tokens: int = 64,
+                        world: Episode | None = None) -> AgentRun:
     """One Agent SDK session through the gateway, in workspace `WORKSPACE`. Claude Code writes its session
     files under `corpus/<workspace>` (its config directory) when `corpus` is given, else under `home`.
     With `fail_first` the tool's first call fails (`is_error`), as a timed-out service would. With
     `delegate` the main loop is offered only Claude Code's `Agent` tool, to hand the lookup to a `clerk`
     subagent: the 135M model fills that tool's input at length, so it needs about 1,000 output tokens to
-    start one; at 64 its input is cut, and Claude Code keeps it as `__unparsedToolInput`."""
+    start one; at 64 its input is cut, and Claude Code keeps it as `__unparsedToolInput`. With `world` the tool is
+    that sandbox episode's tool (`worker-demo loop`: the same code and state the sandbox proves corrections on)."""
     from claude_agent_sdk import (
         AgentDefinition,
         ClaudeAgentOptions,
@@ -92,6 +95,9 @@ async def agent_session(gateway_url: str, home: Path, corpus: Path | None = None
     @tool("lookup", "Look up one invoice by its id.", INVOICE)
     async def lookup(args: dict[str, Any]) -> dict[str, Any]:
         done.executed.append(args)
+        if world is not None:
+            result = world.call("mcp__inv__lookup", args)
+            return {"content": [{"type": "text", "text": json.dumps(result)}], "is_error": "error" in result}
         if fail_first and len(done.executed) == 1:
             return {"content": [{"type": "text", "text": TIMED_OUT}], "is_error": True}
         return {"content": [{"type": "text", "text": json.dumps({"id": args.get("id"), "status": "paid"})}]}
@@ -122,10 +128,9 @@ async def agent_session(gateway_url: str, home: Path, corpus: Path | None = None
 
 
 def run_agent(out: Path) -> int:
-    from demo.run import say, serving
+    from demo.run import fresh_out, say, serving
 
-    if out.exists() and any(out.iterdir()):
-        raise WorkerTierError(f"{out} is not empty: the agent demo starts from a fresh directory")
+    fresh_out(out, "the agent demo")
     if importlib.util.find_spec("claude_agent_sdk") is None:
         raise WorkerTierError("the agent demo drives the Claude Agent SDK, which `make demo` does not install: "
                               "`make test` does (the `dev` extra), or `.venv/bin/pip install -e '.[cpu,dev]'`")

@@ -45,6 +45,12 @@ def _pack(args: argparse.Namespace) -> int:
     return 0
 
 
+def _loop(args: argparse.Namespace) -> int:
+    from demo.loop import run_loop
+
+    return run_loop(args.out, engine_url=args.engine_url)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="worker-demo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -63,6 +69,12 @@ def build_parser() -> argparse.ArgumentParser:
                                          "decisions -> replayed with memory withheld and injected")
     agent.add_argument("--out", type=Path, default=Path("runs/agent"), help="a fresh directory")
     agent.set_defaults(func=_agent)
+    loop = sub.add_parser("loop", help="the slow loop closed on CPU: a recorded failure, its correction proven in the "
+                                       "sandbox, curated, trained, judged by the gate (the Agent SDK: the dev extra)")
+    loop.add_argument("--out", type=Path, default=Path("runs/loop"), help="a fresh directory")
+    loop.add_argument("--engine-url", default=None, metavar="URL",
+                      help="an engine already serving the embedded model (default: start one)")
+    loop.set_defaults(func=_loop)
     adapters = sub.add_parser("adapters", help="train and cache the demo's recovery and mix adapters (idempotent)")
     adapters.add_argument("--demo-dir", type=Path, default=None,
                           help="directory holding train.jsonl (default: write the seed-0 demo into the cache)")

@@ -140,10 +140,9 @@ def http_post(gateway_url: str) -> Post:
 
 
 def run_deferred(out: Path) -> int:
-    from demo.run import say, serving
+    from demo.run import fresh_out, say, serving
 
-    if out.exists() and any(out.iterdir()):
-        raise WorkerTierError(f"{out} is not empty: the deferred demo starts from a fresh directory")
+    fresh_out(out, "the deferred demo")
     transcripts, db = out / "transcripts", out / "gateway" / "capture.sqlite"
     say("building the demo adapters (cached after the first time)")
     adapters = build_demo_adapters(cached_demo_dir(cache_dir()), cache_dir())

@@ -109,6 +109,12 @@ DETAILS = "demo.txt"
 ABLATED_WORKSPACES = frozenset(ws for ws, rules in RULES.items() if any(r.id in HARMFUL_RULE_IDS for r in rules))
 
 
+def fresh_out(out: Path, what: str) -> None:
+    """Refuse an output that is not a new or empty directory: a demo starts from a fresh one."""
+    if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        raise WorkerTierError(f"{out} is not an empty directory: {what} starts from a fresh one")
+
+
 def say(message: str) -> None:
     print(f"[demo {datetime.now(UTC):%H:%M:%S}] {message}", file=sys.stderr, flush=True)
 
@@ -293,26 +299,32 @@ def record_engine(run_dir: Path) -> None:
 
 
 @contextmanager
-def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "",
-            gateway_keys: str = "") -> Iterator[tuple[str, dict[str, str]]]:
+def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "", gateway_keys: str = "", *,
+            engine_url: str | None = None, adapter_root: Path | None = None,
+            token: str | None = None) -> Iterator[tuple[str, dict[str, str]]]:
     """The real engine and the real gateway in front of it (`gateway_extra`: more gateway TOML, e.g.
     a `[capture]` table; `gateway_keys`: lines of its `[gateway]` table); yields the gateway URL and
-    adapter versions. One line when both are healthy; a service that does not start is an error naming its log."""
+    adapter versions. One line when both are healthy; a service that does not start is an error naming its log.
+    `engine_url`: an engine already running (none is started); `adapter_root`: where the gateway takes adapters
+    from (default: the cache's); `token`: the admin token (default: a fresh one), to register adapters later."""
     logs = out / "logs"
     logs.mkdir(parents=True, exist_ok=True)
-    token = secrets.token_hex(16)
+    token = token or secrets.token_hex(16)
     with ExitStack() as stack:
-        engine, engine_s = stack.enter_context(_started(EngineProcess(
-            load_engine_config(ENGINE_CONFIG, port=free_port()), log_path=logs / "engine.log"), "engine"))
+        engine_s = 0.0
+        if engine_url is None:
+            engine, engine_s = stack.enter_context(_started(EngineProcess(
+                load_engine_config(ENGINE_CONFIG, port=free_port()), log_path=logs / "engine.log"), "engine"))
+            engine_url = engine.base_url
         port = free_port()
-        config = gateway_config(out / "gateway" / "gateway.toml", port, engine.base_url, cache_dir() / "adapters",
-                                gateway_extra, gateway_keys)
+        config = gateway_config(out / "gateway" / "gateway.toml", port, engine_url,
+                                adapter_root or cache_dir() / "adapters", gateway_extra, gateway_keys)
         gateway = ServiceProcess("gateway", [sys.executable, "-m", "serve", "gateway", "--config", str(config)],
                                  {**os.environ, "WORKER_GATEWAY_ADMIN_TOKEN": token}, f"http://127.0.0.1:{port}",
                                  120.0, logs / "gateway.log")
         _, gateway_s = stack.enter_context(_started(gateway, "gateway"))
-        say(f"engine healthy after {engine_s:.0f} s, gateway at {gateway.base_url} after {gateway_s:.0f} s "
-            f"(logs: {logs})")
+        engine_line = f"engine healthy after {engine_s:.0f} s" if engine_s else f"engine at {engine_url}"
+        say(f"{engine_line}, gateway at {gateway.base_url} after {gateway_s:.0f} s (logs: {logs})")
         yield gateway.base_url, register_adapters(gateway.base_url, token, adapters)
 
 

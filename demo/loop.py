@@ -1,0 +1,201 @@
+"""`worker-demo loop`: the slow loop closed on CPU, from a failure to a verdict (DESIGN §12; 001 S22).
+
+1. **A failure, recorded by the runtime.** Two Claude Agent SDK sessions run through the gateway against the
+   real engine; their MCP tool is the planted ledger world (demo/ledger.py: INV-7 was merged into INV-8), so
+   Claude Code's own session files hold real failed calls. The first session is for training, the second is
+   held out: its suite is frozen before anything is trained, and curation may take nothing from it.
+2. **Its correction, proven `executed`.** Each of the training session's known failures becomes a scenario on
+   the same state; sandbox episodes run on the real world and its measure. The 135M worker does not find the
+   correction (it looks INV-7 up again: `worker-demo loop` prints what it did), so the episodes are driven by
+   the **planted explorer**, a seeded policy that walks each scenario's solution path (the calibration
+   instrument's sandbox policy, labelled planted everywhere): the action is the explorer's, its execution and
+   the measure that proves it are real.
+3. **Curated** with the shipped S1.1 policy, shrunk to what exists (`shortfall = "shrink"`), the explorer
+   named among the policy's worker models (planted: it stands in for a worker that found the correction).
+4. **Trained** (a LoRA adapter on CPU), registered at the gateway, and **judged**: the held-out suite replayed
+   with the base and the candidate, `serious-candidate.toml` evaluated (a rejection with its reasons is as
+   good an outcome as a pass: the sandbox conditions and the confirmation run are `not_run` here).
+5. **Quantised and judged again** where a scheme the CPU engine serves is available (serve/engine/quantize.py):
+   the same suite on the quantised build, `quantisation_survives` from the two runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from core.errors import WorkerTierError
+from core.guard import GuardRules
+from demo.agent import WORKSPACE, agent_session
+from demo.ledger import LEDGER, PLANTED, TOOL, scenario_for, write_ledger_pack
+from demo.run import admin, fresh_out, register_adapters, say, serving
+from replay.analysis.compare import Comparison, compare, load_results
+from replay.analysis.gates import evaluate_gate, write_verdict
+from replay.analysis.report.summary import gate_line
+from replay.calibration.episodes import EpisodeScripts, PackArmBehaviour, PlantedEpisodes
+from replay.calibration.planted import ArmBehaviour, PlantedSpec, serve_planted
+from replay.config import RunConfig
+from replay.corpus.claude_code import ClaudeCodeDir
+from replay.corpus.corpus_suite import CorpusRead, build_corpus_suites
+from replay.curation.build import curate, open_inputs
+from replay.curation.chat import chat_messages
+from replay.curation.classes import DecisionClass
+from replay.curation.pool import read_pool
+from replay.runner import run
+from replay.sandbox.pack import load_pack
+from replay.sandbox.runner import load_sandbox_results, run_sandbox
+from replay.sandbox.scenario import Scenario
+from replay.sandbox.world import Episode
+from replay.suite import freeze_suite, load_suite
+from serve.engine.modelbuild import check_model_dir, default_model_dir
+from serve.engine.train import MARKER, curated_examples, train_adapter
+
+REPO = Path(__file__).resolve().parents[1]
+EXPLORER = "planted-explorer"
+POLICY = REPO / "configs" / "curation" / "s1.1.toml"
+GATE = REPO / "configs" / "gates" / "serious-candidate.toml"
+CORRECTED = {"id": "INV-8"}
+ROUTE = "candidate"
+"""The gateway route the trained candidate is production of; like `worker`, a forced tool route (demo/agent.py)."""
+
+
+@dataclass(frozen=True)
+class Sessions:
+    train: str
+    held_out: str
+    calls: list[str]
+    """Every id the worker looked up, in order, over both sessions."""
+
+
+def record_sessions(gateway_url: str, out: Path) -> Sessions:
+    """Two Agent SDK sessions on the planted ledger; Claude Code writes them under `out/corpus`."""
+    runs, calls = [], []
+    for _ in range(2):
+        episode = Episode.start(LEDGER, PLANTED, [TOOL], datetime(2026, 12, 1, tzinfo=UTC), 0)
+        runs.append(asyncio.run(agent_session(gateway_url, out / "home", out / "corpus", world=episode)))
+        calls += [str(args.get("id")) for args in runs[-1].executed]
+    if not all(r.session for r in runs):
+        raise WorkerTierError("an Agent SDK session did not start")
+    return Sessions(runs[0].session, runs[1].session, calls)
+
+
+def keys_file(out: Path) -> Path:
+    path = out / "keys.toml"
+    path.write_text(f'[keys]\n"{WORKSPACE}" = "{secrets.token_hex(32)}"\n')
+    path.chmod(0o600)
+    return path
+
+
+def held_out_suite(corpus: Path, out: Path, keys: Path, session: str) -> Path:
+    """The held-out session's decisions as a frozen suite (before anything is trained)."""
+    from replay.corpus.resolve import load_keys
+
+    held = out / "held-out-suite"
+    build_corpus_suites(ClaudeCodeDir(corpus), {held: lambda cluster: cluster == f"{WORKSPACE}/{session}"},
+                        keys=load_keys(keys), name="loop-held-out")
+    freeze_suite(held)
+    return held
+
+
+def known_failure_scenarios(corpus: Path, session: str) -> list[Scenario]:
+    """Each known failure of the training session as a scenario on the same state."""
+    return [scenario_for(d.row.id, d.row.workspace, chat_messages(d.row.request or {}), d.row.chosen_arguments or {},
+                         CORRECTED)
+            for found in read_pool(ClaudeCodeDir(corpus), GuardRules(), CorpusRead()) for d in found
+            if d.row.session == session and d.decision_class is DecisionClass.KNOWN_FAILURE]
+
+
+def prove(scenarios: list[Scenario], out: Path) -> Path:
+    """Sandbox episodes of the planted explorer on every scenario, through the real sandbox runner."""
+    pack = load_pack(write_ledger_pack(out / "pack", scenarios))
+    episodes = PlantedEpisodes(EpisodeScripts(pack), (PackArmBehaviour(model=EXPLORER, complete=1.0),), 0)
+    spec = PlantedSpec(arms=[ArmBehaviour(model=EXPLORER, right=1.0)])
+    with serve_planted(spec, [], episodes) as endpoint:
+        config = RunConfig.model_validate({"endpoint": {"base_url": endpoint.base_url, "api_key_env": None},
+                                           "arms": [{"name": "explorer", "model": EXPLORER}]})
+        run_sandbox(pack, config, out / "sandbox")
+    return out / "sandbox"
+
+
+def loop_policy(out: Path) -> Path:
+    """The shipped S1.1 policy, shrunk to what exists and naming the planted explorer among the worker's models."""
+    text = POLICY.read_text(encoding="utf-8").replace('shortfall = "fail"', 'shortfall = "shrink"').replace(
+        'worker_models = ["worker", "worker-*",', f'worker_models = ["{EXPLORER}", "worker", "worker-*",')
+    path = out / "policy.toml"
+    path.write_text("# worker-demo loop: configs/curation/s1.1.toml with shortfall = \"shrink\" and the planted "
+                    "explorer as a worker model\n" + text, encoding="utf-8")
+    return path
+
+
+def train(curated: Path, adapters: Path) -> tuple[Path, str]:
+    """A LoRA adapter on the curated set (one epoch, as E11's pilot), with the data named in its record."""
+    import torch
+
+    examples, data = curated_examples(curated)
+    out = adapters / f"loop-cand-{data['train_sha256'][:8]}"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # the engine shares the cores: two training threads would wait on it at every barrier
+    try:
+        report = train_adapter(check_model_dir(default_model_dir()), examples, out, seed=0, epochs=1, on_step=None,
+                               label=out.name)
+    finally:
+        torch.set_num_threads(threads)
+    (out / MARKER).write_text(json.dumps({"data": data, "report": report.model_dump()}, indent=2) + "\n",
+                              encoding="utf-8")
+    return out, report.summary()
+
+
+def replay_config(gateway_url: str) -> RunConfig:
+    """Both arms through forced routes, as the sessions ran: `worker` (the base) and `ROUTE` (the candidate)."""
+    return RunConfig.model_validate({
+        "endpoint": {"base_url": f"{gateway_url}/v1", "api_key_env": None},
+        "decoding": {"temperature": 0.0, "seed": 0, "max_tokens": 64},
+        "arms": [{"name": "base", "model": "worker"}, {"name": "cand", "model": ROUTE}]})
+
+
+def run_loop(out: Path, engine_url: str | None = None) -> int:
+    fresh_out(out, "the loop")
+    (out / "home").mkdir(parents=True)
+    token, keys = secrets.token_hex(16), keys_file(out)
+    with serving(out, {}, gateway_keys=f'routes = ["worker", "{ROUTE}"]\nforced_tool_routes = ["worker", "{ROUTE}"]\n',
+                 engine_url=engine_url,
+                 adapter_root=out / "adapters", token=token) as (gateway_url, _):
+        sessions = record_sessions(gateway_url, out)
+        say(f"2 Agent SDK sessions on the planted ledger; the worker looked up {', '.join(sessions.calls)}")
+        held = held_out_suite(out / "corpus", out, keys, sessions.held_out)
+        scenarios = known_failure_scenarios(out / "corpus", sessions.train)
+        sandbox = prove(scenarios, out)
+        proven = sum(r.scores.task_completed for r in load_sandbox_results(sandbox))
+        say(f"sandbox: {proven} of {len(scenarios)} known failures corrected ({TOOL} INV-8) by the planted "
+            "explorer, executed in the real world")
+        manifest = curate(open_inputs([out / "corpus"], [], keys, loop_policy(out), [held], [sandbox]), out / "set")
+        got = ", ".join(f"{c} {n.got}/{n.asked}" for c, n in manifest.classes.items())
+        say(f"curated {manifest.examples} examples ({got}); refused: {dict(manifest.refusals) or 'none'}")
+        adapter, summary = train(out / "set", out / "adapters")
+        say(f"trained {adapter.name}: {summary}")
+        version = register_adapters(gateway_url, token, {"cand": adapter})["cand"]
+        status, body = admin(gateway_url, token, "POST", f"/admin/routes/{ROUTE}/production", {"version": version})
+        if status != 200:
+            raise WorkerTierError(f"making {version} production of route {ROUTE} failed: HTTP {status} {body}")
+        run(load_suite(held), replay_config(gateway_url), out / "run", label="[loop] replay")
+    comparison = compare(load_results(out / "run"), "base", "cand")
+    verdict = evaluate_gate(GATE, out / "run", "base", "cand")
+    write_verdict(out / "run", verdict)
+    print(f"held-out suite ({comparison.decisions} decisions): {repeat_line(comparison)}")
+    print(f"gate {gate_line(verdict)}")
+    print(f"everything: {out} (corpus, held-out-suite, pack, sandbox, set, adapters, run)")
+    return 0
+
+
+def repeat_line(comparison: Comparison) -> str:
+    """How often each arm looked the merged invoice up again on the held-out known failures."""
+    try:
+        row = comparison.repeat("exact").stats
+    except KeyError:
+        return "no known failure held out"
+    return (f"exact repeats of the failed call: base {row.baseline_repeats}/{row.n}, cand {row.candidate_repeats}/"
+            f"{row.n} (fixes {row.fixes}, regressions {row.regressions}, p = {row.p_value:.3g})")
