@@ -96,7 +96,7 @@ def add_parser(sub: Any) -> None:
                    help="how --transcripts is laid out (default: told from the directory)")
     p.add_argument("--keys", type=Path, metavar="FILE",
                    help="workspace pseudonym keys (TOML [keys]; default $WORKER_REPLAY_PSEUDONYM_KEYS); "
-                        "needed with --transcripts, redacts every decision")
+                        "needed with --transcripts and --from-corpus: every decision is redacted")
     p.add_argument("--verify", choices=("request", "messages"), default="request",
                    help="what a descriptor must match: the request hash too (default) or the message hashes")
     p.add_argument("--out", type=Path, required=True, metavar="DIR", help="the suite directory (never a frozen one)")

@@ -76,7 +76,8 @@ class Resolved:
     arguments: dict[str, Any] | None
     request_verified: bool
     api: DecisionApi = "chat"
-    thread: str | None = None  # the subagent (or other thread) of the session the call was made in
+    thread: str | None = None  # the loop of the session the call was made in (`main`, a subagent's), if recorded
+    parent_call: str | None = None  # a subagent's call: the parent's call that started it, if recorded
     conversation_only: bool = False  # rebuilt from the conversation alone (no request log)
 
 
@@ -143,7 +144,7 @@ def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify
                                         f"the capture recorded {captured.chosen_tool!r} with "
                                         f"{sorted(captured.chosen_keys)}")
     return Resolved(request.model_dump(exclude_none=True), call.arguments if call else None, verified, wire.api,
-                    thread=logged.thread, conversation_only=logged.conversation_only)
+                    thread=logged.thread, parent_call=logged.parent_call, conversation_only=logged.conversation_only)
 
 
 def _hashes(captured: CapturedDecision) -> Callable[[Any], str]:
@@ -185,7 +186,7 @@ def load_keys(path: Path | None) -> dict[str, bytes]:
     read are refused, with the `chmod` that fixes it, before they are used."""
     path = path or (Path(os.environ[KEYS_ENV]) if os.environ.get(KEYS_ENV) else None)
     if path is None:
-        raise KeysError(f"resolving descriptors needs the workspace keys: --keys FILE or ${KEYS_ENV}")
+        raise KeysError(f"redacting decisions needs the workspace pseudonym keys: --keys FILE or ${KEYS_ENV}")
     try:
         data = read_private(path, "workspace keys file")
     except ConfigError as exc:
