@@ -60,6 +60,12 @@ class GatewaySection(Strict):
     in `*` matches every name that starts with the rest (`"claude-*" = "worker"`); an exact key wins, then
     the longest prefix."""
 
+    prefix_cache_scope: Literal["workspace", "shared"] | None = None
+    """Whose KV-cache blocks a request may reuse (serve/gateway/prefixcache.py). `workspace`: only its own
+    workspace's, so no tenant can time another's prompts by its hits; `shared`: any request's (vLLM's own
+    behaviour). Unset: `workspace` with `[auth] keys_file`, else `shared` (without keys every caller names its
+    own workspace, so a salt from it would keep out no one)."""
+
     def alias(self, model: str) -> str:
         """The route an aliased model name means, else the name itself."""
         if model in self.model_aliases:
@@ -224,6 +230,14 @@ class GatewayConfig(Strict):
     capture: CaptureSection = Field(default_factory=CaptureSection)
     auth: AuthSection = Field(default_factory=AuthSection)
     fair_share: FairShareSection = Field(default_factory=FairShareSection)
+
+    @property
+    def prefix_cache_scope(self) -> Literal["workspace", "shared"]:
+        """`gateway.prefix_cache_scope`, or its default: `workspace` when client keys say who the tenants are."""
+        scope = self.gateway.prefix_cache_scope
+        if scope is not None:
+            return scope
+        return "workspace" if self.auth.keys_file is not None else "shared"
 
     @model_validator(mode="after")
     def _names_are_consistent(self) -> GatewayConfig:

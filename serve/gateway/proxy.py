@@ -33,7 +33,9 @@ engine can give is clamped (see `_clamp`), and the response says so in `X-Worker
 Who the caller is and whether it may run now (its client key, the workspace that key is for, its
 fair share and an engine slot) is decided here too, once for every API (serve/gateway/tenancy.py):
 refusals are errors in the API's shape like any other, and the share and slot are given back in
-`finish`, so a relayed stream holds them until it closes.
+`finish`, so a relayed stream holds them until it closes. The workspace also decides the request's
+`cache_salt`, which keeps its prefix-cache hits its own (serve/gateway/prefixcache.py): set on the
+body as it leaves for the engine, so capture, hashes and the shadow's request hash see the body as sent.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class Call:
     forced: bool = False  # a forced tool route made the request call a tool
     admission: Admission | None = None  # its fair share and engine slot, given back in `finish`
     used_tokens: int | None = None  # from the answer's usage, when known
+    cache_salt: str | None = None  # what the engine gets as `cache_salt` in `workspace` scope (prefixcache.py)
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Request-Id": self.request_id}
@@ -172,6 +175,8 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
         call.resolution = gw.resolve(gw.config.gateway.alias(model), call.workspace, call.session)
         body["model"] = call.resolution.target
         api.check(body)
+        if api.generates:  # a token count fills no cache
+            call.cache_salt = gw.prefix_cache.salt(call.workspace, body)
         if call.resolution.route in gw.config.gateway.forced_tool_routes and api.force_tool(body):
             call.forced = True
         stream = body.get("stream") if api.generates else None
@@ -265,7 +270,7 @@ def _timeout_error(gw: Gateway, upstream: Upstream, stream: bool) -> GatewayErro
 async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
     """POST to the first replica that accepts the connection (a refused one is marked down)."""
     assert call.resolution is not None
-    payload = json.dumps(body).encode()
+    payload = json.dumps(gw.prefix_cache.forwarded(body, call.cache_salt)).encode()
     headers = {**JSON_HEADERS, **(call.passed_on or {})}
     refused = []
     for upstream in gw.pool.order(call.resolution.replica_key):
@@ -501,14 +506,15 @@ def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str
     gw.shadow.submit(ShadowJob(
         request_id=call.key, route=res.route, production=res.target, candidate=candidate,
         api=call.api.name, body=call.api.shadow_body(body, candidate), production_answer=answer,
-        replica_key=res.replica_key, request_sha256=request_sha256(body), passed_on=call.passed_on or {}))
+        replica_key=res.replica_key, request_sha256=request_sha256(body), passed_on=call.passed_on or {},
+        cache_salt=call.cache_salt))
 
 
 async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:
     """The candidate's answer to a shadow job (GatewayError on any failure, like production)."""
     call = Call(job.request_id, APIS[job.api], time.perf_counter(), job.request_id, job.candidate,
                 Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key),
-                passed_on=dict(job.passed_on))
+                passed_on=dict(job.passed_on), cache_salt=job.cache_salt)
     upstream, resp = await _open(gw, call, job.body, stream=False)
     raw = await _read(gw, upstream, resp)
     if resp.status != 200:

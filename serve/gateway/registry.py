@@ -17,6 +17,7 @@ import hashlib
 import json
 import logging
 import os
+import secrets
 import sqlite3
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
@@ -321,6 +322,14 @@ class Registry:
             for name in routes:
                 self._db.execute("INSERT OR IGNORE INTO routes VALUES (?, ?, NULL, ?)", (name, BASE, now()))
         self.state = self._read()
+
+    def prefix_cache_secret(self) -> bytes:
+        """The key of the prefix cache's salts (serve/gateway/prefixcache.py): 256 random bits made once per
+        state store and kept in it, so a restarted gateway gives each workspace the same salt (its cache)."""
+        with self._tx():
+            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('prefix_cache_secret', ?)", (secrets.token_hex(32),))
+        row = self._db.execute("SELECT value FROM meta WHERE key = 'prefix_cache_secret'").fetchone()
+        return bytes.fromhex(row[0])
 
     def close(self) -> None:
         try:

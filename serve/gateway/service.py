@@ -23,6 +23,7 @@ from serve.gateway.capture import Capture
 from serve.gateway.config import GatewayConfig, is_loopback
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
+from serve.gateway.prefixcache import PrefixCache
 from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
 from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
 from serve.gateway.shadow import ShadowJob, ShadowRunner
@@ -57,6 +58,7 @@ class Gateway:
         self.registry = Registry(config.gateway.state_db, config.gateway.routes, config.base.served_model_name,
                                  config.gateway.request_log_keep,
                                  on_drop=lambda table, reason: dropped.labels(table, reason).inc())
+        self.prefix_cache = PrefixCache(config.prefix_cache_scope, self.registry.prefix_cache_secret())
         self.pool = UpstreamPool(config.upstreams, config.gateway.connect_timeout_s, config.health.timeout_s,
                                  config.health.unhealthy_threshold)
         for upstream in self.pool.upstreams:  # zero from the start, so rate() and alerts see the first failure

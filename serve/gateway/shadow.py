@@ -42,6 +42,7 @@ class ShadowJob:
     replica_key: str | None
     request_sha256: str
     passed_on: Mapping[str, str] = field(default_factory=dict)  # the API's headers, as the client sent them
+    cache_salt: str | None = None  # its production request's (serve/gateway/prefixcache.py)
 
 
 Send = Callable[[ShadowJob], Awaitable[Any]]

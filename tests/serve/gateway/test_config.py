@@ -147,3 +147,24 @@ def test_auth_and_fair_share_sections_resolve_and_refuse_typos(tmp_path):
                                                 ("::", False), ("gateway.internal", False)])
 def test_which_addresses_are_loopback(host, loopback):
     assert is_loopback(host) is loopback
+
+
+
+KEYED = '[auth]\nkeys_file = "keys.toml"\n'
+
+
+@pytest.mark.parametrize(("auth", "setting", "scope"), [
+    ("", "", "shared"),                # without keys each caller names its own workspace: a salt would bind no one
+    (KEYED, "", "workspace"),          # keyed tenants: each its own prefix cache
+    (KEYED, '"shared"', "shared"),
+    ("", '"workspace"', "workspace"),
+])
+def test_the_prefix_cache_scope_defaults_to_workspace_with_client_keys(tmp_path, auth, setting, scope):
+    line = f"prefix_cache_scope = {setting}\n" if setting else ""
+    config = load_gateway_config(write(tmp_path, MINIMAL.replace("[gateway]\n", "[gateway]\n" + line) + auth))
+    assert config.prefix_cache_scope == scope
+
+
+def test_an_unknown_prefix_cache_scope_is_named_with_its_line(tmp_path):
+    with pytest.raises(ConfigError, match=r"gateway.toml:2: gateway.prefix_cache_scope"):
+        load_gateway_config(write(tmp_path, MINIMAL.replace("[gateway]\n", '[gateway]\nprefix_cache_scope = "tenant"\n')))
