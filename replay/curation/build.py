@@ -322,10 +322,10 @@ class Renderer:
 
 
 def draw(pool: Pool, asks: Mapping[MixClass, int], policy: CurationPolicy, renderer: Renderer) -> Drawn:
-    """Each class from its own candidates, in a seeded order, scarcest first, under the caps."""
+    """Each class from its own candidates, in a seeded order, scarcest first, under the caps. The per-tool cap
+    is a share of the policy's size, so a set shrunk to what exists is not cut again by its own smallness."""
     drawn, per_cluster, per_tool = Drawn(), Counter[str](), Counter[str]()
-    tool_limit = (max(1, int(policy.max_tool_share * sum(asks.values()))) if policy.max_tool_share is not None
-                  else None)
+    tool_limit = max(1, int(policy.max_tool_share * policy.size)) if policy.max_tool_share is not None else None
     for mix in DRAW_ORDER:
         order = sorted(pool.candidates[mix], key=lambda c: c.key)
         random.Random(f"{policy.seed}:{mix.value}").shuffle(order)

@@ -2,9 +2,9 @@
 
 E11's mix for the S1.1 pilot is the shipped one (`configs/curation/s1.1.toml`). The shares are of the set's
 size and must sum to 100; each class is filled from its own pool only (a shortfall fails the build, or shrinks
-the short classes to what they hold, as `shortfall` says — it never pads one class with another). Origin is decided by the model
-name the record gives for the answer: the worker's own patterns, or Claude's; a name matching neither, or no
-name at all, is unknown origin, and unknown is refused like Claude (absence excludes, it is never assumed).
+the short classes to what they hold, as `shortfall` says — it never pads one class with another). Origin is
+decided by the model name the record gives for the answer: the worker's own patterns, or Claude's; a name
+matching neither, or no name at all, is unknown origin, refused like Claude (absence excludes, never assumes).
 """
 
 from __future__ import annotations
