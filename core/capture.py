@@ -17,7 +17,7 @@ from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -157,7 +157,20 @@ def session_key(decision: CapturedDecision) -> tuple[str, str]:
     return decision.workspace, decision.session
 
 
-def thread_key(decision: CapturedDecision) -> tuple[str, str, str | None]:
+class Threaded(Protocol):
+    """What names a decision's conversation: a captured decision, or an audit's lighter row."""
+
+    @property
+    def workspace(self) -> str: ...
+
+    @property
+    def session(self) -> str: ...
+
+    @property
+    def thread(self) -> str | None: ...
+
+
+def thread_key(decision: Threaded) -> tuple[str, str, str | None]:
     """What identifies one conversation: its session and, within it, its thread (the main loop, or one
     subagent's loop that the runtime ran under the same session id)."""
     return decision.workspace, decision.session, decision.thread

@@ -120,7 +120,9 @@ def _present(value: Any) -> bool:
     return value not in (None, False, "", [], {})
 
 
-def _lower(values: Sequence[str]) -> frozenset[str]:
+@lru_cache(maxsize=256)
+def _lower(values: tuple[str, ...]) -> frozenset[str]:
+    """A rule's words in lower case (once per rule set: a corpus audit classifies every tool result)."""
     return frozenset(v.lower() for v in values)
 
 

@@ -37,6 +37,8 @@ KNOWN_FAILURE = "known_failure"
 BUILTIN_STRATA = (*POSITIVE_STRATA, KNOWN_FAILURE)
 # "All positive decisions" (001 §1) leave out the training-sanity stratum.
 HELD_OUT_EXCLUDED = ("training_sanity",)
+MAIN_THREAD = "main"
+"""A decision's `thread` when it was made in its session's own loop (any other names a subagent's)."""
 
 
 class ChatRequest(BaseModel):
@@ -133,6 +135,13 @@ class Decision(Strict):
     failed_action: FailedAction | None = None
     """The historically failed action (known_failure only)."""
     memory: MemoryRef | None = None
+    thread: str | None = None
+    """The loop of its session the decision was made in: `main`, or the subagent's (`agent-<id>`: the runtime
+    runs a subagent's loop under its parent's session id, and the two are not the same task). None where no
+    record of the runtime says (a suite built before, a capture resolved from other transcripts)."""
+    parent_call: str | None = None
+    """A subagent's decision: the `tool_use` id of the parent's call that started the subagent, where the
+    record names it."""
 
     @field_validator("request", mode="before")
     @classmethod
@@ -285,3 +294,5 @@ class ResultRecord(Strict):
     served_by: str | None = None
     replicate_of: str | None = None
     """The arm this one replicates (an A/A arm: same model, memory and decoding), None for any other."""
+    thread: str | None = None
+    """The decision's `thread` (`main` or a subagent's), for the breakdown by thread; None where it has none."""

@@ -204,7 +204,7 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
         usage=Usage(prompt_tokens=prompt_tokens, completion_tokens=completion_tokens),
         latency_s=round(outcome.latency_s, 4), injected_rule_ids=list(item.rule_ids),
         attempts=outcome.attempts, finished_at=datetime.now(UTC), served_by=outcome.served_by,
-        replicate_of=item.arm.replicate_of,
+        replicate_of=item.arm.replicate_of, thread=item.decision.thread,
     )
 
 

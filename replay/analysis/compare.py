@@ -3,7 +3,9 @@
 Per stratum and over all positive decisions (every scored stratum except `HELD_OUT_EXCLUDED`
 and `known_failure`: 001's "264 held-out positives"), joint and tool-only correctness;
 repeat levels on known-failure states; token/latency overhead; optional breakdowns by
-workspace, cluster or target tool. Every row is its own uncorrected test, so the comparison
+workspace, cluster, target tool or thread (`main`, `subagent`: a delegating session makes most of its
+decisions in subagents' loops, which are not the same task; `unknown` for decisions whose suite does
+not say). Every row is its own uncorrected test, so the comparison
 reports how many were made. Rows that rest on a result which carried a disputed rule are
 counted as tainted so no table shows them as clean.
 """
@@ -20,7 +22,7 @@ from pydantic import BaseModel, ConfigDict
 
 from core.jsonfile import read_jsonl
 from core.names import excerpt
-from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, POSITIVE_STRATA, ResultRecord
+from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, MAIN_THREAD, POSITIVE_STRATA, ResultRecord
 from replay.errors import ReplayError
 from replay.memory.ledger import RuleRef
 from replay.stats import (
@@ -35,11 +37,11 @@ from replay.suite import NO_CALL
 
 RESULTS_FILE = "results.jsonl"
 ALL_POSITIVE = "all_positive"
-BY_FIELDS = ("workspace", "cluster", "tool")
+BY_FIELDS = ("workspace", "cluster", "tool", "thread")
 Measure = Literal["joint", "tool"]
 RepeatLevel = Literal["tool", "shape", "exact"]
 REPEAT_LEVELS: tuple[RepeatLevel, ...] = ("tool", "shape", "exact")
-By = Literal["workspace", "cluster", "tool"]
+By = Literal["workspace", "cluster", "tool", "thread"]
 Tainted = Iterable[str | RuleRef]
 
 
@@ -368,6 +370,8 @@ def _group(pairs: Iterable[_Pair], key: Callable[[_Pair], str]) -> dict[str, lis
 def _group_key(record: ResultRecord, by: By) -> str:
     if by == "tool":
         return record.target_tool or NO_CALL
+    if by == "thread":
+        return "unknown" if record.thread is None else "main" if record.thread == MAIN_THREAD else "subagent"
     value: str = getattr(record, by)
     return value
 

@@ -21,7 +21,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("run_dir", type=Path, help="a run directory (its results.jsonl)")
     p.add_argument("--baseline", required=True, metavar="ARM", help="the reference arm")
     p.add_argument("--candidate", required=True, metavar="ARM", help="the arm compared with it")
-    p.add_argument("--by", choices=("workspace", "cluster", "tool"), help="also break every row down by this")
+    p.add_argument("--by", choices=("workspace", "cluster", "tool", "thread"), help="also break every row down by this")
     p.add_argument("--json", action="store_true", help="the comparison as JSON")
     ledger_option(p)
     p.set_defaults(func=_compare)

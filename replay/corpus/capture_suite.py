@@ -37,9 +37,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from core.capture import CORPUS, CapturedDecision, read_decisions, thread_key
+from core.capture import CORPUS, CapturedDecision, Threaded, read_decisions, thread_key
 from core.guard import FAILURES
 from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
@@ -57,12 +57,22 @@ _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((M
                      re.DOTALL | re.IGNORECASE)
 
 
-def assign_strata(decisions: Sequence[CapturedDecision]) -> list[str | None]:
+class Stratifiable(Threaded, Protocol):
+    """What a stratum is read from: the conversation, and the chosen call with its outcome."""
+
+    @property
+    def chosen_tool(self) -> str | None: ...
+
+    @property
+    def outcome(self) -> str | None: ...
+
+
+def assign_strata(decisions: Sequence[Stratifiable]) -> list[str | None]:
     """The stratum of each decision (in capture order), None when its outcome proves nothing.
 
     A thread is a (workspace, session, thread) triple: session ids are the client's, two tenants may
     use the same one, and one session may hold a subagent's loop beside the main one."""
-    sessions: dict[tuple[str, str, str | None], list[CapturedDecision]] = {}
+    sessions: dict[tuple[str, str, str | None], list[Stratifiable]] = {}
     for d in decisions:
         sessions.setdefault(thread_key(d), []).append(d)
     anomalous = {s for s, ds in sessions.items() if any(d.outcome not in (None, "ok") for d in ds)}
@@ -118,10 +128,12 @@ def strip_request(api: DecisionApi, request: dict[str, Any]) -> dict[str, Any]:
 
 
 def to_decision(captured: CapturedDecision, stratum: str, request: dict[str, Any],
-                arguments: dict[str, Any] | None) -> Decision:
+                arguments: dict[str, Any] | None, thread: str | None = None,
+                parent_call: str | None = None) -> Decision:
     """A suite decision from a stratified capture, its request (in the shape of the API it was
     captured on, which the decision records) and its chosen call's arguments (None when withheld:
-    a failed action then carries its key set only)."""
+    a failed action then carries its key set only), with the loop of its session it was made in
+    where a record of the runtime says (`main`, or a subagent's and the call that started it)."""
     assert captured.chosen_tool is not None and captured.api in WIRES
     api = WIRES[captured.api].api
     failed = stratum == KNOWN_FAILURE
@@ -134,7 +146,7 @@ def to_decision(captured: CapturedDecision, stratum: str, request: dict[str, Any
         target=None if failed else Target(tool=captured.chosen_tool, arg_keys=captured.chosen_keys),
         failed_action=(FailedAction(tool=captured.chosen_tool, arguments=arguments) if arguments is not None else
                        FailedAction(tool=captured.chosen_tool, arg_keys=captured.chosen_keys)) if failed else None,
-        memory=MemoryRef(workspace=captured.workspace))
+        memory=MemoryRef(workspace=captured.workspace), thread=thread, parent_call=parent_call)
 
 
 def redact_decision(decision: Decision, pseudonymizer: Pseudonymizer) -> Decision:
@@ -213,10 +225,16 @@ def refuse_corpus_target(corpus: TranscriptSource | None, out: Path) -> None:
 
 def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, where: str, name: str, version: str,
                 *, transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
-                verify: Verify = "request", include: Callable[[CapturedDecision], bool] | None = None) -> BuildReport:
+                verify: Verify = "request", include: Callable[[CapturedDecision], bool] | None = None,
+                parent_calls: Mapping[tuple[str, str, str | None], str] | None = None) -> BuildReport:
     """The suite of the stratified decisions among `captured` (each with its request, or a descriptor
     resolved from `transcripts`), redacted with `keys`, validated beside `out` and then moved in. Strata
-    are read from all of `captured`; `include` then picks the decisions written (a time window)."""
+    are read from all of `captured`; `include` then picks the decisions written (a time window).
+
+    Each decision says its thread where the runtime's record does: a corpus row's own (`main`, a subagent's,
+    whose parent call `parent_calls` gives by `thread_key`), or the thread of the session file a descriptor
+    resolved from. A gateway's own thread id (a hash of the conversation's first message) tells loops apart
+    but not which is the main one, so a capture with its request and no record says none."""
     report = BuildReport(out, {}, {}, redactions=None if keys is None else {})
     skipped, refused, seen = Counter[str](), Counter[str](), set()
     redactions = Counter[str]()
@@ -236,6 +254,8 @@ def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, wh
             continue
         if item.request is not None:
             request, arguments = item.request, item.chosen_arguments
+            thread = item.thread if item.mode == CORPUS else None
+            parent_call = (parent_calls or {}).get(thread_key(item))
         elif transcripts is None:
             skipped["descriptor only (no request stored)"] += 1
             continue
@@ -248,8 +268,9 @@ def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, wh
             report.resolved += 1
             report.request_verified += resolved.request_verified
             request, arguments = resolved.request, resolved.arguments
+            thread, parent_call = resolved.thread, resolved.parent_call
         try:
-            decision = to_decision(item, stratum, request, arguments)
+            decision = to_decision(item, stratum, request, arguments, thread, parent_call)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
             raise SuiteError(f"{where}: decision {item.id}: its stored request is not a {item.api} request "
                              f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None

@@ -28,7 +28,9 @@ input the model left unparseable (`{"__unparsedToolInput": {"raw": ...}}`) is re
 the parser calls it malformed. A file without a request log (older versions) gives its calls from the
 conversation alone: each assistant answer's `parentUuid` chain of user and assistant messages, without
 the system prompt, tools or system reminders (such calls are `conversation_only`; their request hash
-cannot match). A compaction needs nothing special: the request after it names the summary in its tail.
+cannot match). A compaction needs nothing special: the summary request is not logged (a descriptor of it is
+refused as a call the runtime did not log), and the requests after it start a new chain whose tail names the
+summary's user line (`isCompactSummary`; tests/replay/corpus/test_compaction.py).
 
 Reading is bounded, as for any corpus: ids are names, a workspace's directory that is a link, and a file or
 directory that is a link out of its workspace, is refused; a file is opened only when it is a regular file,
@@ -49,8 +51,9 @@ from pathlib import Path
 from typing import Any
 
 from core.canonical import message_digest
-from core.jsonfile import JsonFileError, parse_problem, read_json_value, read_lines
+from core.jsonfile import JsonFileError, read_json_lines, read_json_value
 from core.names import NAME_RULE, excerpt, is_name
+from core.records import MAIN_THREAD
 from core.wire import WIRES, DecisionApi, messages_answer
 from replay.corpus.transcripts import LoggedRequest, TranscriptError
 
@@ -95,8 +98,9 @@ class SessionFile:
     calls: list[Call] = field(default_factory=list)
 
     @property
-    def thread(self) -> str | None:
-        return f"agent-{self.agent}" if self.agent else None
+    def thread(self) -> str:
+        """`main`, or the subagent's `agent-<id>` (its file's name)."""
+        return f"agent-{self.agent}" if self.agent else MAIN_THREAD
 
     @cached_property
     def by_number(self) -> dict[int, dict[str, Any]]:
@@ -158,8 +162,7 @@ def read_session_file(path: Path, session: str, max_line_bytes: int = MAX_LINE_B
     (`TranscriptError`, naming `file:line`)."""
     parsed = SessionFile(path, session)
     try:
-        for number, text, problem in read_lines(path, max_line_bytes, follow_links=False):
-            value, problem = parse_problem(text) if text is not None else (None, problem)
+        for number, value, problem in read_json_lines(path, max_line_bytes, follow_links=False):
             if not isinstance(value, dict):
                 raise TranscriptError(f"{path}:{number}: {problem or 'a session-file line must be a JSON object'}")
             parsed.lines += 1
@@ -170,11 +173,10 @@ def read_session_file(path: Path, session: str, max_line_bytes: int = MAX_LINE_B
 
 
 def _take(parsed: SessionFile, number: int, record: dict[str, Any]) -> None:
-    where = f"{parsed.path}:{number}"
     owner = record.get("sessionId")
     if owner is not None and owner != parsed.session:
-        raise TranscriptError(f"{where}: a line of session {excerpt(owner)} in the file of session {parsed.session}; "
-                              "refused")
+        raise TranscriptError(f"{parsed.path}:{number}: a line of session {excerpt(owner)} in the file of session "
+                              f"{parsed.session}; refused")
     agent = record.get("agentId")
     if isinstance(agent, str) and parsed.agent is None:
         parsed.agent = agent
@@ -263,7 +265,8 @@ def logged_calls(parsed: SessionFile) -> list[LoggedRequest]:
         found = answer_after(parsed, call.line, answers)
         requests.append(LoggedRequest(body, neutral_answer(found[1]) if found is not None else None,
                                       f"{parsed.path}:{call.line}", no_answer="no answer is recorded after the call",
-                                      thread=parsed.thread, captured_at=_text(record.get("timestamp")),
+                                      thread=parsed.thread, parent_call=parsed.parent_call,
+                                      captured_at=_text(record.get("timestamp")),
                                       mismatch=UNLOGGED,
                                       model=recorded_model(parsed, found[0]) if found is not None else None))
     return requests
@@ -297,7 +300,7 @@ def conversation_calls(parsed: SessionFile,
             else:
                 messages.append({"role": "user", "content": message.get("content")})
         requests.append(LoggedRequest({"messages": messages}, neutral_answer(answer), f"{parsed.path}:{number}",
-                                      thread=parsed.thread, conversation_only=True,
+                                      thread=parsed.thread, parent_call=parsed.parent_call, conversation_only=True,
                                       captured_at=_text(first.get("timestamp")),
                                       mismatch="the record changed; it keeps the conversation only, without the "
                                                "system reminders the runtime sent",
@@ -345,6 +348,9 @@ class ClaudeCodeDir:
         self.root = root
         self.max_line_bytes = max_line_bytes
         self._directories: dict[Path, Path] = {}
+        self._under: dict[tuple[Path, Path], bool] = {}
+        self._homes: dict[str, Path] = {}
+        """Each workspace's directory, once it is known to resolve inside the corpus."""
         self._recent: OrderedDict[tuple[str, str], ClaudeCodeSession] = OrderedDict()
 
     def holds(self, path: Path) -> bool:
@@ -354,20 +360,22 @@ class ClaudeCodeDir:
     def _own_directory(self, workspace: str) -> Path:
         """The workspace's directory, resolved; refused when it is a link (out of the corpus, or to another
         directory in it, whose sessions would be read as this workspace's)."""
-        directory = self.root / workspace
-        home = self._resolved(directory)
-        if not home.is_relative_to(self._resolved(self.root)):
-            raise TranscriptError(f"{directory}: a link out of the corpus {self.root}; refused")
+        if workspace not in self._homes:
+            directory = self.root / workspace
+            if not self._within(directory, self._resolved(self.root)):
+                raise TranscriptError(f"{directory}: a link out of the corpus {self.root}; refused")
+            self._homes[workspace] = directory
+        directory = self._homes[workspace]
         if directory.is_symlink():
             raise TranscriptError(f"{directory}: a link to another directory of the corpus, not the workspace's own; "
                                   "refused")
-        return home
+        return self._resolved(directory)
 
     def _inside(self, workspace: str, path: Path) -> None:
         """Refuse a file that is, or sits in a directory that is, a link out of the workspace's directory (each
         directory resolved once: a corpus has many files per directory)."""
         home = self._own_directory(workspace)
-        if path.is_symlink() or not self._resolved(path.parent).is_relative_to(home):
+        if path.is_symlink() or not self._within(path.parent, home):
             raise TranscriptError(f"{path}: a link out of workspace {workspace}'s directory {self.root / workspace}; "
                                   "refused")
 
@@ -375,6 +383,14 @@ class ClaudeCodeDir:
         if directory not in self._directories:
             self._directories[directory] = directory.resolve()
         return self._directories[directory]
+
+    def _within(self, directory: Path, home: Path) -> bool:
+        """Whether `directory`, resolved, is `home` or inside it; answered once per pair, as each is resolved once
+        (comparing paths is slow, and a corpus has many sessions per directory)."""
+        key = (directory, home)
+        if key not in self._under:
+            self._under[key] = self._resolved(directory).is_relative_to(home)
+        return self._under[key]
 
     def main_files(self, workspace: str, session: str) -> list[Path]:
         if not (is_name(workspace) and is_name(session)):
@@ -401,7 +417,8 @@ class ClaudeCodeDir:
         """A main file and every subagent file beside it, each checked to be the workspace's own."""
         self._inside(workspace, main)
         files = [read_session_file(main, session, self.max_line_bytes)]
-        for path in sorted((main.parent / session / "subagents").glob("agent-*.jsonl")):
+        subagents = main.parent / session / "subagents"
+        for path in sorted(subagents.glob("agent-*.jsonl")) if subagents.is_dir() else ():
             self._inside(workspace, path)
             sub = read_session_file(path, session, self.max_line_bytes)
             sub.agent = sub.agent or path.stem.removeprefix("agent-")

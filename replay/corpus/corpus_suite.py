@@ -36,22 +36,37 @@ from replay.suite import SuiteError
 
 @dataclass
 class CorpusRead:
-    """What reading a corpus left out, and why."""
+    """What reading a corpus left out, and why; and each subagent thread's parent call, which its rows (a
+    capture's columns) have no place for."""
 
     refused_files: list[str] = field(default_factory=list)
     unrebuilt_calls: list[str] = field(default_factory=list)
+    parent_calls: dict[tuple[str, str, str | None], str] = field(default_factory=dict)
+    """(workspace, session, thread) -> the `tool_use` id of the parent's call that started the subagent."""
 
 
-def tool_results(files: list[SessionFile], rules: GuardRules) -> dict[str, ToolResult]:
-    """Every `tool_result` of a session (all its files) by the id of the call it answers, classified."""
-    names = {str(b.get("id")): str(b.get("name") or "") for f in files for b in f.tool_uses()}
-    results: dict[str, ToolResult] = {}
-    for block in (b for f in files for b in f.tool_results()):
-        call_id = str(block.get("tool_use_id"))
-        tool = names.get(call_id, "")
-        results[call_id] = ToolResult(call_id, tool, classify(block.get("content"), rules, tool,
-                                                              is_error=block.get("is_error") is True))
-    return results
+class ToolOutcomes:
+    """Every `tool_result` of a session (all its files) by the id of the call it answers, each classified when
+    it is looked up: a decision needs its first call's alone (an answer that holds no readable call, or several
+    calls, leaves results no decision reads)."""
+
+    def __init__(self, files: list[SessionFile], rules: GuardRules) -> None:
+        self.uses = [b for f in files for b in f.tool_uses()]
+        """Every `tool_use` block, in file order."""
+        self.results = [b for f in files for b in f.tool_results()]
+        """Every `tool_result` block, in file order."""
+        self._names = {str(b.get("id")): str(b.get("name") or "") for b in self.uses}
+        self._blocks = {str(b.get("tool_use_id")): b for b in self.results}
+        self._rules = rules
+
+    def get(self, call_id: str) -> ToolResult | None:
+        """The classified result that answered the call (the last, where several did); None when none did."""
+        block = self._blocks.get(call_id)
+        if block is None:
+            return None
+        tool = self._names.get(call_id, "")
+        return ToolResult(call_id, tool, classify(block.get("content"), self._rules, tool,
+                                                  is_error=block.get("is_error") is True))
 
 
 def session_decisions(workspace: str, session: str, files: list[SessionFile], rules: GuardRules,
@@ -66,10 +81,12 @@ def session_calls(workspace: str, session: str, files: list[SessionFile], rules:
     Without `hashed` the row's `request_sha256` is left empty (hashing every request is most of the cost; a
     reader that needs few hashes computes them itself)."""
     wire = WIRES[API]
-    outcomes = tool_results(files, rules)
+    outcomes = ToolOutcomes(files, rules)
     for f in files:
         calls = logged_calls(f)
         read.unrebuilt_calls += [c.problem for c in f.calls if c.problem]
+        if f.parent_call is not None:
+            read.parent_calls[workspace, session, f.thread] = f.parent_call
         for number, logged in enumerate(calls):
             if logged.answer is None or logged.captured_at is None:
                 continue
@@ -82,7 +99,7 @@ def session_calls(workspace: str, session: str, files: list[SessionFile], rules:
             call_id = raw_calls[0].get("id") if raw_calls and isinstance(raw_calls[0], Mapping) else None
             result = outcomes.get(str(call_id)) if call_id is not None else None
             yield CapturedDecision(
-                id=f"{session}.{f.thread or 'main'}.{number}", captured_at=logged.captured_at, mode=CORPUS,
+                id=f"{session}.{f.thread}.{number}", captured_at=logged.captured_at, mode=CORPUS,
                 workspace=workspace, session=session, route="", adapter="", kind=CORPUS,
                 request_sha256=request_digest(API, body) if hashed else "", message_hashes=[], roles=[],
                 tools_offered=names,
@@ -92,7 +109,7 @@ def session_calls(workspace: str, session: str, files: list[SessionFile], rules:
                 outcome=result.kind if result else None,
                 request={k: body[k] for k in wire.request_fields if k in body},
                 chosen_arguments=call.arguments if call else None, api=API, hashing=CANONICAL,
-                thread=f.thread or "main"), logged
+                thread=f.thread), logged
 
 
 def corpus_decisions(corpus: ClaudeCodeDir, rules: GuardRules, read: CorpusRead) -> list[CapturedDecision]:
@@ -138,7 +155,7 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
         def include(row: CapturedDecision, takes: Callable[[str], bool] | None = takes) -> bool:
             return window(row) and (takes is None or takes(cluster_of(row)))
         report = write_suite(rows, out, f"calls of the Claude Code corpus {where}", where, name, version, keys=keys,
-                             include=include)
+                             include=include, parent_calls=read.parent_calls)
         report.unread = read.refused_files + read.unrebuilt_calls
         reports.append(report)
     return reports

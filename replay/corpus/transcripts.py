@@ -138,7 +138,9 @@ class LoggedRequest:
     no_answer: str = ""
     """Why `answer` is None, in words."""
     thread: str | None = None
-    """The conversation within the session it belongs to, when the record tells (a subagent's id)."""
+    """The conversation within the session it belongs to, when the record tells (`main`, or a subagent's id)."""
+    parent_call: str | None = None
+    """A subagent's call: the parent's `tool_use` id that started the subagent, when the record tells."""
     conversation_only: bool = False
     """Rebuilt from the conversation alone (a record without a request log): system prompt and tools unknown."""
     captured_at: str | None = None

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import BaseModel
 
@@ -122,3 +123,140 @@ def test_the_depth_bound_is_exact_and_ignores_brackets_in_strings(depth: int, no
             loads_bounded(text, "x")
     else:
         assert loads_bounded(text, "x") == value
+
+
+# --- msgspec first, the standard library for what it refuses: the same values and the same reasons ---------------
+
+def standard_only(data: str | bytes) -> tuple[object, str | None]:
+    """`parse_problem` as it was before msgspec: `json.loads` alone, within the same bounds."""
+    if isinstance(data, bytes):
+        if len(data) > jsonfile.MAX_FILE_BYTES:
+            return None, f"larger than {jsonfile.MAX_FILE_BYTES} bytes"
+        try:
+            data = data.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return None, f"not UTF-8 text (byte {exc.start})"
+    if jsonfile.too_deep(data):
+        return None, f"invalid JSON: arrays and objects are nested deeper than {MAX_DEPTH} levels"
+    try:
+        return json.loads(data), None
+    except json.JSONDecodeError as exc:
+        at = f"line {exc.lineno}, column {exc.colno}" if exc.lineno > 1 else f"column {exc.colno}"
+        return None, f"invalid JSON: {exc.msg} ({at})"
+    except (ValueError, RecursionError, MemoryError) as exc:
+        return None, f"invalid JSON: {str(exc)[:200]}"
+
+
+def same(a: object, b: object) -> bool:
+    """Equal and of the same types all the way down (`1`, `1.0` and `True` differ; so do `0.0` and `-0.0`),
+    keys in the same order; NaN is NaN."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float) and isinstance(b, float):
+        return (a != a and b != b) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict) and isinstance(b, dict):
+        return list(a) == list(b) and all(same(a[k], b[k]) for k in a)
+    return a == b
+
+
+ANY_TEXT = st.text(st.characters(exclude_categories=()), max_size=12)  # lone surrogates too
+NUMBERS = st.integers() | st.integers(-(10**80), 10**80) | st.floats() | st.sampled_from([2**63, -(2**63) - 1, 2**64])
+VALUES = st.recursive(st.none() | st.booleans() | NUMBERS | ANY_TEXT,
+                      lambda inner: st.lists(inner, max_size=4) | st.dictionaries(ANY_TEXT, inner, max_size=4),
+                      max_leaves=30)
+
+
+@st.composite
+def documents(draw: st.DrawFn) -> str | bytes:
+    """A value written as `json.dumps` writes it (NaN and Infinity, raw or escaped surrogates, indented or
+    not), as text or as its UTF-8 bytes."""
+    text = json.dumps(draw(VALUES), ensure_ascii=draw(st.booleans()), indent=draw(st.sampled_from([None, 0, 2])),
+                      sort_keys=draw(st.booleans()))
+    return text.encode("utf-8", "surrogatepass") if draw(st.booleans()) else text
+
+
+NEAR_JSON = st.lists(st.sampled_from(list('[]{}",:.-+eE0123456789 \t\n\r\ufeff\xa0aNnIuxftr\\/') +
+                                     ["NaN", "Infinity", "true", "null", "\\ud800", "\\udc00", "\ud800", "1e400",
+                                      "9" * 25, '"a"']), max_size=30).map("".join)
+
+
+@st.composite
+def spoiled(draw: st.DrawFn) -> str:
+    """A document with a few characters cut, doubled or replaced: mostly invalid, now and then still JSON."""
+    text = draw(documents())
+    text = text.decode("utf-8", "surrogatepass") if isinstance(text, bytes) else text
+    for _ in range(draw(st.integers(1, 3))):
+        at = draw(st.integers(0, len(text)))
+        text = text[:at] + draw(st.sampled_from(["", ",", "]", "}", '"', "\\", "NaN", " "])) + text[at + 1:]
+    return text
+
+
+@settings(max_examples=600)
+@given(data=documents() | spoiled() | NEAR_JSON | NEAR_JSON.map(lambda t: t.encode("utf-8", "surrogatepass")))
+@example(data="1" * 4300)
+@example(data="1" * 4301)
+@example(data="[" * MAX_DEPTH + "]" * MAX_DEPTH)
+@example(data="\ufeff{}")
+@example(data=b'{"a": 1, "a": 2}')
+def test_parsing_gives_what_the_standard_library_gives(data: str | bytes) -> None:
+    value, problem = jsonfile.parse_problem(data)
+    expected_value, expected_problem = standard_only(data)
+    assert problem == expected_problem
+    assert same(value, expected_value), (value, expected_value)
+
+
+def test_valid_json_never_reaches_the_standard_library(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """msgspec reads what is JSON (big integers exact); only what it refuses goes on to `json.loads`."""
+    def refuse(*_: object, **__: object) -> None:
+        raise AssertionError("json.loads was called")
+
+    monkeypatch.setattr(jsonfile.json, "loads", refuse)
+    big = 123456789012345678901234567890
+    text = json.dumps({"a": [1, 2.5, None, True, "\u00e9\U0001f600"], "big": big, "deep": [[[[]]]]})
+    assert jsonfile.parse_problem(text) == (json.JSONDecoder().decode(text), None)
+    assert jsonfile.parse_problem(text.encode())[0]["big"] == big
+    assert jsonfile.parse_problem("Error: it failed")[1] == "invalid JSON: Expecting value (column 1)"
+    path = tmp_path / "rows.jsonl"
+    path.write_text(text + "\n" + text)
+    assert [n for n, value, problem in jsonfile.read_json_lines(path) if value["big"] == big] == [1, 2]
+
+
+def reference_lines(path: Path, max_line_bytes: int) -> list[tuple[int, str | None, str | None]]:
+    """`read_lines` as it was: one `readline` per line."""
+    out: list[tuple[int, str | None, str | None]] = []
+    with path.open("rb") as handle:
+        number = 0
+        while raw := handle.readline(max_line_bytes + 1):
+            number += 1
+            if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
+                while raw and not raw.endswith(b"\n"):
+                    raw = handle.readline(7)
+                out.append((number, None, f"line longer than {max_line_bytes} bytes"))
+            elif raw.strip():
+                try:
+                    out.append((number, raw.decode("utf-8"), None))
+                except UnicodeDecodeError as exc:
+                    out.append((number, None, f"not UTF-8 text (byte {exc.start} of the line)"))
+    return out
+
+
+@settings(max_examples=300, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=st.lists(st.sampled_from([b"", b" ", b"\r", b'{"a": 1}', b'{"a": "\xc3\xa9"}', b"[1,", b"\xff", b"x" * 9,
+                                       b'{"long": "' + b"y" * 20 + b'"}', b"NaN", b"[" * 101 + b"]" * 101]),
+                      max_size=12),
+       ending=st.sampled_from([b"", b"\n", b"\r\n"]), max_line_bytes=st.integers(1, 40), chunk=st.integers(1, 64))
+def test_lines_read_a_chunk_at_a_time_are_the_lines_read_one_by_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, lines: list[bytes], ending: bytes, max_line_bytes: int,
+        chunk: int) -> None:
+    """Split across chunks of any size, with lines over the bound skipped: the same numbers, texts and problems
+    as reading line by line, and `read_json_lines` is that text parsed."""
+    monkeypatch.setattr(jsonfile, "_CHUNK", chunk)
+    path = tmp_path / "lines.jsonl"
+    path.write_bytes(b"\n".join(lines) + ending)
+    expected = reference_lines(path, max_line_bytes)
+    assert list(jsonfile.read_lines(path, max_line_bytes)) == expected
+    parsed = list(jsonfile.read_json_lines(path, max_line_bytes))
+    assert [(n, p) for n, _, p in parsed] == [(n, p if t is None else standard_only(t)[1]) for n, t, p in expected]
+    assert all(same(v, standard_only(t)[0]) for (_, v, _), (_, t, _) in zip(parsed, expected, strict=True) if t)

@@ -127,3 +127,11 @@ def test_the_runner_never_branches_on_an_api_name() -> None:
     names = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
              for side in (node.left, *node.comparators) if isinstance(side, ast.Constant) and side.value in WIRES]
     assert names == [], f"replay/runner.py compares with an API name on line(s) {names}"
+
+
+def test_a_result_carries_its_decisions_thread_for_the_breakdown_by_thread():
+    sub = Decision.model_validate({**decision(MESSAGES).model_dump(mode="json", exclude_none=True),
+                                   "thread": "agent-a1", "parent_call": "toolu_1"})
+    answer = {"type": "message", "role": "assistant", "content": [], "usage": {"input_tokens": 1, "output_tokens": 1}}
+    assert result_record(items(sub)[0], Outcome(answer, None, 1, 0.1)).thread == "agent-a1"
+    assert result_record(items(decision(MESSAGES))[0], Outcome(answer, None, 1, 0.1)).thread is None

@@ -279,3 +279,25 @@ def test_the_candidates_replicate_stands_in_and_an_arm_against_its_replicate_has
     assert compare(with_replicate(e13_results()), BASE, "base-aa").noise is None
     assert compare(e13_results(), BASE, Q_ONLY).noise is None
     assert "A/A" not in format_comparison(compare(e13_results(), BASE, Q_ONLY))
+
+
+def test_a_breakdown_by_thread_splits_the_main_loop_from_the_subagents(tmp_path: Path, capsys) -> None:
+    """Each result carries its decision's thread: `main`, a subagent's (`agent-<id>`, all one group), or none
+    (a suite built before threads were recorded); the groups partition the held-out positives."""
+    def thread(decision_id: str) -> str | None:
+        return ("main", "agent-a1", "agent-b2", None)[sum(map(ord, decision_id)) % 4]
+
+    records = [r.model_copy(update={"thread": thread(r.decision_id)}) for r in e13_results()]
+    comparison = compare(records, BASE, Q_ONLY, by="thread")
+    joint = {r.scope: r.stats for r in comparison.breakdown if r.measure == "joint"}
+    assert set(joint) == {"main", "subagent", "unknown"}
+    assert sum(s.n for s in joint.values()) == 264 and sum(s.wins for s in joint.values()) == 14
+    subagents = [r for r in records if r.arm == BASE and r.thread not in (None, "main")
+                 and r.score.joint_correct is not None and r.stratum not in ("training_sanity", "known_failure")]
+    assert joint["subagent"].n == len(subagents)
+    from replay.cli import main
+
+    assert main(["compare", str(write_run(tmp_path / "run", records)), "--baseline", BASE, "--candidate", Q_ONLY,
+                 "--by", "thread"]) == 0
+    out = capsys.readouterr().out
+    assert "by thread:" in out and "  subagent, joint (" in out and "  main, joint (" in out

@@ -5,7 +5,11 @@ cannot be the workspace's own is refused, named with its reason, and the audit f
 from __future__ import annotations
 
 import shutil
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from replay.corpus.audit import audit, format_audit
 from replay.corpus.claude_code import ClaudeCodeDir
@@ -44,3 +48,33 @@ def test_what_no_session_file_can_be_is_refused_and_the_audit_finishes(tmp_path:
     printed = format_audit(report)
     assert f"refused: {len(report.refused)} path(s)" in printed
     assert all(line in printed for line in report.refused)
+
+
+def test_counted_on_several_processes_the_report_is_the_one_process_report_byte_for_byte(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Sessions counted in batches on two worker processes, merged in session order: the same JSON and the
+    same table as counting them one by one here, refusals in the same places among them."""
+    from replay.corpus import audit as module
+
+    corpus = tmp_path / "corpus"
+    for index, source in enumerate(["claude-code", "claude-code-subagents", "claude-code"] * 2):
+        shutil.copytree(DATA / source / WORKSPACE, corpus / f"ws-{index}", dirs_exist_ok=True)
+    shutil.copytree(DATA / "claude-code" / WORKSPACE, corpus / "ws bad;name")  # refused between workspaces
+    (corpus / "ws-3-alias").symlink_to(corpus / "ws-3")
+    spoiled = next((corpus / "ws-2" / "projects").glob("*/*.jsonl"))
+    spoiled.write_text(spoiled.read_text() + "{torn\n")  # refused between sessions
+    submitted = []
+
+    class CountingPool(ProcessPoolExecutor):
+        def submit(self, *args: Any, **kwargs: Any) -> Any:
+            submitted.append(args[1])
+            return super().submit(*args, **kwargs)
+
+    monkeypatch.setattr(module, "ProcessPoolExecutor", CountingPool)
+    alone = audit(ClaudeCodeDir(corpus), workers=1)
+    assert (alone.sessions, alone.subagent_runs, len(alone.refused)) == (9, 4, 3) and not submitted
+    for batch in (1, 2, 5):
+        shared = audit(ClaudeCodeDir(corpus), workers=2, batch=batch)
+        assert shared.model_dump_json() == alone.model_dump_json()
+        assert format_audit(shared) == format_audit(alone)
+    assert len(submitted) == 10 + 5 + 2  # every batch went to a worker: 10 sessions (one refused) in 1s, 2s, 5s

@@ -269,7 +269,7 @@ def test_a_subagents_calls_resolve_from_its_own_file_with_the_parent_session_rec
     results = [resolve(d, source) for d in decisions]
     threads = {r.thread for r in results if isinstance(r, Resolved)}
     assert {f"agent-{f.stem.removeprefix('agent-')}" for f in subagent_files} <= threads
-    assert None in threads  # the main loop's own calls
+    assert "main" in threads  # the main loop's own calls
     assert len({d.thread for d in decisions}) == 3  # the gateway's threads: main and two subagents
     for result in results:  # what does not resolve is a call Claude Code did not log, and says so
         assert isinstance(result, Resolved) or (result.reason == "hash mismatch"
@@ -282,6 +282,30 @@ def test_a_subagents_calls_resolve_from_its_own_file_with_the_parent_session_rec
     assert session is not None
     assert all(f.parent_call in calls for f in session.files[1:])  # each run names the parent's Agent call
     assert all(p.agent for p in parsed)
+
+
+def test_a_suite_from_the_captures_says_each_decisions_thread_as_the_session_files_do(tmp_path):
+    """The gateway saw the subagents' calls under the parent's session and told them apart by a hash; resolved
+    from the session files, each decision is `main` or its subagent's, with the parent's call that started it."""
+    from core.capture import CaptureStore
+    from replay.corpus.capture_suite import build_suite
+    from replay.suite import load_suite
+
+    decisions = [CapturedDecision(**json.loads(line)) for line in (SUBAGENTS / "captures.jsonl").read_text().splitlines()]
+    db = CaptureStore(tmp_path / "capture.sqlite")
+    for decision in decisions:
+        db.insert(decision)
+    db.close()
+    source = ClaudeCodeDir(SUBAGENTS)
+    build_suite(tmp_path / "capture.sqlite", tmp_path / "suite", transcripts=source,
+                keys={WORKSPACE: bytes.fromhex("7e" * 32)})
+    suite = load_suite(tmp_path / "suite").decisions
+    session = source.session(WORKSPACE, decisions[0].session)
+    assert session is not None
+    started = {f.thread: f.parent_call for f in session.files}
+    assert {d.thread for d in suite} <= set(started) and len({d.thread for d in suite}) > 1
+    assert all(d.parent_call == started[d.thread] for d in suite)
+    assert all((d.parent_call is None) == (d.thread == "main") for d in suite)
 
 
 def test_the_audit_counts_subagent_runs():

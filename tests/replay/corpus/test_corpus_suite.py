@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from core.records import Decision
 from replay.cli import main as replay_main
 from replay.corpus.audit import audit
 from replay.corpus.claude_code import ClaudeCodeDir
@@ -126,3 +127,25 @@ def test_a_split_by_cluster_keeps_each_session_on_one_side(tmp_path, capsys):
     assert replay_main(["suite", "build", "--from-corpus", str(root), "--keys", str(keys_file(tmp_path)),
                         "--out", str(tmp_path / "bad"), "--test-fraction", "1.5"]) == 2
     assert "the test fraction must be between 0 and 1" in capsys.readouterr().err
+
+
+def test_every_decision_says_its_thread_and_a_subagents_the_call_that_started_it(tmp_path):
+    """A delegating session: its main loop's decisions are `main`; each subagent's carry the subagent's id and
+    the main loop's `Agent` call that started it (its `.meta.json`), a `tool_use` id of the main file."""
+    from tests.replay.corpus.test_claude_code import SUBAGENTS
+
+    build_corpus_suite(ClaudeCodeDir(SUBAGENTS), tmp_path / "suite", keys={WORKSPACE: bytes.fromhex(KEY)})
+    decisions = load_suite(tmp_path / "suite").decisions
+    main = next((SUBAGENTS / WORKSPACE / "projects").glob("*/*.jsonl"))
+    started = {f"agent-{p.name.removeprefix('agent-').removesuffix('.meta.json')}": json.loads(p.read_text())["toolUseId"]
+               for p in main.parent.glob(f"{main.stem}/subagents/*.meta.json")}
+    calls = {b["id"] for r in map(json.loads, main.read_text().splitlines()) if r.get("type") == "assistant"
+             for b in r["message"]["content"] if b.get("type") == "tool_use"}
+    threads = {d.thread for d in decisions}
+    assert threads == {"main", *started} and set(started.values()) <= calls
+    assert all(d.parent_call == started.get(d.thread) for d in decisions)
+    assert all(d.id.split(".")[1] == d.thread for d in decisions)
+    line = json.loads((tmp_path / "suite" / "decisions.jsonl").read_text().splitlines()[0])
+    old = {k: v for k, v in line.items() if k not in ("thread", "parent_call")}  # a suite written before
+    assert Decision.model_validate(old).thread is None
+    assert "thread" not in Decision.model_validate(old).model_dump(mode="json", exclude_none=True)
