@@ -14,6 +14,7 @@ from typing import TypedDict
 
 from demo.suite import TRAIN_JSONL, build_demo, write_demo
 from serve.engine.modelbuild import check_model_dir, default_model_dir, sha256_file
+from serve.engine.outdir import marker_key, replaced_whole
 from serve.engine.train import (
     DEFAULT_TEMPLATE,
     DEMO_BATCH,
@@ -27,9 +28,7 @@ from serve.engine.train import (
     PrefixStates,
     examples_sha256,
     load_training,
-    marker_key,
     progress,
-    replaced_whole,
     select_examples,
     train_adapter,
 )

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="worker-demo", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="the full demo: engine + gateway + memory-arm replay + report")
-    run.add_argument("--out", type=Path, default=Path("runs/demo"))
+    run.add_argument("--out", type=Path, default=Path("runs/demo"),
+                     help="where the demo writes (default runs/demo; a rerun reuses what it wrote there)")
     run.add_argument("--quick", action="store_true", help="a small slice, for a smoke test")
     run.add_argument("--verbose", action="store_true",
                      help="print every table (they are always in the report and in RUN/demo.txt) and each "
@@ -84,8 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                                "per adapter trained)")
     adapters.set_defaults(func=_adapters)
     pack = sub.add_parser("pack", help="write the demo scenario pack for `worker-replay sandbox` (deterministic)")
-    pack.add_argument("--out", type=Path, required=True)
-    pack.add_argument("--seed", type=int, default=0)
+    pack.add_argument("--out", type=Path, required=True, help="the scenario pack's directory")
+    pack.add_argument("--seed", type=int, default=0, help="the demo world's seed (default 0; the same seed, the "
+                                                          "same pack)")
     pack.add_argument("--per-family", type=int, default=None, help="only the first N scenarios of each family")
     pack.set_defaults(func=_pack)
     return parser

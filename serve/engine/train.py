@@ -21,13 +21,10 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import shutil
 import sys
-import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from random import Random
@@ -116,32 +113,6 @@ class Encoded:
     @property
     def length(self) -> int:
         return len(self.prefix) + len(self.suffix)
-
-
-def marker_key(marker: Path) -> str | None:
-    """The key a finished build recorded; None for a missing or unreadable marker (rebuild)."""
-    try:
-        key = json.loads(marker.read_text(encoding="utf-8")).get("key")
-    except (OSError, ValueError, AttributeError):
-        return None
-    return key if isinstance(key, str) else None
-
-
-@contextmanager
-def replaced_whole(target: Path) -> Iterator[Path]:
-    """A staging directory beside `target` that replaces it whole when the block succeeds: a build
-    killed halfway leaves the old `target` (and a stale staging directory the next build removes)."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    for stale in target.parent.glob(f".{target.name}-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{target.name}-", dir=target.parent))
-    try:
-        yield staging
-        if target.exists():
-            shutil.rmtree(target)
-        staging.rename(target)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def load_training(path: Path) -> list[TrainingExample]:
@@ -378,3 +349,4 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExam
         seconds=round(time.monotonic() - started, 1), cpu_seconds=round(time.process_time() - cpu_started, 1),
         epoch_losses=epoch_losses, step_losses=step_losses,
     )
+

@@ -17,31 +17,29 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-import httpx
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from core.evidence import CanaryEvidence
-from core.names import excerpt
 from core.tomlfile import ConfigError, read_regular
+from serve.admin_client import AdminAnswer, Answer, admin_call
 from serve.gateway.config import load_gateway_config
 from serve.trials.policy import TrialError
 
 MAX_FILE_BYTES = 64 << 20
-Answer = TypeVar("Answer", bound=BaseModel)
 
 
-class Loose(BaseModel):
+class ConditionStatus(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
-
-class ConditionStatus(Loose):
     status: str
 
 
-class VerdictFile(Loose):
+class VerdictFile(BaseModel):
     """The fields of a gate verdict (replay/analysis/gates/policy.py `Verdict`) a trial needs."""
+
+    model_config = ConfigDict(extra="ignore")
 
     policy: str
     policy_sha256: str
@@ -51,15 +49,7 @@ class VerdictFile(Loose):
     evidence_paths: dict[str, str] = {}
 
 
-class ErrorBody(Loose):
-    message: str
-
-
-class ErrorAnswer(Loose):
-    error: ErrorBody
-
-
-class EvidenceRow(Loose):
+class EvidenceRow(AdminAnswer):
     e_value: float
     candidate_bad: int
     candidate_exposure: int
@@ -67,7 +57,7 @@ class EvidenceRow(Loose):
     control_exposure: int
 
 
-class StatusAnswer(Loose):
+class StatusAnswer(AdminAnswer):
     """A trial's status as the admin API answers it (the fields the command line prints)."""
 
     id: str
@@ -84,7 +74,7 @@ class StatusAnswer(Loose):
     evidence: dict[str, EvidenceRow]
 
 
-class TrialRow(Loose):
+class TrialRow(AdminAnswer):
     id: str
     route: str
     candidate: str
@@ -92,7 +82,7 @@ class TrialRow(Loose):
     updated_at: str
 
 
-class TrialsAnswer(Loose):
+class TrialsAnswer(AdminAnswer):
     trials: list[TrialRow]
 
 
@@ -103,23 +93,8 @@ def _call(args: argparse.Namespace, method: str, path: str, model: type[Answer],
     if not token:
         raise TrialError(f"{args.config}: no admin token (set ${config.admin.token_env} or admin.token)")
     host = "127.0.0.1" if config.gateway.host in ("0.0.0.0", "::") else config.gateway.host
-    url = f"http://{host}:{config.gateway.port}/admin/trials{path}"
-    try:
-        response = httpx.request(method, url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=60)
-    except (httpx.HTTPError, httpx.InvalidURL) as exc:
-        raise TrialError(f"the gateway at {url} cannot be reached: {exc}") from exc
-    what = f"the gateway at {url} answered HTTP {response.status_code}"
-    if response.status_code >= 400:
-        try:
-            message = ErrorAnswer.model_validate_json(response.content).error.message
-        except ValidationError:
-            raise TrialError(f"{what}, not with the trial API's error: {excerpt(response.text)}") from None
-        raise TrialError(message)
-    try:
-        return model.model_validate_json(response.content)
-    except ValidationError:
-        raise TrialError(f"{what} with something that is not the trial API's answer: {excerpt(response.text)}") \
-            from None
+    return admin_call(f"http://{host}:{config.gateway.port}", f"/admin/trials{path}", token, method, model, body,
+                      timeout=60, what="the trial API", error=TrialError)
 
 
 def _read(path: Path, what: str) -> bytes:
@@ -212,12 +187,14 @@ def add_parser(sub: Any) -> None:
         return p
 
     start = action("start", "start a trial from a policy (configs/trials/*.toml)")
-    start.add_argument("--policy", type=Path, required=True)
+    start.add_argument("--policy", type=Path, required=True, help="the trial policy (configs/trials/*.toml)")
     status = action("status", "every trial, or one trial's phase and evidence", needs_id=False)
     status.add_argument("id", nargs="?", help="the trial's name")
     action("suspend", "candidate weight 0; the trial keeps its state")
     action("resume", "the current step again")
-    action("abort", "end the trial; every cohort back to production").add_argument("--reason", required=True)
+    action("abort", "end the trial; every cohort back to production").add_argument(
+        "--reason", required=True, help="why it ends (kept with the trial)")
     action("gate", "hand the gate's verdict to a trial awaiting it").add_argument(
         "--verdict", type=Path, required=True, help="the JSON `worker-replay gate` wrote into the run directory")
-    action("evidence", "write the trial's canary.json for the gate").add_argument("--out", type=Path, required=True)
+    action("evidence", "write the trial's canary.json for the gate").add_argument(
+        "--out", type=Path, required=True, help="the directory canary.json is written into")

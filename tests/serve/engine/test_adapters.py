@@ -1,0 +1,72 @@
+"""An adapter merged into its base: the LoRA deltas folded into the weights exactly as LoRA defines them, a model
+the quantiser reads; an adapter of another base, or an --out that is not ours, refused with nothing lost."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from serve.cli import main
+from serve.engine.adapters import MERGE_MARKER
+from serve.engine.modelbuild import default_model_dir
+from serve.engine.quantize import quantize_model
+
+LAYER = "model.layers.5.mlp.down_proj"
+
+
+@pytest.fixture(scope="module")
+def merged(seeded_adapters: dict[int, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("merge") / "merged"
+    assert main(["adapter", "merge", str(seeded_adapters[1]), "--out", str(out)]) == 0
+    return out
+
+
+def test_the_merged_weights_are_the_base_plus_the_scaled_lora_product(merged: Path,
+                                                                       seeded_adapters: dict[int, Path]) -> None:
+    import torch
+    from safetensors.torch import load_file
+
+    base = load_file(default_model_dir() / "model.safetensors")
+    lora = load_file(seeded_adapters[1] / "adapter_model.safetensors")
+    config = json.loads((seeded_adapters[1] / "adapter_config.json").read_text())
+    a = lora[f"base_model.model.{LAYER}.lora_A.weight"].float()
+    b = lora[f"base_model.model.{LAYER}.lora_B.weight"].float()
+    expected = base[f"{LAYER}.weight"].float() + (b @ a) * (config["lora_alpha"] / config["r"])
+    got = load_file(merged / "model.safetensors")[f"{LAYER}.weight"]
+    assert got.dtype == base[f"{LAYER}.weight"].dtype  # the base's dtype kept
+    step = expected.abs().clamp(min=1e-3) * 2 ** -7  # one bfloat16 rounding of the sum
+    assert torch.all((got.float() - expected).abs() <= step)
+    assert not torch.equal(got, base[f"{LAYER}.weight"])  # the adapter is in it
+    assert torch.equal(load_file(merged / "model.safetensors")["model.norm.weight"], base["model.norm.weight"])
+    assert {"tokenizer.json", "config.json"} <= {p.name for p in merged.iterdir()}
+    assert json.loads((merged / MERGE_MARKER).read_text())["adapter"] == str(seeded_adapters[1].resolve())
+
+
+def test_the_merged_model_quantises(merged: Path, tmp_path: Path) -> None:
+    result = quantize_model(merged, tmp_path / "q", "w8a8-int8")
+    assert result.built and result.tensors == 210
+    assert not (result.out_dir / MERGE_MARKER).exists()  # the merge's record describes the source, not this
+
+
+def test_refusals_write_nothing_and_keep_what_was_there(seeded_adapters: dict[int, Path], tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    other = tmp_path / "other-base-adapter"
+    shutil.copytree(seeded_adapters[2], other)
+    config = json.loads((other / "adapter_config.json").read_text())
+    (other / "adapter_config.json").write_text(json.dumps({**config, "base_model_name_or_path": "/models/Qwen3-8B"}))
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    cases = [([str(other), "--out", str(tmp_path / "a")], "trained on '/models/Qwen3-8B'"),
+             ([str(tmp_path / "nothing"), "--out", str(tmp_path / "b")], "not a PEFT adapter's config"),
+             ([str(seeded_adapters[2]), "--out", str(mine)], "holds files this command did not write"),
+             ([str(seeded_adapters[2]), "--out", str(seeded_adapters[2] / "m")], "which the merge reads")]
+    for argv, message in cases:
+        assert main(["adapter", "merge", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and err.count("\n") == 1 and message in err, err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine", "other-base-adapter"]
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"] and not (seeded_adapters[2] / "m").exists()
