@@ -223,13 +223,34 @@ def refuse_corpus_target(corpus: TranscriptSource | None, out: Path) -> None:
                          "which is only ever read; build the suite elsewhere", [])
 
 
+@dataclass
+class Selected:
+    """The decisions a suite will hold, and its report so far: chosen before anything is written, so a build of
+    several suites (a split) writes none when one of them would be empty."""
+
+    decisions: list[Decision]
+    report: BuildReport
+    redactions: Counter[str]
+
+
 def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, where: str, name: str, version: str,
                 *, transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
-                verify: Verify = "request", include: Callable[[CapturedDecision], bool] | None = None,
+                verify: Verify = "request", include: Callable[[CapturedDecision], str | None] | None = None,
                 parent_calls: Mapping[tuple[str, str, str | None], str] | None = None) -> BuildReport:
-    """The suite of the stratified decisions among `captured` (each with its request, or a descriptor
-    resolved from `transcripts`), redacted with `keys`, validated beside `out` and then moved in. Strata
-    are read from all of `captured`; `include` then picks the decisions written (a time window).
+    """The suite of the stratified decisions among `captured` (`select_decisions`), written to `out`."""
+    selected = select_decisions(captured, out, where, transcripts=transcripts, keys=keys, verify=verify,
+                                include=include, parent_calls=parent_calls)
+    return write_selected(selected, out, source, name, version, redacted=keys is not None)
+
+
+def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str, *,
+                     transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
+                     verify: Verify = "request", include: Callable[[CapturedDecision], str | None] | None = None,
+                     parent_calls: Mapping[tuple[str, str, str | None], str] | None = None) -> Selected:
+    """The stratified decisions among `captured` (each with its request, or a descriptor resolved from
+    `transcripts`), redacted with `keys`; a SuiteError naming every reason when none is left. Strata are read
+    from all of `captured`; `include` then says why a decision is left out of this suite (a time window, the
+    other side of a split), or None to keep it.
 
     Each decision says its thread where the runtime's record does: a corpus row's own (`main`, a subagent's,
     whose parent call `parent_calls` gives by `thread_key`), or the thread of the session file a descriptor
@@ -240,8 +261,8 @@ def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, wh
     redactions = Counter[str]()
     decisions = []
     for item, stratum in zip(captured, assign_strata(captured), strict=True):
-        if include is not None and not include(item):
-            skipped["outside the time window"] += 1
+        if include is not None and (left_out := include(item)) is not None:
+            skipped[left_out] += 1
             continue
         if stratum is None:
             skipped["no verdict from its outcome"] += 1
@@ -292,7 +313,17 @@ def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, wh
     if not decisions:
         reasons = {**skipped, **{f"refused: {r}": n for r, n in refused.items()}}
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())) or "the store holds no captures"
-        raise SuiteError(f"no decisions to build a suite from in {where} ({why}); nothing written", [])
+        raise SuiteError(f"no decisions to build a suite for {out} from {where} ({why}); nothing written", [])
+    report.strata, report.skipped, report.refused = (dict(Counter(d.stratum for d in decisions)), dict(skipped),
+                                                     dict(refused))
+    return Selected(decisions, report, redactions)
+
+
+def write_selected(selected: Selected, out: Path, source: str, name: str, version: str, *,
+                   redacted: bool) -> BuildReport:
+    """The selected decisions written to `out`: validated beside it first, so a suite that does not validate
+    leaves nothing; a redacted suite is run through the privacy check."""
+    decisions, report = selected.decisions, selected.report
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     out.parent.mkdir(parents=True, exist_ok=True)
     # Written and validated beside `out` first: a suite that does not validate leaves nothing.
@@ -312,10 +343,8 @@ def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, wh
             os.replace(staging / file, out / file)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    report.strata, report.skipped, report.refused = (dict(Counter(d.stratum for d in decisions)), dict(skipped),
-                                                     dict(refused))
-    if keys is not None:
-        report.redactions = dict(redactions)
+    if redacted:
+        report.redactions = dict(selected.redactions)
         report.residuals = [str(p) for p in check_privacy(out)]
     return report
 

@@ -28,7 +28,13 @@ from core.guard import GuardRules, classify
 from core.scoring import chosen_call
 from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES
-from replay.corpus.capture_suite import BuildReport, check_target_dir, refuse_corpus_target, write_suite
+from replay.corpus.capture_suite import (
+    BuildReport,
+    check_target_dir,
+    refuse_corpus_target,
+    select_decisions,
+    write_selected,
+)
 from replay.corpus.claude_code import API, ClaudeCodeDir, SessionFile, logged_calls
 from replay.corpus.transcripts import LoggedRequest
 from replay.suite import SuiteError
@@ -150,12 +156,18 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
     rows = corpus_decisions(corpus, rules or GuardRules(), read)
     where = f"{corpus.root}" + "".join(f" {word} {value}" for word, value in (("since", since), ("until", until))
                                        if value)
-    reports = []
+    selections = []
     for out, takes in outs.items():
-        def include(row: CapturedDecision, takes: Callable[[str], bool] | None = takes) -> bool:
-            return window(row) and (takes is None or takes(cluster_of(row)))
-        report = write_suite(rows, out, f"calls of the Claude Code corpus {where}", where, name, version, keys=keys,
-                             include=include, parent_calls=read.parent_calls)
+        def include(row: CapturedDecision, takes: Callable[[str], bool] | None = takes) -> str | None:
+            if not window(row):
+                return "outside the time window"
+            return None if takes is None or takes(cluster_of(row)) else "in the other split (by session)"
+        selections.append(select_decisions(rows, out, where, keys=keys, include=include,
+                                           parent_calls=read.parent_calls))
+    reports = []
+    for out, selected in zip(outs, selections, strict=True):  # every split chosen before any is written
+        report = write_selected(selected, out, f"calls of the Claude Code corpus {where}", name, version,
+                                redacted=True)
         report.unread = read.refused_files + read.unrebuilt_calls
         reports.append(report)
     return reports

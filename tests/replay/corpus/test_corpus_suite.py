@@ -85,7 +85,7 @@ def test_since_and_until_cut_the_corpus_by_the_time_of_each_call(tmp_path):
     assert later.strata == {"verified_action": 2} and later.skipped["outside the time window"] == 1
     first = build_corpus_suite(ClaudeCodeDir(DATA), tmp_path / "first", keys=keys, until=times[1])
     assert first.strata == {"known_failure": 1}
-    with pytest.raises(SuiteError, match="no decisions to build a suite from"):
+    with pytest.raises(SuiteError, match="no decisions to build a suite for"):
         build_corpus_suite(ClaudeCodeDir(DATA), tmp_path / "none", keys=keys, until="2000-01-01T00:00:00Z")
 
 
@@ -127,6 +127,13 @@ def test_a_split_by_cluster_keeps_each_session_on_one_side(tmp_path, capsys):
     assert replay_main(["suite", "build", "--from-corpus", str(root), "--keys", str(keys_file(tmp_path)),
                         "--out", str(tmp_path / "bad"), "--test-fraction", "1.5"]) == 2
     assert "the test fraction must be between 0 and 1" in capsys.readouterr().err
+    capsys.readouterr()
+    one_side = next(s for s in map(str, range(100)) if len({in_test_split(0.5, s)(c) for c in clusters}) == 1)
+    assert replay_main(["suite", "build", "--from-corpus", str(root), "--keys", str(keys_file(tmp_path)),
+                        "--out", str(tmp_path / "lopsided"), "--test-fraction", "0.5", "--split-seed", one_side]) == 2
+    err = capsys.readouterr().err  # the empty side is named with its reason, and neither side is written
+    assert "in the other split (by session)" in err and "nothing written" in err and err.count("\n") == 1
+    assert not (tmp_path / "lopsided").exists() or not any((tmp_path / "lopsided").rglob("*.jsonl"))
 
 
 def test_every_decision_says_its_thread_and_a_subagents_the_call_that_started_it(tmp_path):

@@ -153,6 +153,8 @@ def test_the_responses_api_through_the_openai_sdk_and_the_agents_sdk(gw):
     result = asyncio.run(Runner.run(agent, "Say hi."))
     assert isinstance(result.final_output, str) and result.final_output
     assert sample(gw, "worker_gateway_requests_total", api="responses", status="200") >= 1
+    wait_for(lambda: drained(gw) and any(d.session == f"resp-{RUN}" for d in read_decisions(gw.config.capture.db)),
+             "the Responses capture", 30)
     captured = [d for d in read_decisions(gw.config.capture.db) if d.session == f"resp-{RUN}"]
     assert [d.api for d in captured] == ["responses"] and captured[0].roles == ["user"]
 

@@ -1,0 +1,101 @@
+"""docs/guide.md runs as written: every shell block of the page, in order and in one shell, against the recorded
+Claude Code sessions (tests/replay/corpus/data/claude-code, the runtime's own files), the session's real engine,
+the real gateway started from configs/gateway.toml, and a real seeded LoRA adapter as the candidate.
+
+The page's two set-up blocks are the only ones skipped (each is marked on the page): the environment it asks the
+reader to set is set here to the fixtures, and the gateway it starts is started here from the same config file,
+changed in three values only (the engine's address, the port, the cache directory). A command on the page that
+stops working, or stops writing what the next one reads, fails this test.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from demo.agent import write_memory
+from replay.analysis.compare import load_results
+from replay.suite import load_suite
+from serve.engine.launcher import EngineProcess
+from tests.support.gateway_harness import TOKEN, RunningGateway
+from tests.support.live import free_port
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "guide.md"
+CORPUS = ROOT / "tests" / "replay" / "corpus" / "data" / "claude-code"
+CUTOFF = "2026-12-04T00:00:00Z"
+"""Before the recorded sessions (2026-12-04T00:04Z): the suite takes every call they hold."""
+SKIP = "<!-- guide-test: skipped"
+BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
+
+
+def guide_blocks() -> list[tuple[str, bool]]:
+    """Each shell block of the page and whether the page marks it as skipped by this test."""
+    text = GUIDE.read_text(encoding="utf-8")
+    blocks = []
+    for match in BLOCK.finditer(text):
+        before = text[:match.start()].rstrip().splitlines()
+        blocks.append((match.group(1), bool(before) and before[-1].startswith(SKIP)))
+    return blocks
+
+
+def test_only_the_set_up_blocks_are_skipped() -> None:
+    """What the test leaves out is the environment and the services it provides itself, nothing else."""
+    skipped = [block for block, skip in guide_blocks() if skip]
+    assert len(skipped) == 2
+    assert "export CORPUS=" in skipped[0] and "export WORKER_GATEWAY_ADMIN_TOKEN=" in skipped[0]
+    assert skipped[1].split() == ["worker-serve", "engine", "--config", "configs/engine/cpu-smollm2.toml", "&",
+                                  "worker-serve", "gateway", "--config", "configs/gateway.toml", "&"]
+    assert len(guide_blocks()) - len(skipped) >= 6
+
+
+def gateway_config(engine_url: str, port: int, cache: Path, out: Path) -> Path:
+    """configs/gateway.toml with the engine's address, the port and the cache directory changed, nothing else."""
+    text = (ROOT / "configs" / "gateway.toml").read_text(encoding="utf-8")
+    for old, new in (('url = "http://127.0.0.1:8000"', f'url = "{engine_url}"'), ("port = 9000", f"port = {port}")):
+        assert text.count(old) == 1, old
+        text = text.replace(old, new)
+    assert "{cache}" in text
+    out.write_text(text.replace("{cache}", str(cache)), encoding="utf-8")
+    return out
+
+
+@pytest.mark.engine
+def test_the_guide_runs_from_corpus_to_verdict(engine: EngineProcess, seeded_adapters: dict[int, Path],
+                                               tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    monkeypatch.setenv("WORKER_GATEWAY_ADMIN_TOKEN", TOKEN)  # configs/gateway.toml reads the token from there
+    config = gateway_config(engine.base_url, free_port(), cache, tmp_path / "gateway.toml")
+    script = "\n".join(f"echo '### guide block {n}' >&2\n{block}"
+                       for n, (block, skip) in enumerate(guide_blocks(), 1) if not skip)
+    with RunningGateway(config) as gateway:
+        env = {**os.environ, "CORPUS": str(CORPUS), "MEMORY": str(write_memory(tmp_path / "memory")),
+               "CANDIDATE": str(seeded_adapters[1]), "CUTOFF": CUTOFF, "WORK": str(work),
+               "WORKER_GATEWAY_URL": gateway.url, "WORKER_GATEWAY_ADMIN_TOKEN": TOKEN,
+               "WORKER_TIER_CACHE": str(cache), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, capture_output=True,
+                              text=True, timeout=1200)
+        assert done.returncode == 0, f"{done.stderr[-4000:]}\n--- stdout ---\n{done.stdout[-4000:]}"
+        loaded = {row["name"]: row for row in gateway.ok("GET", "/state")["adapters"]}
+    assert loaded["candidate-v1"]["state"] == "loaded"
+
+    suite = load_suite(work / "suite")
+    assert suite.frozen and suite.decisions
+    assert {d.workspace for d in suite.decisions} == {"ws-agent"}
+    results = load_results(work / "run")
+    arms = ("base", "base+memory", "candidate", "candidate+memory")
+    assert sorted((r.arm, r.decision_id) for r in results) == sorted(
+        (arm, d.id) for arm in arms for d in suite.decisions)  # every arm answered every decision once
+    assert not [r for r in results if r.parsed.error or r.raw_output.get("error")]
+    assert "candidate" in done.stdout and "base" in done.stdout
+    verdict = json.loads(next(work.joinpath("run").glob("*corpus-only*candidate*.json")).read_text())
+    assert verdict["policy"] == "corpus-only" and len(verdict["conditions"]) == 5
+    assert (work / "run" / "report.html").is_file() and (work / "run" / "report.md").is_file()
+    assert "missing now: critical-failures" in done.stdout  # the serious-candidate plan: what a corpus cannot give
