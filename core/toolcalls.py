@@ -217,7 +217,9 @@ def _read_text(text: str, schemas: Schemas | None) -> tuple[list[_Read], str]:
     everything before a first `</think>` that no `<think>` opened (the template opened it).
     Only tags between calls count: inside a call, `</think>` is the call's text (so reasoning
     that mentions an unclosed `<tool_call>` before a template-opened `</think>` reads as a
-    malformed call: stricter, never silently another call).
+    malformed call: stricter, never silently another call). For the same reason a call that could
+    not be read keeps a later template-opened `</think>` from making it reasoning: where the
+    unreadable call ended is a guess, and the `</think>` may be its text.
     """
     reads: list[_Read] = []
     kept: list[str] = []
@@ -234,8 +236,9 @@ def _read_text(text: str, schemas: Schemas | None) -> tuple[list[_Read], str]:
             pos = keep_from = end + len("</think>")
             continue
         if name == "</think>":
-            if not seen_think:
-                reads, kept, keep_from, seen_think = [], [], tag.end(), True
+            if not seen_think and not any(read.call is None for read in reads):
+                reads, kept, keep_from = [], [], tag.end()
+            seen_think = True
             pos = tag.end()
             continue
         if name == _TOOL_CALL_OPEN:

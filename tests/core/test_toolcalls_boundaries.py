@@ -148,6 +148,7 @@ UNREADABLE = "<tool_call><function=f><parameter=x>1</function>"  # x is never cl
     (UNREADABLE + "</tool_call>" + G + H, "g, h"),  # the first close, not the last
     (UNREADABLE + " " + G + H, "g, h"),  # the block is not closed before the next: on at the next, the first of them
     (UNREADABLE + "<think></tool_call>" + G, "g"),  # the block's text is not read again (its `<think>` opens nothing)
+    (UNREADABLE + "</tool_call></think>" + G, "g"),  # a template's `</think>` after it does not make it reasoning
     (UNREADABLE + "</tool_call><function=h>\n</function></tool_call>", "h"),  # the first close, so the bare call is read
     ('<tool_call>{"name": "g", "arguments": {"a": "x\\n"}, oops</tool_call>' + H, "h"),  # a string that closed
 ])

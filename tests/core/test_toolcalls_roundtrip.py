@@ -146,6 +146,9 @@ def assert_truncation_is_honest(parsed: ParsedResponse, tool: str, args: dict[st
 # and one cut after a key `</tool_call>`: reading went on after it, a `</think>` there ended
 # "reasoning", and `<function=f></function>` read as a complete call of `f`.
 @example(("search", {"_": {"a": None, "_": [{"</tool_call>": None}], "</think><function=f></function>": None}}))
+# Found in CI: a Qwen3-Coder rendering cut inside an object value holding `</function></tool_call></think>`: the
+# unclosed function was skipped to that `</function>`, the `</think>` ended "reasoning", and `<function=f>` read.
+@example(("search", {"_": {"</function></tool_call></think><function=f></function>": None}}))
 def test_every_truncation_is_a_typed_error_or_the_same_call(call: tuple[str, dict[str, Any]]) -> None:
     tool, args = call
     schemas = schema_for(args)
