@@ -2,7 +2,8 @@
 
 The argument models there are the one definition of each tool: the suite shows the model
 exactly the schema the sandbox executes. Descriptions are short on purpose: the CPU demo
-model serves a 4,096-token context and every request carries its workspace's full tool list.
+model serves an 8,192-token context, a 135M model reads long prompts poorly, and every request
+carries its workspace's full tool list.
 
 Every tool is `strict` with closed objects (`additionalProperties: false`), as OpenAI's strict
 function calling defines it: vLLM then constrains the arguments to the schema, so the small

@@ -49,7 +49,9 @@ def test_only_the_set_up_blocks_are_skipped() -> None:
     """What the test leaves out is the environment and the services it provides itself, nothing else."""
     skipped = [block for block, skip in guide_blocks() if skip]
     assert len(skipped) == 2
-    assert "export CORPUS=" in skipped[0] and "export WORKER_GATEWAY_ADMIN_TOKEN=" in skipped[0]
+    exported = re.findall(r"^export (\w+)=", skipped[0], re.M)
+    assert exported == ["CORPUS", "MEMORY", "CANDIDATE", "CUTOFF", "WORK", "ENGINE", "WORKER_GATEWAY_URL",
+                        "WORKER_GATEWAY_ADMIN_TOKEN"]  # each set by the test below
     assert skipped[1].split() == ["worker-serve", "engine", "--config", "configs/engine/cpu-smollm2.toml", "&",
                                   "worker-serve", "gateway", "--config", "configs/gateway.toml", "&"]
     assert len(guide_blocks()) - len(skipped) >= 6
@@ -77,7 +79,7 @@ def test_the_guide_runs_from_corpus_to_verdict(engine: EngineProcess, seeded_ada
                        for n, (block, skip) in enumerate(guide_blocks(), 1) if not skip)
     with RunningGateway(config) as gateway:
         env = {**os.environ, "CORPUS": str(CORPUS), "MEMORY": str(write_memory(tmp_path / "memory")),
-               "CANDIDATE": str(seeded_adapters[1]), "CUTOFF": CUTOFF, "WORK": str(work),
+               "CANDIDATE": str(seeded_adapters[1]), "CUTOFF": CUTOFF, "WORK": str(work), "ENGINE": engine.base_url,
                "WORKER_GATEWAY_URL": gateway.url, "WORKER_GATEWAY_ADMIN_TOKEN": TOKEN,
                "WORKER_TIER_CACHE": str(cache), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, capture_output=True,
@@ -98,4 +100,5 @@ def test_the_guide_runs_from_corpus_to_verdict(engine: EngineProcess, seeded_ada
     verdict = json.loads(next(work.joinpath("run").glob("*corpus-only*candidate*.json")).read_text())
     assert verdict["policy"] == "corpus-only" and len(verdict["conditions"]) == 5
     assert (work / "run" / "report.html").is_file() and (work / "run" / "report.md").is_file()
+    assert "the longest prompt kept is" in done.stdout  # the engine counted every prompt at build time
     assert "missing now: critical-failures" in done.stdout  # the serious-candidate plan: what a corpus cannot give

@@ -57,8 +57,8 @@ def add_parser(sub: Any) -> None:
                    help="the reference arm: of the default comparisons and of the summary's changed calls "
                         "(default: the run config's first arm; with --pair, the pairs' baseline)")
     p.add_argument("--corpus", type=Path, metavar="DIR",
-                   help="the transcripts or Claude Code session files: adds each arm's outcome by what the decisions' "
-                        "sessions read from memory")
+                   help="the transcripts or Claude Code session files: splits each arm by whether the decision's own "
+                        "history read a memory file (withheld strips only the injected memory)")
     p.add_argument("--transcript-format", choices=FORMATS, default="auto",
                    help="how --corpus is laid out (default: told from the directory)")
     ledger_option(p)

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from replay.corpus.sources import FORMATS
 from replay.errors import ReplayError
 from replay.suite import check_privacy, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
+
+if TYPE_CHECKING:
+    from replay.corpus.context import EngineContext
 
 
 def _suite_validate(args: argparse.Namespace) -> int:
@@ -41,9 +45,12 @@ def _suite_build(args: argparse.Namespace) -> int:
         if args.test_fraction is not None:
             test = in_test_split(args.test_fraction, args.split_seed)
             outs = {args.out / "train": lambda cluster: not test(cluster), args.out / "test": test}
-        for report in build_corpus_suites(ClaudeCodeDir(args.from_corpus), outs, keys=load_keys(args.keys),
-                                          since=args.since, until=args.until, name=args.name, version=args.version):
-            print(report)
+        corpus_keys = load_keys(args.keys)
+        with _context(args) as fits:
+            for report in build_corpus_suites(ClaudeCodeDir(args.from_corpus), outs, keys=corpus_keys, since=args.since,
+                                              until=args.until, name=args.name, version=args.version, fits=fits):
+                print(report)
+            _print_context(fits)
         return 0
     if args.test_fraction is not None:
         raise ReplayError("--test-fraction splits a corpus (--from-corpus) by cluster")
@@ -51,9 +58,31 @@ def _suite_build(args: argparse.Namespace) -> int:
         raise ReplayError("--until cuts a corpus (--from-corpus); a capture store is cut with --since")
     transcripts = open_source(args.transcripts, args.transcript_format) if args.transcripts else None
     keys = load_keys(args.keys) if (transcripts is not None or args.keys) else None
-    print(build_suite(args.from_capture, args.out, args.since, args.name, args.version, transcripts=transcripts,
-                      keys=keys, verify=args.verify))
+    with _context(args) as fits:
+        print(build_suite(args.from_capture, args.out, args.since, args.name, args.version, transcripts=transcripts,
+                          keys=keys, verify=args.verify, fits=fits))
+        _print_context(fits)
     return 0
+
+
+@contextmanager
+def _context(args: argparse.Namespace) -> Iterator[EngineContext | None]:
+    """`--context-of URL`: the engine that counts each prompt against its context (None without it)."""
+    if args.context_of is None:
+        yield None
+        return
+    from replay.corpus.context import engine_context
+
+    context = engine_context(args.context_of, args.answer_tokens)
+    try:
+        yield context
+    finally:
+        context.client.close()
+
+
+def _print_context(context: EngineContext | None) -> None:
+    if context is not None:
+        print(context.summary())
 
 
 def _suite_check_privacy(args: argparse.Namespace) -> int:
@@ -106,6 +135,11 @@ def add_parser(sub: Any) -> None:
                    help="--from-corpus: write OUT/train and OUT/test, task-disjoint (a session's decisions on one "
                         "side), about F of the sessions in test")
     p.add_argument("--split-seed", default="", metavar="TEXT", help="with --test-fraction: another stable split")
+    p.add_argument("--context-of", metavar="URL",
+                   help="a running vLLM engine (as `curl URL/health` reaches it): it counts each decision's prompt, "
+                        "and one that leaves under --answer-tokens of its context is left out with why")
+    p.add_argument("--answer-tokens", type=int, default=256, metavar="N",
+                   help="with --context-of: the room kept for the answer and any memory an arm injects (default 256)")
     p.add_argument("--name", default="capture", help="the suite's name in suite.toml (default: capture)")
     p.add_argument("--version", default="1", help="the suite's version in suite.toml (default: 1)")
     p.set_defaults(func=_suite_build)

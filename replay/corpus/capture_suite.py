@@ -199,7 +199,7 @@ class BuildReport:
 
 def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capture", version: str = "1", *,
                 transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
-                verify: Verify = "request") -> BuildReport:
+                verify: Verify = "request", fits: Callable[[Decision], str | None] | None = None) -> BuildReport:
     """Write the suite of every stratified capture (at or after `since`) into `out`.
 
     `full` captures bring their request; `descriptor` captures are resolved from `transcripts`
@@ -213,7 +213,7 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     check_target_dir(out)
     where = f"{db}" + (f" since {since}" if since else "")
     return write_suite(read_decisions(db, since), out, f"captured decisions from {where}", where, name, version,
-                       transcripts=transcripts, keys=keys, verify=verify)
+                       transcripts=transcripts, keys=keys, verify=verify, fits=fits)
 
 
 def refuse_corpus_target(corpus: TranscriptSource | None, out: Path) -> None:
@@ -236,21 +236,24 @@ class Selected:
 def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, where: str, name: str, version: str,
                 *, transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
                 verify: Verify = "request", include: Callable[[CapturedDecision], str | None] | None = None,
-                parent_calls: Mapping[tuple[str, str, str | None], str] | None = None) -> BuildReport:
+                parent_calls: Mapping[tuple[str, str, str | None], str] | None = None,
+                fits: Callable[[Decision], str | None] | None = None) -> BuildReport:
     """The suite of the stratified decisions among `captured` (`select_decisions`), written to `out`."""
     selected = select_decisions(captured, out, where, transcripts=transcripts, keys=keys, verify=verify,
-                                include=include, parent_calls=parent_calls)
+                                include=include, parent_calls=parent_calls, fits=fits)
     return write_selected(selected, out, source, name, version, redacted=keys is not None)
 
 
 def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str, *,
                      transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
                      verify: Verify = "request", include: Callable[[CapturedDecision], str | None] | None = None,
-                     parent_calls: Mapping[tuple[str, str, str | None], str] | None = None) -> Selected:
+                     parent_calls: Mapping[tuple[str, str, str | None], str] | None = None,
+                     fits: Callable[[Decision], str | None] | None = None) -> Selected:
     """The stratified decisions among `captured` (each with its request, or a descriptor resolved from
     `transcripts`), redacted with `keys`; a SuiteError naming every reason when none is left. Strata are read
     from all of `captured`; `include` then says why a decision is left out of this suite (a time window, the
-    other side of a split), or None to keep it.
+    other side of a split), or None to keep it; `fits` says the same of a decision as it would be written (a
+    prompt the target engine cannot hold: `replay.corpus.context`).
 
     Each decision says its thread where the runtime's record does: a corpus row's own (`main`, a subagent's,
     whose parent call `parent_calls` gives by `thread_key`), or the thread of the session file a descriptor
@@ -307,6 +310,9 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
             skipped["same decision state as an earlier capture"] += 1
             continue
         seen.add(state)
+        if fits is not None and (too_long := fits(decision)) is not None:
+            skipped[too_long] += 1
+            continue
         decisions.append(decision)
         if keys is not None:
             redactions += pseudonymizer.counts

@@ -25,6 +25,7 @@ from pathlib import Path
 from core.canonical import request_digest
 from core.capture import CANONICAL, CORPUS, CapturedDecision, ToolResult, stored_time
 from core.guard import GuardRules, classify
+from core.records import Decision
 from core.scoring import chosen_call
 from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES
@@ -145,7 +146,8 @@ def build_corpus_suite(corpus: ClaudeCodeDir, out: Path, *, keys: Mapping[str, b
 def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str], bool] | None], *,
                         keys: Mapping[str, bytes], since: str | None = None, until: str | None = None,
                         name: str = "corpus", version: str = "1",
-                        rules: GuardRules | None = None) -> list[BuildReport]:
+                        rules: GuardRules | None = None,
+                        fits: Callable[[Decision], str | None] | None = None) -> list[BuildReport]:
     """One suite per entry of `outs`, each of the calls whose cluster its filter takes (None: every cluster),
     from one read of the corpus."""
     for out in outs:
@@ -163,7 +165,7 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
                 return "outside the time window"
             return None if takes is None or takes(cluster_of(row)) else "in the other split (by session)"
         selections.append(select_decisions(rows, out, where, keys=keys, include=include,
-                                           parent_calls=read.parent_calls))
+                                           parent_calls=read.parent_calls, fits=fits))
     reports = []
     for out, selected in zip(outs, selections, strict=True):  # every split chosen before any is written
         report = write_selected(selected, out, f"calls of the Claude Code corpus {where}", name, version,

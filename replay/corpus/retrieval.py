@@ -60,6 +60,8 @@ class SessionRecord:
 class SessionReads(Strict):
     workspace: str
     session: str
+    cwd: str | None = None
+    """The working directory its relative paths are read against (None: the workspace)."""
     turns: int
     turns_reading: int
     """Turns whose answer read at least one memory file on demand."""
@@ -213,6 +215,16 @@ def decision_reads(source: TranscriptSource, decisions: Iterable[Decision], refu
             for r in session_records(source, tools or READ_TOOLS, refused, keys)}
 
 
+def history_reads(decision: Decision, cwd: str | None, tools: dict[str, str] | None = None) -> tuple[str, ...]:
+    """The memory files the decision's own history read through the read tool before the decision. A `withheld`
+    arm strips only the injected memory blocks: what the agent read itself is still in front of the model."""
+    wire, turn = decision.wire, decision.turn
+    paths = [path for i in range(len(turn)) if _opens_turn(turn, i, wire.api == "responses")
+             for path in read_paths(wire.transcript_answer(turn[i:]), tools or READ_TOOLS)]
+    placed = {memory_read(path, cwd, decision.workspace) for path in paths}
+    return tuple(sorted(p for p in placed if p is not None and p != ".."))
+
+
 def _opens_turn(messages: list[dict[str, Any]], i: int, responses: bool) -> bool:
     if responses:
         return is_output_item(messages[i]) and (i == 0 or not is_output_item(messages[i - 1]))
@@ -222,7 +234,7 @@ def _opens_turn(messages: list[dict[str, Any]], i: int, responses: bool) -> bool
 def session_reads(record: SessionRecord) -> SessionReads:
     placed = [[memory_read(p, record.cwd, record.workspace) for p in turn.paths] for turn in record.turns]
     reads = [p for turn in placed for p in turn if p is not None]
-    return SessionReads(workspace=record.workspace, session=record.session, turns=len(record.turns),
+    return SessionReads(workspace=record.workspace, session=record.session, cwd=record.cwd, turns=len(record.turns),
                         turns_reading=sum(any(p not in (None, "..") for p in turn) for turn in placed),
                         reads=sum(p != ".." for p in reads), escaped=reads.count(".."),
                         files=sorted({p for p in reads if p != ".."}))

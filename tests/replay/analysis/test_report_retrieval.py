@@ -1,5 +1,5 @@
-"""The report's retrieval block: each arm's outcome by what its decisions' sessions read (a corpus in this
-project's transcript format, read by replay/corpus/retrieval.py)."""
+"""The report's retrieval block: each arm's outcome by whether the decision's own history read memory (a corpus in
+this project's transcript format, read by replay/corpus/retrieval.py)."""
 
 from __future__ import annotations
 
@@ -15,28 +15,32 @@ from replay.corpus.transcripts import TranscriptHeader, transcript_lines
 from tests.replay.analysis.test_report import parse
 from tests.support.e13 import positive_record
 
-# Decisions 0 and 1 come from a session that read its memory, 2 from one that read none, 3 from a session
-# the corpus does not hold. The base arm gets only 0 right; the memory arm gets 0 and 2.
+# Decisions 0 and 1 come from a session that read its memory: 0 after the read (its history holds it), 1 before
+# it. 2 comes from a session that read none, 3 from a session the corpus does not hold. The base arm gets only 0
+# right; the memory arm gets 0 and 2.
 SESSIONS = ["s-read", "s-read", "s-none", "s-gone"]
 CORRECT = {"base": {0}, "workspace": {0, 2}}
 TOOL = {"type": "function", "function": {"name": "search_invoices", "parameters": {
     "type": "object", "properties": {"customer_id": {"type": "string"}}}}}
 
 
+READ = [{"role": "user", "content": "the terms?"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
+            "name": "Read", "arguments": json.dumps({"file_path": "memory/notes/terms.md"})}}]},
+        {"role": "tool", "tool_call_id": "c1", "content": "net 30"}]
+
+
 def decision(i: int) -> Decision:
+    history = READ if i == 0 else [{"role": "user", "content": f"the terms of invoice {i}?"}]
     return Decision.model_validate({
         "id": f"d-{i}", "stratum": "verified_action", "cluster": f"c-{i}", "workspace": "ws-a",
         "session": SESSIONS[i], "captured_at": "2026-08-02T10:11:12Z",
-        "request": {"messages": [{"role": "user", "content": f"the terms of invoice {i}?"}], "tools": [TOOL]},
+        "request": {"messages": history, "tools": [TOOL]},
         "target": {"tool": "search_invoices", "arg_keys": ["customer_id"]}})
 
 
 def write_corpus(root: Path) -> None:
-    read = [{"role": "user", "content": "the terms?"},
-            {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {
-                "name": "Read", "arguments": json.dumps({"file_path": "memory/notes/terms.md"})}}]},
-            {"role": "tool", "tool_call_id": "c1", "content": "net 30"},
-            {"role": "assistant", "content": "Net 30."}]
+    read = [*READ, {"role": "assistant", "content": "Net 30."}]
     none = [read[0], {"role": "assistant", "content": "I do not know."}]
     (root / "ws-a").mkdir(parents=True)
     for session, lines in (("s-read", read), ("s-none", none)):
@@ -44,17 +48,19 @@ def write_corpus(root: Path) -> None:
         (root / "ws-a" / f"{session}.jsonl").write_text(transcript_lines(header, lines))
 
 
-def test_each_arm_beside_what_its_sessions_read(tmp_path):
+def test_each_arm_beside_what_its_decisions_histories_read(tmp_path):
     corpus = tmp_path / "transcripts"
     write_corpus(corpus)
     decisions = [decision(i) for i in range(4)]
     results = [positive_record(arm, "verified_action", f"d-{i}", i, i in correct, i in correct)
                for arm, correct in CORRECT.items() for i in range(4)]
     block = retrieval_block(results, decisions, decision_reads(open_source(corpus), decisions, []))
+    # d-1's session read memory, but after d-1: its history holds no read, and it counts with d-2
     assert [(r.arm, str(r.read), str(r.unread), r.unknown) for r in block.rows] == [
-        ("base", "1/2", "0/1", 1), ("workspace", "1/2", "1/1", 1)]
+        ("base", "1/1", "0/2", 1), ("workspace", "1/1", "1/2", 1)]
     assert block.note.startswith("The decisions come from 3 session(s), 2 of them in the corpus: 3 turn(s), 1 of "
-                                 "which read a memory file on demand; 1 read(s), 0.33 per turn.")
+                                 "which read a memory file on demand; 1 read(s), 0.33 per turn. 1 of the 3 "
+                                 "decision(s) whose session the corpus holds read memory earlier in their own history")
 
 
 def test_the_report_command_adds_the_block_from_the_corpus(tmp_path, capsys):
@@ -70,9 +76,9 @@ def test_the_report_command_adds_the_block_from_the_corpus(tmp_path, capsys):
     (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
     assert replay_main(["report", str(run), "--corpus", str(corpus), "--ledger", str(tmp_path / "ledger")]) == 0
     markdown = (run / "report.md").read_text()
-    assert "### Retrieval" in markdown and "| workspace | withheld | 1/2 | 1/1 | 1 |" in markdown
+    assert "### Retrieval" in markdown and "| workspace | withheld | 1/1 | 1/2 | 1 |" in markdown
     rows = parse(run / "report.html").by_id("retrieval").find_all("tr")
-    assert [c.all_text() for c in rows[1].children] == ["base", "withheld", "1/2", "0/1", "1"]
+    assert [c.all_text() for c in rows[1].children] == ["base", "withheld", "1/1", "0/2", "1"]
 
 
 def test_a_report_with_a_corpus_needs_the_runs_suite(tmp_path, capsys):

@@ -11,8 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.records import Decision
 from replay.cli import main as replay_main
-from replay.corpus.retrieval import index_links, memory_read
+from replay.corpus.retrieval import history_reads, index_links, memory_read
 from replay.corpus.transcripts import TranscriptHeader, transcript_lines
 
 DATA = Path(__file__).parent / "data"
@@ -43,6 +44,37 @@ def test_a_read_is_a_clean_path_inside_memory_or_an_escape(parts, absolute, cwd)
     read = memory_read(path, cwd, "ws-a")
     assert read is None or read == ".." or (read.startswith("memory/") and posixpath.normpath(read) == read
                                             and ".." not in read.split("/"))
+
+
+def read_call(block_id: str, path: str) -> dict[str, object]:
+    return {"role": "assistant", "content": [{"type": "tool_use", "id": block_id, "name": "Read",
+                                              "input": {"file_path": path}}]}
+
+
+def test_a_decisions_history_names_the_memory_it_read_before_it():
+    """A Messages decision as the runtime records it: absolute paths under its cwd. Only reads before the
+    decision count, a read out of the workspace or of another file is none, and a repeat counts once."""
+    cwd = "/srv/groups/ws-a"
+    turn = [{"role": "user", "content": "Is INV-7 paid?"},
+            read_call("t1", f"{cwd}/memory/notes/terms.md"),
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "net 30"}]},
+            read_call("t2", f"{cwd}/memory/../../ws-b/memory/secret.md"),
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t2", "content": "no"}]},
+            read_call("t3", "/etc/hosts"),
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t3", "content": "x"}]},
+            read_call("t4", "memory/notes/terms.md"),
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t4", "content": "net 30"}]}]
+
+    def decision(messages: list[dict[str, object]]) -> Decision:
+        return Decision.model_validate({
+            "id": "d", "stratum": "verified_action", "cluster": "c", "workspace": "ws-a", "session": "s",
+            "captured_at": "2026-08-02T10:11:12Z", "api": "messages", "request": {"messages": messages}})
+
+    assert history_reads(decision(turn), cwd) == ("memory/notes/terms.md",)
+    assert history_reads(decision(turn[:1]), cwd) == ()
+    assert history_reads(decision(turn[3:]), cwd) == ("memory/notes/terms.md",)  # the relative read, at the end
+    assert history_reads(decision(turn[3:7]), cwd) == ()  # an escape and a file elsewhere read no memory
+    assert history_reads(decision(turn), cwd, {"read_file": "path"}) == ()  # another runtime's read tool
 
 
 def test_index_links_are_relative_to_the_memory_directory():
@@ -96,7 +128,7 @@ def test_reads_per_turn_and_the_index_coverage(corpus, capsys):
     report = json.loads(capsys.readouterr().out)
     sessions = {(s["workspace"], s["session"]): s for s in report["sessions"]}
     # s-1: 3 answers, one read of notes/a.md, one escape (never a read), one read of a file outside memory/
-    assert sessions["ws-a", "s-1"] == {"workspace": "ws-a", "session": "s-1", "turns": 3, "turns_reading": 1,
+    assert sessions["ws-a", "s-1"] == {"workspace": "ws-a", "session": "s-1", "cwd": None, "turns": 3, "turns_reading": 1,
                                        "reads": 1, "escaped": 1, "files": ["memory/notes/a.md"]}
     # s-2: the absolute path placed by the workspace's name; an essential read on demand is still a read
     assert sessions["ws-a", "s-2"]["files"] == ["memory/notes/a.md", "memory/profile.md"]

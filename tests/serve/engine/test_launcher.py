@@ -39,7 +39,7 @@ def test_cpu_config_builds_the_documented_server_command():
     assert cmd[1:3] == ["-m", "vllm.entrypoints.openai.api_server"]
     args = vllm_parser().parse_args(cmd[3:])
     assert args.served_model_name == ["worker-base"]
-    assert args.dtype == "float32" and args.max_model_len == 4096
+    assert args.dtype == "float32" and args.max_model_len == 8192
     assert args.enable_lora and args.max_lora_rank == 16
     assert args.enable_prefix_caching is True
     assert args.enable_auto_tool_choice and args.tool_call_parser == "hermes"
@@ -53,7 +53,7 @@ def test_a_cpu_with_avx512_bf16_gets_bfloat16_and_a_core_for_the_front_end():
     config = load_engine_config(CONFIGS / "cpu-smollm2.toml", cpu_flags=AVX512_BF16)
     args = vllm_parser().parse_args(server_command(config)[3:])
     assert args.dtype == "bfloat16" and config.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
-    assert args.enable_lora and args.max_model_len == 4096  # the rest is the config's own
+    assert args.enable_lora and args.max_model_len == 8192  # the rest is the config's own
     assert settings_line(config) == "dtype bfloat16, 1 core(s) reserved for vLLM's front end"
 
 

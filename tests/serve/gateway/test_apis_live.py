@@ -88,14 +88,14 @@ def test_the_anthropic_sdk_creates_streams_a_forced_tool_and_counts_tokens(gw, e
 
 
 def test_the_runtimes_default_max_tokens_is_clamped_to_the_engines_context(gw):
-    """Claude Code asks for 32000 output tokens unless told otherwise; the engine's context is 4096."""
+    """Claude Code asks for 32000 output tokens unless told otherwise; the engine's context is 8192."""
     with client(gw).messages.stream(model="worker", max_tokens=32000, messages=ASK, stop_sequences=["."],
                                     extra_body=GREEDY) as stream:
         assert stream.get_final_message().type == "message"
         header = stream.response.headers["x-worker-max-tokens"]
     asked, rest = header.split("->")
     room = int(rest.split()[0])
-    assert int(asked) == 32000 and 3900 < room < 4096
+    assert int(asked) == 32000 and 8000 < room < 8192
 
 
 def test_tool_results_are_guarded_and_label_the_captured_call(gw):
