@@ -12,7 +12,7 @@ from hypothesis import settings
 from core.process import raise_terminated
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 from serve.engine.modelbuild import default_model_dir
-from tests.support.live import free_port, http_json
+from tests.support.live import free_port, http_json, running_engine
 
 # Hypothesis' per-example deadline times the machine, not the code: on a loaded 2-core runner a 200 ms
 # deadline fails tests whose properties hold. Example counts stay each test's own.
@@ -41,20 +41,8 @@ def engine(engine_config: EngineConfig, tmp_path_factory: pytest.TempPathFactory
     """The real engine, started once; a failed start shows the end of vLLM's own log."""
     if not (Path(engine_config.vllm.model) / "config.json").is_file():
         pytest.fail("the embedded model is not built: run `make test` (it runs scripts/setup.sh first)")
-    log = tmp_path_factory.mktemp("engine") / "vllm.log"
-    proc = EngineProcess(engine_config, log_path=log)
-    proc.start()
-    try:
-        proc.wait_healthy()
-    except (RuntimeError, TimeoutError) as exc:
-        proc.stop()
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        pytest.fail(f"{exc}\n--- vllm.log (tail) ---\n{tail}")
-    except BaseException:  # a stop signal while it starts
-        proc.stop()
-        raise
-    yield proc
-    proc.stop()
+    with running_engine(engine_config, tmp_path_factory.mktemp("engine") / "vllm.log") as proc:
+        yield proc
 
 
 @pytest.fixture(scope="session")

@@ -6,10 +6,37 @@ import json
 import re
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
 
 from core.process import free_port
+from serve.engine.launcher import EngineConfig, EngineProcess
 
-__all__ = ["engine_value", "free_port", "http_json"]
+__all__ = ["engine_value", "free_port", "http_json", "running_engine"]
+
+
+@contextmanager
+def running_engine(config: EngineConfig, log: Path) -> Iterator[EngineProcess]:
+    """A real engine, healthy, stopped on the way out; a failed start fails the test with the end of vLLM's own
+    log, and a stop signal while it starts stops it too."""
+    proc = EngineProcess(config, log_path=log)
+    proc.start()
+    try:
+        proc.wait_healthy()
+    except (RuntimeError, TimeoutError) as exc:
+        proc.stop()
+        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
+        pytest.fail(f"{exc}\n--- vllm.log (tail) ---\n{tail}")
+    except BaseException:
+        proc.stop()
+        raise
+    try:
+        yield proc
+    finally:
+        proc.stop()
 
 
 def http_json(method: str, url: str, body: dict | None = None, timeout: float = 300.0,

@@ -26,7 +26,7 @@ from serve.engine.quantize import (
     source_sha256,
 )
 from tests.conftest import CPU_CONFIG
-from tests.support.live import free_port, http_json
+from tests.support.live import free_port, http_json, running_engine
 
 PROJECTION = "model.layers.3.self_attn.q_proj"
 QUANTIZED_CONFIG = CPU_CONFIG.parent / "cpu-smollm2-quantized.toml"
@@ -218,21 +218,8 @@ def quantized_engine(checkpoints: dict[str, Path], tmp_path_factory: pytest.Temp
     config = config.model_copy(update={"vllm": config.vllm.model_copy(
         update={"model": str(checkpoints["w8a8-int8"])})})
     log = tmp_path_factory.mktemp("engine-w8a8-int8") / "vllm.log"
-    proc = EngineProcess(config, log_path=log)
-    proc.start()
-    try:
-        proc.wait_healthy()
-    except (RuntimeError, TimeoutError) as exc:
-        proc.stop()
-        tail = "\n".join(log.read_text(errors="replace").splitlines()[-40:])
-        pytest.fail(f"{exc}\n--- vllm.log (tail) ---\n{tail}")
-    except BaseException:
-        proc.stop()
-        raise
-    try:
+    with running_engine(config, log) as proc:
         yield proc, log
-    finally:
-        proc.stop()
 
 
 @pytest.mark.engine
