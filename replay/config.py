@@ -39,15 +39,20 @@ class Endpoint(Strict):
 
     @model_validator(mode="after")
     def _loopback_unless_allowed(self) -> Endpoint:
-        url = urlparse(self.base_url)
-        if url.scheme not in ("http", "https") or not url.hostname:
-            raise ValueError(f"base_url {self.base_url!r} is not an http(s) URL")
-        if not is_loopback(url.hostname) and url.hostname not in self.allow_hosts:
-            raise ValueError(
-                f"base_url host {url.hostname!r} is not loopback; replay is sandboxed to loopback "
-                "unless the host is listed in endpoint.allow_hosts"
-            )
+        check_host(self.base_url, self.allow_hosts)
         return self
+
+
+def check_host(base_url: str, allow_hosts: list[str]) -> None:
+    """ValueError unless `base_url` is http(s) on loopback or on a host `allow_hosts` lists (the sandbox rule)."""
+    url = urlparse(base_url)
+    if url.scheme not in ("http", "https") or not url.hostname:
+        raise ValueError(f"base_url {base_url!r} is not an http(s) URL")
+    if not is_loopback(url.hostname) and url.hostname not in allow_hosts:
+        raise ValueError(
+            f"base_url host {url.hostname!r} is not loopback; replay is sandboxed to loopback "
+            "unless the host is listed in endpoint.allow_hosts"
+        )
 
 
 class Decoding(Strict):
@@ -85,6 +90,10 @@ class Arm(Strict):
     replicate_of: str | None = None
     """An A/A arm: the named arm's model, memory, decoding and workspaces again, its own results. What
     it changes against that arm with nothing changed is the engine's noise floor (`compare`)."""
+    base_url: str | None = None
+    """The arm's own endpoint, up to `/v1`, when its model is served by another engine than `[endpoint]`'s: a
+    quantised build is a model of its own (one engine per checkpoint), and the gain that must survive
+    quantisation is read from arms on two such engines (None: `[endpoint]`). Same sandbox rule, same key."""
 
     @field_validator("memory")
     @classmethod
@@ -118,7 +127,7 @@ class MemorySource(Strict):
     """One sub-directory per workspace; relative to the config file."""
 
 
-REPLICATED_FIELDS = ("model", "memory", "decoding", "workspaces")
+REPLICATED_FIELDS = ("model", "memory", "decoding", "workspaces", "base_url")
 """What a replicate takes from the arm it replicates (and may not set itself)."""
 
 
@@ -172,6 +181,24 @@ class RunConfig(Strict):
         if duplicates:
             raise ValueError(f"arm names must be unique: {', '.join(duplicates)}")
         return self
+
+    @model_validator(mode="after")
+    def _arm_endpoints_loopback_unless_allowed(self) -> RunConfig:
+        for index, arm in enumerate(self.arms):
+            if arm.base_url is not None:
+                try:
+                    check_host(arm.base_url, self.endpoint.allow_hosts)
+                except ValueError as exc:
+                    raise ValueError(f"arms.{index}.base_url (arm {arm.name!r}): {exc}") from None
+        return self
+
+    def base_url_of(self, arm: Arm) -> str:
+        """Where the arm's requests go: its own endpoint, else the run's."""
+        return arm.base_url or self.endpoint.base_url
+
+    def endpoints(self) -> list[str]:
+        """Every endpoint the run asks: the run's first, then each arm's own, once."""
+        return list(dict.fromkeys([self.endpoint.base_url, *(self.base_url_of(arm) for arm in self.arms)]))
 
     def decoding_for(self, arm: Arm) -> Decoding:
         """The run's decoding with the arm's overrides applied."""

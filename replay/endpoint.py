@@ -13,6 +13,7 @@ import asyncio
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +22,7 @@ import aiohttp
 from core.jsonfile import parse_problem
 from core.names import excerpt
 from core.wire import WIRES, DecisionApi
-from replay.config import RunConfig
+from replay.config import Arm, RunConfig
 from replay.rundir import RunError
 
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
@@ -42,13 +43,15 @@ def auth_headers(config: RunConfig) -> dict[str, str]:
     return {}
 
 
-def chat_url(config: RunConfig) -> str:
-    return api_url(config, "chat")
+def chat_url(config: RunConfig, arm: Arm | None = None) -> str:
+    return api_url(config, "chat", arm)
 
 
-def api_url(config: RunConfig, api: DecisionApi) -> str:
-    """The endpoint's URL for one API (chat, Anthropic Messages, Responses) under its `/v1` base."""
-    return config.endpoint.base_url.rstrip("/") + WIRES[api].path
+def api_url(config: RunConfig, api: DecisionApi, arm: Arm | None = None) -> str:
+    """The URL for one API (chat, Anthropic Messages, Responses) under the `/v1` base of the arm's endpoint
+    (without an arm: the run's)."""
+    base = config.endpoint.base_url if arm is None else config.base_url_of(arm)
+    return base.rstrip("/") + WIRES[api].path
 
 
 def chat_session(config: RunConfig) -> aiohttp.ClientSession:
@@ -91,9 +94,20 @@ def _redirect_error(resp: aiohttp.ClientResponse) -> str:
             "redirects (sandbox: only the configured endpoint, loopback unless allowed)")
 
 
-async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
-    """Served model ids (and the engine version where the endpoint exposes /version)."""
-    base = config.endpoint.base_url.rstrip("/")
+async def fetch_served(config: RunConfig) -> tuple[dict[str, list[str]], str | None]:
+    """The model ids each endpoint of the run serves (the run's and every arm's own), and the run endpoint's
+    engine version."""
+    served, version = {}, None
+    for base_url in config.endpoints():
+        served[base_url], answered = await fetch_models(config, base_url)
+        version = answered if base_url == config.endpoint.base_url else version
+    return served, version
+
+
+async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[list[str], str | None]:
+    """Served model ids (and the engine version where the endpoint exposes /version) of one endpoint (default:
+    the run's)."""
+    base = (base_url or config.endpoint.base_url).rstrip("/")
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers(config)) as session:
         try:
@@ -115,9 +129,11 @@ async def fetch_models(config: RunConfig) -> tuple[list[str], str | None]:
     return models, version
 
 
-def check_served(config: RunConfig, models: list[str]) -> None:
-    """RunError unless the endpoint serves every arm's model."""
-    missing = sorted({arm.model for arm in config.arms} - set(models))
-    if missing:
-        raise RunError(f"the endpoint {config.endpoint.base_url} does not serve {', '.join(missing)} "
-                       f"(served: {', '.join(models) or 'nothing'})")
+def check_served(config: RunConfig, served: Mapping[str, list[str]]) -> None:
+    """RunError unless every arm's endpoint serves the arm's model."""
+    for base_url in config.endpoints():
+        models = served.get(base_url, [])
+        missing = sorted({arm.model for arm in config.arms if config.base_url_of(arm) == base_url} - set(models))
+        if missing:
+            raise RunError(f"the endpoint {base_url} does not serve {', '.join(missing)} "
+                           f"(served: {', '.join(models) or 'nothing'})")

@@ -18,7 +18,7 @@ import asyncio
 import json
 import platform
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -33,7 +33,7 @@ from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
 from core.wire import WIRES, BadAnswer, DecisionApi
 from replay.config import Arm, RunConfig
-from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_models, send_chat
+from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_served, send_chat
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, inject_system, parse_condition
 from replay.progress import Progress
@@ -73,14 +73,18 @@ class WorkItem:
         return self.arm.model, group, tools + system + json.dumps(self.messages, sort_keys=True)
 
 
-def run_manifest(config: RunConfig, suite: Suite, models: list[str], engine_version: str | None) -> dict[str, Any]:
-    """The `run.json` of a run: config and its hash, suite identity, endpoint, models and engine version."""
+def run_manifest(config: RunConfig, suite: Suite, served: Mapping[str, list[str]],
+                 engine_version: str | None) -> dict[str, Any]:
+    """The `run.json` of a run: config and its hash, suite identity, endpoint, models and engine version (an
+    arm's own endpoint and what it serves under `arm_endpoints`)."""
+    elsewhere = {url: list(served.get(url, [])) for url in config.endpoints() if url != config.endpoint.base_url}
     return {
         **config_entries(config),
         "suite": {"path": str(suite.path), "name": suite.manifest.name, "version": suite.manifest.version,
                   "sha256": suite.sha256, "decisions": len(suite.decisions)},
         "endpoint": config.endpoint.base_url,
-        "models": models,
+        "models": list(served.get(config.endpoint.base_url, [])),
+        **({"arm_endpoints": elsewhere} if elsewhere else {}),
         "versions": {"worker_tier": _version("worker-tier"), "python": platform.python_version(),
                      "engine": engine_version},
         "started_at": datetime.now(UTC).isoformat(),
@@ -223,8 +227,8 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
                     item = queue.get_nowait()
                     headers = {"X-Workspace-Id": item.decision.workspace, "X-Session-Id": item.decision.session,
                                "X-Worker-Replay": "1"}
-                    outcome = await send_chat(session, api_url(config, item.api), request_body(config, item), headers,
-                                              config)
+                    outcome = await send_chat(session, api_url(config, item.api, item.arm), request_body(config, item),
+                                              headers, config)
                     record = result_record(item, outcome)
                     out.write(record.model_dump_json() + "\n")
                     out.flush()
@@ -237,15 +241,15 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
     return len(items)
 
 
-def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],
+def start_run(suite: Suite, config: RunConfig, run_dir: Path, served: Mapping[str, list[str]],
               engine_version: str | None) -> list[WorkItem]:
     """Check everything (served models, the run directory, the whole plan), then write run.json.
 
     Nothing is written when the run cannot start, so a corrected config is a new run, not a
     refused "mix". Call under `run_lock`. Returns the work still to do.
     """
-    check_served(config, models)
-    manifest = run_manifest(config, suite, models, engine_version)
+    check_served(config, served)
+    manifest = run_manifest(config, suite, served, engine_version)
     check_run_dir(run_dir, manifest)
     items = plan(suite, config, read_completed(run_dir / RESULTS))
     prepare_run_dir(run_dir, manifest)
@@ -254,9 +258,9 @@ def start_run(suite: Suite, config: RunConfig, run_dir: Path, models: list[str],
 
 def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
     """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
-    models, engine_version = asyncio.run(fetch_models(config))
+    served, engine_version = asyncio.run(fetch_served(config))
     with run_lock(run_dir):
-        items = start_run(suite, config, run_dir, models, engine_version)
+        items = start_run(suite, config, run_dir, served, engine_version)
         done = read_completed(run_dir / RESULTS)
         asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
     return len(items), len(done)

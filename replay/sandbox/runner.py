@@ -34,7 +34,7 @@ from core.names import Name, excerpt
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response, request_schemas
 from replay.config import Arm, RunConfig
-from replay.endpoint import chat_session, chat_url, check_served, fetch_models, send_chat
+from replay.endpoint import chat_session, chat_url, check_served, fetch_served, send_chat
 from replay.memory.files import WorkspaceMemory, load_workspace_memory
 from replay.memory.inject import ConditionError, inject, parse_condition
 from replay.progress import Progress
@@ -202,7 +202,6 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
 async def execute_episodes(items: Sequence[EpisodeItem], pack: Pack, config: RunConfig, results_path: Path,
                            endpoint_kind: EndpointKind) -> int:
     """Run the episodes with bounded concurrency; append each result as soon as it exists."""
-    url = chat_url(config)
     scenarios = {i.scenario.id: i.scenario for i in items}.values()
     oracle_ends = {s.id: oracle_end_state(pack.world(s), s) for s in scenarios}
     queue: asyncio.Queue[EpisodeItem] = asyncio.Queue()
@@ -215,8 +214,8 @@ async def execute_episodes(items: Sequence[EpisodeItem], pack: Pack, config: Run
             async def worker() -> None:
                 while not queue.empty():
                     item = queue.get_nowait()
-                    result = await run_episode(session, url, config, item, pack.world(item.scenario),
-                                               oracle_ends[item.scenario.id], endpoint_kind)
+                    result = await run_episode(session, chat_url(config, item.arm), config, item,
+                                               pack.world(item.scenario), oracle_ends[item.scenario.id], endpoint_kind)
                     out.write(result.model_dump_json() + "\n")
                     out.flush()
                     progress.advance()
@@ -229,9 +228,9 @@ async def execute_episodes(items: Sequence[EpisodeItem], pack: Pack, config: Run
 def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
                 endpoint_kind: EndpointKind = "engine") -> tuple[int, int]:
     """Run every episode not yet recorded in `run_dir`. Returns (run now, already done)."""
-    models, engine_version = asyncio.run(fetch_models(config))
-    check_served(config, models)
-    manifest = sandbox_manifest(config, pack, models, engine_version, endpoint_kind)
+    served, engine_version = asyncio.run(fetch_served(config))
+    check_served(config, served)
+    manifest = sandbox_manifest(config, pack, served[config.endpoint.base_url], engine_version, endpoint_kind)
     with run_lock(run_dir):  # one writer: two runs into one directory would duplicate episodes
         check_run_dir(run_dir, manifest)
         done = read_completed(run_dir / RESULTS, key="scenario_id")

@@ -130,3 +130,32 @@ def test_the_example_runs_from_a_clone():
         assert not has_violations(check_memory(path)), workspace
         shipped = {str(f.relative_to(path)): f.read_text(encoding="utf-8") for f in path.rglob("*") if f.is_file()}
         assert shipped == memory_files(workspace), f"{path} is not demo/memory.py's {workspace}: write it again"
+
+
+OWN = '[[arms]]\nname = "quantised"\nmodel = "worker-base"\nbase_url = "{url}"\n'
+
+
+def test_an_arm_on_its_own_endpoint_keeps_the_sandbox_rule_and_is_asked_once(tmp_path):
+    """A quantised build is served by an engine of its own: its arm names that endpoint."""
+    head = '[endpoint]\nbase_url = "http://127.0.0.1:8000/v1"\n'
+    config = load_run_config(write(tmp_path, head + ARMS + OWN.format(url="http://127.0.0.1:8001/v1")
+                                   + '[[arms]]\nname = "quantised-aa"\nreplicate_of = "quantised"\n'))
+    base, quantised, twin = config.arms
+    assert [config.base_url_of(arm) for arm in config.arms] == [
+        "http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1", "http://127.0.0.1:8001/v1"]  # a replicate's too
+    assert config.endpoints() == ["http://127.0.0.1:8000/v1", "http://127.0.0.1:8001/v1"]
+    with pytest.raises(RunConfigError, match=r"arms\.1\.base_url \(arm 'quantised'\): base_url host '10\.0\.0\.5' is not loopback"):
+        load_run_config(write(tmp_path, head + ARMS + OWN.format(url="http://10.0.0.5:8000/v1")))
+    allowed = head + 'allow_hosts = ["gpu-2"]\n' + ARMS + OWN.format(url="http://gpu-2:8000/v1")
+    assert load_run_config(write(tmp_path, allowed)).endpoints()[1] == "http://gpu-2:8000/v1"
+
+
+def test_each_arm_is_checked_against_what_its_own_endpoint_serves(tmp_path):
+    from replay.endpoint import check_served
+    from replay.rundir import RunError
+
+    config = load_run_config(write(tmp_path, '[endpoint]\nbase_url = "http://127.0.0.1:8000/v1"\n' + ARMS
+                                   + OWN.format(url="http://127.0.0.1:8001/v1")))
+    check_served(config, {"http://127.0.0.1:8000/v1": ["worker-base"], "http://127.0.0.1:8001/v1": ["worker-base"]})
+    with pytest.raises(RunError, match=r"the endpoint http://127.0.0.1:8001/v1 does not serve worker-base"):
+        check_served(config, {"http://127.0.0.1:8000/v1": ["worker-base"], "http://127.0.0.1:8001/v1": ["other"]})

@@ -23,7 +23,8 @@ from tests.support.runs import BASE, config, suite
 def test_a_plan_error_writes_nothing_and_names_the_missing_memory_root(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     with pytest.raises(RunError, match=r"\[memory\] root") as info:
-        start_run(suite(tmp_path), config(memory="workspace"), run_dir, [BASE], None)
+        cfg = config(memory="workspace")
+        start_run(suite(tmp_path), cfg, run_dir, {cfg.endpoint.base_url: [BASE]}, None)
     assert "arm base" in str(info.value)
     assert not (run_dir / "run.json").exists() and not (run_dir / "results.jsonl").exists()
     # the corrected config is a new run, not "mixing results"
@@ -33,7 +34,7 @@ def test_a_plan_error_writes_nothing_and_names_the_missing_memory_root(tmp_path:
     fixed = RunConfig.model_validate(
         {**json.loads(config(memory="workspace").model_dump_json()), "memory": {"root": str(root)}})
     with run_lock(run_dir):
-        items = start_run(suite(tmp_path), fixed, run_dir, [BASE], None)
+        items = start_run(suite(tmp_path), fixed, run_dir, {fixed.endpoint.base_url: [BASE]}, None)
     assert len(items) == 2 and (run_dir / "run.json").exists()
 
 

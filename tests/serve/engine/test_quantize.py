@@ -1,18 +1,23 @@
 """Quantising a model for the CPU engine: the checkpoint of the embedded model in each served scheme, in the layout
 compressed-tensors and vLLM read; cached by the source's sha256 and the scheme; an unserved scheme refused before
-anything is written. The last test starts a second engine on the gate's checkpoint (see its docstring)."""
+anything is written. The last two tests start a second engine on the gate's checkpoint and a third on a candidate
+merged and quantised, and judge quantisation_survives from two real runs (see their docstrings)."""
 
 from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from demo.suite import write_demo
+from replay.cli import main as replay_main
+from replay.suite import freeze_suite, load_suite
 from serve.cli import main
-from serve.engine.launcher import EngineProcess, load_engine_config
+from serve.engine.adapters import merge_adapter
+from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 from serve.engine.modelbuild import default_model_dir
 from serve.engine.quantize import (
     MARKER,
@@ -208,17 +213,19 @@ def test_the_cli_writes_where_the_quantised_config_looks(tmp_path: Path, monkeyp
     assert "already written (same source sha256 and scheme)" in capsys.readouterr().out
 
 
+def quantized_config(model: Path) -> EngineConfig:
+    config = load_engine_config(QUANTIZED_CONFIG, port=free_port())
+    return config.model_copy(update={"vllm": config.vllm.model_copy(update={"model": str(model)})})
+
+
 @pytest.fixture(scope="module")
 def quantized_engine(checkpoints: dict[str, Path], tmp_path_factory: pytest.TempPathFactory
                      ) -> Iterator[tuple[EngineProcess, Path]]:
     """A SECOND real engine (the session's shared one serves the unquantised model with LoRA), from
     cpu-smollm2-quantized.toml on the w8a8-int8 checkpoint the gate uses, started and stopped within this module.
     w4a16's engine is not started here (about 130 s more): BENCHMARKS.md, quantised checkpoints, has it served."""
-    config = load_engine_config(QUANTIZED_CONFIG, port=free_port())
-    config = config.model_copy(update={"vllm": config.vllm.model_copy(
-        update={"model": str(checkpoints["w8a8-int8"])})})
     log = tmp_path_factory.mktemp("engine-w8a8-int8") / "vllm.log"
-    with running_engine(config, log) as proc:
+    with running_engine(quantized_config(checkpoints["w8a8-int8"]), log) as proc:
         yield proc, log
 
 
@@ -241,3 +248,67 @@ def test_a_second_engine_serves_the_gate_s_checkpoint_with_its_int8_kernel(
     calls = body["choices"][0]["message"]["tool_calls"]
     assert [c["function"]["name"] for c in calls] == ["send_invoice"]
     assert "CPUInt8ScaledMMLinearKernel" in log.read_text(errors="replace")
+
+
+@pytest.fixture(scope="module")
+def quantized_candidate_engine(seeded_adapters: dict[int, Path], tmp_path_factory: pytest.TempPathFactory
+                               ) -> Iterator[EngineProcess]:
+    """A THIRD real engine: seeded adapter 1 merged into its base, then quantised to w8a8-int8 as the base was (a
+    quantised engine serves no LoRA, so a candidate is merged first, as `worker-serve adapter merge` does)."""
+    root = tmp_path_factory.mktemp("candidate-w8a8-int8")
+    merged = merge_adapter(default_model_dir(), seeded_adapters[1], root / "merged")
+    checkpoint = quantize_model(merged, root / "quantized", "w8a8-int8").out_dir
+    with running_engine(quantized_config(checkpoint), root / "vllm.log") as proc:
+        yield proc
+
+
+def run_config(path: Path, endpoint: str, candidate: str, candidate_url: str | None = None) -> Path:
+    own = f'base_url = "{candidate_url}/v1"\n' if candidate_url else ""
+    path.write_text(f'[endpoint]\nbase_url = "{endpoint}/v1"\n[decoding]\nmax_tokens = 96\n[runner]\nconcurrency = 4\n'
+                    f'[[arms]]\nname = "base"\nmodel = "worker-base"\n'
+                    f'[[arms]]\nname = "candidate"\nmodel = "{candidate}"\n{own}')
+    return path
+
+
+def joint_points(run_dir: Path) -> float:
+    """candidate − base in points of joint correctness over the positive decisions, counted from results.jsonl."""
+    rows = [json.loads(line) for line in (run_dir / "results.jsonl").read_text().splitlines()]
+    positive = {r["decision_id"] for r in rows if r["stratum"] not in ("known_failure", "training_sanity")}
+    correct = {arm: sum(r["score"]["joint_correct"] is True for r in rows if r["arm"] == arm
+                        and r["decision_id"] in positive) for arm in ("base", "candidate")}
+    return 100 * (correct["candidate"] - correct["base"]) / len(positive)
+
+
+@pytest.mark.engine
+def test_quantisation_survives_is_judged_from_two_real_runs(
+        engine: EngineProcess, engine_adapter: Callable[[int], str], quantized_engine: tuple[EngineProcess, Path],
+        quantized_candidate_engine: EngineProcess, tmp_path: Path) -> None:
+    """THIRD ENGINE (about 150 s more, the int8 packing again). One frozen suite, the same two arms, replayed twice:
+    in high precision (the candidate as a LoRA on the shared engine) and quantised (the base on the int8 base's
+    engine, the candidate on its own int8 engine: an arm's own `base_url`). production-candidate's
+    quantisation_survives is judged from the two runs, pass or fail, on their own counts."""
+    suite_dir, _ = write_demo(tmp_path / "demo", seed=0)
+    picked = [d for d in load_suite(suite_dir).decisions if d.stratum != "training_sanity"][::6][:8]
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "suite.toml").write_text('name = "q"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
+    (suite / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in picked))
+    freeze_suite(suite, synthetic=True)  # the demo suite's invented values
+    high, low = tmp_path / "high", tmp_path / "quantised"
+    for out, config in ((high, run_config(tmp_path / "high.toml", engine.base_url, engine_adapter(1))),
+                        (low, run_config(tmp_path / "low.toml", quantized_engine[0].base_url, "worker-base",
+                                         quantized_candidate_engine.base_url))):
+        assert replay_main(["run", "--suite", str(suite), "--config", str(config), "--out", str(out),
+                            "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
+    manifest = json.loads((low / "run.json").read_text())
+    assert manifest["arm_endpoints"] == {f"{quantized_candidate_engine.base_url}/v1": ["worker-base"]}
+    replay_main(["gate", str(high), "--policy", str(CPU_CONFIG.parents[1] / "gates" / "production-candidate.toml"),
+                 "--baseline", "base", "--candidate", "candidate", "--evidence", f"quantised={low}",
+                 "--ledger", str(tmp_path / "ledger.sqlite")])
+    verdict = json.loads((high / "gate-production-candidate-candidate.json").read_text())
+    [survives] = [c for c in verdict["conditions"] if c["id"] == "quantisation-survives"]
+    assert survives["status"] in ("pass", "fail"), survives["reason"]
+    drop = joint_points(high) - joint_points(low)
+    assert survives["evidence"]["drop_points"] == pytest.approx(drop)
+    assert survives["evidence"]["high_precision_points"] == pytest.approx(joint_points(high))
+    assert (survives["status"] == "pass") == (joint_points(low) >= 5 and drop <= 2)
