@@ -30,7 +30,7 @@ import msgspec
 from pydantic import BaseModel, ValidationError
 
 from core.errors import WorkerTierError
-from core.regularfile import NotReadable, open_regular, read_regular_bytes
+from core.regularfile import NotReadableError, open_regular, read_regular_bytes
 
 M = TypeVar("M", bound=BaseModel)
 T = TypeVar("T")
@@ -164,7 +164,7 @@ def read_json_value(path: Path, follow_links: bool = True) -> Any:
 def _read_bounded(path: Path, follow_links: bool = True) -> bytes:
     try:
         return read_regular_bytes(path, MAX_FILE_BYTES, follow_links)
-    except NotReadable as exc:
+    except NotReadableError as exc:
         raise JsonFileError(str(exc)) from exc
 
 
@@ -176,7 +176,7 @@ def _lines(path: Path, max_line_bytes: int | None,
     limit = MAX_LINE_BYTES if max_line_bytes is None else max_line_bytes
     try:
         handle = open_regular(path, follow_links)
-    except NotReadable as exc:
+    except NotReadableError as exc:
         raise JsonFileError(str(exc)) from exc
     with handle:
         number, pending, too_long = 0, b"", False

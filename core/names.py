@@ -27,7 +27,7 @@ NAME_RULE = f"1–{NAME_MAX_CHARS} characters of A–Z a–z 0–9 . _ : -, star
 """The rule in words, for error messages (which never echo the refused value whole)."""
 
 
-class BadName(WorkerTierError, ValueError):
+class BadNameError(WorkerTierError, ValueError):
     """A value that should be a name and is not; the message shows at most a short, safe excerpt."""
 
 
@@ -37,10 +37,10 @@ def is_name(value: object) -> bool:
 
 
 def check_name(value: object, what: str) -> str:
-    """`value` when it is a name, else `BadName` saying what should have been one."""
+    """`value` when it is a name, else `BadNameError` saying what should have been one."""
     if is_name(value):
         return str(value)
-    raise BadName(f"{what} must be a name ({NAME_RULE}); got {excerpt(value)}")
+    raise BadNameError(f"{what} must be a name ({NAME_RULE}); got {excerpt(value)}")
 
 
 def excerpt(value: object, limit: int = 40) -> str:

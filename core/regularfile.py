@@ -24,7 +24,7 @@ _KINDS = ((stat.S_ISLNK, _LINK), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a s
           (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
 
 
-class NotReadable(WorkerTierError, ValueError):
+class NotReadableError(WorkerTierError, ValueError):
     """A path that is not a regular file that can be read; `reason` says why, without the path."""
 
     def __init__(self, path: Path, reason: str) -> None:
@@ -42,7 +42,7 @@ def not_regular(mode: int) -> str | None:
 
 
 def open_regular(path: Path, follow_links: bool = True) -> BinaryIO:
-    """`path` opened for reading when it is a regular file, else `NotReadable` saying why, without
+    """`path` opened for reading when it is a regular file, else `NotReadableError` saying why, without
     blocking. With `follow_links` false a link is refused too, also one swapped in after the look."""
     fd = -1
     try:
@@ -59,16 +59,16 @@ def open_regular(path: Path, follow_links: bool = True) -> BinaryIO:
         return os.fdopen(fd, "rb")
     if fd >= 0:
         os.close(fd)
-    raise NotReadable(path, reason)
+    raise NotReadableError(path, reason)
 
 
 def read_regular_bytes(path: Path, limit: int | None = None, follow_links: bool = True) -> bytes:
-    """The whole of a regular file (at most `limit` bytes, when given), read once; `NotReadable` else."""
+    """The whole of a regular file (at most `limit` bytes, when given), read once; `NotReadableError` else."""
     with open_regular(path, follow_links) as handle:
         try:
             data = handle.read(-1 if limit is None else limit + 1)
         except OSError as exc:
-            raise NotReadable(path, f"cannot be read: {exc.strerror or exc}") from exc
+            raise NotReadableError(path, f"cannot be read: {exc.strerror or exc}") from exc
     if limit is not None and len(data) > limit:
-        raise NotReadable(path, f"larger than {limit} bytes")
+        raise NotReadableError(path, f"larger than {limit} bytes")
     return data

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ValidationError
 from core.errors import WorkerTierError
 from core.jsonfile import MAX_DEPTH, value_too_deep
 from core.names import excerpt
-from core.regularfile import NotReadable, open_regular
+from core.regularfile import NotReadableError, open_regular
 
 Model = TypeVar("Model", bound=BaseModel)
 MAX_TOML_BYTES = 4 * 2**20
@@ -49,7 +49,7 @@ def _regular_bytes(path: Path, limit: int, private: str | None = None) -> tuple[
             if private is not None and (problem := _private_problem(path, mode, private)) is not None:
                 return None, problem
             data = handle.read(limit + 1)
-    except NotReadable as exc:
+    except NotReadableError as exc:
         return None, exc.reason
     except OSError as exc:
         return None, f"cannot be read: {exc.strerror or exc}"

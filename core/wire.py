@@ -24,12 +24,13 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from core.capture import choice_label
+from core.errors import WorkerTierError
 
 DecisionApi = Literal["chat", "messages", "responses"]
 """The APIs a decision can be captured on and replayed through."""
 
 
-class BadAnswer(ValueError):
+class BadAnswerError(WorkerTierError, ValueError):
     """A 200 answer without the fields that API's answer must have."""
 
 
@@ -139,13 +140,13 @@ def chat_replies(messages: list[Any]) -> Replies:
 
 
 def first_choice(payload: Any, field: str, kind: type) -> Any:
-    """`choices[0][field]` of an OpenAI answer, of type `kind`; BadAnswer otherwise."""
+    """`choices[0][field]` of an OpenAI answer, of type `kind`; BadAnswerError otherwise."""
     try:
         value = payload["choices"][0][field]
     except (KeyError, IndexError, TypeError) as exc:
-        raise BadAnswer(f"the answer has no choices[0].{field}") from exc
+        raise BadAnswerError(f"the answer has no choices[0].{field}") from exc
     if not isinstance(value, kind):
-        raise BadAnswer(f"choices[0] has a malformed {field}")
+        raise BadAnswerError(f"choices[0] has a malformed {field}")
     return value
 
 
@@ -220,7 +221,7 @@ def responses_choice_label(choice: Any) -> str:
 def responses_answer(response: Any) -> dict[str, Any]:
     """The neutral answer of a response: its messages' `output_text` joined, each `function_call` item a call."""
     if not isinstance(response, Mapping) or not isinstance(response.get("output"), list):
-        raise BadAnswer("the answer has no output items")
+        raise BadAnswerError("the answer has no output items")
     text, calls = [], []
     for item in response["output"]:
         if not isinstance(item, Mapping):
@@ -293,7 +294,7 @@ class Wire:
         return chat_choice_label(choice)
 
     def answer(self, payload: Any) -> dict[str, Any]:
-        """The neutral answer of a 200 JSON answer; BadAnswer when it is not this API's answer."""
+        """The neutral answer of a 200 JSON answer; BadAnswerError when it is not this API's answer."""
         message: dict[str, Any] = first_choice(payload, "message", dict)
         return message
 
@@ -342,7 +343,7 @@ class MessagesWire(Wire):
 
     def answer(self, payload: Any) -> dict[str, Any]:
         if not isinstance(payload, Mapping) or not isinstance(payload.get("content"), list):
-            raise BadAnswer("the answer has no content blocks")
+            raise BadAnswerError("the answer has no content blocks")
         return messages_answer(payload["content"])
 
     def transcript_answer(self, after: list[dict[str, Any]]) -> dict[str, Any] | None:

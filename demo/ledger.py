@@ -20,19 +20,19 @@ from pydantic import Field
 from core.records import Strict
 from replay.sandbox.pack import PACK_TOML, SCENARIOS_JSONL, freeze_pack
 from replay.sandbox.scenario import Scenario
-from replay.sandbox.world import Args, Context, ToolFailure, World, tool
+from replay.sandbox.world import Args, Context, ToolFailureError, World, tool
 
 TOOL = "mcp__inv__lookup"
 CREATED = datetime(2026, 12, 1, tzinfo=UTC)
 
 
-class Invoice(Strict):
+class LedgerInvoice(Strict):
     status: Literal["paid", "open"]
     merged_into: str | None = None
 
 
 class LedgerState(Strict):
-    invoices: dict[str, Invoice]
+    invoices: dict[str, LedgerInvoice]
     viewed: dict[str, bool] = Field(default_factory=dict)
     """Invoices looked up successfully: what a lookup task changes, so completing it shows in the state."""
 
@@ -49,7 +49,8 @@ class LookupArgs(Args):
 def mcp__inv__lookup(state: LedgerState, args: LookupArgs, ctx: Context) -> dict[str, Any]:
     invoice = state.invoices[args.id]
     if invoice.merged_into is not None:
-        raise ToolFailure("merged", f"{args.id} was merged into {invoice.merged_into}: look up {invoice.merged_into}")
+        raise ToolFailureError("merged",
+                               f"{args.id} was merged into {invoice.merged_into}: look up {invoice.merged_into}")
     state.viewed[args.id] = True
     ctx.done = True  # the task is the lookup: an episode ends once an invoice is found
     return {"id": args.id, "status": invoice.status}

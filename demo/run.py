@@ -53,8 +53,8 @@ from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
 from replay.memory.lessons import (
     AblationEvidence,
+    LessonVerdict,
     RuleVerdict,
-    Verdict,
     leave_one_out_verdicts,
     plan_lessons,
     trials_from_results,
@@ -356,7 +356,7 @@ def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) ->
                      _verdict_cell(other) if other else "not judged"))
     caught, innocent = map(sorted, _causal_evictions(causal))
     loo_innocent = sorted({v.rule_id for v in [*causal, *loo] if v.method == "leave-one-out"
-                           and v.verdict is Verdict.EVICT} & GENUINE_RULE_IDS)
+                           and v.verdict is LessonVerdict.EVICT} & GENUINE_RULE_IDS)
     lines = ["  " + line.rstrip() for line in text_table(rows, left=4)]
     lines.append(f"  causal: harmful rule(s) evicted: {', '.join(caught) or 'none'} of "
                  f"{', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(innocent) or 'none'}")
@@ -367,7 +367,7 @@ def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) ->
 
 def _causal_evictions(verdicts: Sequence[RuleVerdict]) -> tuple[set[str], set[str]]:
     """(the planted harmful rules, the genuine rules) that the causal gate evicted."""
-    evicted = {v.rule_id for v in verdicts if v.method == "ablation" and v.verdict is Verdict.EVICT}
+    evicted = {v.rule_id for v in verdicts if v.method == "ablation" and v.verdict is LessonVerdict.EVICT}
     return evicted & HARMFUL_RULE_IDS, evicted & GENUINE_RULE_IDS
 
 

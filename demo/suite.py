@@ -27,7 +27,7 @@ from typing import TypeVar
 from core.keyset import sorted_key_set
 from core.records import Answer, ChatRequest, Decision, FailedAction, MemoryRef, Target, TrainingExample
 from demo.memory import memory_files
-from demo.scenarios import KITS, Call, Kit, Messages, Rejection, Step, wrap_up
+from demo.scenarios import KITS, Call, Kit, Messages, Rejection, ScenarioStep, wrap_up
 from replay.suite import DECISIONS_JSONL, SUITE_TOML, freeze_suite
 from replay.suite_checks import request_hash
 
@@ -150,7 +150,7 @@ def _held_out(b: _Builder, kit: Kit) -> list[Decision]:
 def _training(b: _Builder, size: int) -> list[TrainingExample]:
     """Cycles over every situation of every workspace (recoveries twice), each cycle shuffled,
     so any prefix (training_sanity) has its clusters in the rest (the training split)."""
-    slots: list[tuple[Kit, str, Callable[[Random], Step | Rejection]]] = [
+    slots: list[tuple[Kit, str, Callable[[Random], ScenarioStep | Rejection]]] = [
         *((kit, "verified_recovery", make) for kit in KITS for make in kit.rejections for _ in range(2)),
         *((kit, "clean_trajectory_action", make) for kit in KITS for make in kit.flows),
         *((kit, "verified_action", make) for kit in KITS for make in kit.actions),

@@ -31,7 +31,7 @@ from core.jsonfile import schema_errors
 from core.records import REQUESTS, Decision, Request, ResultRecord, Usage, request_api
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
-from core.wire import WIRES, BadAnswer, DecisionApi
+from core.wire import WIRES, BadAnswerError, DecisionApi
 from replay.config import Arm, RunConfig
 from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_served, send_chat
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
@@ -190,7 +190,7 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
     body = outcome.body or {}
     try:
         message = wire.answer(body) if outcome.body is not None else {}
-    except BadAnswer:
+    except BadAnswerError:
         message = {}
     if outcome.body is None:
         parsed = transport_error(outcome.error or "no response")

@@ -110,14 +110,14 @@ def _gateway(args: argparse.Namespace) -> int:
 def _keys_make(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from core.names import BadName, check_name
+    from core.names import BadNameError, check_name
     from serve.errors import ServeError
     from serve.gateway.keys import make_key
 
     try:
         workspaces = [check_name(w, "--workspace") for w in args.workspace if w != "*" or not args.service]
         name = check_name(args.name, "--name") if args.name else None
-    except BadName as exc:
+    except BadNameError as exc:
         raise ServeError(str(exc)) from exc
     if not args.service and len(args.workspace) != 1:
         raise ServeError("a workspace's key is bound to one --workspace (a service key, --service, may name several)")

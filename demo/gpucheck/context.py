@@ -21,11 +21,11 @@ CPU_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
 PRODUCTION_CONFIG = REPO / "configs" / "engine" / "qwen3.8-27b-nvfp4-2x5090.toml"
 
 
-class CheckFailed(WorkerTierError):
+class CheckFailedError(WorkerTierError):
     """A step found the GPU path broken: the message says what was expected and what came instead."""
 
 
-class StepSkipped(Exception):
+class StepSkippedError(WorkerTierError):
     """A step that cannot mean anything here (NVML in a dry run): the message says why."""
 
 
@@ -52,7 +52,7 @@ class Options:
 
 
 @dataclass
-class Context:
+class GpuCheckContext:
     """The running check: services started are stopped by `stack` (at exit, and on SIGTERM)."""
 
     options: Options
@@ -97,8 +97,8 @@ def run_bounded(name: str, argv: Sequence[str], log: Path, timeout_s: float, env
     try:
         status = process.proc.wait(timeout_s)
     except subprocess.TimeoutExpired:
-        raise CheckFailed(f"{name} did not finish within {timeout_s:.0f} s; log {log}: {log_tail(log)}") from None
+        raise CheckFailedError(f"{name} did not finish within {timeout_s:.0f} s; log {log}: {log_tail(log)}") from None
     finally:
         process.stop()  # SIGTERM first: a command that started services of its own stops them
     if status != 0:
-        raise CheckFailed(f"{name} exited with status {status}; log {log}: {log_tail(log)}")
+        raise CheckFailedError(f"{name} exited with status {status}; log {log}: {log_tail(log)}")

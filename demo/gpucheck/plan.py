@@ -68,7 +68,7 @@ class StepRecord(Strict):
     figures: dict[str, Figure] = Field(default_factory=dict)
 
 
-class CheckReport(Strict):
+class GpuCheckReport(Strict):
     """`gpu-check.json`: what ran where, each step's outcome and time, and the verdict."""
 
     mode: Literal["gpu", "dry-run"]
@@ -106,7 +106,7 @@ def verdict(steps: Sequence[StepRecord]) -> tuple[Literal["passed", "failed"], s
     return ("failed", f"{failed.name}: {failed.detail}") if failed else ("passed", None)
 
 
-def table(report: CheckReport) -> str:
+def table(report: GpuCheckReport) -> str:
     """The printed table: one row a step with its status, time against its budget and what it found."""
     rows = [("step", "status", "time", "budget", "detail")]
     rows += [(s.name, s.status, f"{s.seconds:.1f} s", f"{s.budget_s:.0f} s", s.detail) for s in report.steps]

@@ -23,13 +23,21 @@ from pathlib import Path
 from typing import Literal
 
 from core.process import run_main
-from demo.gpucheck.context import CPU_CONFIG, GPU_CONFIG, CheckFailed, Context, Done, Options, StepSkipped
+from demo.gpucheck.context import (
+    CPU_CONFIG,
+    GPU_CONFIG,
+    CheckFailedError,
+    Done,
+    GpuCheckContext,
+    Options,
+    StepSkippedError,
+)
 from demo.gpucheck.plan import (
     DRY_RUN_FACTOR,
     STEPS,
     TOTAL_S,
-    CheckReport,
     Figure,
+    GpuCheckReport,
     Status,
     StepRecord,
     StepSpec,
@@ -44,7 +52,7 @@ from demo.gpucheck.services import build_model, check_config, start_engine, star
 from demo.gpucheck.workload import check_bench, check_replay
 from serve.engine.launcher import host_cpu_model
 
-StepFunction = Callable[[Context, float], Done]
+StepFunction = Callable[[GpuCheckContext, float], Done]
 FUNCTIONS: dict[str, StepFunction] = {
     "config": check_config, "model": build_model, "engine": start_engine, "gateway": start_gateway,
     "models": check_models, "chat": check_chat, "messages": check_messages, "lora": check_lora,
@@ -67,7 +75,7 @@ def install_record(spec: StepSpec, args: argparse.Namespace) -> StepRecord:
     return StepRecord(name=spec.name, status="skipped", seconds=0, budget_s=spec.budget_s, detail=f"skipped: {reason}")
 
 
-def run_step(spec: StepSpec, function: StepFunction, ctx: Context) -> StepRecord:
+def run_step(spec: StepSpec, function: StepFunction, ctx: GpuCheckContext) -> StepRecord:
     """One step, timed; its outcome as a record (a bug in a step is a failure too, its traceback logged)."""
     say(f"{spec.name}: {spec.what} (budget {spec.budget_s:.0f} s)")
     started = time.monotonic()
@@ -76,9 +84,9 @@ def run_step(spec: StepSpec, function: StepFunction, ctx: Context) -> StepRecord
     try:
         done = function(ctx, spec.budget_s)
         status, detail, figures = "passed", done.detail, done.figures
-    except StepSkipped as exc:
+    except StepSkippedError as exc:
         status, detail = "skipped", f"skipped: {exc}"
-    except CheckFailed as exc:
+    except CheckFailedError as exc:
         status, detail = "failed", str(exc)
     except Exception as exc:  # noqa: BLE001 (the check reports what broke instead of dying unreported)
         traceback.print_exc()
@@ -91,7 +99,7 @@ def run_step(spec: StepSpec, function: StepFunction, ctx: Context) -> StepRecord
                       detail=detail, figures=figures)
 
 
-def run_steps(specs: Sequence[StepSpec], functions: Mapping[str, StepFunction], ctx: Context,
+def run_steps(specs: Sequence[StepSpec], functions: Mapping[str, StepFunction], ctx: GpuCheckContext,
               records: list[StepRecord], deadline: float) -> None:
     """Append each step's record to `records` (so a stop signal leaves what was done); stop at a failure."""
     for index, spec in enumerate(specs):
@@ -147,7 +155,7 @@ def check(args: argparse.Namespace, functions: Mapping[str, StepFunction] = FUNC
     failed: str | None = "stopped"
     try:
         with ExitStack() as stack:
-            ctx = Context(options, stack, token=secrets.token_hex(16))
+            ctx = GpuCheckContext(options, stack, token=secrets.token_hex(16))
             run_steps(specs[1:], functions, ctx, records, deadline)
             say("stopping what the check started")
         result, failed = verdict(records)
@@ -157,9 +165,9 @@ def check(args: argparse.Namespace, functions: Mapping[str, StepFunction] = FUNC
     finally:
         records += [StepRecord(name=s.name, status="not run", seconds=0, budget_s=s.budget_s,
                                detail=f"not run: {failed}") for s in specs[len(records):]]
-        report = CheckReport(mode="dry-run" if args.dry_run else "gpu", started_at=started_at,
-                             total_s=round((datetime.now(UTC) - started_at).total_seconds(), 1), limit_s=limit_s,
-                             host=host_info(args.dry_run), result=result, failed=failed, steps=records)
+        report = GpuCheckReport(mode="dry-run" if args.dry_run else "gpu", started_at=started_at,
+                                total_s=round((datetime.now(UTC) - started_at).total_seconds(), 1), limit_s=limit_s,
+                                host=host_info(args.dry_run), result=result, failed=failed, steps=records)
         path: Path = args.json or out / "gpu-check.json"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")

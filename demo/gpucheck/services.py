@@ -10,7 +10,15 @@ import sys
 from pathlib import Path
 
 from core.process import ServiceProcess, free_port, is_healthy
-from demo.gpucheck.context import GPU_CONFIG, PRODUCTION_CONFIG, CheckFailed, Context, Done, log_tail, run_bounded
+from demo.gpucheck.context import (
+    GPU_CONFIG,
+    PRODUCTION_CONFIG,
+    CheckFailedError,
+    Done,
+    GpuCheckContext,
+    log_tail,
+    run_bounded,
+)
 from demo.run import gateway_config
 from serve.engine.launcher import (
     EngineConfig,
@@ -40,7 +48,7 @@ def production_differences(config: EngineConfig, production: EngineConfig) -> li
     return out
 
 
-def check_config(ctx: Context, timeout_s: float) -> Done:
+def check_config(ctx: GpuCheckContext, timeout_s: float) -> Done:
     """The GPU config loads (flags, chat template against the tool parser) and is production's shape."""
     config = load_engine_config(GPU_CONFIG, cpu_flags=frozenset())
     production = load_engine_config(PRODUCTION_CONFIG, cpu_flags=frozenset())
@@ -50,26 +58,26 @@ def check_config(ctx: Context, timeout_s: float) -> Done:
     missing = [what for what, ok in wanted.items() if not ok]
     differences = production_differences(config, production)
     if missing or differences:
-        raise CheckFailed(f"{GPU_CONFIG.name}: " + "; ".join([*(f"{m} is off" for m in missing), *differences]))
+        raise CheckFailedError(f"{GPU_CONFIG.name}: " + "; ".join([*(f"{m} is off" for m in missing), *differences]))
     command = " ".join(server_command(config)[1:])
     return Done(f"{GPU_CONFIG.name}: {', '.join(wanted)}; as production on {len(AS_PRODUCTION)} flags and "
                 f"{len(ENV_AS_PRODUCTION)} env", {"command": command, "production_command": " ".join(
                     server_command(production)[1:])})
 
 
-def build_model(ctx: Context, timeout_s: float) -> Done:
+def build_model(ctx: GpuCheckContext, timeout_s: float) -> Done:
     """`worker-serve model build`: the wheel fetched and converted once, then cached."""
     log = ctx.logs / "model.log"
     run_bounded("worker-serve model build", ["-m", "serve", "model", "build"], log, timeout_s)
     return Done(log_tail(log, 1) or f"model at {default_model_dir()}")
 
 
-def start_engine(ctx: Context, timeout_s: float) -> Done:
+def start_engine(ctx: GpuCheckContext, timeout_s: float) -> Done:
     """vLLM from the engine config, on a free port; or, with `--engine-url`, the engine already running."""
     url = ctx.options.engine_url
     if url is not None:
         if not is_healthy(url, timeout=min(timeout_s, 10)):
-            raise CheckFailed(f"no engine answers at {url}/health")
+            raise CheckFailedError(f"no engine answers at {url}/health")
         ctx.engine_url = url
         return Done(f"reused the running engine at {url} (--engine-url; not started by the check)")
     config = load_engine_config(ctx.options.engine_config, port=free_port())
@@ -82,7 +90,7 @@ def start_engine(ctx: Context, timeout_s: float) -> Done:
                 {"healthy_s": round(seconds, 1), "command": " ".join(server_command(config)[1:])})
 
 
-def start_gateway(ctx: Context, timeout_s: float) -> Done:
+def start_gateway(ctx: GpuCheckContext, timeout_s: float) -> Done:
     """The gateway in front of the engine, with NVML on and the check's own state and adapter root."""
     port = free_port()
     ctx.adapter_root.mkdir(parents=True, exist_ok=True)
@@ -98,11 +106,11 @@ def start_gateway(ctx: Context, timeout_s: float) -> Done:
     return Done(f"healthy after {seconds:.1f} s at {gateway.base_url}", {"healthy_s": round(seconds, 2)})
 
 
-def _healthy(ctx: Context, service: ServiceProcess, log: Path) -> float:
+def _healthy(ctx: GpuCheckContext, service: ServiceProcess, log: Path) -> float:
     """Start `service` (stopped with the check) and wait for it; a failure names the end of its log."""
     ctx.stack.callback(service.stop)
     service.start()
     try:
         return service.wait_healthy()
     except (RuntimeError, TimeoutError) as exc:
-        raise CheckFailed(f"{exc}; {log}: {log_tail(log)}") from None
+        raise CheckFailedError(f"{exc}; {log}: {log_tail(log)}") from None

@@ -10,7 +10,7 @@ from typing import Any
 
 from core.jsonfile import JsonFileError, loads_bounded
 from core.records import ResultRecord
-from demo.gpucheck.context import REPO, CheckFailed, Context, Done, run_bounded
+from demo.gpucheck.context import REPO, CheckFailedError, Done, GpuCheckContext, run_bounded
 from demo.run import BASELINE, DEMO_CONCURRENCY, demo_data
 from replay.analysis.compare import is_held_out_positive, load_results
 from replay.config import RunConfig
@@ -53,7 +53,7 @@ def arm_line(results: list[ResultRecord], arm: str) -> tuple[str, int]:
     return f"{arm} {correct}/{len(positives)}", len(mine)
 
 
-def check_replay(ctx: Context, timeout_s: float) -> Done:
+def check_replay(ctx: GpuCheckContext, timeout_s: float) -> Done:
     """Every decision of the slice under both arms through the gateway, none lost to transport errors."""
     work = ctx.options.out
     suite, memory_root, _ = demo_data(work, quick=False)
@@ -66,10 +66,10 @@ def check_replay(ctx: Context, timeout_s: float) -> Done:
     results = load_results(run_dir)
     failed = [r for r in results if r.parsed.outcome == "transport_error"]
     if failed:
-        raise CheckFailed(f"{len(failed)} of {len(results)} requests failed: {failed[0].parsed.error}")
+        raise CheckFailedError(f"{len(failed)} of {len(results)} requests failed: {failed[0].parsed.error}")
     lines = [arm_line(results, arm) for arm in ARMS]
     if any(count != len(suite.decisions) for _, count in lines):
-        raise CheckFailed(f"expected {len(suite.decisions)} results per arm, got {[count for _, count in lines]}")
+        raise CheckFailedError(f"expected {len(suite.decisions)} results per arm, got {[count for _, count in lines]}")
     answers = {(r.arm, r.decision_id): r.parsed.model_dump_json() for r in results}
     changed = sum(answers[(ARMS[0], d.id)] != answers[(ARMS[1], d.id)] for d in suite.decisions)
     return Done(f"{len(suite.decisions)} decisions x 2 arms in {seconds:.1f} s ({sent / seconds:.1f} requests/s); "
@@ -87,11 +87,11 @@ def bench_figures(output: str) -> dict[str, Any]:
         engine, fast = document["gateway"]["engine"], document["gateway"]["fast_upstream"]
         assert isinstance(engine, dict) and isinstance(fast, dict)
     except (JsonFileError, KeyError, TypeError, AssertionError):
-        raise CheckFailed(f"bench_gateway.py printed no result document: {output[-300:]}") from None
+        raise CheckFailedError(f"bench_gateway.py printed no result document: {output[-300:]}") from None
     return {"engine": engine, "fast_upstream": fast}
 
 
-def check_bench(ctx: Context, timeout_s: float) -> Done:
+def check_bench(ctx: GpuCheckContext, timeout_s: float) -> Done:
     """Direct vs through the gateway (shadow off, capture full, shadow 100%), against the engine and an
     instant upstream; every request must succeed."""
     log = ctx.logs / "bench.log"
@@ -105,7 +105,7 @@ def check_bench(ctx: Context, timeout_s: float) -> Done:
     errors = {f"{upstream}/{label}": row["errors"] for upstream, rows in figures.items()
               for label, row in rows.items() if isinstance(row, dict) and row.get("errors")}
     if errors:
-        raise CheckFailed(f"bench requests failed: {errors}")
+        raise CheckFailedError(f"bench requests failed: {errors}")
     engine, fast = figures["engine"]["gateway, shadow 0%"], figures["fast_upstream"]["gateway, shadow 0%"]
     flat = {f"{upstream}/{label}/{key}": value for upstream, rows in figures.items()
             for label, row in rows.items() if isinstance(row, dict) for key, value in row.items()}

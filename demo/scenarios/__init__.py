@@ -7,7 +7,7 @@ the user asked for what they carry, so key-set correctness is a fair test.
 * `Rejection`: the assistant's call was rejected by the tool (the conversation holds the
   call and the error); `recovery` is the recorded, different next tool, `rejected` the
   call a failing agent repeats.
-* `Step`: a state and its recorded call: a clean multi-step flow, a one-step action, or a
+* `ScenarioStep`: a state and its recorded call: a clean multi-step flow, a one-step action, or a
   fresh state before a historically failed call.
 
 Modules: `base` (the building blocks), one module per demo workspace (`invoicing`, `support`,
@@ -15,8 +15,8 @@ Modules: `base` (the building blocks), one module per demo workspace (`invoicing
 """
 
 from demo.scenarios import files, invoicing, sales, support
-from demo.scenarios.base import Call, Kit, Messages, Rejection, Step, wrap_up
+from demo.scenarios.base import Call, Kit, Messages, Rejection, ScenarioStep, wrap_up
 
 KITS = (invoicing.KIT, support.KIT, sales.KIT, files.KIT)
 
-__all__ = ["KITS", "Call", "Kit", "Messages", "Rejection", "Step", "wrap_up"]
+__all__ = ["KITS", "Call", "Kit", "Messages", "Rejection", "ScenarioStep", "wrap_up"]

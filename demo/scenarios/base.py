@@ -1,4 +1,4 @@
-"""What every workspace's situations are made of: `Step`, `Rejection`, a workspace `Kit`, and the
+"""What every workspace's situations are made of: `ScenarioStep`, `Rejection`, a workspace `Kit`, and the
 `Convo` builder whose call ids come from the caller's RNG."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ CURRENCIES = ("EUR", "USD", "GBP")
 
 
 @dataclass(frozen=True)
-class Step:
+class ScenarioStep:
     cluster: str
     messages: Messages
     call: Call
@@ -38,9 +38,9 @@ class Kit:
     system: str
     tools: tuple[dict[str, Any], ...]
     rejections: tuple[Callable[[Random], Rejection], ...]
-    flows: tuple[Callable[[Random], Step], ...]
-    actions: tuple[Callable[[Random], Step], ...]
-    fresh_failures: tuple[Callable[[Random], Step], ...]
+    flows: tuple[Callable[[Random], ScenarioStep], ...]
+    actions: tuple[Callable[[Random], ScenarioStep], ...]
+    fresh_failures: tuple[Callable[[Random], ScenarioStep], ...]
 
 
 class Convo:
@@ -83,7 +83,7 @@ def system_prompt(company: str, role: str) -> str:
             "tool call per turn and use only ids that appear in the conversation.")
 
 
-def wrap_up(rng: Random, step: Step) -> Messages:
+def wrap_up(rng: Random, step: ScenarioStep) -> Messages:
     """The step's call succeeded and was reported; the user closes: the right move is no call."""
     convo = Convo(rng, history=step.messages)
     convo.called(*step.call, {"status": "ok"})

@@ -9,7 +9,7 @@ from demo.scenarios.base import (
     Convo,
     Kit,
     Rejection,
-    Step,
+    ScenarioStep,
     error,
     pick,
     random_day,
@@ -47,34 +47,35 @@ def _files_missing_destination(rng: Random) -> Rejection:
                      ("create_folder", {"name": sub, "parent_id": parent}))
 
 
-def _files_search_share(rng: Random) -> Step:
+def _files_search_share(rng: Random) -> ScenarioStep:
     fil, doc = pick(rng, _DOCS)
     email, role = pick(rng, _PARTNERS), pick(rng, ("viewer", "editor"))
     convo = Convo(rng, f"Share the {doc} with {email} as {role} and notify them.")
     convo.called("search_files", {"query": doc}, {"files": [{"file_id": fil, "name": doc}]})
     args = {"file_id": fil, "grants": [{"email": email, "role": role}], "notify": True}
-    return Step("files/search-share", convo.done(), ("share_file", args))
+    return ScenarioStep("files/search-share", convo.done(), ("share_file", args))
 
 
-def _files_list_read(rng: Random) -> Step:
+def _files_list_read(rng: Random) -> ScenarioStep:
     fld, name = pick(rng, _FOLDERS)
     newest, older = f"fil_{rng.randint(600, 699)}", f"fil_{rng.randint(700, 799)}"
     convo = Convo(rng, f"Open the newest document in {name} ({fld}).")
     convo.called("list_files", {"folder_id": fld, "filter": {"type": "document"}},
                  {"files": [{"file_id": newest, "modified": "2026-06-22"},
                             {"file_id": older, "modified": "2026-05-11"}]})
-    return Step("files/list-read", convo.done(), ("read_file", {"file_id": newest}))
+    return ScenarioStep("files/list-read", convo.done(), ("read_file", {"file_id": newest}))
 
 
-def _files_search_move(rng: Random) -> Step:
+def _files_search_move(rng: Random) -> ScenarioStep:
     fil, doc = pick(rng, _DOCS)
     fld, name = pick(rng, _FOLDERS)
     convo = Convo(rng, f"Move the {doc} into {name} ({fld}).")
     convo.called("search_files", {"query": doc}, {"files": [{"file_id": fil, "name": doc}]})
-    return Step("files/search-move", convo.done(), ("move_file", {"file_id": fil, "destination": {"folder_id": fld}}))
+    return ScenarioStep("files/search-move", convo.done(),
+                        ("move_file", {"file_id": fil, "destination": {"folder_id": fld}}))
 
 
-def _files_share(rng: Random) -> Step:
+def _files_share(rng: Random) -> ScenarioStep:
     fil, doc = pick(rng, _DOCS)
     emails = rng.sample(_PARTNERS, rng.randint(1, 2))
     text = f"Give {' and '.join(emails)} view access to the {doc} ({fil})."
@@ -82,28 +83,28 @@ def _files_share(rng: Random) -> Step:
     if rng.random() < 0.5:
         args["message"] = "For your review."
         text += " Add the message 'For your review.'"
-    return Step("files/share", Convo(rng, text).done(), ("share_file", args))
+    return ScenarioStep("files/share", Convo(rng, text).done(), ("share_file", args))
 
 
-def _files_list_filtered(rng: Random) -> Step:
+def _files_list_filtered(rng: Random) -> ScenarioStep:
     fld, name = pick(rng, _FOLDERS)
     kind, day = pick(rng, ("spreadsheet", "pdf", "document")), random_day(rng)
     text = f"Which {kind}s in {name} ({fld}) changed after {day}?"
-    return Step("files/list-filtered", Convo(rng, text).done(),
-                ("list_files", {"folder_id": fld, "filter": {"type": kind, "modified_after": day}}))
+    return ScenarioStep("files/list-filtered", Convo(rng, text).done(),
+                        ("list_files", {"folder_id": fld, "filter": {"type": kind, "modified_after": day}}))
 
 
-def _files_new_folder(rng: Random) -> Step:
+def _files_new_folder(rng: Random) -> ScenarioStep:
     parent, parent_name = pick(rng, _FOLDERS)
     name = pick(rng, ("Invoices", "Drafts", "Q4", "Signed", "Templates"))
     convo = Convo(rng, f"Create a folder called {name} inside {parent_name} ({parent}).")
-    return Step("files/new-folder", convo.done(), ("create_folder", {"name": name, "parent_id": parent}))
+    return ScenarioStep("files/new-folder", convo.done(), ("create_folder", {"name": name, "parent_id": parent}))
 
 
-def _files_summarise_folder(rng: Random) -> Step:
+def _files_summarise_folder(rng: Random) -> ScenarioStep:
     fld, name = pick(rng, _FOLDERS)
-    return Step("files/summarise-folder", Convo(rng, f"Summarise what is in {name} ({fld}).").done(),
-                ("read_file", {"file_id": fld}))
+    return ScenarioStep("files/summarise-folder", Convo(rng, f"Summarise what is in {name} ({fld}).").done(),
+                        ("read_file", {"file_id": fld}))
 
 
 KIT = Kit("ws-files", system_prompt("Ledgerline", "document"), FILES,

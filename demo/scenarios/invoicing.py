@@ -10,7 +10,7 @@ from demo.scenarios.base import (
     Convo,
     Kit,
     Rejection,
-    Step,
+    ScenarioStep,
     error,
     pick,
     random_day,
@@ -60,7 +60,7 @@ def _inv_draft_send(rng: Random) -> Rejection:
     return Rejection("invoicing/draft-send", convo.done(), rejected, ("finalize_invoice", {"invoice_id": inv}))
 
 
-def _inv_create_finalize(rng: Random) -> Step:
+def _inv_create_finalize(rng: Random) -> ScenarioStep:
     cid, name, _, _ = pick(rng, _CUSTOMERS)
     hours, rate = rng.randint(2, 40), rng.choice((60, 85, 120, 150))
     cur, svc = pick(rng, CURRENCIES), pick(rng, _SERVICES)
@@ -69,20 +69,20 @@ def _inv_create_finalize(rng: Random) -> Step:
     convo = Convo(rng, f"Bill {name} ({cid}) for {hours} hours of {svc} at {rate} {cur} an hour "
                         "and get it ready to send.")
     convo.called("create_invoice", args, {"invoice_id": inv, "status": "draft", "total": hours * rate})
-    return Step("invoicing/create-finalize", convo.done(), ("finalize_invoice", {"invoice_id": inv}))
+    return ScenarioStep("invoicing/create-finalize", convo.done(), ("finalize_invoice", {"invoice_id": inv}))
 
 
-def _inv_lookup_send(rng: Random) -> Step:
+def _inv_lookup_send(rng: Random) -> ScenarioStep:
     cid, _, email, contact = pick(rng, _CUSTOMERS)
     inv, days = _invoice(rng), rng.choice((7, 14, 30))
     convo = Convo(rng, f"Email invoice {inv} to {contact} ({email}) with a note that payment is due in {days} days.")
     convo.called("get_invoice", {"invoice_id": inv}, {"invoice_id": inv, "customer_id": cid, "status": "open"})
     args = {"invoice_id": inv, "recipients": [{"email": email, "name": contact}],
             "message": f"Payment is due in {days} days."}
-    return Step("invoicing/lookup-send", convo.done(), ("send_invoice", args))
+    return ScenarioStep("invoicing/lookup-send", convo.done(), ("send_invoice", args))
 
 
-def _inv_payment_then_open(rng: Random) -> Step:
+def _inv_payment_then_open(rng: Random) -> ScenarioStep:
     cid, name, _, _ = pick(rng, _CUSTOMERS)
     inv, amount, cur, day = _invoice(rng), rng.randint(3, 90) * 100, pick(rng, CURRENCIES), random_day(rng)
     convo = Convo(rng, f"{name} ({cid}) paid {amount} {cur} for {inv} by bank transfer on {day}. "
@@ -90,10 +90,10 @@ def _inv_payment_then_open(rng: Random) -> Step:
     convo.called("record_payment", {"invoice_id": inv, "amount": {"value": amount, "currency": cur}, "paid_on": day,
                                     "method": "bank_transfer"}, {"payment_id": f"pay_{rng.randint(1000, 9999)}"})
     target = ("list_invoices", {"filter": {"customer_id": cid, "status": "open"}})
-    return Step("invoicing/payment-open", convo.done(), target)
+    return ScenarioStep("invoicing/payment-open", convo.done(), target)
 
 
-def _inv_create(rng: Random) -> Step:
+def _inv_create(rng: Random) -> ScenarioStep:
     cid, name, _, _ = pick(rng, _CUSTOMERS)
     cur = pick(rng, CURRENCIES)
     lines = [{"description": svc, "quantity": rng.randint(1, 20), "unit_price": rng.choice((45, 90, 250))}
@@ -112,18 +112,18 @@ def _inv_create(rng: Random) -> Step:
     if rng.random() < 0.3:
         args["notes"] = "PO 4471"
         text += " Add the note 'PO 4471'."
-    return Step("invoicing/create", Convo(rng, text).done(), ("create_invoice", args))
+    return ScenarioStep("invoicing/create", Convo(rng, text).done(), ("create_invoice", args))
 
 
-def _inv_record_payment(rng: Random) -> Step:
+def _inv_record_payment(rng: Random) -> ScenarioStep:
     inv, amount, cur, day = _invoice(rng), rng.randint(1, 50) * 50, pick(rng, CURRENCIES), random_day(rng)
     method = pick(rng, ("card", "bank_transfer", "cash"))
     text = f"Record a {method.replace('_', ' ')} payment of {amount} {cur} on {inv}, received {day}."
     args = {"invoice_id": inv, "amount": {"value": amount, "currency": cur}, "paid_on": day, "method": method}
-    return Step("invoicing/record-payment", Convo(rng, text).done(), ("record_payment", args))
+    return ScenarioStep("invoicing/record-payment", Convo(rng, text).done(), ("record_payment", args))
 
 
-def _inv_list_range(rng: Random) -> Step:
+def _inv_list_range(rng: Random) -> ScenarioStep:
     cid, name, _, _ = pick(rng, _CUSTOMERS)
     start, end = sorted((random_day(rng), random_day(rng)))
     text = f"List the invoices for {name} ({cid}) dated {start} to {end}."
@@ -131,14 +131,14 @@ def _inv_list_range(rng: Random) -> Step:
     if rng.random() < 0.4:
         args["page"] = {"size": 50}
         text += " Show 50 per page."
-    return Step("invoicing/list-range", Convo(rng, text).done(), ("list_invoices", args))
+    return ScenarioStep("invoicing/list-range", Convo(rng, text).done(), ("list_invoices", args))
 
 
-def _inv_search_by_customer(rng: Random) -> Step:
+def _inv_search_by_customer(rng: Random) -> ScenarioStep:
     cid, name, _, _ = pick(rng, _CUSTOMERS)
     text = f"Find the unpaid invoices for {name} (customer {cid})."
-    return Step("invoicing/search-by-customer", Convo(rng, text).done(),
-                ("search_invoices", {"query": f"unpaid {name}", "customer": cid}))
+    return ScenarioStep("invoicing/search-by-customer", Convo(rng, text).done(),
+                        ("search_invoices", {"query": f"unpaid {name}", "customer": cid}))
 
 
 KIT = Kit("ws-invoicing", system_prompt("Northwind Bookkeeping", "invoicing"), INVOICING,

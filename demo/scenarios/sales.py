@@ -10,7 +10,7 @@ from demo.scenarios.base import (
     Convo,
     Kit,
     Rejection,
-    Step,
+    ScenarioStep,
     error,
     pick,
     random_day,
@@ -61,26 +61,26 @@ def _sales_duplicate(rng: Random) -> Rejection:
     return Rejection("sales/duplicate-contact", convo.done(), rejected, ("find_contact", {"query": email}))
 
 
-def _sales_find_log(rng: Random) -> Step:
+def _sales_find_log(rng: Random) -> ScenarioStep:
     cid, name, email, _, _ = pick(rng, _CONTACTS)
     topic = pick(rng, _TOPICS)
     convo = Convo(rng, f"Log that I called {name} today about the {topic}.")
     convo.called("find_contact", {"query": name}, {"contacts": [{"contact_id": cid, "name": name, "email": email}]})
-    return Step("sales/find-log", convo.done(),
-                ("log_activity", {"contact_id": cid, "type": "call", "notes": f"Call about the {topic}."}))
+    return ScenarioStep("sales/find-log", convo.done(),
+                        ("log_activity", {"contact_id": cid, "type": "call", "notes": f"Call about the {topic}."}))
 
 
-def _sales_find_deal(rng: Random) -> Step:
+def _sales_find_deal(rng: Random) -> ScenarioStep:
     cid, name, _, company, _ = pick(rng, _CONTACTS)
     deal, amount, cur = f"dl_{rng.randint(100, 999)}", rng.randint(5, 80) * 1000, pick(rng, CURRENCIES)
     convo = Convo(rng, f"Move the {company} deal to negotiation at {amount} {cur}.")
     convo.called("find_contact", {"query": company},
                  {"contacts": [{"contact_id": cid, "name": name, "deals": [{"deal_id": deal, "stage": "proposal"}]}]})
     args = {"deal_id": deal, "fields": {"stage": "negotiation", "amount": {"value": amount, "currency": cur}}}
-    return Step("sales/find-deal", convo.done(), ("update_deal", args))
+    return ScenarioStep("sales/find-deal", convo.done(), ("update_deal", args))
 
 
-def _sales_slots_event(rng: Random) -> Step:
+def _sales_slots_event(rng: Random) -> ScenarioStep:
     _, name, email, _, _ = pick(rng, _CONTACTS)
     topic = pick(rng, _TOPICS)
     start, end = _slot(rng, 30)
@@ -94,10 +94,10 @@ def _sales_slots_event(rng: Random) -> Step:
                             "attendees": [{"email": email}]}
     if on_zoom:
         args["location"] = {"name": "Zoom"}
-    return Step("sales/slots-event", convo.done(), ("create_event", args))
+    return ScenarioStep("sales/slots-event", convo.done(), ("create_event", args))
 
 
-def _sales_create_contact(rng: Random) -> Step:
+def _sales_create_contact(rng: Random) -> ScenarioStep:
     first = pick(rng, ("Ines", "Paul", "Mei", "Tariq", "Olga", "Ben"))
     last = pick(rng, ("Alvarez", "Schmidt", "Chen", "Nasser", "Ivanova", "Carter"))
     company, domain = pick(rng, (("Northwind", "northwind.com"), ("Fabrikam", "fabrikam.io"),
@@ -108,10 +108,10 @@ def _sales_create_contact(rng: Random) -> Step:
     if rng.random() < 0.5:
         args["tags"] = ["inbound"]
         text += " Tag them inbound."
-    return Step("sales/create-contact", Convo(rng, text).done(), ("create_contact", args))
+    return ScenarioStep("sales/create-contact", Convo(rng, text).done(), ("create_contact", args))
 
 
-def _sales_update_stage(rng: Random) -> Step:
+def _sales_update_stage(rng: Random) -> ScenarioStep:
     deal = f"dl_{rng.randint(100, 999)}"
     stage = pick(rng, ("qualified", "proposal", "closed_lost"))
     text = f"Set deal {deal} to stage {stage}."
@@ -119,10 +119,10 @@ def _sales_update_stage(rng: Random) -> Step:
     if rng.random() < 0.5:
         args["fields"]["close_date"] = random_day(rng)
         text += f" Expected close date {args['fields']['close_date']}."
-    return Step("sales/update-stage", Convo(rng, text).done(), ("update_deal", args))
+    return ScenarioStep("sales/update-stage", Convo(rng, text).done(), ("update_deal", args))
 
 
-def _sales_create_event(rng: Random) -> Step:
+def _sales_create_event(rng: Random) -> ScenarioStep:
     people = rng.sample(_CONTACTS, 2)
     topic = pick(rng, _TOPICS)
     start, end = _slot(rng, 60)
@@ -131,13 +131,13 @@ def _sales_create_event(rng: Random) -> Step:
     args = {"title": topic.title(), "start": start, "end": end,
             "attendees": [{"email": people[0][2]}, {"email": people[1][2], "optional": True}],
             "location": {"name": "Office", "address": "12 Harbour St"}}
-    return Step("sales/create-event", Convo(rng, text).done(), ("create_event", args))
+    return ScenarioStep("sales/create-event", Convo(rng, text).done(), ("create_event", args))
 
 
-def _sales_won_stage(rng: Random) -> Step:
+def _sales_won_stage(rng: Random) -> ScenarioStep:
     deal = f"dl_{rng.randint(100, 999)}"
-    return Step("sales/won-stage", Convo(rng, f"We won deal {deal}! Mark it as won.").done(),
-                ("update_deal", {"deal_id": deal, "fields": {"stage": "won"}}))
+    return ScenarioStep("sales/won-stage", Convo(rng, f"We won deal {deal}! Mark it as won.").done(),
+                        ("update_deal", {"deal_id": deal, "fields": {"stage": "won"}}))
 
 
 KIT = Kit("ws-sales", system_prompt("Orbit Sales", "sales"), SALES,

@@ -9,7 +9,7 @@ from demo.scenarios.base import (
     Convo,
     Kit,
     Rejection,
-    Step,
+    ScenarioStep,
     error,
     pick,
     system_prompt,
@@ -84,25 +84,25 @@ def _sup_customer_not_ticket(rng: Random) -> Rejection:
                      ("search_tickets", {"filter": {"customer_id": cid}}))
 
 
-def _sup_lookup_search(rng: Random) -> Step:
+def _sup_lookup_search(rng: Random) -> ScenarioStep:
     cid, name, email = pick(rng, _PEOPLE)
     status = pick(rng, ("open", "pending"))
     convo = Convo(rng, f"{email} wrote in again. Find their {status} tickets.")
     convo.called("lookup_customer", {"email": email}, {"customer_id": cid, "name": name, "plan": "business"})
-    return Step("support/lookup-search", convo.done(),
-                ("search_tickets", {"filter": {"customer_id": cid, "status": status}}))
+    return ScenarioStep("support/lookup-search", convo.done(),
+                        ("search_tickets", {"filter": {"customer_id": cid, "status": status}}))
 
 
-def _sup_check_escalate(rng: Random) -> Step:
+def _sup_check_escalate(rng: Random) -> ScenarioStep:
     ticket = _ticket(rng)
     subject = pick(rng, ("Customer sees another account's invoices", "Password reset email went to a stranger"))
     convo = Convo(rng, f"Ticket {ticket} may be a data leak. Check it and escalate it urgently if so.")
     convo.called("get_ticket", {"ticket_id": ticket}, {"ticket_id": ticket, "subject": subject, "priority": "normal"})
     args = {"ticket_id": ticket, "team": "security", "reason": subject, "priority": "urgent"}
-    return Step("support/check-escalate", convo.done(), ("escalate_ticket", args))
+    return ScenarioStep("support/check-escalate", convo.done(), ("escalate_ticket", args))
 
 
-def _sup_search_reply(rng: Random) -> Step:
+def _sup_search_reply(rng: Random) -> ScenarioStep:
     _, name, _ = pick(rng, _PEOPLE)
     ticket, file_id = _ticket(rng), f"fil_{rng.randint(100, 999)}"
     convo = Convo(rng, f"Find {name}'s ticket about the export failing and send them the workaround guide "
@@ -111,10 +111,10 @@ def _sup_search_reply(rng: Random) -> Step:
                  {"tickets": [{"ticket_id": ticket, "subject": "Export fails with timeout", "customer": name}]})
     args = {"ticket_id": ticket, "body": "Here is the workaround guide for the export issue.",
             "attachments": [{"file_id": file_id}]}
-    return Step("support/search-reply", convo.done(), ("reply_ticket", args))
+    return ScenarioStep("support/search-reply", convo.done(), ("reply_ticket", args))
 
 
-def _sup_internal_email(rng: Random) -> Step:
+def _sup_internal_email(rng: Random) -> ScenarioStep:
     (to_name, to_email), (cc_name, cc_email) = rng.sample(_COLLEAGUES, 2)
     ticket = _ticket(rng)
     text = f"Email {to_name} ({to_email}) a summary of ticket {ticket}: the customer needs a callback today."
@@ -123,10 +123,10 @@ def _sup_internal_email(rng: Random) -> Step:
     if rng.random() < 0.5:
         args["cc"] = [{"email": cc_email}]
         text += f" Copy {cc_email}."
-    return Step("support/internal-email", Convo(rng, text).done(), ("send_email", args))
+    return ScenarioStep("support/internal-email", Convo(rng, text).done(), ("send_email", args))
 
 
-def _sup_escalate(rng: Random) -> Step:
+def _sup_escalate(rng: Random) -> ScenarioStep:
     ticket = _ticket(rng)
     team, reason = pick(rng, (("engineering", "the API returns 500 errors"), ("billing", "a refund is stuck"),
                                ("security", "a suspicious login was reported")))
@@ -135,20 +135,20 @@ def _sup_escalate(rng: Random) -> Step:
     if rng.random() < 0.5:
         args["priority"] = "high"
         text += " Make it high priority."
-    return Step("support/escalate", Convo(rng, text).done(), ("escalate_ticket", args))
+    return ScenarioStep("support/escalate", Convo(rng, text).done(), ("escalate_ticket", args))
 
 
-def _sup_lookup(rng: Random) -> Step:
+def _sup_lookup(rng: Random) -> ScenarioStep:
     _, _, email = pick(rng, _PEOPLE)
-    return Step("support/lookup", Convo(rng, f"Who is {email}? Pull up their customer record.").done(),
-                ("lookup_customer", {"email": email}))
+    return ScenarioStep("support/lookup", Convo(rng, f"Who is {email}? Pull up their customer record.").done(),
+                        ("lookup_customer", {"email": email}))
 
 
-def _sup_finance_team(rng: Random) -> Step:
+def _sup_finance_team(rng: Random) -> ScenarioStep:
     ticket = _ticket(rng)
     text = f"Escalate ticket {ticket} to the finance team, the customer was charged twice."
-    return Step("support/finance-team", Convo(rng, text).done(),
-                ("escalate_ticket", {"ticket_id": ticket, "team": "finance", "reason": "customer charged twice"}))
+    args = {"ticket_id": ticket, "team": "finance", "reason": "customer charged twice"}
+    return ScenarioStep("support/finance-team", Convo(rng, text).done(), ("escalate_ticket", args))
 
 
 KIT = Kit("ws-support", system_prompt("Brightdesk", "customer support"), SUPPORT,

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from core.records import Strict
 from demo.worlds.common import Date, Outgoing, matches
-from replay.sandbox.world import Args, Context, Prose, ToolFailure, World, tool
+from replay.sandbox.world import Args, Context, Prose, ToolFailureError, World, tool
 
 
 class Grant(Strict):
@@ -38,17 +38,17 @@ class FilesState(Strict):
 
 def _file(state: FilesState, file_id: str) -> File:
     if file_id in state.folders:
-        raise ToolFailure("invalid_argument", f"{file_id} is a folder; this tool needs a file id")
+        raise ToolFailureError("invalid_argument", f"{file_id} is a folder; this tool needs a file id")
     if file_id not in state.files:
-        raise ToolFailure("not_found", f"file {file_id} not found")
+        raise ToolFailureError("not_found", f"file {file_id} not found")
     return state.files[file_id]
 
 
 def _folder(state: FilesState, folder_id: str, what: str = "folder") -> Folder:
     if folder_id in state.files:
-        raise ToolFailure("invalid_argument", f"{folder_id} is a file, not a folder")
+        raise ToolFailureError("invalid_argument", f"{folder_id} is a file, not a folder")
     if folder_id not in state.folders:
-        raise ToolFailure("not_found", f"{what} {folder_id} does not exist")
+        raise ToolFailureError("not_found", f"{what} {folder_id} does not exist")
     return state.folders[folder_id]
 
 
@@ -134,7 +134,7 @@ class ShareFileArgs(Args):
 def share_file(state: FilesState, args: ShareFileArgs, ctx: Context) -> dict[str, Any]:
     f = _file(state, args.file_id)
     if not args.grants:
-        raise ToolFailure("invalid_argument", "no grants")
+        raise ToolFailureError("invalid_argument", "no grants")
     for grant in args.grants:
         f.shared = [g for g in f.shared if g.email != grant.email] + [Grant(email=grant.email, role=grant.role)]
     if args.notify:
@@ -152,7 +152,7 @@ class CreateFolderArgs(Args):
 def create_folder(state: FilesState, args: CreateFolderArgs, ctx: Context) -> dict[str, Any]:
     _folder(state, args.parent_id, "parent folder")
     if any(x.name == args.name and x.parent_id == args.parent_id for x in state.folders.values()):
-        raise ToolFailure("already_exists", f"a folder {args.name!r} already exists there")
+        raise ToolFailureError("already_exists", f"a folder {args.name!r} already exists there")
     folder_id = ctx.new_id("fld")
     state.folders[folder_id] = Folder(name=args.name, parent_id=args.parent_id)
     return {"folder_id": folder_id}

@@ -8,7 +8,7 @@ from pydantic import Field
 
 from core.records import Strict
 from demo.worlds.common import Currency, Date, Money, Outgoing, Person, matches
-from replay.sandbox.world import Args, Context, Prose, ToolFailure, World, tool
+from replay.sandbox.world import Args, Context, Prose, ToolFailureError, World, tool
 
 
 class Customer(Strict):
@@ -56,7 +56,7 @@ class InvoicingState(Strict):
 
 def _invoice(state: InvoicingState, invoice_id: str) -> Invoice:
     if invoice_id not in state.invoices:
-        raise ToolFailure("not_found", f"invoice {invoice_id} not found")
+        raise ToolFailureError("not_found", f"invoice {invoice_id} not found")
     return state.invoices[invoice_id]
 
 
@@ -138,9 +138,9 @@ class CreateInvoiceArgs(Args):
 @tool("Create a draft invoice.")
 def create_invoice(state: InvoicingState, args: CreateInvoiceArgs, ctx: Context) -> dict[str, Any]:
     if args.customer_id not in state.customers:
-        raise ToolFailure("not_found", f"customer {args.customer_id} not found")
+        raise ToolFailureError("not_found", f"customer {args.customer_id} not found")
     if not args.lines:
-        raise ToolFailure("invalid_argument", "an invoice needs at least one line")
+        raise ToolFailureError("invalid_argument", "an invoice needs at least one line")
     invoice_id = ctx.new_id("inv")
     lines = [Line(**ln.model_dump()) for ln in args.lines]
     total = round(sum(ln.quantity * ln.unit_price for ln in lines), 2)
@@ -154,7 +154,7 @@ def create_invoice(state: InvoicingState, args: CreateInvoiceArgs, ctx: Context)
 def finalize_invoice(state: InvoicingState, args: InvoiceIdArgs, ctx: Context) -> dict[str, Any]:
     inv = _invoice(state, args.invoice_id)
     if inv.status != "draft":
-        raise ToolFailure("failed_precondition", f"invoice {args.invoice_id} is {inv.status}, not a draft")
+        raise ToolFailureError("failed_precondition", f"invoice {args.invoice_id} is {inv.status}, not a draft")
     inv.status = "open"
     return {"invoice_id": args.invoice_id, "status": "open"}
 
@@ -169,9 +169,9 @@ class SendInvoiceArgs(Args):
 def send_invoice(state: InvoicingState, args: SendInvoiceArgs, ctx: Context) -> dict[str, Any]:
     inv = _invoice(state, args.invoice_id)
     if inv.status == "draft":
-        raise ToolFailure("failed_precondition", f"invoice {args.invoice_id} is a draft; drafts cannot be sent")
+        raise ToolFailureError("failed_precondition", f"invoice {args.invoice_id} is a draft; drafts cannot be sent")
     if not args.recipients:
-        raise ToolFailure("invalid_argument", "no recipients")
+        raise ToolFailureError("invalid_argument", "no recipients")
     state.outbox.append(Outgoing(tool="send_invoice", to=sorted(p.email for p in args.recipients),
                                  subject=args.invoice_id, body=args.message or ""))
     return {"invoice_id": args.invoice_id, "sent": len(args.recipients)}
@@ -188,10 +188,10 @@ class RecordPaymentArgs(Args):
 def record_payment(state: InvoicingState, args: RecordPaymentArgs, ctx: Context) -> dict[str, Any]:
     inv = _invoice(state, args.invoice_id)
     if args.amount.currency != inv.currency:
-        raise ToolFailure("invalid_argument",
-                          f"invoice {args.invoice_id} is in {inv.currency}, not {args.amount.currency}")
+        raise ToolFailureError("invalid_argument",
+                               f"invoice {args.invoice_id} is in {inv.currency}, not {args.amount.currency}")
     if inv.status == "draft":
-        raise ToolFailure("failed_precondition", f"invoice {args.invoice_id} is a draft")
+        raise ToolFailureError("failed_precondition", f"invoice {args.invoice_id} is a draft")
     state.payments.append(Payment(invoice_id=args.invoice_id, amount=args.amount.value, currency=args.amount.currency,
                                   paid_on=args.paid_on, method=args.method))
     inv.paid = round(inv.paid + args.amount.value, 2)

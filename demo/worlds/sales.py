@@ -8,7 +8,7 @@ from pydantic import Field
 
 from core.records import Strict
 from demo.worlds.common import Date, Money, Outgoing, Time, matches
-from replay.sandbox.world import Args, Context, Prose, ToolFailure, World, tool
+from replay.sandbox.world import Args, Context, Prose, ToolFailureError, World, tool
 
 
 class Company(Args):
@@ -82,7 +82,7 @@ class CreateContactArgs(Args):
 @tool("Create a CRM contact.")
 def create_contact(state: SalesState, args: CreateContactArgs, ctx: Context) -> dict[str, Any]:
     if any(c.email.lower() == args.email.lower() for c in state.contacts.values()):
-        raise ToolFailure("already_exists", f"a contact with email {args.email} already exists")
+        raise ToolFailureError("already_exists", f"a contact with email {args.email} already exists")
     contact_id = ctx.new_id("ct")
     state.contacts[contact_id] = Contact(name=args.name, email=args.email,
                                          company=args.company.name if args.company else "",
@@ -105,7 +105,7 @@ class UpdateDealArgs(Args):
 def update_deal(state: SalesState, args: UpdateDealArgs, ctx: Context) -> dict[str, Any]:
     deal = state.deals.get(args.deal_id)
     if deal is None:
-        raise ToolFailure("not_found", f"deal {args.deal_id} not found")
+        raise ToolFailureError("not_found", f"deal {args.deal_id} not found")
     f = args.fields
     if f.stage is None and f.amount is None and f.close_date is None:
         return {"deal_id": args.deal_id, "updated": 0}
@@ -126,7 +126,7 @@ class LogActivityArgs(Args):
 @tool("Log a call, email or meeting on a contact.")
 def log_activity(state: SalesState, args: LogActivityArgs, ctx: Context) -> dict[str, Any]:
     if args.contact_id not in state.contacts:
-        raise ToolFailure("not_found", f"contact {args.contact_id} not found")
+        raise ToolFailureError("not_found", f"contact {args.contact_id} not found")
     state.activities.append(Activity(contact_id=args.contact_id, type=args.type, notes=args.notes,
                                      occurred_at=args.occurred_at or ctx.now()))
     return {"activity_id": ctx.new_id("act")}
@@ -157,10 +157,10 @@ def _overlaps(state: SalesState, email: str, start: str, end: str) -> bool:
 @tool("Create a calendar event.", outbound=True)
 def create_event(state: SalesState, args: CreateEventArgs, ctx: Context) -> dict[str, Any]:
     if args.end <= args.start:
-        raise ToolFailure("invalid_argument", "the event ends before it starts")
+        raise ToolFailureError("invalid_argument", "the event ends before it starts")
     for person in args.attendees:
         if not person.optional and _overlaps(state, person.email, args.start, args.end):
-            raise ToolFailure("conflict", f"{person.email} is busy between {args.start} and {args.end}")
+            raise ToolFailureError("conflict", f"{person.email} is busy between {args.start} and {args.end}")
     event_id = ctx.new_id("evt")
     emails = [p.email for p in args.attendees]
     state.events[event_id] = Event(title=args.title, start=args.start, end=args.end, attendees=emails,
@@ -189,7 +189,7 @@ class FindFreeSlotsArgs(Args):
 def _minutes(stamp: str) -> int:
     hours, minutes = stamp[11:13], stamp[14:16]
     if not (hours.isdigit() and minutes.isdigit()):
-        raise ToolFailure("invalid_argument", f"{stamp!r} is not YYYY-MM-DDTHH:MM:SS")
+        raise ToolFailureError("invalid_argument", f"{stamp!r} is not YYYY-MM-DDTHH:MM:SS")
     return int(hours) * 60 + int(minutes)
 
 
@@ -201,9 +201,9 @@ def _stamp(day: str, minutes: int) -> str:
 def find_free_slots(state: SalesState, args: FindFreeSlotsArgs, ctx: Context) -> dict[str, Any]:
     day = args.window.from_[:10]
     if len(args.window.from_) < 16 or len(args.window.to) < 16 or args.window.to[:10] != day:
-        raise ToolFailure("invalid_argument", "the window must be one day, as YYYY-MM-DDTHH:MM:SS")
+        raise ToolFailureError("invalid_argument", "the window must be one day, as YYYY-MM-DDTHH:MM:SS")
     if args.duration_minutes <= 0:
-        raise ToolFailure("invalid_argument", "duration_minutes must be positive")
+        raise ToolFailureError("invalid_argument", "duration_minutes must be positive")
     slots: list[dict[str, str]] = []
     start, last = _minutes(args.window.from_), _minutes(args.window.to)
     while start + args.duration_minutes <= last and len(slots) < 3:

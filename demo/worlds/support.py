@@ -8,7 +8,7 @@ from pydantic import Field
 
 from core.records import Strict
 from demo.worlds.common import Outgoing, Person, matches
-from replay.sandbox.world import Args, Context, Prose, ToolFailure, World, tool
+from replay.sandbox.world import Args, Context, Prose, ToolFailureError, World, tool
 
 
 class Post(Strict):
@@ -49,7 +49,7 @@ class SupportState(Strict):
 
 def _ticket(state: SupportState, ticket_id: str) -> Ticket:
     if ticket_id not in state.tickets:
-        raise ToolFailure("not_found", f"ticket {ticket_id} not found")
+        raise ToolFailureError("not_found", f"ticket {ticket_id} not found")
     return state.tickets[ticket_id]
 
 
@@ -104,8 +104,8 @@ class ReplyTicketArgs(Args):
 def reply_ticket(state: SupportState, args: ReplyTicketArgs, ctx: Context) -> dict[str, Any]:
     t = _ticket(state, args.ticket_id)
     if t.status == "closed":
-        raise ToolFailure("failed_precondition",
-                          f"ticket {args.ticket_id} is closed; closed tickets do not accept replies")
+        raise ToolFailureError("failed_precondition",
+                               f"ticket {args.ticket_id} is closed; closed tickets do not accept replies")
     t.thread.append(Post(author="agent", body=args.body))
     customer = state.customers.get(t.customer_id)
     state.outbox.append(Outgoing(tool="reply_ticket", to=[customer.email] if customer else [], subject=args.ticket_id,
@@ -122,7 +122,7 @@ class ReopenTicketArgs(Args):
 def reopen_ticket(state: SupportState, args: ReopenTicketArgs, ctx: Context) -> dict[str, Any]:
     t = _ticket(state, args.ticket_id)
     if t.status != "closed":
-        raise ToolFailure("failed_precondition", f"ticket {args.ticket_id} is {t.status}, not closed")
+        raise ToolFailureError("failed_precondition", f"ticket {args.ticket_id} is {t.status}, not closed")
     t.status, t.reopen_reason = "open", args.reason
     return {"ticket_id": args.ticket_id, "status": "open"}
 
@@ -138,7 +138,8 @@ class EscalateTicketArgs(Args):
 def escalate_ticket(state: SupportState, args: EscalateTicketArgs, ctx: Context) -> dict[str, Any]:
     t = _ticket(state, args.ticket_id)
     if t.escalation is not None:
-        raise ToolFailure("failed_precondition", f"ticket {args.ticket_id} is already escalated to {t.escalation.team}")
+        raise ToolFailureError("failed_precondition",
+                               f"ticket {args.ticket_id} is already escalated to {t.escalation.team}")
     t.escalation = Escalation(team=args.team, priority=args.priority or "normal", reason=args.reason)
     t.priority = args.priority or t.priority
     return {"ticket_id": args.ticket_id, "team": args.team, "status": "escalated"}
@@ -153,7 +154,7 @@ def lookup_customer(state: SupportState, args: LookupCustomerArgs, ctx: Context)
     for customer_id, c in sorted(state.customers.items()):
         if c.email.lower() == args.email.lower():
             return {"customer_id": customer_id, "name": c.name, "plan": c.plan}
-    raise ToolFailure("not_found", f"no customer with email {args.email}")
+    raise ToolFailureError("not_found", f"no customer with email {args.email}")
 
 
 class SendEmailArgs(Args):
@@ -167,10 +168,10 @@ class SendEmailArgs(Args):
 def send_email(state: SupportState, args: SendEmailArgs, ctx: Context) -> dict[str, Any]:
     recipients = [p.email for p in [*args.to, *(args.cc or [])]]
     if not args.to:
-        raise ToolFailure("invalid_argument", "no recipients")
+        raise ToolFailureError("invalid_argument", "no recipients")
     outside = [e for e in recipients if not e.lower().endswith("@" + state.internal_domain)]
     if outside:
-        raise ToolFailure("permission_denied", "outbound email to customers is disabled in this workspace")
+        raise ToolFailureError("permission_denied", "outbound email to customers is disabled in this workspace")
     state.outbox.append(Outgoing(tool="send_email", to=sorted(recipients), subject=args.subject, body=args.body))
     return {"message_id": ctx.new_id("msg"), "sent": len(recipients)}
 

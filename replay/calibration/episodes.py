@@ -68,7 +68,7 @@ def episode_kind(arms: Sequence[PackArmBehaviour], spec_seed: int, seed: int, mo
 
 
 @dataclass(frozen=True)
-class Script:
+class ScoredScript:
     calls: tuple[Call, ...]
     answer: str
     scores: Scores
@@ -83,7 +83,7 @@ class EpisodeScripts:
 
     def __init__(self, pack: Pack) -> None:
         self.pack = pack
-        self.scripts: dict[tuple[str, EpisodeKind], Script] = {}
+        self.scripts: dict[tuple[str, EpisodeKind], ScoredScript] = {}
         self.by_key: dict[str, Scenario] = {}
         self.key_of: dict[str, str] = {}
         chosen: dict[str, dict[EpisodeKind, tuple[list[Call], str]]] = {}
@@ -102,13 +102,13 @@ class EpisodeScripts:
         return {"complete": (scenario.oracle, scenario.oracle_answer), "claim": ([], scenario.oracle_answer),
                 "critical": next(tripping, give_up), "give_up": give_up}
 
-    def _play(self, scenario: Scenario, calls: list[Call], answer: str) -> Script:
+    def _play(self, scenario: Scenario, calls: list[Call], answer: str) -> ScoredScript:
         world = self.pack.world(scenario)
         oracle_end = oracle_end_state(world, scenario)
         played = score(scenario, play(world, scenario, calls, answer), oracle_end, world.prose_fields)
-        return Script(tuple(calls), answer, played)
+        return ScoredScript(tuple(calls), answer, played)
 
-    def script(self, scenario_id: str, kind: EpisodeKind) -> Script:
+    def script(self, scenario_id: str, kind: EpisodeKind) -> ScoredScript:
         return self.scripts[(scenario_id, kind)]
 
     def critical_possible(self, scenario_id: str) -> bool:

@@ -14,7 +14,13 @@ from replay.calibration.planted import PlantedSpec
 from replay.calibration.results import LessonReport, Rate, RuleRates, UptakeRates
 from replay.calibration.simulate import Progress, Simulator
 from replay.calibration.spec import CalibrationSpec
-from replay.memory.lessons import AblationPolicy, Verdict, causal_verdicts, leave_one_out_verdicts, trials_from_results
+from replay.memory.lessons import (
+    AblationPolicy,
+    LessonVerdict,
+    causal_verdicts,
+    leave_one_out_verdicts,
+    trials_from_results,
+)
 
 
 def rule_role(spec: PlantedSpec, rule_id: str) -> str:
@@ -33,9 +39,9 @@ def evicted(rows: Sequence[ResultRecord], workspace: str, alpha: float) -> tuple
     """(rules the causal gate evicts, rules leave-one-out evicts) in `workspace`."""
     trials = trials_from_results(rows)
     causal = {v.rule_id for v in causal_verdicts(trials, AblationPolicy(alpha=alpha))
-              if v.workspace == workspace and v.verdict is Verdict.EVICT}
+              if v.workspace == workspace and v.verdict is LessonVerdict.EVICT}
     loo = {v.rule_id for v in leave_one_out_verdicts(trials)
-           if v.workspace == workspace and v.verdict is Verdict.EVICT}
+           if v.workspace == workspace and v.verdict is LessonVerdict.EVICT}
     return causal, loo
 
 

@@ -6,7 +6,7 @@ import html
 
 from replay.analysis.report.plot import PALETTE
 from replay.analysis.report.summary import text_table
-from replay.calibration.results import Calibration, GateReport, LessonReport, PackReport, Rate, Target
+from replay.calibration.results import Calibration, CalibrationTarget, GateReport, LessonReport, PackReport, Rate
 
 # DESIGN §10's targets for the lesson gate.
 GENUINE_EVICTION_MAX = 0.05
@@ -14,38 +14,42 @@ HARMFUL_POWER_UPTAKE = 0.9
 HARMFUL_POWER_MIN = 0.80
 
 
-def targets(gate: GateReport | None, lesson: LessonReport | None) -> list[Target]:
+def targets(gate: GateReport | None, lesson: LessonReport | None) -> list[CalibrationTarget]:
     """DESIGN §10's targets, each with what was measured."""
     out = []
     for c in gate.conditions if gate else []:
         if c.false_pass is None:
-            out.append(Target(text=f"{c.id}: false-pass rate under the null ≤ α", measured="no null candidate planted",
-                              met=None))
+            out.append(CalibrationTarget(
+                text=f"{c.id}: false-pass rate under the null ≤ α", measured="no null candidate planted", met=None))
         elif c.alpha is None:
-            out.append(Target(text=f"{c.id}: false-pass rate under the null ≤ α",
-                              measured=f"{c.false_pass.text()}; no α (a point threshold, not a test)", met=None))
+            out.append(CalibrationTarget(
+                text=f"{c.id}: false-pass rate under the null ≤ α",
+                measured=f"{c.false_pass.text()}; no α (a point threshold, not a test)", met=None))
         else:
-            out.append(Target(text=f"{c.id}: false-pass rate under the null ≤ α = {c.alpha:g} (within the MC interval)",
-                              measured=c.false_pass.text(), met=c.within_alpha))
+            out.append(CalibrationTarget(
+                text=f"{c.id}: false-pass rate under the null ≤ α = {c.alpha:g} (within the MC interval)",
+                measured=c.false_pass.text(), met=c.within_alpha))
     if lesson is not None:
         genuine = [(u.uptake, r) for u in lesson.uptakes for r in u.rules if r.role == "genuine"]
         if genuine:
             worst = max(genuine, key=lambda g: g[1].causal.rate)
-            out.append(Target(text=f"lesson gate evicts a genuine rule in ≤ {GENUINE_EVICTION_MAX:.0%} of replicates",
-                              measured=f"worst {worst[1].rule_id} at uptake {worst[0]:g}: {worst[1].causal.text()}",
-                              met=worst[1].causal.low <= GENUINE_EVICTION_MAX))
+            out.append(CalibrationTarget(
+                text=f"lesson gate evicts a genuine rule in ≤ {GENUINE_EVICTION_MAX:.0%} of replicates",
+                measured=f"worst {worst[1].rule_id} at uptake {worst[0]:g}: {worst[1].causal.text()}",
+                met=worst[1].causal.low <= GENUINE_EVICTION_MAX))
         neutral = [(u.uptake, r) for u in lesson.uptakes for r in u.rules if r.role == "neutral"]
         if neutral:
             worst = max(neutral, key=lambda g: g[1].causal.rate)
-            out.append(Target(text=f"lesson gate evicts a rule with no planted effect in ≤ α = {lesson.alpha:g} "
-                                   "of replicates (within the MC interval)",
-                              measured=f"worst {worst[1].rule_id} at uptake {worst[0]:g}: {worst[1].causal.text()}; "
-                                       f"leave-one-out {worst[1].leave_one_out.text()}",
-                              met=worst[1].causal.low <= lesson.alpha))
+            out.append(CalibrationTarget(
+                text=f"lesson gate evicts a rule with no planted effect in ≤ α = {lesson.alpha:g} "
+                     "of replicates (within the MC interval)",
+                measured=f"worst {worst[1].rule_id} at uptake {worst[0]:g}: {worst[1].causal.text()}; "
+                         f"leave-one-out {worst[1].leave_one_out.text()}",
+                met=worst[1].causal.low <= lesson.alpha))
         at = next((u for u in lesson.uptakes if abs(u.uptake - HARMFUL_POWER_UPTAKE) < 1e-9), None)
         swept = next((r for r in at.rules if r.rule_id == lesson.rule), None) if at else None
         if swept is not None and swept.role == "harmful":
-            out.append(Target(
+            out.append(CalibrationTarget(
                 text=f"causal gate evicts the planted harmful rule in ≥ {HARMFUL_POWER_MIN:.0%} of replicates "
                      f"at uptake {HARMFUL_POWER_UPTAKE:g}",
                 measured=f"{swept.rule_id}: {swept.causal.text()}", met=swept.causal.high >= HARMFUL_POWER_MIN))

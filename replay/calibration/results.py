@@ -101,7 +101,7 @@ class PackReport(BaseModel):
     """Condition id → the sandbox measure it reads."""
 
 
-class Target(BaseModel):
+class CalibrationTarget(BaseModel):
     text: str
     measured: str
     met: bool | None
@@ -137,4 +137,4 @@ class Calibration(BaseModel):
     gate_noiseless: GateReport | None = None
     lesson_noiseless: LessonReport | None = None
     """With `noise`: the same calibrations on exact planted answers, beside the noisy ones."""
-    targets: list[Target]
+    targets: list[CalibrationTarget]

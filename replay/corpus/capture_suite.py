@@ -45,7 +45,7 @@ from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
 from core.tomlfile import read_toml
 from core.wire import WIRES, DecisionApi
-from replay.corpus.resolve import NO_KEY, Refusal, Verify, resolve
+from replay.corpus.resolve import NO_KEY, CaptureRefusal, Verify, resolve
 from replay.corpus.transcripts import TranscriptSource
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.privacy.redact import PSEUDONYM, Pseudonymizer
@@ -285,7 +285,7 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
             continue
         else:
             resolved = resolve(item, transcripts, verify)
-            if isinstance(resolved, Refusal):
+            if isinstance(resolved, CaptureRefusal):
                 refused[resolved.reason] += 1
                 report.refusals.append(f"{item.id}: {resolved.reason}: {resolved.detail}")
                 continue

@@ -69,7 +69,7 @@ CONVERSATION = ("user", "assistant")
 
 
 @dataclass
-class Call:
+class ApiRequestLine:
     """One `api-request` line and what it rebuilds to (or why it cannot)."""
 
     line: int
@@ -95,7 +95,7 @@ class SessionFile:
     """Every line's `uuid` -> its `parentUuid` (attachments and system lines sit in the chain too)."""
     blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     shapes: dict[str, dict[str, Any]] = field(default_factory=dict)
-    calls: list[Call] = field(default_factory=list)
+    calls: list[ApiRequestLine] = field(default_factory=list)
 
     @property
     def thread(self) -> str:
@@ -191,7 +191,7 @@ def _take(parsed: SessionFile, number: int, record: dict[str, Any]) -> None:
             and isinstance(record.get("shape"), dict):
         parsed.shapes[record["shapeHash"]] = record["shape"]
     elif kind == "api-request":
-        parsed.calls.append(Call(number, record))
+        parsed.calls.append(ApiRequestLine(number, record))
 
 
 def rebuild(parsed: SessionFile) -> None:

@@ -63,7 +63,7 @@ KEYS_ENV = "WORKER_REPLAY_PSEUDONYM_KEYS"
 
 
 @dataclass(frozen=True)
-class Refusal:
+class CaptureRefusal:
     reason: str
     detail: str
 
@@ -81,29 +81,31 @@ class Resolved:
     conversation_only: bool = False  # rebuilt from the conversation alone (no request log)
 
 
-def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify = "request") -> Resolved | Refusal:
+def resolve(captured: CapturedDecision, source: TranscriptSource,
+            verify: Verify = "request") -> Resolved | CaptureRefusal:
     """The decision's request from the corpus, proven by hash, or why it cannot be."""
     where = f"{captured.workspace}/{captured.session}"
     try:
         session = source.session(captured.workspace, captured.session)
     except TranscriptError as exc:
-        return Refusal(TRANSCRIPT_UNREADABLE, str(exc))
+        return CaptureRefusal(TRANSCRIPT_UNREADABLE, str(exc))
     if session is None:
-        return Refusal(SESSION_MISSING, f"{where}: no such session in the transcripts")
+        return CaptureRefusal(SESSION_MISSING, f"{where}: no such session in the transcripts")
     if session.api != captured.api:
-        return Refusal(API_MISMATCH, f"{where}: the decision was captured on the {captured.api} API, the "
-                                     f"transcript is written in the {session.api} API's shape")
+        return CaptureRefusal(API_MISMATCH, f"{where}: the decision was captured on the {captured.api} API, the "
+                                            f"transcript is written in the {session.api} API's shape")
     wire, turn = WIRES[session.api], len(captured.message_hashes)
     try:
         candidates = session.requests(turn)
     except TranscriptError as exc:
-        return Refusal(TRANSCRIPT_UNREADABLE, str(exc))
+        return CaptureRefusal(TRANSCRIPT_UNREADABLE, str(exc))
     if not candidates and (problems := session.problems()):
-        return Refusal(RECORD_INCOMPLETE, f"{where}: no call of {turn} message(s) can be rebuilt from the record; "
-                                          f"{len(problems)} cannot: " + "; ".join(problems[:3]))
+        return CaptureRefusal(RECORD_INCOMPLETE,
+                              f"{where}: no call of {turn} message(s) can be rebuilt from the record; "
+                              f"{len(problems)} cannot: " + "; ".join(problems[:3]))
     if not candidates:
-        return Refusal(TURN_MISSING, f"{where}: the decision needs {turn} message(s) and the answer after them; "
-                                     f"{session.extent()}")
+        return CaptureRefusal(TURN_MISSING, f"{where}: the decision needs {turn} message(s) and the answer after them; "
+                                            f"{session.extent()}")
     hashes = _hashes(captured)
     matched = [(r, _first_difference(r.body[wire.turn_field], captured.message_hashes, hashes))
                for r in candidates]
@@ -113,15 +115,15 @@ def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify
         kind = message.get("role") or message.get("type") if isinstance(message, dict) else type(message).__name__
         nearest = "" if len(candidates) == 1 else f"; the closest of the {len(candidates)} calls logged with " \
             f"{turn} message(s) is {closest.where}"
-        return Refusal(HASH_MISMATCH, f"{where}: message {index} ({kind}) is not the one captured "
-                                      f"({closest.mismatch}){nearest}")
+        return CaptureRefusal(HASH_MISMATCH, f"{where}: message {index} ({kind}) is not the one captured "
+                                             f"({closest.mismatch}){nearest}")
     body = logged.body
     verified = captured.request_sha256 == (request_digest(wire.api, body) if captured.hashing == CANONICAL
                                            else request_sha256({**body, "model": captured.adapter}))
     if not verified and verify == "request":
         what = ("the record keeps no system prompt or tools (conversation only)" if logged.conversation_only
                 else "tools, tool_choice or params are not what the model saw")
-        return Refusal(HASH_MISMATCH, f"{where}: the request hash differs ({what})")
+        return CaptureRefusal(HASH_MISMATCH, f"{where}: the request hash differs ({what})")
     request_data = {k: body[k] for k in wire.request_fields if k in body}
     offered = sorted({t["function"]["name"] for t in wire.tools(request_data.get("tools"))})
     choice = wire.choice(body.get("tool_choice"))
@@ -131,18 +133,18 @@ def resolve(captured: CapturedDecision, source: TranscriptSource, verify: Verify
         wire.force_tool(request_data)
         choice = wire.choice(request_data.get("tool_choice"))
     if (offered, choice) != (captured.tools_offered, captured.tool_choice):
-        return Refusal(OFFER_MISMATCH, f"{where}: the transcript offers {offered} with tool_choice {choice!r}, "
-                                       f"the capture {captured.tools_offered} with {captured.tool_choice!r}")
+        return CaptureRefusal(OFFER_MISMATCH, f"{where}: the transcript offers {offered} with tool_choice {choice!r}, "
+                                              f"the capture {captured.tools_offered} with {captured.tool_choice!r}")
     if logged.answer is None:
-        return Refusal(TURN_MISSING, f"{where}: {logged.no_answer or 'no answer follows the request'}")
+        return CaptureRefusal(TURN_MISSING, f"{where}: {logged.no_answer or 'no answer follows the request'}")
     request = REQUESTS[wire.api].model_validate(request_data)
     tools = wire.tools(request.tools)
     call = chosen_call(parse_response(logged.answer, offered or None, schemas=request_schemas(tools)))
     tool, keys = (call.tool, call.key_set) if call else (None, [])
     if (tool, sorted(keys)) != (captured.chosen_tool, sorted(captured.chosen_keys)):
-        return Refusal(ANSWER_MISMATCH, f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "
-                                        f"the capture recorded {captured.chosen_tool!r} with "
-                                        f"{sorted(captured.chosen_keys)}")
+        return CaptureRefusal(ANSWER_MISMATCH,
+                              f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "
+                              f"the capture recorded {captured.chosen_tool!r} with {sorted(captured.chosen_keys)}")
     return Resolved(request.model_dump(exclude_none=True), call.arguments if call else None, verified, wire.api,
                     thread=logged.thread, parent_call=logged.parent_call, conversation_only=logged.conversation_only)
 

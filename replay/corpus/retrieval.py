@@ -27,7 +27,7 @@ from typing import Any
 from pydantic import Field
 
 from core.records import Decision, Strict
-from core.regularfile import NotReadable, read_regular_bytes
+from core.regularfile import NotReadableError, read_regular_bytes
 from core.wire import WIRES, is_output_item
 from replay.corpus.claude_code import ClaudeCodeDir, SessionFile, neutral_answer
 from replay.corpus.transcripts import Transcript, TranscriptDir, TranscriptError, TranscriptSource
@@ -42,7 +42,7 @@ _LINK_RE = re.compile(r"\]\(\s*<?([^)\s>]+)>?[^)]*\)|([\w./-]+\.md)\b")
 
 
 @dataclass(frozen=True)
-class Turn:
+class TurnReads:
     """One model answer of a session: the paths its calls to the read tool named."""
 
     paths: tuple[str, ...]
@@ -54,7 +54,7 @@ class SessionRecord:
     session: str
     cwd: str | None
     """The working directory the session's relative paths are read against (None: the workspace)."""
-    turns: tuple[Turn, ...]
+    turns: tuple[TurnReads, ...]
 
 
 class SessionReads(Strict):
@@ -157,7 +157,7 @@ def claude_code_record(workspace: str, session: str, files: Sequence[SessionFile
                        tools: dict[str, str]) -> SessionRecord:
     """A Claude Code session: its subagents' turns with the main loop's."""
     return SessionRecord(workspace, session, _cwd(files), tuple(
-        Turn(read_paths(neutral_answer(answer), tools)) for f in files for _, answer in f.answers.values()))
+        TurnReads(read_paths(neutral_answer(answer), tools)) for f in files for _, answer in f.answers.values()))
 
 
 def _cwd(files: Sequence[SessionFile]) -> str | None:
@@ -172,7 +172,7 @@ def transcript_record(transcript: Transcript, tools: dict[str, str]) -> SessionR
     """A session of this project's transcripts: a turn per assistant message (Responses: per run of output
     items)."""
     wire, messages = WIRES[transcript.api], list(transcript.messages)
-    turns = [Turn(read_paths(wire.transcript_answer(messages[i:]), tools)) for i in range(len(messages))
+    turns = [TurnReads(read_paths(wire.transcript_answer(messages[i:]), tools)) for i in range(len(messages))
              if _opens_turn(messages, i, transcript.api == "responses")]
     return SessionRecord(transcript.header.workspace, transcript.header.session, None, tuple(turns))
 
@@ -262,7 +262,7 @@ def coverage(summary: WorkspaceReads, workspace_dir: Path) -> None:
     files -= set(ESSENTIAL_FILES)
     try:
         text = read_regular_bytes(workspace_dir / INDEX, follow_links=False).decode("utf-8", errors="replace")
-    except NotReadable:  # absent, a link, a FIFO, a device: no index to read
+    except NotReadableError:  # absent, a link, a FIFO, a device: no index to read
         text = ""
     listed = index_links(text) - set(ESSENTIAL_FILES)
     summary.memory_files, summary.listed = len(files), len(listed & files)

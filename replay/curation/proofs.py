@@ -30,7 +30,7 @@ from core.records import KNOWN_FAILURE, ResultRecord, Strict
 from replay.analysis.compare import load_results
 from replay.curation.errors import CurationError
 from replay.memory.inject import Workspace, WorkspaceMinus, parse_condition
-from replay.memory.lessons import AblationEvidence, Verdict, acceptable, causal_verdicts, trials_from_results
+from replay.memory.lessons import AblationEvidence, LessonVerdict, acceptable, causal_verdicts, trials_from_results
 from replay.rundir import read_run_json
 from replay.sandbox.pack import load_pack
 from replay.sandbox.runner import SandboxResult, load_sandbox_results
@@ -154,7 +154,7 @@ def lesson_wins(evidence: RunEvidence) -> dict[Key, Proof]:
     found: dict[Key, Proof] = {}
     for run, records in sorted(evidence.replays.items()):
         promoted = {(v.evidence.model, v.workspace, v.rule_id) for v in causal_verdicts(trials_from_results(records))
-                    if v.verdict is Verdict.PROMOTE and isinstance(v.evidence, AblationEvidence)}
+                    if v.verdict is LessonVerdict.PROMOTE and isinstance(v.evidence, AblationEvidence)}
         full = {(r.model, r.decision_id): r for r in records if isinstance(parse_condition(r.memory), Workspace)}
         for r in sorted(records, key=lambda r: (r.arm, r.decision_id)):
             condition = parse_condition(r.memory)

@@ -8,7 +8,7 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable
 from pathlib import Path
 
-from core.regularfile import NotReadable, read_regular_bytes
+from core.regularfile import NotReadableError, read_regular_bytes
 from replay.memory.files import (
     AUTHORISED_EVIDENCE,
     BINDING,
@@ -79,7 +79,7 @@ def _text(path: Path, workspace: Path) -> str | None:
         return None
     try:
         return read_regular_bytes(path, follow_links=False).decode("utf-8-sig", errors="replace")
-    except NotReadable:
+    except NotReadableError:
         return None
 
 

@@ -37,8 +37,8 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Literal
 
-from core.names import BadName, check_name
-from core.regularfile import NotReadable, read_regular_bytes
+from core.names import BadNameError, check_name
+from core.regularfile import NotReadableError, read_regular_bytes
 from replay.errors import ReplayError
 
 LC_FILE = "rules/learned-corrections.md"
@@ -221,7 +221,7 @@ def workspace_dir(memory_root: Path, workspace: str) -> Path:
     directory (through a symlink) lies outside the root. It may not exist: the caller says what then."""
     try:
         check_name(workspace, "a workspace")
-    except BadName as exc:
+    except BadNameError as exc:
         raise MemoryLoadError(f"{memory_root}: {exc}") from exc
     return _inside(memory_root / workspace, memory_root.resolve(), "the memory root")
 
@@ -260,7 +260,7 @@ def _read(path: Path, problems: list[MemoryProblem], workspace: Path) -> str | N
         return None
     try:
         data = read_regular_bytes(path, follow_links=False)
-    except NotReadable as exc:
+    except NotReadableError as exc:
         problems.append(MemoryProblem("violation", path, None, f"{exc.reason}; not read", unread=True))
         return None
     try:

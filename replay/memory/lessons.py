@@ -40,7 +40,7 @@ from statistics import fmean
 from typing import Any, Literal
 
 from core.records import ResultRecord
-from core.regularfile import NotReadable, read_regular_bytes
+from core.regularfile import NotReadableError, read_regular_bytes
 from replay.errors import ReplayError
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Rule, Section, load_memory, section_of
 from replay.memory.inject import ConditionError, MemoryCondition, Workspace, WorkspaceMinus, parse_condition
@@ -56,7 +56,7 @@ class LessonError(ReplayError, ValueError):
     """Lesson-gate input or memory files that cannot be judged or edited."""
 
 
-class Verdict(StrEnum):
+class LessonVerdict(StrEnum):
     PROMOTE = "promote"
     EVICT = "evict"
     HOLD = "hold"
@@ -97,7 +97,7 @@ class Trial:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class LessonOutcome:
     """One scored unit for leave-one-out: a run, or an arm × decision."""
 
     key: str
@@ -143,7 +143,7 @@ class LiftEvidence:
 class RuleVerdict:
     rule_id: str
     workspace: str
-    verdict: Verdict
+    verdict: LessonVerdict
     method: Literal["ablation", "leave-one-out"]
     reason: str
     evidence: AblationEvidence | LiftEvidence
@@ -185,10 +185,10 @@ def trials_from_results(records: Iterable[ResultRecord]) -> list[Trial]:
     ]
 
 
-def outcomes_from_trials(trials: Iterable[Trial]) -> list[Outcome]:
+def outcomes_from_trials(trials: Iterable[Trial]) -> list[LessonOutcome]:
     """Trials as the lift analysis' outcomes (one per model, memory and decision), scored on the same
     `acceptable` as the causal test, so the two methods are compared on the same outcome."""
-    return [Outcome(f"{t.model}|{t.memory}|{t.decision_id}", t.workspace, float(t.acceptable), t.rule_ids)
+    return [LessonOutcome(f"{t.model}|{t.memory}|{t.decision_id}", t.workspace, float(t.acceptable), t.rule_ids)
             for t in trials]
 
 
@@ -232,11 +232,11 @@ def _ablation_verdict(
     points = comparison.points or 0.0
     significant = rejects(comparison.p_value, policy.alpha)
     if significant and points > 0 and points >= policy.promote_margin_points:
-        verdict, reason = Verdict.PROMOTE, HELPFUL
+        verdict, reason = LessonVerdict.PROMOTE, HELPFUL
     elif significant and points < 0 and -points >= policy.evict_margin_points:
-        verdict, reason = Verdict.EVICT, HARMFUL
+        verdict, reason = LessonVerdict.EVICT, HARMFUL
     else:
-        verdict, reason = Verdict.HOLD, "no significant effect beyond the margin"
+        verdict, reason = LessonVerdict.HOLD, "no significant effect beyond the margin"
     return RuleVerdict(rule_id, workspace, verdict, "ablation", reason, AblationEvidence(model, comparison))
 
 
@@ -260,7 +260,7 @@ def _condition(trial: Trial) -> MemoryCondition:
 # ── correlational: leave-one-out lift ────────────────────────────────────────
 
 
-def lift_verdicts(outcomes: Iterable[Outcome], policy: LiftPolicy = LiftPolicy()) -> list[RuleVerdict]:
+def lift_verdicts(outcomes: Iterable[LessonOutcome], policy: LiftPolicy = LiftPolicy()) -> list[RuleVerdict]:
     """One verdict per (workspace, rule) carried by any outcome; rule-less outcomes are not recorded."""
     recorded = [o for o in outcomes if o.rule_ids]
     rules = frozenset((o.workspace, rule_id) for o in recorded for rule_id in o.rule_ids)
@@ -277,20 +277,21 @@ def _lift_verdict(workspace: str, rule_id: str, carried: list[float], absent: li
                   policy: LiftPolicy) -> RuleVerdict:
     lift = _lift(carried, absent) if absent else None
     evidence = LiftEvidence(len(carried), len(absent), fmean(carried), fmean(absent) if absent else None, lift)
-    verdict, reason = Verdict.HOLD, f"fewer than {policy.min_trials} trials"
+    verdict, reason = LessonVerdict.HOLD, f"fewer than {policy.min_trials} trials"
     if len(carried) >= policy.min_trials:
         if lift is None:
             reason = "never absent: no leave-one-out baseline"
         elif lift >= policy.promote_margin:
-            verdict, reason = Verdict.PROMOTE, HELPFUL
+            verdict, reason = LessonVerdict.PROMOTE, HELPFUL
         elif lift <= -policy.evict_margin:
-            verdict, reason = Verdict.EVICT, HARMFUL
+            verdict, reason = LessonVerdict.EVICT, HARMFUL
         else:
             reason = "lift within the margins"
-    forced = verdict is Verdict.HOLD and policy.max_trials is not None and len(carried) >= policy.max_trials
+    forced = verdict is LessonVerdict.HOLD and policy.max_trials is not None and len(carried) >= policy.max_trials
     if forced:
         # Holding forever starves the queue (000); a rule never shown to help loses its slot.
-        verdict, reason = (Verdict.PROMOTE, HELPFUL) if lift is not None and lift > 0 else (Verdict.EVICT, INCONCLUSIVE)
+        helped = lift is not None and lift > 0
+        verdict, reason = (LessonVerdict.PROMOTE, HELPFUL) if helped else (LessonVerdict.EVICT, INCONCLUSIVE)
     return RuleVerdict(rule_id, workspace, verdict, "leave-one-out", reason, evidence, forced)
 
 
@@ -354,7 +355,7 @@ def plan_lessons(
     verdicts = tuple(lesson_verdicts(trials_from_results(records), ablation, lift))
     diffs = {}
     for workspace, own in _by_workspace(verdicts).items():
-        if any(v.verdict is Verdict.EVICT for v in own):
+        if any(v.verdict is LessonVerdict.EVICT for v in own):
             diff = propose_edits(own, _memory_dir(memory_dirs, workspace), today)
             if diff:
                 diffs[workspace] = diff
@@ -418,7 +419,7 @@ def _planned_edits(verdicts: Iterable[RuleVerdict], root: Path, today: date) -> 
     retired = memory.retired_ids()
     evictions: dict[str, RuleVerdict] = {}
     for verdict in verdicts:
-        if verdict.verdict is Verdict.EVICT and verdict.rule_id.startswith("lc:"):
+        if verdict.verdict is LessonVerdict.EVICT and verdict.rule_id.startswith("lc:"):
             evictions.setdefault(verdict.rule_id, verdict)
     moving: list[Rule] = []
     log_lines: list[str] = []
@@ -476,7 +477,7 @@ def _read_for_edit(path: Path) -> str:
         raise LessonError(f"{path}: not found")
     try:
         return read_regular_bytes(path, follow_links=False).decode("utf-8")
-    except NotReadable as exc:
+    except NotReadableError as exc:
         raise LessonError(f"{exc}; not edited") from exc
     except UnicodeDecodeError as exc:
         raise LessonError(f"{path}: not valid UTF-8 (byte {exc.start}); fix it before editing") from exc

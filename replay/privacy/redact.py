@@ -46,7 +46,7 @@ _SECRET_KEY = re.compile(r"(?i)(?:" + "|".join(DENYLIST) + r")")
 
 
 @dataclass(frozen=True)
-class Finding:
+class RedactionFinding:
     kind: str
     start: int
     end: int
@@ -59,17 +59,17 @@ def _detectors(regions: tuple[str, ...]) -> tuple[tuple[str, Callable[[str], Ite
             ("PHONE", lambda text: recognizers.phones(text, regions)), ("PERSON", recognizers.persons))
 
 
-def find(text: str, regions: tuple[str, ...] = PHONE_REGIONS) -> list[Finding]:
+def find(text: str, regions: tuple[str, ...] = PHONE_REGIONS) -> list[RedactionFinding]:
     """Every detected value in `text`, in order, without overlaps (earlier types win);
     pseudonyms already in the text are never findings. `regions`: whose national phone numbers."""
     taken = [m.span() for m in PSEUDONYM.finditer(text)]  # disjoint, in order
-    found: list[Finding] = []
+    found: list[RedactionFinding] = []
     for kind, detect in _detectors(regions):
         for start, end in detect(text):
             at = bisect.bisect_left(taken, (start, end))
             if (at == 0 or taken[at - 1][1] <= start) and (at == len(taken) or end <= taken[at][0]):
                 taken.insert(at, (start, end))
-                found.append(Finding(kind, start, end, text[start:end]))
+                found.append(RedactionFinding(kind, start, end, text[start:end]))
     return sorted(found, key=lambda f: f.start)
 
 

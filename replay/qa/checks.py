@@ -34,7 +34,7 @@ from core.jsonfile import parse_problem
 from core.names import Name, excerpt
 from core.patterns import compile_pattern
 from core.records import Strict
-from replay.qa.run import Call, Run
+from replay.qa.run import Run, ThreadCall
 
 
 class FindingKind(StrEnum):
@@ -144,7 +144,7 @@ def _without_inline(text: str) -> str:
 
 
 def unacknowledged_findings(run: Run, rules: CheckRules) -> list[Finding]:
-    failing: dict[str, Call] = {}
+    failing: dict[str, ThreadCall] = {}
     for call in run.calls:
         if not call.tool or call.outcome is None:
             continue
@@ -198,7 +198,7 @@ def count_findings(run: Run, rules: CheckRules) -> list[Finding]:
                      f"{where} {length}")]
 
 
-def _result(call: Call) -> list[str]:
+def _result(call: ThreadCall) -> list[str]:
     return [call.result_record] if call.result_record else []
 
 

@@ -10,7 +10,7 @@ from pydantic import Field
 from core.guard import GuardRules
 from core.patterns import check_pattern
 from core.records import Strict
-from core.regularfile import NotReadable, read_regular_bytes
+from core.regularfile import NotReadableError, read_regular_bytes
 from core.tomlfile import ConfigError, load_toml
 from replay.qa.checks import CheckRules, Placeholder
 from replay.qa.errors import QAError
@@ -47,7 +47,7 @@ def read_placeholders(path: Path) -> tuple[Placeholder, ...]:
     line. A pattern RE2 cannot compile is refused with its line."""
     try:
         text = read_regular_bytes(path, MAX_PLACEHOLDERS_BYTES).decode("utf-8")
-    except NotReadable as exc:
+    except NotReadableError as exc:
         raise QAError(f"placeholders file {exc}") from exc
     except UnicodeDecodeError as exc:
         raise QAError(f"{path}: not UTF-8 text (byte {exc.start})") from exc

@@ -99,7 +99,7 @@ class LabelledRun(Strict):
     _off = field_validator("reviewer")(_no_verdict_when_off)
 
 
-class Refusal(StrEnum):
+class LabelRefusal(StrEnum):
     """Why a dispositions line was not used."""
 
     NO_RUN = "no_run"
@@ -113,7 +113,7 @@ class LabelsBuild:
     """The labelled runs and what happened to the dispositions."""
 
     runs: list[LabelledRun]
-    refused: Counter[Refusal] = field(default_factory=Counter)
+    refused: Counter[LabelRefusal] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
     """The first refused lines, each with its reason (a few, for the message)."""
 
@@ -141,7 +141,7 @@ def build_labels(finals: Iterable[tuple[str, str, str]], lines: Sequence[tuple[i
         number, named = by_run.get((workspace, session), (0, None))
         line = named if named is None or named.final_record in (None, final) else None
         if named is not None and line is None:
-            build.refused[Refusal.STALE] += 1
+            build.refused[LabelRefusal.STALE] += 1
             _example(build, number, f"names final record {named.final_record}, the run's is now {final}")
         used.add((workspace, session))
         build.runs.append(LabelledRun(workspace=workspace, session=session, final_record=final,
@@ -149,7 +149,7 @@ def build_labels(finals: Iterable[tuple[str, str, str]], lines: Sequence[tuple[i
                                       disposition=line.disposition if line else None))
     for (workspace, session), (number, _) in sorted(by_run.items(), key=lambda item: item[1][0]):
         if (workspace, session) not in used:
-            build.refused[Refusal.NO_RUN] += 1
+            build.refused[LabelRefusal.NO_RUN] += 1
             _example(build, number, f"{workspace}/{session}: the corpus holds no finished run of it")
     return build
 

@@ -26,7 +26,7 @@ from replay.corpus.claude_code import ClaudeCodeDir, SessionFile
 
 
 @dataclass(frozen=True)
-class Call:
+class ThreadCall:
     """One tool call of the thread and its result, as the guard read it (None: no result recorded)."""
 
     id: str
@@ -54,9 +54,9 @@ class Run:
     final_record: str
     """The final answer's last record: with workspace and session, what names the run."""
     answer: tuple[AnswerText, ...]
-    calls: tuple[Call, ...]
+    calls: tuple[ThreadCall, ...]
     """In thread order."""
-    last_results: tuple[Call, ...]
+    last_results: tuple[ThreadCall, ...]
     """The calls answered by the last record that carried tool results before the final answer."""
 
 
@@ -85,23 +85,23 @@ def read_run(workspace: str, session: str, main: SessionFile, rules: GuardRules)
     answer = _final_answer(thread)
     if isinstance(answer, str):
         return Unchecked(workspace, session, answer)
-    calls: dict[str, Call] = {}
+    calls: dict[str, ThreadCall] = {}
     last_results: list[str] = []
     for number, line in thread[: len(thread) - len(answer)]:
         blocks, record = _blocks(line), record_id(number, line)
         if line.get("type") == "assistant":
             for block in (b for b in blocks if b.get("type") == "tool_use"):
                 call_id = str(block.get("id"))
-                calls[call_id] = Call(call_id, str(block.get("name") or ""), record)
+                calls[call_id] = ThreadCall(call_id, str(block.get("name") or ""), record)
             continue
         results = [b for b in blocks if b.get("type") == "tool_result"]
         if results:
             last_results = []
         for block in results:
             call_id = str(block.get("tool_use_id"))
-            call = calls.get(call_id) or Call(call_id, "", record)
+            call = calls.get(call_id) or ThreadCall(call_id, "", record)
             outcome = classify(block.get("content"), rules, call.tool, is_error=block.get("is_error") is True)
-            calls[call_id] = Call(call.id, call.tool, call.record, record, outcome, block.get("content"))
+            calls[call_id] = ThreadCall(call.id, call.tool, call.record, record, outcome, block.get("content"))
             last_results.append(call_id)
     texts = tuple(AnswerText(record_id(number, line), block["text"]) for number, line in answer
                   for block in _blocks(line) if block.get("type") == "text" and isinstance(block.get("text"), str))

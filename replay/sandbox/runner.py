@@ -49,7 +49,7 @@ from replay.rundir import (
 )
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.pack import Pack, oracle_end_state, start_episode, trajectory_of
-from replay.sandbox.scenario import SESSION_PREFIX, Call, EndedBy, Scenario, Trajectory, Turn, Usage
+from replay.sandbox.scenario import SESSION_PREFIX, Call, EndedBy, Scenario, Trajectory, Turn, TurnUsage
 from replay.sandbox.world import JSON, World
 
 EndpointKind = Literal["engine", "gateway"]
@@ -159,8 +159,8 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
             request_delta=delta, message=message, finish_reason=choice.get("finish_reason"),
             outcome=parsed.outcome.value, calls=[Call(tool=c.tool, arguments=c.arguments) for c in parsed.calls],
             error=parsed.error, latency_s=round(outcome.latency_s, 4),
-            usage=Usage(prompt_tokens=usage.get("prompt_tokens") or 0,
-                        completion_tokens=usage.get("completion_tokens") or 0)))
+            usage=TurnUsage(prompt_tokens=usage.get("prompt_tokens") or 0,
+                            completion_tokens=usage.get("completion_tokens") or 0)))
         if parsed.outcome is ParseOutcome.NO_CALL:
             final, ended_by = tool_text(message.get("content")), "final_answer"
             break

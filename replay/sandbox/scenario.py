@@ -118,7 +118,7 @@ class Scenario(Strict):
     episode that completes it proves a correction of that decision `executed` (replay/curation/proofs.py)."""
 
 
-class Usage(Strict):
+class TurnUsage(Strict):
     prompt_tokens: int = 0
     completion_tokens: int = 0
 
@@ -132,7 +132,7 @@ class Turn(Strict):
     outcome: str
     calls: list[Call] = Field(default_factory=list)
     error: str | None = None
-    usage: Usage = Field(default_factory=Usage)
+    usage: TurnUsage = Field(default_factory=TurnUsage)
     latency_s: float = 0.0
 
 

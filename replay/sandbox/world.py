@@ -6,7 +6,7 @@ A `World` is a pydantic state model and a set of tools. A tool is a plain typed 
 
 whose OpenAI schema is generated from its argument model (`tool_schema`), so the schema a
 model is shown and the arguments the world executes cannot drift apart. A tool signals a
-refusal by raising `ToolFailure(code, message)`; the world turns it (and arguments that do
+refusal by raising `ToolFailureError(code, message)`; the world turns it (and arguments that do
 not validate, a tool outside the scenario's allowlist, and any other exception a tool raises:
 code `internal`) into an `{"error": {...}}` tool result that `core.guard` classifies as
 `failed` or `blocked`. Nothing leaves the world as an exception.
@@ -39,6 +39,7 @@ from core.guard import FAILURES, GuardRules, classify
 from core.jsonfile import parse_problem
 from core.keyset import canonical_json, canonical_value, escape_key
 from core.records import Strict
+from replay.errors import ReplayError
 
 Schema = dict[str, Any]
 JSON = Any
@@ -63,7 +64,7 @@ class Args(BaseModel):
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
 
-class ToolFailure(Exception):
+class ToolFailureError(ReplayError):
     """Raised by a tool to refuse a call; becomes an error tool result, never leaves the world."""
 
     def __init__(self, code: str, message: str) -> None:
@@ -390,7 +391,7 @@ class Episode:
             return _error("invalid_argument", _validation_text(t.name, exc)), "invalid_argument"
         try:
             return t.fn(self.state, args, self.ctx), None
-        except ToolFailure as exc:
+        except ToolFailureError as exc:
             # A refused call changes nothing: restore the state it may have touched.
             self.state = self.world.state.model_validate(before)
             return _error(exc.code, exc.message), exc.code

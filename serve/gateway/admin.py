@@ -48,8 +48,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from core.names import Name
 from serve.gateway.errors import GatewayError, unavailable
-from serve.gateway.registry import Adapter, AdapterError, NameTaken, Route, inspect_adapter
-from serve.gateway.service import FilesChanged, Gateway
+from serve.gateway.registry import Adapter, AdapterError, NameTakenError, Route, inspect_adapter
+from serve.gateway.service import FilesChangedError, Gateway
 from serve.gateway.upstreams import Upstream, UpstreamCallError
 
 
@@ -162,7 +162,7 @@ async def register(body: RegisterBody, gw: GatewayDep) -> dict[str, Any]:
             raise GatewayError(422, str(exc), "invalid_adapter") from exc
         try:
             return _adapter_out(gw, gw.registry.register(body.name, files))
-        except NameTaken as exc:
+        except NameTakenError as exc:
             raise _conflict(str(exc), "name_taken") from exc
 
 
@@ -183,7 +183,7 @@ async def load(name: Name, gw: GatewayDep) -> dict[str, Any]:
             raise unavailable("no engine is healthy; nothing was loaded", gw.retry_after_s)
         try:
             await gw.verify_files(adapter)
-        except FilesChanged as exc:
+        except FilesChangedError as exc:
             raise _conflict(str(exc), "files_changed") from exc
         loaded: list[Upstream] = []
         try:

@@ -20,7 +20,7 @@ from core.names import Name
 from core.records import Strict
 from core.tomlfile import load_toml
 from serve.engine.modelbuild import cache_dir
-from serve.gateway.fairshare import Limits
+from serve.gateway.fairshare import ShareLimits
 
 AliasPattern = Annotated[str, StringConstraints(pattern=r"^[A-Za-z0-9][A-Za-z0-9._:-]{0,126}\*?$")]
 """A model name, or a name's beginning followed by `*`."""
@@ -212,8 +212,9 @@ class FairShareSection(Strict):
     retry_after_s: int = Field(1, ge=1)
     """`Retry-After` of a 429 for requests in flight or engine slots (a bucket's says when it has refilled)."""
 
-    def limits(self) -> Limits:
-        return Limits(self.weight, self.max_in_flight, self.requests_per_s, self.request_burst, self.tokens_per_min)
+    def limits(self) -> ShareLimits:
+        return ShareLimits(self.weight, self.max_in_flight, self.requests_per_s, self.request_burst,
+                           self.tokens_per_min)
 
 
 class GatewayConfig(Strict):

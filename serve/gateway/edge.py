@@ -22,7 +22,7 @@ from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from core.jsonfile import parse_problem
-from core.names import BadName, check_name, excerpt
+from core.names import BadNameError, check_name, excerpt
 from serve.gateway.errors import GatewayError
 
 REQUEST_ID_HEADER = "X-Request-Id"
@@ -113,7 +113,7 @@ def header_name(request: Request, header: str) -> str | None:
         return None
     try:
         return check_name(value, f"the {header} header")
-    except BadName as exc:
+    except BadNameError as exc:
         raise GatewayError(400, str(exc), "invalid_header") from exc
 
 

@@ -43,7 +43,7 @@ BYTES_PER_TOKEN = 4
 
 
 @dataclass(frozen=True)
-class Limits:
+class ShareLimits:
     """One share's limits (None: no limit) and its weight for engine slots."""
 
     weight: float = 1.0
@@ -109,12 +109,12 @@ class TokenBucket:
 class Share:
     """One share's state."""
 
-    limits: Limits
+    limits: ShareLimits
     in_flight: int = 0
     requests: TokenBucket | None = None
     tokens: TokenBucket | None = None
 
-    def shape(self, limits: Limits, now: float) -> None:
+    def shape(self, limits: ShareLimits, now: float) -> None:
         """Apply `limits` (they may have changed since the last request), creating or dropping buckets."""
         self.limits = limits
         self.requests = _bucket(self.requests, limits.requests_per_s, limits.burst, now)
@@ -135,7 +135,7 @@ def _bucket(bucket: TokenBucket | None, rate: float | None, capacity: float | No
 
 
 @dataclass
-class Ticket:
+class AdmissionTicket:
     """An admitted request: what it was charged, so the release can settle it."""
 
     share: str
@@ -156,7 +156,7 @@ class FairShare:
         self.shares: dict[str, Share] = {}
         self._admitted = 0
 
-    def admit(self, share: str, limits: Limits, tokens: int) -> Ticket | Throttled:
+    def admit(self, share: str, limits: ShareLimits, tokens: int) -> AdmissionTicket | Throttled:
         """Admit a request estimated at `tokens`, or say which limit refuses it and for how long."""
         now = self.clock()
         state = self.shares.get(share)
@@ -180,9 +180,9 @@ class FairShare:
         self._admitted += 1
         if self._admitted % PRUNE_EVERY == 0:
             self.prune(now)
-        return Ticket(share, charged)
+        return AdmissionTicket(share, charged)
 
-    def release(self, ticket: Ticket, used_tokens: int | None = None) -> None:
+    def release(self, ticket: AdmissionTicket, used_tokens: int | None = None) -> None:
         """The request ended; with the tokens its answer reports, the estimate is settled. Idempotent."""
         if ticket.released:
             return

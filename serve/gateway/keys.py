@@ -46,7 +46,7 @@ from core.names import NAME_RULE, Name, excerpt
 from core.records import Strict
 from core.tomlfile import ConfigError, line_of, read_private, toml_problem
 from serve.errors import ServeError
-from serve.gateway.fairshare import Limits
+from serve.gateway.fairshare import ShareLimits
 
 KEY_PREFIX = "wt_"
 KEY_MAX_CHARS = 512
@@ -92,7 +92,7 @@ class ClientKey:
     """Bound keys: the workspace; service keys: None."""
     allowed: frozenset[str] | None
     """Service keys: the workspaces they may name (None: any); bound keys: their one workspace."""
-    limits: Limits
+    limits: ShareLimits
 
     @property
     def share(self) -> str:
@@ -158,9 +158,9 @@ def _entry_label(index: int, raw: Any) -> str:
     return label
 
 
-def _limits(entry: KeyEntry, defaults: Limits) -> Limits:
+def _limits(entry: KeyEntry, defaults: ShareLimits) -> ShareLimits:
     values = {f: getattr(entry, f) for f in LIMIT_FIELDS if getattr(entry, f) is not None}
-    return Limits(**{**{f: getattr(defaults, f) for f in LIMIT_FIELDS}, **values})
+    return ShareLimits(**{**{f: getattr(defaults, f) for f in LIMIT_FIELDS}, **values})
 
 
 _TABLE_LINE = re.compile(r"^\s*\[\[\s*keys\s*\]\]\s*(#.*)?$")
@@ -185,7 +185,7 @@ class _Lines:
         return next((n for n in range(start + 1, end) if pattern.match(self.text_lines[n - 1])), start)
 
 
-def parse_keys(data: bytes, path: Path, defaults: Limits) -> KeyRing:
+def parse_keys(data: bytes, path: Path, defaults: ShareLimits) -> KeyRing:
     """The keys of a keys file's bytes; every problem, with its line, in one KeysFileError."""
     raw, problem = toml_problem(data)
     if raw is None:
@@ -278,7 +278,7 @@ class KeysFile:
     reading in a worker thread); the one assignment to `ring` is what requests see, so a request
     uses one whole file's keys, the old or the new, never a mix."""
 
-    def __init__(self, path: Path, defaults: Limits) -> None:
+    def __init__(self, path: Path, defaults: ShareLimits) -> None:
         self.path, self.defaults = path, defaults
         self._seen = _signature(path)
         self.ring = self.read()

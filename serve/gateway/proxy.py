@@ -57,9 +57,9 @@ from starlette.types import Receive, Scope, Send
 
 from core.capture import request_sha256
 from core.jsonfile import JsonFileError, loads_bounded, parse_problem
-from core.names import BadName, check_name, is_name
+from core.names import BadNameError, check_name, is_name
 from serve.gateway.apis import APIS
-from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswer
+from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswerError
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_id, header_name, parse_json
 from serve.gateway.errors import GatewayError, bounded_message, unavailable
@@ -85,7 +85,7 @@ the body's size, `max_tokens` certainly fits and no count is asked for."""
 
 
 @dataclass
-class Call:
+class ProxiedCall:
     """One request on its way through the gateway."""
 
     request_id: str  # X-Request-Id: the client's when it sent one, so not unique
@@ -118,7 +118,7 @@ class Call:
         return headers
 
 
-def finish(gw: Gateway, call: Call, status: int, reason: str | None = None) -> None:
+def finish(gw: Gateway, call: ProxiedCall, status: int, reason: str | None = None) -> None:
     """Give back the request's share and engine slot, count it and log its routing decision (the canary
     split per request). Runs once per request, for a stream when its relay closes."""
     if call.admission is not None:
@@ -157,7 +157,7 @@ def session_of(request: Request, api: Api, body: dict[str, Any]) -> str | None:
 async def handle(gw: Gateway, request: Request, api: Api) -> Response:
     """One request of `api` end to end: resolve, forward (relaying streams), shadow, capture, count and log."""
     key = f"{_BOOT}-{next(_SEQUENCE)}"
-    call = Call(key, api, time.perf_counter(), key)
+    call = ProxiedCall(key, api, time.perf_counter(), key)
     try:
         call.request_id = client_request_id(request) or key
         caller = gw.tenancy.caller(request.headers, request.query_params.multi_items(),
@@ -170,7 +170,7 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
         model = body.get("model", gw.config.gateway.default_route)
         try:
             call.requested = check_name(model, "'model' (a route, an adapter version or the base model)")
-        except BadName as exc:
+        except BadNameError as exc:
             raise GatewayError(400, str(exc), "invalid_model") from exc
         call.resolution = gw.resolve(gw.config.gateway.alias(model), call.workspace, call.session)
         body["model"] = call.resolution.target
@@ -205,14 +205,14 @@ def error_response(api: Api, exc: GatewayError) -> Response:
                         headers={**(exc.headers or {}), **api.error_headers(status)})
 
 
-def _failed(gw: Gateway, call: Call, exc: GatewayError) -> Response:
+def _failed(gw: Gateway, call: ProxiedCall, exc: GatewayError) -> Response:
     response = error_response(call.api, exc)
     finish(gw, call, response.status_code, exc.code)
     response.headers.update(call.headers())
     return response
 
 
-async def _clamp(gw: Gateway, call: Call, body: dict[str, Any], size: int) -> None:
+async def _clamp(gw: Gateway, call: ProxiedCall, body: dict[str, Any], size: int) -> None:
     """Fit the output limit into what the engine can give (runtimes default to more than a small engine's
     context: Claude Code asks for 32000 tokens). Only when the limit could not fit (above the context minus
     the body's size and PROMPT_SLACK) is the engine asked for the prompt's exact token count; the limit is
@@ -235,10 +235,10 @@ async def _clamp(gw: Gateway, call: Call, body: dict[str, Any], size: int) -> No
         call.clamped = f"{limit}->{room} (context {window}, prompt {prompt})"
 
 
-async def _count_tokens(gw: Gateway, call: Call, body: dict[str, Any]) -> int:
+async def _count_tokens(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> int:
     """The prompt's tokens as the engine renders it (its own `count_tokens`)."""
-    probe = Call(call.key, APIS["count_tokens"], time.perf_counter(), call.key, resolution=call.resolution,
-                 passed_on=call.passed_on)
+    probe = ProxiedCall(call.key, APIS["count_tokens"], time.perf_counter(), call.key, resolution=call.resolution,
+                        passed_on=call.passed_on)
     upstream, resp = await _open(gw, probe, body, stream=False)
     raw = await _read(gw, upstream, resp)
     if resp.status != 200:
@@ -267,7 +267,8 @@ def _timeout_error(gw: Gateway, upstream: Upstream, stream: bool) -> GatewayErro
                              "(gateway.request_timeout_s)", "upstream_timeout")
 
 
-async def _open(gw: Gateway, call: Call, body: dict[str, Any], stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
+async def _open(gw: Gateway, call: ProxiedCall, body: dict[str, Any],
+                stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
     """POST to the first replica that accepts the connection (a refused one is marked down)."""
     assert call.resolution is not None
     payload = json.dumps(gw.prefix_cache.forwarded(body, call.cache_salt)).encode()
@@ -328,7 +329,7 @@ def _engine_message(raw: bytes) -> str:
     return bounded_message(raw.decode(errors="replace").strip() or "(empty body)")
 
 
-def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, raw: bytes) -> GatewayError:
+def _upstream_failure(gw: Gateway, call: ProxiedCall, upstream: Upstream, status: int, raw: bytes) -> GatewayError:
     assert call.resolution is not None
     message = _engine_message(raw)
     if status >= 500:
@@ -340,15 +341,15 @@ def _upstream_failure(gw: Gateway, call: Call, upstream: Upstream, status: int, 
     return GatewayError(status, message, f"upstream_{status}")
 
 
-def _parse_answer(call: Call, upstream: Upstream, raw: bytes) -> tuple[Any, Answer]:
+def _parse_answer(call: ProxiedCall, upstream: Upstream, raw: bytes) -> tuple[Any, Answer]:
     try:
         return (payload := loads_bounded(raw, "the answer")), call.api.answer(payload)
-    except (JsonFileError, BadAnswer) as exc:
+    except (JsonFileError, BadAnswerError) as exc:
         raise GatewayError(502, f"upstream {upstream.name} sent a malformed answer: {exc!s:.300}",
                            "bad_upstream_response") from exc
 
 
-async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request) -> Response:
+async def _json(gw: Gateway, call: ProxiedCall, body: dict[str, Any], request: Request) -> Response:
     assert call.resolution is not None
     candidate = gw.shadow_for(call.resolution) if call.api.generates else None
     upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
@@ -364,7 +365,7 @@ async def _json(gw: Gateway, call: Call, body: dict[str, Any], request: Request)
     return Response(raw, 200, media_type="application/json", headers=call.headers())
 
 
-async def _exchange(gw: Gateway, call: Call, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
+async def _exchange(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
     upstream, resp = await _open(gw, call, body, stream=False)
     return upstream, resp.status, await _read(gw, upstream, resp)
 
@@ -390,7 +391,7 @@ async def _disconnected(request: Request) -> None:
         continue
 
 
-async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
+async def _stream(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> Response:
     assert call.resolution is not None
     candidate = gw.shadow_for(call.resolution)
     upstream, resp = await _open(gw, call, body, stream=True)
@@ -412,7 +413,7 @@ async def _stream(gw: Gateway, call: Call, body: dict[str, Any]) -> Response:
 class Relay:
     """One upstream SSE stream relayed to one client; `close` always runs exactly once."""
 
-    def __init__(self, gw: Gateway, call: Call, body: dict[str, Any], upstream: Upstream,
+    def __init__(self, gw: Gateway, call: ProxiedCall, body: dict[str, Any], upstream: Upstream,
                  resp: aiohttp.ClientResponse, candidate: str | None) -> None:
         self.gw, self.call, self.body, self.upstream, self.resp = gw, call, body, upstream, resp
         self.candidate = candidate
@@ -491,7 +492,7 @@ class RelayResponse(StreamingResponse):
 # --- capture: queued on the event loop in the order the answers are seen; serve/gateway/capture.py ---
 # --- does the rest off-path, one job at a time --------------------------------------------------
 
-def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answer) -> None:
+def _submit_capture(gw: Gateway, call: ProxiedCall, body: dict[str, Any], answer: Answer) -> None:
     res = call.resolution
     assert res is not None
     gw.capture.submit(CaptureJob(
@@ -500,7 +501,7 @@ def _submit_capture(gw: Gateway, call: Call, body: dict[str, Any], answer: Answe
         duration_s=time.perf_counter() - call.started, captured_at=now_iso(), api=call.api.name, forced=call.forced))
 
 
-def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str, answer: Answer) -> None:
+def _submit_shadow(gw: Gateway, call: ProxiedCall, body: dict[str, Any], candidate: str, answer: Answer) -> None:
     res = call.resolution
     assert res is not None
     gw.shadow.submit(ShadowJob(
@@ -512,9 +513,9 @@ def _submit_shadow(gw: Gateway, call: Call, body: dict[str, Any], candidate: str
 
 async def send_shadow(gw: Gateway, job: ShadowJob) -> Any:
     """The candidate's answer to a shadow job (GatewayError on any failure, like production)."""
-    call = Call(job.request_id, APIS[job.api], time.perf_counter(), job.request_id, job.candidate,
-                Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key),
-                passed_on=dict(job.passed_on), cache_salt=job.cache_salt)
+    call = ProxiedCall(job.request_id, APIS[job.api], time.perf_counter(), job.request_id, job.candidate,
+                       Resolution(job.candidate, job.route, job.candidate, "shadow", job.replica_key),
+                       passed_on=dict(job.passed_on), cache_salt=job.cache_salt)
     upstream, resp = await _open(gw, call, job.body, stream=False)
     raw = await _read(gw, upstream, resp)
     if resp.status != 200:

@@ -101,7 +101,7 @@ class AdapterError(ServeError, ValueError):
     """Adapter files that cannot be registered: outside the root, wrong base model, rank too high."""
 
 
-class NameTaken(ServeError, ValueError):
+class NameTakenError(ServeError, ValueError):
     """An adapter name that was registered before (names are never reused)."""
 
 
@@ -380,14 +380,14 @@ class Registry:
     # --- admin changes -------------------------------------------------------------------
 
     def register(self, name: str, files: AdapterFiles) -> Adapter:
-        """Record a new adapter version (state `registered`); a name used before raises `NameTaken`."""
+        """Record a new adapter version (state `registered`); a name used before raises `NameTakenError`."""
         at = now()
         try:
             with self._change("register", {"name": name, "path": str(files.path), "fingerprint": files.fingerprint}):
                 self._db.execute("INSERT INTO adapters VALUES (?, ?, ?, ?, ?, 'registered', ?, ?)",
                                  (name, str(files.path), files.rank, files.base_model, files.fingerprint, at, at))
         except sqlite3.IntegrityError as exc:
-            raise NameTaken(f"adapter name {name!r} was registered before; names are never reused") from exc
+            raise NameTakenError(f"adapter name {name!r} was registered before; names are never reused") from exc
         return self.state.adapters[name]
 
     def set_adapter_state(self, name: str, state: AdapterState) -> Adapter:

@@ -24,13 +24,13 @@ from serve.gateway.registry import State
 Kind = Literal["production", "canary", "shadow", "pinned"]
 
 
-class ModelNotFound(ServeError, LookupError):
+class ModelNotFoundError(ServeError, LookupError):
     """A `model` that is no route, not the base model and no registered adapter version."""
 
     code = "model_not_found"
 
 
-class ModelNotLoaded(ServeError, LookupError):
+class ModelNotLoadedError(ServeError, LookupError):
     """A registered adapter version that is not loaded on the engines."""
 
     code = "model_not_loaded"
@@ -70,9 +70,9 @@ def resolve(state: State, model: str, workspace: str | None, session: str | None
     adapter = state.adapters.get(model)
     if adapter is None:
         known = ", ".join([*state.routes, state.base, *(a.name for a in state.loaded())])
-        raise ModelNotFound(f"the model {model!r} does not exist; known: {known}")
+        raise ModelNotFoundError(f"the model {model!r} does not exist; known: {known}")
     if adapter.state != "loaded":
-        raise ModelNotLoaded(f"the adapter version {model!r} is {adapter.state}, not loaded")
+        raise ModelNotLoadedError(f"the adapter version {model!r} is {adapter.state}, not loaded")
     return Resolution(model, "", model, "pinned", replica_key)
 
 

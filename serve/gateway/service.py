@@ -25,7 +25,7 @@ from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
 from serve.gateway.prefixcache import PrefixCache
 from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
-from serve.gateway.router import ModelNotFound, ModelNotLoaded, Resolution, resolve
+from serve.gateway.router import ModelNotFoundError, ModelNotLoadedError, Resolution, resolve
 from serve.gateway.shadow import ShadowJob, ShadowRunner
 from serve.gateway.tenancy import Tenancy
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool
@@ -37,20 +37,20 @@ LOG_FLUSH_S = 1.0  # request/shadow log rows reach SQLite within this
 ShadowSender = Callable[["Gateway", ShadowJob], Awaitable[Any]]
 
 
-class FilesChanged(ServeError, RuntimeError):
+class FilesChangedError(ServeError, RuntimeError):
     """An adapter's files no longer match the fingerprint taken when it was registered."""
 
 
-class Unprotected(ServeError, ValueError):
+class UnprotectedError(ServeError, ValueError):
     """A gateway that would take any caller's word for its workspace on an address others can reach."""
 
 
 class Gateway:
     def __init__(self, config: GatewayConfig, send_shadow: ShadowSender) -> None:
         if config.auth.keys_file is None and not is_loopback(config.gateway.host):
-            raise Unprotected(f"gateway.host = {config.gateway.host!r} is reachable from other machines, and without "
-                              "[auth] keys_file any caller could send any X-Workspace-Id: set keys_file (worker-serve "
-                              "keys make), or listen on 127.0.0.1")
+            raise UnprotectedError(f"gateway.host = {config.gateway.host!r} is reachable from other machines, and "
+                                   "without [auth] keys_file any caller could send any X-Workspace-Id: set keys_file "
+                                   "(worker-serve keys make), or listen on 127.0.0.1")
         self.config = config
         self.metrics = GatewayMetrics(nvml=config.metrics.nvml)
         self.tenancy = Tenancy(config, self.metrics)  # the keys file is read now: a bad one stops the start
@@ -108,7 +108,7 @@ class Gateway:
         """`router.resolve` on the current state; an unknown or unloaded model is a 404 in OpenAI's shape."""
         try:
             return resolve(self.registry.state, model, workspace, session)
-        except (ModelNotFound, ModelNotLoaded) as exc:
+        except (ModelNotFoundError, ModelNotLoadedError) as exc:
             raise GatewayError(404, str(exc), exc.code) from exc
 
     def shadow_for(self, resolution: Resolution) -> str | None:
@@ -195,7 +195,7 @@ class Gateway:
                         log.info("re-applied adapter %s to upstream %s", adapter.name, upstream.name)
                     elif adapter.state != "loaded" and adapter.name in upstream.models:
                         await self.pool.unload_adapter(upstream, adapter.name, self.config.gateway.request_timeout_s)
-                except (UpstreamCallError, FilesChanged) as exc:
+                except (UpstreamCallError, FilesChangedError) as exc:
                     log.error("cannot re-apply adapter %s to %s: %s", adapter.name, upstream.name, exc)
                     problems.append(f"{adapter.name}: {exc}")
         return problems
@@ -205,11 +205,11 @@ class Gateway:
         nor files that now resolve outside the adapter root."""
         outside = await asyncio.to_thread(files_outside, Path(adapter.path), self.config.adapters.root.resolve())
         if outside:
-            raise FilesChanged(f"files of {adapter.name!r} at {adapter.path} now resolve outside the adapter root "
-                               f"({', '.join(outside)}); register a checked copy under a new version name")
+            raise FilesChangedError(f"files of {adapter.name!r} at {adapter.path} now resolve outside the adapter root "
+                                    f"({', '.join(outside)}); register a checked copy under a new version name")
         if await asyncio.to_thread(fingerprint, Path(adapter.path)) != adapter.fingerprint:
-            raise FilesChanged(f"the files of {adapter.name!r} at {adapter.path} changed since registration; "
-                               "register them under a new version name")
+            raise FilesChangedError(f"the files of {adapter.name!r} at {adapter.path} changed since registration; "
+                                    "register them under a new version name")
 
     async def load_on(self, upstream: Upstream, adapter: Adapter) -> bool:
         """Load one registered adapter on one engine (False when it was already there)."""

@@ -22,7 +22,7 @@ from typing import Any
 from core.scoring import CallAgreement, chosen_call, compare_calls
 from core.toolcalls import transport_error
 from serve.gateway.apis import APIS
-from serve.gateway.apis.base import Answer, ApiName, BadAnswer
+from serve.gateway.apis.base import Answer, ApiName, BadAnswerError
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics
 from serve.gateway.registry import Registry, ShadowRow
@@ -110,7 +110,7 @@ class ShadowRunner:
         except TimeoutError:
             status, reason = 504, "shadow_timeout"
             shadow = transport_error(f"no shadow answer within {self.timeout_s:g} s")
-        except BadAnswer as exc:
+        except BadAnswerError as exc:
             status, reason, shadow = 502, "bad_upstream_response", transport_error(str(exc))
         elapsed = time.perf_counter() - started
         production = conversation.parse(job.production_answer)

@@ -28,7 +28,15 @@ from typing import Any
 from core.tomlfile import ConfigError
 from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
-from serve.gateway.fairshare import Clock, FairShare, Limits, SlotQueue, Throttled, Ticket, estimate_tokens
+from serve.gateway.fairshare import (
+    AdmissionTicket,
+    Clock,
+    FairShare,
+    ShareLimits,
+    SlotQueue,
+    Throttled,
+    estimate_tokens,
+)
 from serve.gateway.keys import KEY_MAX_CHARS, KeysFile
 from serve.gateway.metrics import GatewayMetrics
 
@@ -45,7 +53,7 @@ class Caller:
 
     workspace: str | None
     share: str
-    limits: Limits
+    limits: ShareLimits
     key: str | None = None
     """The key entry's name (never the key); None without a keys file."""
 
@@ -203,7 +211,7 @@ class Tenancy:
 class Admission:
     """A request's place in its share and its engine slot; `release` gives both back, once."""
 
-    def __init__(self, tenancy: Tenancy, ticket: Ticket, label: str) -> None:
+    def __init__(self, tenancy: Tenancy, ticket: AdmissionTicket, label: str) -> None:
         self.tenancy, self.ticket, self.label = tenancy, ticket, label
         self.slot: int | None = None
         self.released = False

@@ -28,12 +28,12 @@ from pydantic import Field, StringConstraints
 from core.names import Name
 from serve.gateway.admin import Body, require_token
 from serve.gateway.errors import GatewayError
-from serve.trials.controller import PreflightFailed, describe_state
-from serve.trials.machine import Abort, Event, GateVerdict, Resume, Suspend, Window
+from serve.trials.controller import PreflightFailedError, describe_state
+from serve.trials.machine import Abort, Event, GateVerdict, Resume, Suspend, VerdictWindow
 from serve.trials.policy import TrialError, TrialPolicy, load_trial_policy
 from serve.trials.service import TrialService
 from serve.trials.signals import canary_evidence
-from serve.trials.store import TrialStateUnreadable
+from serve.trials.store import TrialStateUnreadableError
 
 
 def _trials(request: Request) -> TrialService:
@@ -71,12 +71,12 @@ class GateBody(Body):
 
 
 def _error(exc: TrialError) -> GatewayError:
-    if isinstance(exc, TrialStateUnreadable):  # its candidate is (or, at the next look, goes) to weight 0
+    if isinstance(exc, TrialStateUnreadableError):  # its candidate is (or, at the next look, goes) to weight 0
         return GatewayError(409, f"{exc}; the trial is over, its candidate at weight 0 (see its journal)",
                             "trial_state_unreadable")
     if str(exc).startswith("no trial named"):
         return GatewayError(404, str(exc), "trial_not_found")
-    if isinstance(exc, PreflightFailed):
+    if isinstance(exc, PreflightFailedError):
         return GatewayError(409, str(exc), "trial_preflight_failed")
     return GatewayError(409, str(exc), "trial_conflict")
 
@@ -160,6 +160,6 @@ async def abort(trial_id: str, body: AbortBody, service: TrialsDep) -> dict[str,
 
 @router.post("/{trial_id}/gate")
 async def gate(trial_id: str, body: GateBody, service: TrialsDep) -> dict[str, Any]:
-    window = Window(body.window.trial, body.window.since, body.window.until) if body.window else None
+    window = VerdictWindow(body.window.trial, body.window.since, body.window.until) if body.window else None
     return await _event(service, trial_id, GateVerdict(body.passed, body.policy_sha256, body.candidate,
                                                        body.conditions_passed, body.conditions, window, body.summary))

@@ -56,7 +56,7 @@ from serve.trials.signals import StepCounts, StepWindow, read_step
 from serve.trials.store import (
     CountsRecord,
     StoredTrial,
-    TrialStateUnreadable,
+    TrialStateUnreadableError,
     TrialStore,
     evidence,
 )
@@ -87,7 +87,7 @@ def _seen_json(state: TrialState, counts: StepCounts) -> str:
                       signals={n: CountsRecord(**vars(c)) for n, c in counts.signals.items()}).model_dump_json()
 
 
-class PreflightFailed(TrialError):
+class PreflightFailedError(TrialError):
     """A start refused before anything was created: the candidate or the route is not ready."""
 
 
@@ -116,7 +116,7 @@ class Controller:
                              f"abort ({'; '.join(f'{k}: {v}' for k, v in left_out.items())})")
         check = self.preflight(policy.route, policy.candidate)
         if not check.ok:
-            raise PreflightFailed(f"preflight: {check.reason}; no trial was started")
+            raise PreflightFailedError(f"preflight: {check.reason}; no trial was started")
         self.store.create(trial_id, policy, str(loaded.path), loaded.sha256, loaded.gate_policy_sha256,
                           initial(policy), now(), {"left_out": dict(left_out)} if left_out else {})
         return self.handle(trial_id, Start())
@@ -209,7 +209,7 @@ class Controller:
             try:
                 stored = self.store.get(trial_id)
                 notes.append(self._reconcile(stored, stored.state()))
-            except TrialStateUnreadable as exc:
+            except TrialStateUnreadableError as exc:
                 self._stop_canary_of(route, candidate)
                 self.store.mark_unreadable(trial_id, now(), str(exc))
                 notes.append(f"trial {trial_id!r}: state unreadable, candidate {candidate!r} set to weight 0")
@@ -231,7 +231,7 @@ class Controller:
     def _reconcile(self, stored: StoredTrial, state: TrialState) -> str:
         route = self.registry.state.routes.get(stored.route)
         if route is None:
-            raise TrialStateUnreadable(f"trial {stored.id!r}: the gateway no longer has route {stored.route!r}")
+            raise TrialStateUnreadableError(f"trial {stored.id!r}: the gateway no longer has route {stored.route!r}")
         canary = route.canary if route.canary is not None and route.canary.candidate == stored.candidate else None
         if state.phase == "awaiting_gate" and route.production == stored.candidate:
             after = replace(state, phase="promoted", reason="promoted before the gateway stopped (found on recovery)")

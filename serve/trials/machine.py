@@ -117,7 +117,7 @@ class Abort:
 
 
 @dataclass(frozen=True)
-class Window:
+class VerdictWindow:
     """The evidence window a verdict was judged on: the trial's export, `since` its start, `until` export time."""
 
     trial: str
@@ -132,7 +132,7 @@ class GateVerdict:
     candidate: str
     conditions_passed: int
     conditions: int
-    window: Window | None
+    window: VerdictWindow | None
     summary: str = ""
 
 

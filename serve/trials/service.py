@@ -31,7 +31,7 @@ from serve.trials.controller import Controller
 from serve.trials.machine import Event, TrialState
 from serve.trials.policy import LoadedPolicy
 from serve.trials.signals import read_window
-from serve.trials.store import StoredTrial, TrialStateUnreadable, TrialStore
+from serve.trials.store import StoredTrial, TrialStateUnreadableError, TrialStore
 
 log = logging.getLogger("worker.trials")
 _TICK_S = 1.0
@@ -127,7 +127,7 @@ class TrialService:
                             or self._expiring(stored):
                         self._looked[trial_id] = now
                         await self._look(trial_id)
-                except TrialStateUnreadable:
+                except TrialStateUnreadableError:
                     for note in self.controller.recover():  # ends it, candidate at weight 0
                         log.warning("%s", note)
                 self._refresh()
@@ -171,6 +171,6 @@ class TrialService:
             try:
                 stored = self.store.get(row["id"])
                 snapshots.append(Snapshot(stored, stored.state()))
-            except TrialStateUnreadable:
+            except TrialStateUnreadableError:
                 continue  # its journal says so; nothing to plot
         self.collector.snapshots = snapshots

@@ -6,7 +6,7 @@ look (`seen`, so a look after a restart adds only what is new); `trial_journal` 
 the event, the phase before and after, the actions and the evidence per signal at that moment.
 Both are written in one transaction, so the journal never disagrees with the state.
 
-A state that cannot be read back raises `TrialStateUnreadable` — not only unparseable JSON but
+A state that cannot be read back raises `TrialStateUnreadableError` — not only unparseable JSON but
 any state its policy cannot run (`machine.problems`: a step past the policy's steps, a running
 trial without a start time, another set of signals, counts that cannot be, a row whose phase,
 route or candidate columns disagree with it, a newer format): the controller then takes the
@@ -47,28 +47,28 @@ UNREADABLE = "unreadable"  # the phase column of a trial whose state could not b
 ENDED = (*TERMINAL_PHASES, UNREADABLE)
 
 
-class TrialStateUnreadable(TrialError):
+class TrialStateUnreadableError(TrialError):
     """A stored trial whose state cannot be read back; its candidate must get no traffic."""
 
 
-class Finite(Strict):
+class FiniteRecord(Strict):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True, allow_inf_nan=False)
 
 
-class CountsRecord(Finite):
+class CountsRecord(FiniteRecord):
     candidate_bad: int = Field(ge=0)
     candidate_exposure: int = Field(ge=0)
     control_bad: int = Field(ge=0)
     control_exposure: int = Field(ge=0)
 
 
-class SignalRecord(Finite):
+class SignalRecord(FiniteRecord):
     log_terms: list[float]
     events: int = Field(ge=0)
     totals: CountsRecord
 
 
-class StateRecord(Finite):
+class StateRecord(FiniteRecord):
     """The stored form of a `TrialState` (format 1)."""
 
     format: Literal[1] = 1
@@ -96,19 +96,19 @@ def encode(state: TrialState) -> str:
 
 
 def decode(text: str, policy: TrialPolicy) -> TrialState:
-    """The stored state, if its policy can run it; else `TrialStateUnreadable` saying every reason."""
+    """The stored state, if its policy can run it; else `TrialStateUnreadableError` saying every reason."""
     try:
         record = StateRecord.model_validate_json(text)
         signals = {name: SignalState(EProcess(DEFAULT_MIXTURE, tuple(s.log_terms), s.events),
                                      Counts(**s.totals.model_dump()))
                    for name, s in record.signals.items()}
     except (ValidationError, ValueError) as exc:
-        raise TrialStateUnreadable(f"stored trial state cannot be read: {exc}") from exc
+        raise TrialStateUnreadableError(f"stored trial state cannot be read: {exc}") from exc
     state = TrialState(record.phase, record.step, record.started_at, record.step_started_at, record.step_requests,
                        record.suspended, signals, record.reason, record.gate_at, frozenset(record.step_exposed))
     found = problems(policy, state)
     if found:
-        raise TrialStateUnreadable(f"stored trial state cannot be used with its policy: {'; '.join(found)}")
+        raise TrialStateUnreadableError(f"stored trial state cannot be used with its policy: {'; '.join(found)}")
     return state
 
 
@@ -142,8 +142,8 @@ class StoredTrial:
     def state(self) -> TrialState:
         state = decode(self.state_json, self.policy)
         if state.phase != self.phase:
-            raise TrialStateUnreadable(f"trial {self.id!r}: its row says {excerpt(self.phase)}, its state "
-                                       f"{state.phase}")
+            raise TrialStateUnreadableError(f"trial {self.id!r}: its row says {excerpt(self.phase)}, its state "
+                                            f"{state.phase}")
         return state
 
 
@@ -206,11 +206,11 @@ class TrialStore:
         try:
             policy = TrialPolicy.model_validate_json(row["policy"])
         except ValidationError as exc:
-            raise TrialStateUnreadable(f"trial {row['id']!r}: stored policy cannot be read: {exc}") from exc
+            raise TrialStateUnreadableError(f"trial {row['id']!r}: stored policy cannot be read: {exc}") from exc
         if (policy.route, policy.candidate) != (row["route"], row["candidate"]):
-            raise TrialStateUnreadable(f"trial {row['id']!r}: its row's route and candidate are not its policy's")
+            raise TrialStateUnreadableError(f"trial {row['id']!r}: its row's route and candidate are not its policy's")
         if not all(_SHA256.fullmatch(str(row[k])) for k in ("policy_sha256", "gate_policy_sha256")):
-            raise TrialStateUnreadable(f"trial {row['id']!r}: a stored sha256 is not one")
+            raise TrialStateUnreadableError(f"trial {row['id']!r}: a stored sha256 is not one")
         return StoredTrial(row["id"], row["route"], row["candidate"], policy, row["policy_path"],
                            row["policy_sha256"], row["gate_policy_sha256"], row["seen"], row["created_at"],
                            row["state"], row["phase"])

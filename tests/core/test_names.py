@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import BaseModel, ValidationError
 
-from core.names import NAME_MAX_CHARS, BadName, Name, check_name, excerpt, is_name
+from core.names import NAME_MAX_CHARS, BadNameError, Name, check_name, excerpt, is_name
 
 
 class Holder(BaseModel):
@@ -25,7 +25,7 @@ def test_names_people_use_are_names(good: str) -> None:
                                  "\ud800", "é", "x" * (NAME_MAX_CHARS + 1), "a\x00b"])
 def test_paths_surrogates_and_long_values_are_not_names(bad: str) -> None:
     assert not is_name(bad)
-    with pytest.raises(BadName, match="workspace must be a name"):
+    with pytest.raises(BadNameError, match="workspace must be a name"):
         check_name(bad, "workspace")
     with pytest.raises(ValidationError):
         Holder(name=bad)

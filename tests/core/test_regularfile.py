@@ -11,7 +11,7 @@ import pytest
 
 from core import regularfile
 from core.jsonfile import JsonFileError, read_json_value, read_lines
-from core.regularfile import NotReadable, open_regular, read_regular_bytes
+from core.regularfile import NotReadableError, open_regular, read_regular_bytes
 from tests.support.hostile import special_files, within
 
 NAMES = ["fifo", "socket", "zero", "null", "device"]
@@ -21,15 +21,15 @@ def test_a_regular_file_is_read_and_bounded(tmp_path: Path) -> None:
     path = tmp_path / "a.json"
     path.write_bytes(b"[1]")
     assert read_regular_bytes(path) == b"[1]" and read_regular_bytes(path, 3, follow_links=False) == b"[1]"
-    with pytest.raises(NotReadable, match=r"a\.json: larger than 2 bytes"):
+    with pytest.raises(NotReadableError, match=r"a\.json: larger than 2 bytes"):
         read_regular_bytes(path, 2)
     (tmp_path / "link.json").symlink_to(path)
     assert read_regular_bytes(tmp_path / "link.json") == b"[1]"  # followed where links may be
-    with pytest.raises(NotReadable, match=r"link\.json: not a regular file \(a symbolic link, not followed\)"):
+    with pytest.raises(NotReadableError, match=r"link\.json: not a regular file \(a symbolic link, not followed\)"):
         read_regular_bytes(tmp_path / "link.json", follow_links=False)
-    with pytest.raises(NotReadable, match="cannot be read: No such file"):
+    with pytest.raises(NotReadableError, match="cannot be read: No such file"):
         read_regular_bytes(tmp_path / "absent")
-    with pytest.raises(NotReadable, match="not a file path"):
+    with pytest.raises(NotReadableError, match="not a file path"):
         read_regular_bytes(tmp_path / "a\0b")
 
 
@@ -39,7 +39,7 @@ def test_what_is_no_regular_file_is_refused_without_waiting(tmp_path: Path, foll
     made[tmp_path] = "directory"
     for path, kind in made.items():
         seen = kind if kind != "link" else "symbolic link, not followed" if not follow_links else "character device"
-        with pytest.raises(NotReadable, match=rf"^{re.escape(str(path))}: not a regular file \(a {seen}\)$"):
+        with pytest.raises(NotReadableError, match=rf"^{re.escape(str(path))}: not a regular file \(a {seen}\)$"):
             within(20, lambda path=path: open_regular(path, follow_links))
 
 
@@ -64,7 +64,7 @@ def test_a_fifo_or_a_link_swapped_in_after_the_look_is_refused_on_the_opened_des
     looked = os.stat(regular)
     monkeypatch.setattr(regularfile.os, "stat", lambda path: looked)
     monkeypatch.setattr(regularfile.os, "lstat", lambda path: looked)
-    with pytest.raises(NotReadable, match=r"fifo: not a regular file \(a FIFO\)"):
+    with pytest.raises(NotReadableError, match=r"fifo: not a regular file \(a FIFO\)"):
         within(20, lambda: open_regular(fifo))
-    with pytest.raises(NotReadable, match=r"link: not a regular file \(a symbolic link, not followed\)"):
+    with pytest.raises(NotReadableError, match=r"link: not a regular file \(a symbolic link, not followed\)"):
         open_regular(link, follow_links=False)

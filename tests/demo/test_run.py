@@ -12,23 +12,23 @@ import pytest
 from demo.run import SANDBOX_ARMS, SANDBOX_FAMILIES, lesson_summary
 from replay.analysis.compare import load_results
 from replay.analysis.gates import Status, read_verdict, verdict_filename
-from replay.memory.lessons import LiftEvidence, RuleVerdict, Verdict
+from replay.memory.lessons import LessonVerdict, LiftEvidence, RuleVerdict
 from replay.sandbox.runner import load_sandbox_results
 
 EVIDENCE = LiftEvidence(carried=4, absent=4, carried_mean=0.0, absent_mean=0.5, lift=-0.5)
 
 
-def verdict(rule_id: str, method: str, outcome: Verdict) -> RuleVerdict:
+def verdict(rule_id: str, method: str, outcome: LessonVerdict) -> RuleVerdict:
     return RuleVerdict(rule_id, "ws-support", outcome, method, "test", EVIDENCE)
 
 
 def test_lesson_summary_sets_each_ablated_rule_beside_its_leave_one_out_verdict_and_its_truth():
-    causal = [verdict("lc:helpdesk-api-flaky", "ablation", Verdict.EVICT),
-              verdict("lc:billing-escalations", "ablation", Verdict.EVICT),
-              verdict("lc:closed-ticket-reopen", "ablation", Verdict.HOLD),
-              verdict("lc:billing-contact", "leave-one-out", Verdict.PROMOTE)]
-    loo = [verdict("lc:helpdesk-api-flaky", "leave-one-out", Verdict.HOLD),
-           verdict("lc:closed-ticket-reopen", "leave-one-out", Verdict.EVICT)]
+    causal = [verdict("lc:helpdesk-api-flaky", "ablation", LessonVerdict.EVICT),
+              verdict("lc:billing-escalations", "ablation", LessonVerdict.EVICT),
+              verdict("lc:closed-ticket-reopen", "ablation", LessonVerdict.HOLD),
+              verdict("lc:billing-contact", "leave-one-out", LessonVerdict.PROMOTE)]
+    loo = [verdict("lc:helpdesk-api-flaky", "leave-one-out", LessonVerdict.HOLD),
+           verdict("lc:closed-ticket-reopen", "leave-one-out", LessonVerdict.EVICT)]
     lines = lesson_summary(causal, loo).splitlines()
     rows = {line.split()[0]: line for line in lines[2:5]}
     assert set(rows) == {"lc:helpdesk-api-flaky", "lc:billing-escalations", "lc:closed-ticket-reopen"}
@@ -140,9 +140,9 @@ def test_the_run_ends_with_what_it_measured_in_words_not_a_checklist():
         return SummaryRow(arm, Count(joint, 20), (), Count(tool, 20), Count(0, 4), changed)
 
     rows = [row("base", 6, 10, None), row("base+memory", 9, 12, Count(8, 40))]
-    lessons = [verdict("lc:helpdesk-api-flaky", "ablation", Verdict.EVICT),
-               verdict("lc:billing-escalations", "leave-one-out", Verdict.EVICT),
-               verdict("lc:closed-ticket-reopen", "ablation", Verdict.EVICT)]
+    lessons = [verdict("lc:helpdesk-api-flaky", "ablation", LessonVerdict.EVICT),
+               verdict("lc:billing-escalations", "leave-one-out", LessonVerdict.EVICT),
+               verdict("lc:closed-ticket-reopen", "ablation", LessonVerdict.EVICT)]
     text = measured_lines(rows, lessons)
     assert "right tool on 10/20 positive decisions (50%), the right tool and keys on 6/20 (30%)" in text
     assert "memory changed the chosen call on 8/40 (20%)" in text

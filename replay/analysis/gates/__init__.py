@@ -37,7 +37,7 @@ from replay.analysis.gates.conditions import (
     ShadowImproves,
     TargetedCi,
 )
-from replay.analysis.gates.context import GateContext, GateError, Outcome, Status
+from replay.analysis.gates.context import GateContext, GateError, GateOutcome, Status
 from replay.analysis.gates.inputs import Read
 from replay.analysis.gates.policy import (
     STATUS_LABEL,
@@ -67,6 +67,7 @@ __all__ = [
     "FreshChronological",
     "GateContext",
     "GateError",
+    "GateOutcome",
     "GatePlan",
     "GatePolicy",
     "IsolatedLiveReplay",
@@ -74,7 +75,6 @@ __all__ = [
     "NoNewCriticalFailures",
     "NoUnsupportedCompletionIncrease",
     "NonInferiority",
-    "Outcome",
     "OverheadLimit",
     "PairedGain",
     "QuantisationSurvives",

@@ -29,8 +29,8 @@ from replay.analysis.compare import (
 )
 from replay.analysis.gates.context import (
     GateContext,
-    MissingEvidence,
-    Outcome,
+    GateOutcome,
+    MissingEvidenceError,
     evidence_path,
     judge,
     not_run,
@@ -68,7 +68,7 @@ class _Condition(Strict):
     def evidence_keys(self) -> tuple[str, ...]:
         return tuple(getattr(self, name) for name in ("evidence", "suite_evidence") if name in type(self).model_fields)
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         raise NotImplementedError
 
 
@@ -83,7 +83,7 @@ class _ThresholdOnRow(_Condition):
     def _max_p(self) -> float | None:
         return None
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         row = row_of(ctx.comparison, self.measure, self.scope)
         value = row.stats.points if self.basis == "point" else row.stats.ci_low
         ok = value is not None and value >= self.min_points
@@ -122,7 +122,7 @@ class TargetedCi(_Condition):
     measure: Measure = "joint"
     ci_low_above: float = 0.0
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         row = row_of(ctx.comparison, self.measure, self.stratum)
         low = row.stats.ci_low
         return judge(
@@ -151,7 +151,7 @@ class RepeatReduction(_Condition):
     min_relative_reduction: float = Field(ge=0, le=1)
     max_p: float | None = Field(default=None, gt=0, le=1)
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         try:
             row = ctx.comparison.repeat(self.level, self.stratum)
         except KeyError:
@@ -177,7 +177,7 @@ class NoNewCriticalFailures(_Condition):
     max_new: int = Field(default=0, ge=0)
     measure_name: ClassVar[str] = "critical_failure"
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         outcomes = paired_outcomes(ctx, self.evidence, self.measure_name)
         new = [i for i in outcomes.items if i.candidate and not i.baseline]
         categories = Counter(item.category or "uncategorised" for item in new)
@@ -207,7 +207,7 @@ class NoUnsupportedCompletionIncrease(_Condition):
     max_increase_points: float = 0.0
     measure_name: ClassVar[str] = "unsupported_completion"
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         outcomes = paired_outcomes(ctx, self.evidence, self.measure_name)
         s = repeat_comparison((i.baseline, i.candidate) for i in outcomes.items)
         increase = s.points if s.points is not None else 0.0
@@ -228,7 +228,7 @@ class IsolatedReplayCompletion(_Condition):
     evidence: str = "isolated_replay"
     min_points: float = 0.0
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         outcomes = paired_outcomes(ctx, self.evidence, "task_completed")
         s = paired_comparison((i.baseline, i.candidate) for i in outcomes.items)
         points = s.points if s.points is not None else 0.0
@@ -255,7 +255,7 @@ class OverheadLimit(_Condition):
     def named_strata(self) -> dict[str, str]:
         return {"compensating_scope": self.compensating_scope}
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         cost = ctx.comparison.overhead
         latency = cost.latency_ratio if self.latency == "mean" else cost.p50_latency_ratio
         if cost.token_ratio is None or latency is None:
@@ -315,7 +315,7 @@ class ConfirmationRun(_OtherRunGain):
     evidence: str = "confirmation"
     min_points: float
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         path, other = other_run(ctx, self.evidence, "a run directory of a second seed or checkpoint")
         ok, text, row = self._gain(other, self.min_points, strict=False)
         return judge(ok, f"confirmation run {path}: {text}", row_evidence(row, run_dir=str(path)),
@@ -331,7 +331,7 @@ class QuantisationSurvives(_OtherRunGain):
     min_points: float
     max_drop_points: float = Field(ge=0)
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         path, quantised = other_run(ctx, self.evidence, "a run directory of the same arms on the quantised endpoint")
         ok, text, row = self._gain(quantised, self.min_points, strict=False)
         high = row_of(ctx.comparison, self.measure, self.scope).stats
@@ -357,7 +357,7 @@ class FreshChronological(_OtherRunGain):
     captured_after: datetime
     points_above: float = 0.0
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         run_path = evidence_path(ctx, self.evidence, "a run directory on decisions captured after the cut-off")
         suite_path = evidence_path(ctx, self.suite_evidence, "the fresh run's suite directory, to check capture dates")
         try:
@@ -365,7 +365,7 @@ class FreshChronological(_OtherRunGain):
             fresh = compare(records, ctx.baseline, ctx.candidate, tainted=ctx.tainted)
             suite = load_suite(suite_path)
         except (ResultsError, SuiteError) as exc:
-            raise MissingEvidence(f"fresh evidence: {exc}") from exc
+            raise MissingEvidenceError(f"fresh evidence: {exc}") from exc
         cutoff = self.captured_after if self.captured_after.tzinfo else self.captured_after.replace(tzinfo=UTC)
         captured = {d.id: d.captured_at for d in suite.decisions}
         ids = {r.decision_id for r in records if r.arm == ctx.baseline}
@@ -407,7 +407,7 @@ class IsolatedLiveReplay(_Condition):
     min_pass_rate: float = Field(ge=0, le=1)
     max_regressions: int = Field(default=0, ge=0)
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         outcomes = paired_outcomes(ctx, self.evidence, "live_replay_passed")
         s = paired_comparison((i.baseline, i.candidate) for i in outcomes.items)
         rate = s.candidate_correct / s.n
@@ -431,7 +431,7 @@ class ShadowImproves(_Condition):
     points_above: float = 0.0
     max_p: float | None = Field(default=None, gt=0, le=1)
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         outcomes = paired_outcomes(ctx, self.evidence, "correct")
         s = paired_comparison((i.baseline, i.candidate) for i in outcomes.items)
         if s.n < self.min_items:
@@ -458,7 +458,7 @@ class CanaryNoRegression(_Condition):
     max_error_rate_increase: float = Field(default=0.0, ge=0)
     max_anomaly_rate_increase: float = Field(default=0.0, ge=0)
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         canary = read_json(ctx, self.evidence, CanaryEvidence, "a canary export JSON")
         if canary.adapter not in (None, ctx.candidate):
             return not_run(f"canary evidence is for {canary.adapter!r}, not {ctx.candidate!r}")
@@ -498,7 +498,7 @@ class RollbackReady(_Condition):
     kind: Literal["rollback_ready"]
     evidence: str = "registry"
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         state = read_json(ctx, self.evidence, RegistryEvidence, "a registry state JSON")
         target = state.rollback_target
         evidence = state.model_dump()
@@ -525,7 +525,7 @@ class ReviewerAgreement(_Condition):
     min_labelled: int = Field(ge=1)
     max_false_pass_upper: float = Field(gt=0, le=1)
 
-    def evaluate(self, ctx: GateContext) -> Outcome:
+    def evaluate(self, ctx: GateContext) -> GateOutcome:
         report = read_json(ctx, self.evidence, AgreementReport, "a reviewer agreement JSON (`qa agree --out`)")
         scope = self.workspace or "all workspaces"
         row = report.row(ctx.candidate, self.workspace)

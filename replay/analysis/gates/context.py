@@ -61,31 +61,31 @@ class GateContext:
 
 
 @dataclass(frozen=True)
-class Outcome:
+class GateOutcome:
     status: Status
     reason: str
     evidence: dict[str, Any] = field(default_factory=dict)
     tainted_rule_ids: tuple[str, ...] = ()
 
 
-def not_run(reason: str) -> Outcome:
-    return Outcome(Status.NOT_RUN, reason)
+def not_run(reason: str) -> GateOutcome:
+    return GateOutcome(Status.NOT_RUN, reason)
 
 
-def judge(ok: bool, reason: str, evidence: dict[str, Any], tainted: tuple[str, ...] = ()) -> Outcome:
-    return Outcome(Status.PASS if ok else Status.FAIL, reason, evidence, tainted)
+def judge(ok: bool, reason: str, evidence: dict[str, Any], tainted: tuple[str, ...] = ()) -> GateOutcome:
+    return GateOutcome(Status.PASS if ok else Status.FAIL, reason, evidence, tainted)
 
 
-class MissingEvidence(Exception):
+class MissingEvidenceError(ReplayError):
     """Evidence absent or unreadable: the condition is not run, for this reason."""
 
 
 def evidence_path(ctx: GateContext, key: str, what: str) -> Path:
     path = ctx.evidence.get(key)
     if path is None:
-        raise MissingEvidence(f"no evidence {key!r} given ({what})")
+        raise MissingEvidenceError(f"no evidence {key!r} given ({what})")
     if not Path(path).exists():
-        raise MissingEvidence(f"evidence {key!r}: {path} does not exist")
+        raise MissingEvidenceError(f"evidence {key!r}: {path} does not exist")
     return Path(path)
 
 
@@ -94,17 +94,17 @@ def read_json(ctx: GateContext, key: str, model: type[E], what: str) -> E:
     try:
         return core_read_json(path, model)
     except JsonFileError as exc:
-        raise MissingEvidence(f"evidence {key!r}: {exc}") from exc
+        raise MissingEvidenceError(f"evidence {key!r}: {exc}") from exc
 
 
 def paired_outcomes(ctx: GateContext, key: str, measure: str) -> PairedOutcomes:
     outcomes = read_json(ctx, key, PairedOutcomes, f'a paired-outcomes JSON with "measure": "{measure}"')
     if outcomes.measure != measure:
-        raise MissingEvidence(f"evidence {key!r} measures {outcomes.measure!r}, this condition needs {measure!r}")
+        raise MissingEvidenceError(f"evidence {key!r} measures {outcomes.measure!r}, this condition needs {measure!r}")
     if outcomes.candidate not in (None, ctx.candidate):
-        raise MissingEvidence(f"evidence {key!r} is for candidate {outcomes.candidate!r}, not {ctx.candidate!r}")
+        raise MissingEvidenceError(f"evidence {key!r} is for candidate {outcomes.candidate!r}, not {ctx.candidate!r}")
     if not outcomes.items:
-        raise MissingEvidence(f"evidence {key!r} has no items")
+        raise MissingEvidenceError(f"evidence {key!r} has no items")
     return outcomes
 
 
@@ -113,14 +113,14 @@ def other_run(ctx: GateContext, key: str, what: str) -> tuple[Path, Comparison]:
     try:
         return path, compare_run(path, ctx.baseline, ctx.candidate, tainted=ctx.tainted)
     except ResultsError as exc:
-        raise MissingEvidence(f"evidence {key!r}: {exc}") from exc
+        raise MissingEvidenceError(f"evidence {key!r}: {exc}") from exc
 
 
 def row_of(comparison: Comparison, measure: Measure, scope: str) -> CorrectnessRow:
     try:
         return comparison.row(measure, scope)
     except KeyError as exc:
-        raise MissingEvidence(f"no {measure}-scored decisions in {scope!r} in these results") from exc
+        raise MissingEvidenceError(f"no {measure}-scored decisions in {scope!r} in these results") from exc
 
 
 def row_evidence(row: CorrectnessRow, **extra: Any) -> dict[str, Any]:

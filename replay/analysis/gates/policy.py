@@ -18,7 +18,7 @@ from core.records import BUILTIN_STRATA, Strict
 from core.tomlfile import toml_problem
 from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainted, compare_run
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
-from replay.analysis.gates.context import GateContext, GateError, MissingEvidence, Status, not_run
+from replay.analysis.gates.context import GateContext, GateError, MissingEvidenceError, Status, not_run
 from replay.analysis.gates.inputs import RUN_RESULTS, Read, condition_reads, run_read
 
 
@@ -182,7 +182,7 @@ def evaluate(
 def _evaluate_one(condition: AnyCondition, ctx: GateContext, run: Read) -> ConditionResult:
     try:
         outcome = condition.evaluate(ctx)
-    except MissingEvidence as exc:
+    except MissingEvidenceError as exc:
         outcome = not_run(str(exc))
     not_ran = outcome.status is Status.NOT_RUN
     return ConditionResult(

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from core.jsonfile import parse_problem
 from core.records import ParsedResponse
 from core.toolcalls import parse_response, parse_text, request_schemas
-from core.wire import BadAnswer as BadAnswer  # the shared readings live in core/wire.py (replay reads with them)
+from core.wire import BadAnswerError as BadAnswerError  # the shared readings live in core/wire.py (replay uses them)
 from core.wire import ToolReply
 
 ApiName = Literal["chat", "completions", "messages", "count_tokens", "responses"]
@@ -173,7 +173,7 @@ class Api(ABC):
 
     @abstractmethod
     def answer(self, payload: Any) -> Answer:
-        """The neutral answer of a 200 JSON payload; BadAnswer when it is not this API's answer."""
+        """The neutral answer of a 200 JSON payload; BadAnswerError when it is not this API's answer."""
 
     @abstractmethod
     def accumulator(self) -> Accumulator:

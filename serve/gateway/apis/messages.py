@@ -27,7 +27,7 @@ from serve.gateway.apis.base import (
     Answer,
     Api,
     ApiName,
-    BadAnswer,
+    BadAnswerError,
     Conversation,
 )
 from serve.gateway.errors import bounded_message
@@ -131,7 +131,7 @@ class MessagesApi(AnthropicErrors, Api):
 
     def answer(self, payload: Any) -> Answer:
         if not isinstance(payload, dict) or not isinstance(payload.get("content"), list):
-            raise BadAnswer("the answer has no content blocks")
+            raise BadAnswerError("the answer has no content blocks")
         return answer_of(payload["content"])
 
     def accumulator(self) -> Accumulator:
@@ -154,5 +154,5 @@ class CountTokensApi(MessagesApi):
 
     def answer(self, payload: Any) -> Answer:
         if not isinstance(payload, dict) or not isinstance(payload.get("input_tokens"), int):
-            raise BadAnswer("the answer has no input_tokens")
+            raise BadAnswerError("the answer has no input_tokens")
         return ""

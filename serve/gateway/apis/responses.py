@@ -26,7 +26,7 @@ from serve.gateway.apis.base import (
     Answer,
     Api,
     ApiName,
-    BadAnswer,
+    BadAnswerError,
     Conversation,
 )
 from serve.gateway.apis.chat import OpenAIErrors
@@ -48,7 +48,7 @@ class ResponsesAccumulator(Accumulator):
     def answer(self) -> Answer:
         try:
             return answer_of(self._response)
-        except BadAnswer:
+        except BadAnswerError:
             return chat_message("", [])
 
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from demo.gpucheck.plan import (
     DRY_RUN_FACTOR,
     STEPS,
-    CheckReport,
+    GpuCheckReport,
     StepRecord,
     StepSpec,
     not_run,
@@ -57,14 +57,14 @@ def test_the_verdict_is_the_first_failure_and_skips_are_not_failures():
 
 
 def test_the_table_shows_each_step_with_its_time_against_its_budget_and_the_verdict_line():
-    report = CheckReport(mode="gpu", started_at=datetime(2026, 12, 2, tzinfo=UTC), total_s=301.4, limit_s=480,
-                         host={}, result="failed", failed="lora: HTTP 502",
-                         steps=[record("chat", "passed", 1.25, "200 in 40 ms"),
-                                record("nvml", "skipped", 0, "skipped: dry run"),
-                                record("lora", "failed", 12.0, "HTTP 502")])
+    report = GpuCheckReport(mode="gpu", started_at=datetime(2026, 12, 2, tzinfo=UTC), total_s=301.4, limit_s=480,
+                            host={}, result="failed", failed="lora: HTTP 502",
+                            steps=[record("chat", "passed", 1.25, "200 in 40 ms"),
+                                   record("nvml", "skipped", 0, "skipped: dry run"),
+                                   record("lora", "failed", 12.0, "HTTP 502")])
     lines = table(report).splitlines()
     assert lines[0].split() == ["step", "status", "time", "budget", "detail"]
     assert set(lines[1]) == {"-"}
     assert lines[2].split() == ["chat", "passed", "1.2", "s", "10", "s", "200", "in", "40", "ms"]
     assert lines[-1] == "gpu-check (gpu): FAILED at lora: HTTP 502 in 301 s of 480 s; skipped: nvml"
-    assert CheckReport.model_validate_json(report.model_dump_json()) == report
+    assert GpuCheckReport.model_validate_json(report.model_dump_json()) == report

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.gpucheck.context import CheckFailed, Done, StepSkipped
-from demo.gpucheck.plan import STEPS, CheckReport
+from demo.gpucheck.context import CheckFailedError, Done, StepSkippedError
+from demo.gpucheck.plan import STEPS, GpuCheckReport
 from demo.gpucheck.run import build_parser, check
 from serve.engine.launcher import EngineProcess
 from tests.support.fake_engine import MODULE
@@ -26,8 +26,8 @@ def args(tmp_path: Path, *more: str):
     return build_parser().parse_args(["--dry-run", "--out", str(tmp_path / "out"), *more])
 
 
-def report(tmp_path: Path) -> CheckReport:
-    return CheckReport.model_validate_json((tmp_path / "out" / "gpu-check.json").read_text())
+def report(tmp_path: Path) -> GpuCheckReport:
+    return GpuCheckReport.model_validate_json((tmp_path / "out" / "gpu-check.json").read_text())
 
 
 def passing(called: list[str]):
@@ -44,7 +44,7 @@ def test_the_first_failure_ends_the_check_and_the_report_says_what_failed(tmp_pa
     functions = passing(called)
 
     def broken(_ctx, _timeout_s):
-        raise CheckFailed("POST /v1/chat/completions: HTTP 500 (expected 200)")
+        raise CheckFailedError("POST /v1/chat/completions: HTTP 500 (expected 200)")
 
     functions["chat"] = broken
     assert check(args(tmp_path), functions) == 1
@@ -78,7 +78,7 @@ def test_a_skipping_step_is_recorded_with_its_reason(tmp_path):
     functions = passing([])
 
     def no_gpu(_ctx, _timeout_s):
-        raise StepSkipped("dry run: worker_gpu_nvml_up 0")
+        raise StepSkippedError("dry run: worker_gpu_nvml_up 0")
 
     functions["nvml"] = no_gpu
     assert check(args(tmp_path), functions) == 0
@@ -110,7 +110,7 @@ def test_sigterm_stops_the_engine_and_the_gateway_and_the_report_says_so(tmp_pat
                   env={"WORKER_TIER_CACHE": str(tmp_path / "cache")})
     wait_until(ready.exists, proc, log, limit_s=300)
     sigterm_leaves_nothing(proc, log, at_least=3)  # the fake engine, its worker, the gateway
-    got = CheckReport.model_validate_json((out / "gpu-check.json").read_text())
+    got = GpuCheckReport.model_validate_json((out / "gpu-check.json").read_text())
     assert (got.result, got.failed) == ("stopped", "stopped by SIGTERM")
     statuses = {s.name: s.status for s in got.steps}
     assert statuses["engine"] == statuses["gateway"] == "passed" and statuses["models"] == "not run"

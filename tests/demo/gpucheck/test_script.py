@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.gpucheck.plan import STEPS, TOTAL_S, CheckReport
+from demo.gpucheck.plan import STEPS, TOTAL_S, GpuCheckReport
 from tests.support.live import free_port
 
 REPO = Path(__file__).resolve().parents[3]
@@ -62,7 +62,7 @@ def test_a_failed_install_leaves_the_report_and_a_non_zero_status(tmp_path):
     done = script("--json", str(tmp_path / "gpu-check.json"), env=env)
     assert done.returncode == 1, done.stderr
     assert "FAILED at install:" in done.stderr
-    report = CheckReport.model_validate_json((tmp_path / "gpu-check.json").read_text())
+    report = GpuCheckReport.model_validate_json((tmp_path / "gpu-check.json").read_text())
     assert report.result == "failed" and report.failed.startswith("install: ")
     assert [(s.name, s.status) for s in report.steps] == [("install", "failed")]
 
@@ -72,7 +72,7 @@ def test_a_dry_run_without_an_engine_fails_at_the_engine_and_runs_nothing_after_
     done = script("--dry-run", "--engine-url", url, "--out", str(tmp_path / "out"))
     assert done.returncode == 1, done.stderr[-2000:]
     assert f"FAILED at engine: no engine answers at {url}/health" in done.stdout
-    report = CheckReport.model_validate_json((tmp_path / "out" / "gpu-check.json").read_text())
+    report = GpuCheckReport.model_validate_json((tmp_path / "out" / "gpu-check.json").read_text())
     assert report.mode == "dry-run" and report.failed == f"engine: no engine answers at {url}/health"
     statuses = {s.name: s.status for s in report.steps}
     assert statuses["install"] == "skipped" and statuses["config"] == statuses["model"] == "passed"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from demo.gpucheck.context import GPU_CONFIG, PRODUCTION_CONFIG, CheckFailed
+from demo.gpucheck.context import GPU_CONFIG, PRODUCTION_CONFIG, CheckFailedError
 from demo.gpucheck.services import AS_PRODUCTION, ENV_AS_PRODUCTION, check_config, production_differences
 from serve.engine.launcher import load_engine_config, server_command
 
@@ -50,5 +50,5 @@ def test_the_config_step_passes_on_the_shipped_files_and_fails_on_a_drifted_one(
     drifted.write_text(GPU_CONFIG.read_text().replace("max_num_seqs = 32", "max_num_seqs = 8")
                        .replace("../chat_templates/", f"{GPU_CONFIG.parent.parent}/chat_templates/"))
     monkeypatch.setattr("demo.gpucheck.services.GPU_CONFIG", drifted)
-    with pytest.raises(CheckFailed, match=r"max_num_seqs = 8 \(production: 32\)"):
+    with pytest.raises(CheckFailedError, match=r"max_num_seqs = 8 \(production: 32\)"):
         check_config(None, 10)

@@ -18,7 +18,7 @@ from core.records import Decision, EngineSettings, ResultRecord
 from replay.analysis.compare import ResultsError, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run, write_report
-from replay.memory.lessons import AblationEvidence, LiftEvidence, RuleVerdict, Verdict
+from replay.memory.lessons import AblationEvidence, LessonVerdict, LiftEvidence, RuleVerdict
 from replay.memory.uptake import RuleClaim, Uptake
 from replay.rundir import RunError, read_engine_settings
 from replay.stats import paired_comparison, wilson_interval
@@ -101,9 +101,9 @@ def cell(row: Node, name: str) -> Node:
 
 
 LESSONS = [
-    RuleVerdict("lc:retry", "ws-a", Verdict.HOLD, "leave-one-out", "lift within the margins",
+    RuleVerdict("lc:retry", "ws-a", LessonVerdict.HOLD, "leave-one-out", "lift within the margins",
                 LiftEvidence(carried=6, absent=6, carried_mean=0.5, absent_mean=0.5, lift=0.0)),
-    RuleVerdict("lc:flaky", "ws-a", Verdict.EVICT, "ablation", "eval-gate:harmful",
+    RuleVerdict("lc:flaky", "ws-a", LessonVerdict.EVICT, "ablation", "eval-gate:harmful",
                 AblationEvidence("worker", paired_comparison([(True, False)] * 6))),
 ]
 UPTAKE = [Uptake(RuleClaim("lc:flaky", repeat_rejected=True), "base", "only-flaky", already=1, moved_to=3,

@@ -23,12 +23,12 @@ from replay.memory.lessons import (
     AblationEvidence,
     AblationPolicy,
     LessonError,
+    LessonOutcome,
+    LessonVerdict,
     LiftEvidence,
     LiftPolicy,
-    Outcome,
     RuleVerdict,
     Trial,
-    Verdict,
     acceptable,
     apply_edits,
     apply_plan,
@@ -76,7 +76,7 @@ class TestCausal:
     def test_known_effects(self) -> None:
         verdicts = by_rule(causal_verdicts(ablation_world()))
         helpful, harmful, neutral = verdicts["lc:helpful"], verdicts["lc:harmful"], verdicts["lc:neutral"]
-        assert (helpful.verdict, harmful.verdict, neutral.verdict) == (Verdict.PROMOTE, Verdict.EVICT, Verdict.HOLD)
+        assert (helpful.verdict, harmful.verdict, neutral.verdict) == (LessonVerdict.PROMOTE, LessonVerdict.EVICT, LessonVerdict.HOLD)
         assert harmful.reason == HARMFUL
         # Sign-test p-values published in DESIGN §4: 9/1, 0/7, 3/7.
         assert helpful.evidence.comparison.p_value == 0.021484375
@@ -90,12 +90,12 @@ class TestCausal:
 
     def test_margin_holds_a_significant_but_small_effect(self) -> None:
         verdicts = by_rule(causal_verdicts(ablation_world(), AblationPolicy(promote_margin_points=50, evict_margin_points=50)))
-        assert verdicts["lc:helpful"].verdict is Verdict.HOLD
-        assert verdicts["lc:harmful"].verdict is Verdict.HOLD
+        assert verdicts["lc:helpful"].verdict is LessonVerdict.HOLD
+        assert verdicts["lc:harmful"].verdict is LessonVerdict.HOLD
 
     def test_stricter_alpha_holds(self) -> None:
         verdicts = by_rule(causal_verdicts(ablation_world(), AblationPolicy(alpha=0.01)))
-        assert {v.verdict for v in verdicts.values()} == {Verdict.HOLD}
+        assert {v.verdict for v in verdicts.values()} == {LessonVerdict.HOLD}
 
     def test_only_decisions_whose_full_arm_carried_the_rule_are_paired(self) -> None:
         world = ablation_world()
@@ -116,23 +116,23 @@ class TestCausal:
 class TestLeaveOneOut:
     # The shape of 000: a cold start, clean learning, a poisoned run, recovery.
     RUNS = [
-        Outcome("r1", "ws", 0.00, frozenset()),
-        Outcome("r2", "ws", 1.00, frozenset({"lc:l1"})),
-        Outcome("r3", "ws", 0.92, frozenset({"lc:l1", "lc:l2"})),
-        Outcome("r4", "ws", 0.50, frozenset({"lc:l1", "lc:l2", "lc:p1"})),
-        Outcome("r5", "ws", 0.60, frozenset({"lc:l2", "lc:p1"})),
-        Outcome("r6", "ws", 0.97, frozenset({"lc:l1", "lc:l2"})),
+        LessonOutcome("r1", "ws", 0.00, frozenset()),
+        LessonOutcome("r2", "ws", 1.00, frozenset({"lc:l1"})),
+        LessonOutcome("r3", "ws", 0.92, frozenset({"lc:l1", "lc:l2"})),
+        LessonOutcome("r4", "ws", 0.50, frozenset({"lc:l1", "lc:l2", "lc:p1"})),
+        LessonOutcome("r5", "ws", 0.60, frozenset({"lc:l2", "lc:p1"})),
+        LessonOutcome("r6", "ws", 0.97, frozenset({"lc:l1", "lc:l2"})),
     ]
 
     def test_seed_000_poison_evicted_genuine_promoted_innocent_blamed(self) -> None:
         verdicts = by_rule(lift_verdicts(self.RUNS, LiftPolicy(min_trials=2, promote_margin=0.05, evict_margin=0.05)))
         p1, l1, l2 = verdicts["lc:p1"], verdicts["lc:l1"], verdicts["lc:l2"]
-        assert p1.verdict is Verdict.EVICT and p1.reason == HARMFUL
+        assert p1.verdict is LessonVerdict.EVICT and p1.reason == HARMFUL
         assert p1.evidence == LiftEvidence(2, 3, pytest.approx(0.55), pytest.approx(2.89 / 3), pytest.approx(0.55 - 2.89 / 3))
-        assert l1.verdict is Verdict.PROMOTE
+        assert l1.verdict is LessonVerdict.PROMOTE
         assert l1.evidence.carried_mean == pytest.approx(3.39 / 4) and l1.evidence.absent_mean == pytest.approx(0.60)
         # lc:l2 is genuine but shared the crater run: leave-one-out blames it (000's asterisk).
-        assert l2.verdict is Verdict.EVICT
+        assert l2.verdict is LessonVerdict.EVICT
         assert l2.evidence.lift == pytest.approx(2.99 / 4 - 1.00)
 
     def test_runs_without_any_rule_are_not_recorded(self) -> None:
@@ -143,31 +143,31 @@ class TestLeaveOneOut:
 
     def test_min_trials_holds(self) -> None:
         verdicts = by_rule(lift_verdicts(self.RUNS, LiftPolicy(min_trials=3)))
-        assert verdicts["lc:p1"].verdict is Verdict.HOLD
+        assert verdicts["lc:p1"].verdict is LessonVerdict.HOLD
         assert verdicts["lc:p1"].reason == "fewer than 3 trials"
 
     def test_within_margins_holds(self) -> None:
-        runs = [Outcome("a", "ws", 0.80, frozenset({"lc:x", "lc:y"})), Outcome("b", "ws", 0.82, frozenset({"lc:x", "lc:y"})),
-                Outcome("c", "ws", 0.80, frozenset({"lc:y"}))]
-        assert by_rule(lift_verdicts(runs))["lc:x"].verdict is Verdict.HOLD
+        runs = [LessonOutcome("a", "ws", 0.80, frozenset({"lc:x", "lc:y"})), LessonOutcome("b", "ws", 0.82, frozenset({"lc:x", "lc:y"})),
+                LessonOutcome("c", "ws", 0.80, frozenset({"lc:y"}))]
+        assert by_rule(lift_verdicts(runs))["lc:x"].verdict is LessonVerdict.HOLD
 
     def test_never_absent_holds_until_max_trials_forces_a_verdict(self) -> None:
-        runs = [Outcome(f"r{i}", "ws", 0.9, frozenset({"lc:always"})) for i in range(5)]
+        runs = [LessonOutcome(f"r{i}", "ws", 0.9, frozenset({"lc:always"})) for i in range(5)]
         (held,) = lift_verdicts(runs, LiftPolicy(max_trials=6))
-        assert held.verdict is Verdict.HOLD and held.reason == "never absent: no leave-one-out baseline"
+        assert held.verdict is LessonVerdict.HOLD and held.reason == "never absent: no leave-one-out baseline"
         (forced,) = lift_verdicts(runs, LiftPolicy(max_trials=5))
-        assert forced.forced and forced.verdict is Verdict.EVICT and forced.reason == INCONCLUSIVE
+        assert forced.forced and forced.verdict is LessonVerdict.EVICT and forced.reason == INCONCLUSIVE
 
     def test_max_trials_forces_promotion_of_a_small_positive_lift(self) -> None:
-        runs = [Outcome(f"r{i}", "ws", 0.81, frozenset({"lc:x", "lc:y"})) for i in range(4)] + [Outcome("z", "ws", 0.80, frozenset({"lc:y"}))]
+        runs = [LessonOutcome(f"r{i}", "ws", 0.81, frozenset({"lc:x", "lc:y"})) for i in range(4)] + [LessonOutcome("z", "ws", 0.80, frozenset({"lc:y"}))]
         verdict = by_rule(lift_verdicts(runs, LiftPolicy(max_trials=4)))["lc:x"]
-        assert verdict.forced and verdict.verdict is Verdict.PROMOTE
+        assert verdict.forced and verdict.verdict is LessonVerdict.PROMOTE
 
     def test_same_id_in_two_workspaces_is_two_rules(self) -> None:
-        runs = [Outcome("a", "ws-a", 1.0, frozenset({"lc:x"})), Outcome("b", "ws-a", 1.0, frozenset({"lc:x"})),
-                Outcome("c", "ws-b", 0.0, frozenset({"lc:x"})), Outcome("d", "ws-b", 0.0, frozenset({"lc:x"}))]
+        runs = [LessonOutcome("a", "ws-a", 1.0, frozenset({"lc:x"})), LessonOutcome("b", "ws-a", 1.0, frozenset({"lc:x"})),
+                LessonOutcome("c", "ws-b", 0.0, frozenset({"lc:x"})), LessonOutcome("d", "ws-b", 0.0, frozenset({"lc:x"}))]
         verdicts = {(v.workspace, v.rule_id): v.verdict for v in lift_verdicts(runs)}
-        assert verdicts == {("ws-a", "lc:x"): Verdict.PROMOTE, ("ws-b", "lc:x"): Verdict.EVICT}
+        assert verdicts == {("ws-a", "lc:x"): LessonVerdict.PROMOTE, ("ws-b", "lc:x"): LessonVerdict.EVICT}
 
 
 class TestCoInjection:
@@ -187,23 +187,23 @@ class TestCoInjection:
     def test_leave_one_out_blames_the_innocent_rule(self) -> None:
         plain = [t for t in self.world() if not t.memory.startswith("workspace-minus")]
         verdicts = by_rule(lift_verdicts(outcomes_from_trials(plain)))
-        assert verdicts["lc:poison"].verdict is Verdict.EVICT
-        assert verdicts["lc:innocent"].verdict is Verdict.EVICT
-        assert verdicts["lc:good"].verdict is Verdict.PROMOTE
+        assert verdicts["lc:poison"].verdict is LessonVerdict.EVICT
+        assert verdicts["lc:innocent"].verdict is LessonVerdict.EVICT
+        assert verdicts["lc:good"].verdict is LessonVerdict.PROMOTE
 
     def test_paired_ablation_does_not(self) -> None:
         verdicts = by_rule(causal_verdicts(self.world()))
-        assert verdicts["lc:poison"].verdict is Verdict.EVICT
+        assert verdicts["lc:poison"].verdict is LessonVerdict.EVICT
         assert verdicts["lc:poison"].evidence.comparison.p_value == 2 / 2**10
-        assert verdicts["lc:innocent"].verdict is Verdict.HOLD
+        assert verdicts["lc:innocent"].verdict is LessonVerdict.HOLD
         assert verdicts["lc:innocent"].evidence.comparison.wins + verdicts["lc:innocent"].evidence.comparison.losses == 0
 
     def test_combined_gate_is_causal_where_it_can_be(self) -> None:
         verdicts = by_rule(lesson_verdicts(self.world()))
         assert {k: (v.method, v.verdict) for k, v in verdicts.items()} == {
-            "lc:poison": ("ablation", Verdict.EVICT),
-            "lc:innocent": ("ablation", Verdict.HOLD),
-            "lc:good": ("leave-one-out", Verdict.PROMOTE),
+            "lc:poison": ("ablation", LessonVerdict.EVICT),
+            "lc:innocent": ("ablation", LessonVerdict.HOLD),
+            "lc:good": ("leave-one-out", LessonVerdict.PROMOTE),
         }
 
 
@@ -241,7 +241,7 @@ def test_a_rule_that_makes_known_failures_repeat_is_evicted_causally() -> None:
                                memory="workspace-minus:lc:a", rules=frozenset()))
     trials = trials_from_results(records)
     (verdict,) = causal_verdicts(trials)
-    assert (verdict.rule_id, verdict.verdict) == ("lc:a", Verdict.EVICT)
+    assert (verdict.rule_id, verdict.verdict) == ("lc:a", LessonVerdict.EVICT)
     assert isinstance(verdict.evidence, AblationEvidence)
     assert (verdict.evidence.comparison.wins, verdict.evidence.comparison.losses) == (0, 6)
     # Leave-one-out is scored on the same outcome: the plain arm always carried lc:a, so it is held.
@@ -256,7 +256,7 @@ class TestEdits:
 
     @staticmethod
     def evict(rule_id: str, workspace: str = "ws-a") -> RuleVerdict:
-        return RuleVerdict(rule_id, workspace, Verdict.EVICT, "leave-one-out", HARMFUL, LiftEvidence(4, 6, 0.25, 0.75, -0.5))
+        return RuleVerdict(rule_id, workspace, LessonVerdict.EVICT, "leave-one-out", HARMFUL, LiftEvidence(4, 6, 0.25, 0.75, -0.5))
 
     def test_propose_writes_nothing(self, workspace: Path) -> None:
         before = {p: p.read_bytes() for p in workspace.rglob("*.md")}
@@ -304,7 +304,7 @@ class TestEdits:
         assert propose_edits([self.evict("lc:anchor-placement")], workspace, TODAY) == ""
 
     def test_only_evictions_of_file_rules_edit(self, workspace: Path) -> None:
-        promote = RuleVerdict("lc:invoice-by-id", "ws-a", Verdict.PROMOTE, "leave-one-out", "eval-gate:helpful", LiftEvidence(4, 6, 0.9, 0.5, 0.4))
+        promote = RuleVerdict("lc:invoice-by-id", "ws-a", LessonVerdict.PROMOTE, "leave-one-out", "eval-gate:helpful", LiftEvidence(4, 6, 0.9, 0.5, 0.4))
         synthetic = self.evict("rule:0123456789ab")
         assert propose_edits([promote, synthetic], workspace, TODAY) == ""
 
@@ -362,11 +362,11 @@ class TestRunEntryPoints:
         root = Path(shutil.copytree(FIXTURES / "ws-a", tmp_path / "ws-a"))
         plan = plan_lessons(self.records(), {"ws-a": root}, TODAY)
         verdict = by_rule(list(plan.verdicts))["lc:anchor-placement"]
-        assert (verdict.verdict, verdict.method) == (Verdict.EVICT, "ablation")
+        assert (verdict.verdict, verdict.method) == (LessonVerdict.EVICT, "ablation")
         # The other rules were never absent from a plain arm: leave-one-out holds them.
         assert {(v.rule_id, v.verdict, v.method) for v in plan.verdicts if v is not verdict} == {
-            ("lc:invoice-by-id", Verdict.HOLD, "leave-one-out"),
-            ("lc:invoice-date-filter", Verdict.HOLD, "leave-one-out"),
+            ("lc:invoice-by-id", LessonVerdict.HOLD, "leave-one-out"),
+            ("lc:invoice-date-filter", LessonVerdict.HOLD, "leave-one-out"),
         }
         assert verdict.evidence.comparison.p_value == 2 / 2**8
         assert list(plan.diffs) == ["ws-a"] and "+- lc:anchor-placement: retired (eval-gate:harmful; ablation on 8" in plan.diffs["ws-a"]

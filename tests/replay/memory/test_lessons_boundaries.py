@@ -21,12 +21,12 @@ from replay.memory.lessons import (
     AblationEvidence,
     AblationPolicy,
     LessonError,
+    LessonOutcome,
+    LessonVerdict,
     LiftEvidence,
     LiftPolicy,
-    Outcome,
     RuleVerdict,
     Trial,
-    Verdict,
     _read_for_edit,
     apply_edits,
     apply_plan,
@@ -55,7 +55,7 @@ def paired(wins: int, losses: int, ties: int = 0) -> list[Trial]:
     return trials
 
 
-def causal(trials: list[Trial], policy: AblationPolicy) -> Verdict:
+def causal(trials: list[Trial], policy: AblationPolicy) -> LessonVerdict:
     [verdict] = causal_verdicts(trials, policy)
     return verdict.verdict
 
@@ -68,11 +68,11 @@ def test_a_7_0_split_at_alpha_exactly_its_p_value_is_judged() -> None:
     """7/0 is p = 2/2⁷ = 1/64 exactly; at α = 1/64 it rejects (p ≤ α), one ulp below it holds."""
     assert Fraction(sign_test(7, 0)) == Fraction(1, 64)
     at, below, above = 1 / 64, math.nextafter(1 / 64, 0), math.nextafter(1 / 64, 1)
-    assert causal(paired(7, 0), AblationPolicy(alpha=at)) is Verdict.PROMOTE
-    assert causal(paired(0, 7), AblationPolicy(alpha=at)) is Verdict.EVICT
-    assert causal(paired(7, 0), AblationPolicy(alpha=below)) is Verdict.HOLD
-    assert causal(paired(0, 7), AblationPolicy(alpha=below)) is Verdict.HOLD
-    assert causal(paired(7, 0), AblationPolicy(alpha=above)) is Verdict.PROMOTE
+    assert causal(paired(7, 0), AblationPolicy(alpha=at)) is LessonVerdict.PROMOTE
+    assert causal(paired(0, 7), AblationPolicy(alpha=at)) is LessonVerdict.EVICT
+    assert causal(paired(7, 0), AblationPolicy(alpha=below)) is LessonVerdict.HOLD
+    assert causal(paired(0, 7), AblationPolicy(alpha=below)) is LessonVerdict.HOLD
+    assert causal(paired(7, 0), AblationPolicy(alpha=above)) is LessonVerdict.PROMOTE
 
 
 def test_points_exactly_at_the_evict_and_promote_margins() -> None:
@@ -81,25 +81,25 @@ def test_points_exactly_at_the_evict_and_promote_margins() -> None:
     harmful, helpful = paired(0, 7, ties=3), paired(7, 0, ties=3)
     [v] = causal_verdicts(harmful, AblationPolicy())
     assert v.evidence.comparison.points == -70.0  # type: ignore[union-attr]
-    assert causal(harmful, AblationPolicy(evict_margin_points=70.0)) is Verdict.EVICT
-    assert causal(harmful, AblationPolicy(evict_margin_points=math.nextafter(70.0, 100))) is Verdict.HOLD
-    assert causal(helpful, AblationPolicy(promote_margin_points=70.0)) is Verdict.PROMOTE
-    assert causal(helpful, AblationPolicy(promote_margin_points=math.nextafter(70.0, 100))) is Verdict.HOLD
+    assert causal(harmful, AblationPolicy(evict_margin_points=70.0)) is LessonVerdict.EVICT
+    assert causal(harmful, AblationPolicy(evict_margin_points=math.nextafter(70.0, 100))) is LessonVerdict.HOLD
+    assert causal(helpful, AblationPolicy(promote_margin_points=70.0)) is LessonVerdict.PROMOTE
+    assert causal(helpful, AblationPolicy(promote_margin_points=math.nextafter(70.0, 100))) is LessonVerdict.HOLD
     # a margin on the other side never matters
-    assert causal(harmful, AblationPolicy(promote_margin_points=1000.0)) is Verdict.EVICT
-    assert causal(helpful, AblationPolicy(evict_margin_points=1000.0)) is Verdict.PROMOTE
+    assert causal(harmful, AblationPolicy(promote_margin_points=1000.0)) is LessonVerdict.EVICT
+    assert causal(helpful, AblationPolicy(evict_margin_points=1000.0)) is LessonVerdict.PROMOTE
 
 
 def test_no_effect_at_all_holds_even_at_a_zero_margin() -> None:
-    assert causal(paired(0, 0, ties=12), AblationPolicy(alpha=0.999)) is Verdict.HOLD
+    assert causal(paired(0, 0, ties=12), AblationPolicy(alpha=0.999)) is LessonVerdict.HOLD
 
 
-def lift_world(carried: list[float], absent: list[float]) -> list[Outcome]:
-    return ([Outcome(f"c{i}", "ws", s, frozenset({RULE})) for i, s in enumerate(carried)]
-            + [Outcome(f"a{i}", "ws", s, frozenset({"lc:other"})) for i, s in enumerate(absent)])
+def lift_world(carried: list[float], absent: list[float]) -> list[LessonOutcome]:
+    return ([LessonOutcome(f"c{i}", "ws", s, frozenset({RULE})) for i, s in enumerate(carried)]
+            + [LessonOutcome(f"a{i}", "ws", s, frozenset({"lc:other"})) for i, s in enumerate(absent)])
 
 
-def lift_of(outcomes: list[Outcome], policy: LiftPolicy) -> tuple[Verdict, str, bool]:
+def lift_of(outcomes: list[LessonOutcome], policy: LiftPolicy) -> tuple[LessonVerdict, str, bool]:
     verdict = next(v for v in lift_verdicts(outcomes, policy) if v.rule_id == RULE)
     return verdict.verdict, verdict.reason, verdict.forced
 
@@ -108,28 +108,28 @@ def test_leave_one_out_lift_exactly_at_minus_and_plus_the_margin() -> None:
     """Carried mean 0 against absent mean 1/4: lift −0.25 exactly (all binary fractions)."""
     harmful = lift_world([0.0, 0.0], [1.0, 0.0, 0.0, 0.0])
     helpful = lift_world([1.0, 1.0], [1.0, 1.0, 1.0, 0.0])
-    assert lift_of(harmful, LiftPolicy(evict_margin=0.25)) == (Verdict.EVICT, HARMFUL, False)
-    assert lift_of(harmful, LiftPolicy(evict_margin=math.nextafter(0.25, 1)))[:2] == (Verdict.HOLD,
+    assert lift_of(harmful, LiftPolicy(evict_margin=0.25)) == (LessonVerdict.EVICT, HARMFUL, False)
+    assert lift_of(harmful, LiftPolicy(evict_margin=math.nextafter(0.25, 1)))[:2] == (LessonVerdict.HOLD,
                                                                                       "lift within the margins")
-    assert lift_of(helpful, LiftPolicy(promote_margin=0.25)) == (Verdict.PROMOTE, HELPFUL, False)
-    assert lift_of(helpful, LiftPolicy(promote_margin=math.nextafter(0.25, 1)))[0] is Verdict.HOLD
+    assert lift_of(helpful, LiftPolicy(promote_margin=0.25)) == (LessonVerdict.PROMOTE, HELPFUL, False)
+    assert lift_of(helpful, LiftPolicy(promote_margin=math.nextafter(0.25, 1)))[0] is LessonVerdict.HOLD
 
 
 def test_a_lift_of_exactly_the_default_margin_promotes_or_evicts() -> None:
     """10 of 20 against 9 of 20 is a lift of exactly 0.05, the default margins, though 0.5 − 0.45 is
     0.04999999999999999 as a difference of float means."""
     ten, nine = [1.0] * 10 + [0.0] * 10, [1.0] * 9 + [0.0] * 11
-    assert lift_of(lift_world(ten, nine), LiftPolicy()) == (Verdict.PROMOTE, HELPFUL, False)
-    assert lift_of(lift_world(nine, ten), LiftPolicy()) == (Verdict.EVICT, HARMFUL, False)
+    assert lift_of(lift_world(ten, nine), LiftPolicy()) == (LessonVerdict.PROMOTE, HELPFUL, False)
+    assert lift_of(lift_world(nine, ten), LiftPolicy()) == (LessonVerdict.EVICT, HARMFUL, False)
     above = math.nextafter(0.05, 1)
-    assert lift_of(lift_world(ten, nine), LiftPolicy(promote_margin=above))[0] is Verdict.HOLD
-    assert lift_of(lift_world(nine, ten), LiftPolicy(evict_margin=above))[0] is Verdict.HOLD
+    assert lift_of(lift_world(ten, nine), LiftPolicy(promote_margin=above))[0] is LessonVerdict.HOLD
+    assert lift_of(lift_world(nine, ten), LiftPolicy(evict_margin=above))[0] is LessonVerdict.HOLD
 
 
 def test_min_trials_is_inclusive() -> None:
     harmful = lift_world([0.0, 0.0, 0.0], [1.0])
-    assert lift_of(harmful, LiftPolicy(min_trials=3))[0] is Verdict.EVICT
-    assert lift_of(harmful, LiftPolicy(min_trials=4))[:2] == (Verdict.HOLD, "fewer than 4 trials")
+    assert lift_of(harmful, LiftPolicy(min_trials=3))[0] is LessonVerdict.EVICT
+    assert lift_of(harmful, LiftPolicy(min_trials=4))[:2] == (LessonVerdict.HOLD, "fewer than 4 trials")
 
 
 @pytest.mark.parametrize("max_trials, forced", [(3, True), (2, True), (4, False), (None, False)])
@@ -137,16 +137,16 @@ def test_a_zero_lift_rule_is_forced_out_at_exactly_max_trials(max_trials: int | 
     """Lift exactly 0 (never shown to help): held below `max_trials`, evicted as inconclusive at it."""
     flat = lift_world([1.0, 0.0, 1.0], [1.0, 0.0, 1.0])
     got = lift_of(flat, LiftPolicy(max_trials=max_trials))
-    assert got == ((Verdict.EVICT, INCONCLUSIVE, True) if forced else (Verdict.HOLD, "lift within the margins", False))
+    assert got == ((LessonVerdict.EVICT, INCONCLUSIVE, True) if forced else (LessonVerdict.HOLD, "lift within the margins", False))
 
 
 def test_a_forced_verdict_promotes_any_positive_lift_and_evicts_a_rule_never_absent() -> None:
     small_gain = lift_world([1.0, 1.0, 1.0, 0.0], [1.0, 1.0, 0.0, 0.0, 1.0, 0.0, 1.0, 1.0])  # 0.75 − 0.625
-    assert lift_of(small_gain, LiftPolicy(promote_margin=0.5)) == (Verdict.HOLD, "lift within the margins", False)
-    assert lift_of(small_gain, LiftPolicy(promote_margin=0.5, max_trials=4)) == (Verdict.PROMOTE, HELPFUL, True)
-    never_absent = [Outcome(f"c{i}", "ws", 1.0, frozenset({RULE})) for i in range(3)]
-    assert lift_of(never_absent, LiftPolicy())[:2] == (Verdict.HOLD, "never absent: no leave-one-out baseline")
-    assert lift_of(never_absent, LiftPolicy(max_trials=3)) == (Verdict.EVICT, INCONCLUSIVE, True)
+    assert lift_of(small_gain, LiftPolicy(promote_margin=0.5)) == (LessonVerdict.HOLD, "lift within the margins", False)
+    assert lift_of(small_gain, LiftPolicy(promote_margin=0.5, max_trials=4)) == (LessonVerdict.PROMOTE, HELPFUL, True)
+    never_absent = [LessonOutcome(f"c{i}", "ws", 1.0, frozenset({RULE})) for i in range(3)]
+    assert lift_of(never_absent, LiftPolicy())[:2] == (LessonVerdict.HOLD, "never absent: no leave-one-out baseline")
+    assert lift_of(never_absent, LiftPolicy(max_trials=3)) == (LessonVerdict.EVICT, INCONCLUSIVE, True)
 
 
 def test_ablation_arms_do_not_leak_into_the_leave_one_out_baseline() -> None:
@@ -172,12 +172,12 @@ def test_the_policies_given_reach_both_methods() -> None:
     plain += [Trial("m", "rules:lc:y", f"e{i}", "ws", i == 2, frozenset({"lc:y"})) for i in (2, 3, 4, 5)]
     trials = causal_trials + plain
     default = {v.rule_id: v.verdict for v in lesson_verdicts(trials)}
-    assert default[RULE] is Verdict.PROMOTE and default["lc:x"] is Verdict.PROMOTE
+    assert default[RULE] is LessonVerdict.PROMOTE and default["lc:x"] is LessonVerdict.PROMOTE
     strict = {v.rule_id: v.verdict for v in lesson_verdicts(trials, AblationPolicy(alpha=0.01),
                                                             LiftPolicy(promote_margin=0.9))}
-    assert strict[RULE] is Verdict.HOLD and strict["lc:x"] is Verdict.HOLD
+    assert strict[RULE] is LessonVerdict.HOLD and strict["lc:x"] is LessonVerdict.HOLD
     loo = {v.rule_id: v.verdict for v in leave_one_out_verdicts(trials, LiftPolicy(promote_margin=0.9))}
-    assert loo["lc:x"] is Verdict.HOLD
+    assert loo["lc:x"] is LessonVerdict.HOLD
 
 
 def test_leave_one_out_verdicts_depend_on_every_rule_in_the_baseline() -> None:
@@ -188,7 +188,7 @@ def test_leave_one_out_verdicts_depend_on_every_rule_in_the_baseline() -> None:
 
 def test_outcomes_are_keyed_by_model_memory_and_decision() -> None:
     [outcome] = outcomes_from_trials([Trial("m1", "workspace", "d7", "ws", True, frozenset({RULE}))])
-    assert outcome == Outcome("m1|workspace|d7", "ws", 1.0, frozenset({RULE}))
+    assert outcome == LessonOutcome("m1|workspace|d7", "ws", 1.0, frozenset({RULE}))
 
 
 def record(workspace: str, memory: str, decision: str, correct: bool, rules: list[str]) -> ResultRecord:
@@ -216,12 +216,12 @@ def test_a_plan_edits_every_workspace_with_evictions_and_only_those(tmp_path: Pa
     today = date(2026, 8, 21)
     plan = plan_lessons(records, roots, today)  # ws3 (a promotion only) needs no memory directory
     assert sorted(plan.diffs) == ["ws1", "ws2"]
-    assert {v.workspace: v.verdict for v in plan.verdicts} == {"ws1": Verdict.EVICT, "ws2": Verdict.EVICT,
-                                                               "ws3": Verdict.PROMOTE}
+    assert {v.workspace: v.verdict for v in plan.verdicts} == {"ws1": LessonVerdict.EVICT, "ws2": LessonVerdict.EVICT,
+                                                               "ws3": LessonVerdict.PROMOTE}
     changed = apply_plan(plan, roots, today)
     assert changed == [roots["ws1"] / LC_FILE, roots["ws1"] / LOG_FILE, roots["ws2"] / LC_FILE, roots["ws2"] / LOG_FILE]
     held = plan_lessons(records, roots, today, AblationPolicy(alpha=0.001), LiftPolicy())
-    assert held.diffs == {} and {v.verdict for v in held.verdicts} == {Verdict.HOLD}
+    assert held.diffs == {} and {v.verdict for v in held.verdicts} == {LessonVerdict.HOLD}
 
 
 def test_a_plan_uses_the_lift_policy_for_rules_without_ablations() -> None:
@@ -230,15 +230,15 @@ def test_a_plan_uses_the_lift_policy_for_rules_without_ablations() -> None:
     records = [record("ws", "workspace", f"d{i}", i != 3, ["lc:a"] if i < 2 else ["lc:b"]) for i in range(4)]
     today = date(2026, 8, 21)
     loose = plan_lessons(records, {}, today, lift=LiftPolicy(evict_margin=2.0))
-    assert {v.rule_id: v.verdict for v in loose.verdicts} == {"lc:a": Verdict.PROMOTE, "lc:b": Verdict.HOLD}
+    assert {v.rule_id: v.verdict for v in loose.verdicts} == {"lc:a": LessonVerdict.PROMOTE, "lc:b": LessonVerdict.HOLD}
     strict = plan_lessons(records, {}, today, lift=LiftPolicy(promote_margin=2.0, evict_margin=2.0))
-    assert {v.verdict for v in strict.verdicts} == {Verdict.HOLD}
+    assert {v.verdict for v in strict.verdicts} == {LessonVerdict.HOLD}
 
 
 # ── soft eviction: the exact bytes of each edit ─────────────────────────────
 
 BRIEF = "- Be brief. <!-- lc:brief evidence:user-explicit -->"
-EVICT_BRIEF = RuleVerdict("lc:brief", "ws", Verdict.EVICT, "leave-one-out", HARMFUL,
+EVICT_BRIEF = RuleVerdict("lc:brief", "ws", LessonVerdict.EVICT, "leave-one-out", HARMFUL,
                           LiftEvidence(4, 6, 0.25, 0.75, -0.5))
 TODAY = date(2026, 8, 21)
 
@@ -304,7 +304,7 @@ def test_files_that_cannot_be_edited_say_why(tmp_path: Path) -> None:
 
 def test_a_tie_never_promotes_even_where_every_p_rejects() -> None:
     """3/3 has points 0: at α = 1 the test 'rejects', but a rule with no effect is held."""
-    assert causal(paired(3, 3), AblationPolicy(alpha=1.0)) is Verdict.HOLD
+    assert causal(paired(3, 3), AblationPolicy(alpha=1.0)) is LessonVerdict.HOLD
 
 
 def test_the_causal_interval_is_at_the_policys_confidence() -> None:
@@ -342,9 +342,9 @@ def test_an_effect_of_less_than_one_point_still_promotes_at_a_zero_margin() -> N
     """10 wins in 2000 decisions: +0.5 points, and 10/0 rejects (p = 2/2¹⁰) at the default α."""
     [verdict] = causal_verdicts(paired(10, 0, ties=1990), AblationPolicy())
     assert verdict.evidence.comparison.points == 0.5  # type: ignore[union-attr]
-    assert (verdict.verdict, verdict.reason) == (Verdict.PROMOTE, HELPFUL)
+    assert (verdict.verdict, verdict.reason) == (LessonVerdict.PROMOTE, HELPFUL)
     [held] = causal_verdicts(paired(4, 3), AblationPolicy())
-    assert (held.verdict, held.reason) == (Verdict.HOLD, "no significant effect beyond the margin")
+    assert (held.verdict, held.reason) == (LessonVerdict.HOLD, "no significant effect beyond the margin")
 
 
 def test_a_causal_verdict_depends_on_every_rule_any_of_its_pairs_carried() -> None:
@@ -369,7 +369,7 @@ def test_two_trials_of_one_arm_on_one_decision_are_refused_naming_it() -> None:
 def test_summaries_say_what_the_evidence_was_and_whether_the_verdict_was_forced() -> None:
     assert EVICT_BRIEF.summary() == ("ws lc:brief: evict, eval-gate:harmful; leave-one-out: mean 0.250 over 4 trials "
                                      "with it vs 0.750 over 6 without, lift -0.500")
-    never_absent = RuleVerdict("lc:brief", "ws", Verdict.EVICT, "leave-one-out", INCONCLUSIVE,
+    never_absent = RuleVerdict("lc:brief", "ws", LessonVerdict.EVICT, "leave-one-out", INCONCLUSIVE,
                                LiftEvidence(5, 0, 1.0, None, None), forced=True)
     assert never_absent.summary() == ("ws lc:brief: evict (forced at max trials), eval-gate:inconclusive; "
                                       "leave-one-out: mean 1.000 over 5 trials, never absent")
@@ -377,7 +377,7 @@ def test_summaries_say_what_the_evidence_was_and_whether_the_verdict_was_forced(
 
 def test_an_eviction_after_one_already_retired_is_still_made(tmp_path: Path) -> None:
     root = memory(tmp_path, f"## Rules\n{BRIEF}\n## Retired\n- Old. <!-- lc:old evidence:user-explicit -->\n".encode())
-    old = RuleVerdict("lc:old", "ws", Verdict.EVICT, "leave-one-out", HARMFUL, EVICT_BRIEF.evidence)
+    old = RuleVerdict("lc:old", "ws", LessonVerdict.EVICT, "leave-one-out", HARMFUL, EVICT_BRIEF.evidence)
     apply_edits([old, EVICT_BRIEF], root, TODAY)
     assert (root / LC_FILE).read_text() == (
         f"## Rules\n## Retired\n- Old. <!-- lc:old evidence:user-explicit -->\n{BRIEF}\n")

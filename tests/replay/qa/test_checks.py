@@ -21,7 +21,7 @@ from replay.qa.checks import (
     without_code,
 )
 from replay.qa.config import load_config
-from replay.qa.run import AnswerText, Call, Run, read_run
+from replay.qa.run import AnswerText, Run, ThreadCall, read_run
 from tests.replay.qa.corpus import RETRIES, append_answer, replace_result, text
 from tests.support.curation import LOOKUP, copy_workspace, session_path
 
@@ -105,12 +105,12 @@ def test_a_placeholder_left_in_the_answer(tmp_path: Path) -> None:
 # ── at the edges, on runs built here ────────────────────────────────────────
 
 
-def run_with(answer: str, calls: tuple[Call, ...] = (), last: tuple[Call, ...] = ()) -> Run:
+def run_with(answer: str, calls: tuple[ThreadCall, ...] = (), last: tuple[ThreadCall, ...] = ()) -> Run:
     return Run("ws", "s", "final", (AnswerText("final", answer),), calls, last)
 
 
-def call(tool: str, outcome: Kind, n: int = 0, content: object = "boom") -> Call:
-    return Call(f"c{n}", tool, f"use-{n}", f"result-{n}", outcome, content)
+def call(tool: str, outcome: Kind, n: int = 0, content: object = "boom") -> ThreadCall:
+    return ThreadCall(f"c{n}", tool, f"use-{n}", f"result-{n}", outcome, content)
 
 
 @pytest.mark.parametrize(("outcomes", "found"), [

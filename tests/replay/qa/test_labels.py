@@ -16,8 +16,8 @@ from replay.qa.labels import (
     Disposition,
     DispositionLine,
     LabelledRun,
+    LabelRefusal,
     Mode,
-    Refusal,
     ReviewVerdict,
     build_labels,
     read_labels,
@@ -41,7 +41,7 @@ def test_dispositions_join_the_runs_and_the_rest_are_counted() -> None:
     assert [(r.session, r.disposition, r.reviewer) for r in build.runs] == [
         ("a", Disposition.FAIL, {Mode.SHADOW_QWEN: ReviewVerdict.PASS}), ("b", None, {}),
         ("c", None, {Mode.SHADOW_CASCADE: ReviewVerdict.ESCALATE})]
-    assert build.labelled == 1 and build.refused == {Refusal.STALE: 1, Refusal.NO_RUN: 1}
+    assert build.labelled == 1 and build.refused == {LabelRefusal.STALE: 1, LabelRefusal.NO_RUN: 1}
     assert build.examples == ["line 2: names final record old, the run's is now f-b",
                               "line 3: ws/d: the corpus holds no finished run of it"]
 

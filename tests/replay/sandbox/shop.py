@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import Field
 
 from core.records import Strict
-from replay.sandbox.world import Args, Context, ToolFailure, World, tool
+from replay.sandbox.world import Args, Context, ToolFailureError, World, tool
 
 
 class Item(Strict):
@@ -28,7 +28,7 @@ class ItemArgs(Args):
 @tool("Read an item.")
 def get_item(state: Shop, args: ItemArgs, ctx: Context) -> dict[str, Any]:
     if args.item not in state.items:
-        raise ToolFailure("not_found", f"item {args.item} not found")
+        raise ToolFailureError("not_found", f"item {args.item} not found")
     return state.items[args.item].model_dump()
 
 
@@ -41,7 +41,7 @@ class HoldArgs(Args):
 def hold(state: Shop, args: HoldArgs, ctx: Context) -> dict[str, Any]:
     it = state.items.get(args.item)
     if it is None or it.stock - it.held < args.n:
-        raise ToolFailure("failed_precondition", "not enough stock")
+        raise ToolFailureError("failed_precondition", "not enough stock")
     it.held += args.n
     return {"held": it.held}
 

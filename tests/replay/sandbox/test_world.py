@@ -16,7 +16,7 @@ from replay.sandbox.world import (
     Context,
     Episode,
     Prose,
-    ToolFailure,
+    ToolFailureError,
     World,
     leaves,
     state_hash,
@@ -46,10 +46,10 @@ class AddArgs(Args):
 @tool("Add to a counter.")
 def add(state: Counter, args: AddArgs, ctx: Context) -> dict[str, Any]:
     if args.by < 0:
-        raise ToolFailure("invalid_argument", "by must not be negative")
+        raise ToolFailureError("invalid_argument", "by must not be negative")
     if args.by > 100:
         state.items[args.name] = -1  # touched, then refused: the refusal must roll it back
-        raise ToolFailure("permission_denied", "amounts above 100 are not allowed by policy")
+        raise ToolFailureError("permission_denied", "amounts above 100 are not allowed by policy")
     key = args.name or ctx.new_id("c")
     state.items[key] = (0 if args.mode == "set" else state.items.get(key, 0)) + args.by
     return {"name": key, "value": state.items[key]}

@@ -9,7 +9,7 @@ import pytest
 from serve.cli import main
 from serve.engine.launcher import ConfigError
 from serve.gateway.config import is_loopback, load_gateway_config
-from serve.gateway.fairshare import Limits
+from serve.gateway.fairshare import ShareLimits
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "gateway.toml"
 MINIMAL = """[gateway]
@@ -136,7 +136,7 @@ def test_auth_and_fair_share_sections_resolve_and_refuse_typos(tmp_path):
     config = load_gateway_config(write(tmp_path, MINIMAL + '[auth]\nkeys_file = "keys.toml"\n'
                                                  "[fair_share]\nengine_slots = 16\nmax_in_flight = 4\n"))
     assert config.auth.keys_file == tmp_path / "keys.toml"
-    assert config.fair_share.limits() == Limits(weight=1.0, max_in_flight=4)
+    assert config.fair_share.limits() == ShareLimits(weight=1.0, max_in_flight=4)
     assert load_gateway_config(write(tmp_path, MINIMAL)).auth.keys_file is None
     with pytest.raises(ConfigError, match=r"gateway.toml:11: fair_share.engine_slot"):
         load_gateway_config(write(tmp_path, MINIMAL + "[fair_share]\nengine_slot = 16\n"))

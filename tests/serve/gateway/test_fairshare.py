@@ -10,11 +10,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from serve.gateway.fairshare import (
+    AdmissionTicket,
     FairShare,
-    Limits,
+    ShareLimits,
     SlotQueue,
     Throttled,
-    Ticket,
     TokenBucket,
     estimate_tokens,
     used_tokens,
@@ -32,33 +32,33 @@ class FakeClock:
 def test_a_requests_bucket_admits_its_burst_then_says_when_the_next_fits():
     clock = FakeClock()
     share = FairShare(clock)
-    limits = Limits(requests_per_s=0.5, request_burst=2)
-    assert all(isinstance(share.admit("ws:a", limits, 10), Ticket) for _ in range(2))
+    limits = ShareLimits(requests_per_s=0.5, request_burst=2)
+    assert all(isinstance(share.admit("ws:a", limits, 10), AdmissionTicket) for _ in range(2))
     assert share.admit("ws:a", limits, 10) == Throttled("requests", 2)  # one request refills in 2 s
     clock.now = 1.9
     assert isinstance(share.admit("ws:a", limits, 10), Throttled)
     clock.now = 2.0
-    assert isinstance(share.admit("ws:a", limits, 10), Ticket)
-    assert isinstance(share.admit("ws:b", limits, 10), Ticket)  # another share has its own bucket
+    assert isinstance(share.admit("ws:a", limits, 10), AdmissionTicket)
+    assert isinstance(share.admit("ws:b", limits, 10), AdmissionTicket)  # another share has its own bucket
 
 
 def test_in_flight_counts_until_release_and_release_is_idempotent():
     share = FairShare(FakeClock(), in_flight_retry_after_s=3)
-    limits = Limits(max_in_flight=2)
+    limits = ShareLimits(max_in_flight=2)
     first, second = share.admit("s", limits, 1), share.admit("s", limits, 1)
-    assert isinstance(first, Ticket) and isinstance(second, Ticket)
+    assert isinstance(first, AdmissionTicket) and isinstance(second, AdmissionTicket)
     assert share.admit("s", limits, 1) == Throttled("in_flight", 3)
     share.release(first)
     share.release(first)
     assert share.in_flight("s") == 1
-    assert isinstance(share.admit("s", limits, 1), Ticket)
+    assert isinstance(share.admit("s", limits, 1), AdmissionTicket)
 
 
 def test_a_refused_request_takes_nothing_from_any_limit():
     clock = FakeClock()
     share = FairShare(clock)
-    limits = Limits(requests_per_s=1, request_burst=5, tokens_per_min=600)  # 10 tokens/s, 600 capacity
-    assert isinstance(share.admit("s", limits, 590), Ticket)
+    limits = ShareLimits(requests_per_s=1, request_burst=5, tokens_per_min=600)  # 10 tokens/s, 600 capacity
+    assert isinstance(share.admit("s", limits, 590), AdmissionTicket)
     refused = share.admit("s", limits, 100)  # the tokens bucket has 10 left: 9 s to refill 90
     assert refused == Throttled("tokens", 9)
     state = share.shares["s"]
@@ -69,14 +69,14 @@ def test_a_refused_request_takes_nothing_from_any_limit():
 def test_usage_settles_the_estimate_both_ways():
     clock = FakeClock()
     share = FairShare(clock)
-    limits = Limits(tokens_per_min=600)
+    limits = ShareLimits(tokens_per_min=600)
     ticket = share.admit("s", limits, 500)
-    assert isinstance(ticket, Ticket)
+    assert isinstance(ticket, AdmissionTicket)
     share.release(ticket, used_tokens=100)  # 400 given back
     tokens = share.shares["s"].tokens
     assert tokens is not None and tokens.level == 500
     ticket = share.admit("s", limits, 100)
-    assert isinstance(ticket, Ticket)
+    assert isinstance(ticket, AdmissionTicket)
     share.release(ticket, used_tokens=900)  # 800 more than estimated: the bucket owes 400
     assert tokens.level == -400
     assert share.admit("s", limits, 1) == Throttled("tokens", 41)  # (1 + 400) / 10 per s
@@ -85,29 +85,29 @@ def test_usage_settles_the_estimate_both_ways():
 def test_a_request_costlier_than_the_bucket_waits_for_a_full_bucket_not_forever():
     clock = FakeClock()
     share = FairShare(clock)
-    limits = Limits(tokens_per_min=60)
-    assert isinstance(share.admit("s", limits, 30), Ticket)
+    limits = ShareLimits(tokens_per_min=60)
+    assert isinstance(share.admit("s", limits, 30), AdmissionTicket)
     assert share.admit("s", limits, 10_000) == Throttled("tokens", 30)
     clock.now = 30
     ticket = share.admit("s", limits, 10_000)
-    assert isinstance(ticket, Ticket) and ticket.tokens == 60
+    assert isinstance(ticket, AdmissionTicket) and ticket.tokens == 60
 
 
 def test_new_limits_apply_to_a_share_at_its_next_request():
     clock = FakeClock()
     share = FairShare(clock)
-    assert isinstance(share.admit("s", Limits(max_in_flight=1), 1), Ticket)
-    assert isinstance(share.admit("s", Limits(max_in_flight=1), 1), Throttled)
-    assert isinstance(share.admit("s", Limits(max_in_flight=2), 1), Ticket)  # a reloaded keys file raised it
+    assert isinstance(share.admit("s", ShareLimits(max_in_flight=1), 1), AdmissionTicket)
+    assert isinstance(share.admit("s", ShareLimits(max_in_flight=1), 1), Throttled)
+    assert isinstance(share.admit("s", ShareLimits(max_in_flight=2), 1), AdmissionTicket)  # a reloaded keys file raised it
 
 
 def test_idle_shares_are_forgotten_busy_ones_kept():
     clock = FakeClock()
     share = FairShare(clock)
-    limits = Limits(requests_per_s=1, request_burst=1)
+    limits = ShareLimits(requests_per_s=1, request_burst=1)
     busy = share.admit("busy", limits, 1)
     done = share.admit("done", limits, 1)
-    assert isinstance(busy, Ticket) and isinstance(done, Ticket)
+    assert isinstance(busy, AdmissionTicket) and isinstance(done, AdmissionTicket)
     share.release(done)
     share.prune(clock())
     assert set(share.shares) == {"busy", "done"}  # done's bucket is not full yet: forgetting it would refill it
@@ -142,11 +142,11 @@ def test_a_bucket_never_admits_more_than_its_capacity_plus_what_it_refilled(rate
 @given(limit=st.integers(1, 5), steps=st.lists(st.booleans(), min_size=1, max_size=80))
 def test_in_flight_never_exceeds_the_cap(limit, steps):
     share = FairShare(FakeClock())
-    held: list[Ticket] = []
+    held: list[AdmissionTicket] = []
     for arrive in steps:
         if arrive:
-            decision = share.admit("s", Limits(max_in_flight=limit), 1)
-            if isinstance(decision, Ticket):
+            decision = share.admit("s", ShareLimits(max_in_flight=limit), 1)
+            if isinstance(decision, AdmissionTicket):
                 held.append(decision)
             else:
                 assert len(held) == limit

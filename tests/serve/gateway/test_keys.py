@@ -12,10 +12,10 @@ import pytest
 
 from core.tomlfile import ConfigError
 from serve.cli import main as serve_main
-from serve.gateway.fairshare import Limits
+from serve.gateway.fairshare import ShareLimits
 from serve.gateway.keys import KEY_MAX_CHARS, KeysFile, KeysFileError, make_key, parse_keys
 
-DEFAULTS = Limits(weight=1.0, max_in_flight=8)
+DEFAULTS = ShareLimits(weight=1.0, max_in_flight=8)
 
 
 def entry(name: str, key: str, workspace: str | None = "ws-a", extra: str = "") -> str:
@@ -42,7 +42,7 @@ def test_keys_are_found_by_their_hash_and_carry_workspace_share_and_limits(tmp_p
     assert bound is not None and (bound.name, bound.workspace, bound.share) == ("a-1", "ws-a", "ws:ws-a")
     assert bound.limits == DEFAULTS
     assert service is not None and (service.workspace, service.share, service.allowed) == (None, "key:svc", None)
-    assert service.limits == Limits(weight=0.25, max_in_flight=8) and service.may_name("ws-anything")
+    assert service.limits == ShareLimits(weight=0.25, max_in_flight=8) and service.may_name("ws-anything")
     assert ring.find("key-three") is None and ring.find("") is None
     assert ring.find("k" * (1 << 20)) is None  # a 1 MiB key: unknown, and never hashed
 

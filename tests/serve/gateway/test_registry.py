@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import pytest
 
-from serve.gateway.registry import AdapterError, NameTaken, Registry, RequestRow, ShadowRow, inspect_adapter
+from serve.gateway.registry import AdapterError, NameTakenError, Registry, RequestRow, ShadowRow, inspect_adapter
 from tests.support.gateway_harness import BASE_MODEL, fake_adapter
 
 
@@ -63,7 +63,7 @@ def test_names_are_never_reused_even_after_unload(tmp_path, root):
     registry = open_registry(tmp_path)
     registry.register("a-v1", files(root, "a-v1"))
     registry.set_adapter_state("a-v1", "unloaded")
-    with pytest.raises(NameTaken):
+    with pytest.raises(NameTakenError):
         registry.register("a-v1", files(root, "a-v1-copy"))
 
 
@@ -108,7 +108,7 @@ def test_a_failed_change_leaves_no_trace(tmp_path, root):
     registry = open_registry(tmp_path)
     registry.register("a-v1", files(root, "a-v1"))
     before = registry.state
-    with pytest.raises(NameTaken):
+    with pytest.raises(NameTakenError):
         registry.register("a-v1", files(root, "again"))
     assert registry.state == before
     assert len(registry.admin_log()) == 1

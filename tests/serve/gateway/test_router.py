@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from serve.gateway.registry import Adapter, Canary, Route, State
-from serve.gateway.router import ModelNotFound, ModelNotLoaded, canary_bucket, replica_order, resolve
+from serve.gateway.router import ModelNotFoundError, ModelNotLoadedError, canary_bucket, replica_order, resolve
 
 AT = "2026-01-01T00:00:00Z"
 
@@ -35,9 +35,9 @@ def test_route_resolves_to_production_and_names_resolve_to_pinned_versions():
 
 
 def test_unknown_and_unloaded_versions_are_not_found():
-    with pytest.raises(ModelNotFound, match="'nope'"):
+    with pytest.raises(ModelNotFoundError, match="'nope'"):
         resolve(make_state(), "nope", None, None)
-    with pytest.raises(ModelNotLoaded, match="unloaded"):
+    with pytest.raises(ModelNotLoadedError, match="unloaded"):
         resolve(make_state(), "old-v0", None, None)
 
 

@@ -24,7 +24,7 @@ from core.tomlfile import ConfigError
 from serve.app import create_app
 from serve.gateway.config import load_gateway_config
 from serve.gateway.keys import make_key
-from serve.gateway.service import Unprotected
+from serve.gateway.service import UnprotectedError
 from serve.gateway.tenancy import ACCESS_LOG_FILTER
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import RunningGateway, sample, wait_for, write_config
@@ -201,7 +201,7 @@ def test_keys_reload_during_traffic_and_a_bad_file_keeps_the_keys_in_force(gw, t
 def test_without_a_keys_file_only_loopback_and_a_bad_keys_file_stops_the_start(tmp_path, fault):
     open_config = load_gateway_config(gateway_config(tmp_path / "open", fault.url, keys=None))
     exposed = open_config.model_copy(update={"gateway": open_config.gateway.model_copy(update={"host": "0.0.0.0"})})
-    with pytest.raises(Unprotected, match="reachable from other machines"):
+    with pytest.raises(UnprotectedError, match="reachable from other machines"):
         create_app(exposed)
     path = gateway_config(tmp_path / "readable", fault.url)
     (tmp_path / "readable" / "gw" / "keys.toml").chmod(0o644)

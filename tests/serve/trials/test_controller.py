@@ -15,11 +15,11 @@ import pytest
 
 from serve.gateway.registry import AdapterFiles, Registry, RequestRow, now
 from serve.gateway.router import canary_bucket
-from serve.trials.controller import Controller, PreflightFailed, describe_state
-from serve.trials.machine import Abort, GateVerdict, Suspend, TrialState, Window, initial
+from serve.trials.controller import Controller, PreflightFailedError, describe_state
+from serve.trials.machine import Abort, GateVerdict, Suspend, TrialState, VerdictWindow, initial
 from serve.trials.policy import LoadedPolicy, Signals, Step, TrialError, TrialPolicy
 from serve.trials.signals import stamp
-from serve.trials.store import TrialStateUnreadable, TrialStore, encode
+from serve.trials.store import TrialStateUnreadableError, TrialStore, encode
 
 GATE = "9" * 64
 POLICY = TrialPolicy(name="t", route="worker", candidate="cand", alpha=0.01, interval_s=60, max_duration_s=10_000,
@@ -102,10 +102,10 @@ def canary(gw: Gateway) -> float | None:
 
 def test_a_start_whose_preflight_fails_creates_nothing_and_leaves_the_name_free(gw: Gateway) -> None:
     gw.registry.set_adapter_state("cand", "unloaded")
-    with pytest.raises(PreflightFailed, match="preflight: candidate 'cand' is not a loaded adapter"):
+    with pytest.raises(PreflightFailedError, match="preflight: candidate 'cand' is not a loaded adapter"):
         gw.controller.start("t1", LOADED)
     unregistered = replace(LOADED, policy=POLICY.model_copy(update={"candidate": "ghost"}))
-    with pytest.raises(PreflightFailed, match="candidate 'ghost' is not a registered adapter"):
+    with pytest.raises(PreflightFailedError, match="candidate 'ghost' is not a registered adapter"):
         gw.controller.start("t1", unregistered)
     assert canary(gw) is None and gw.store.trials() == [] and gw.store.journal("t1") == []
     gw.registry.set_adapter_state("cand", "loaded")
@@ -139,7 +139,7 @@ def test_a_healthy_candidate_steps_to_the_gate_and_is_promoted_only_by_a_verdict
     state = gw.controller.look("t1")
     assert state.phase == "awaiting_gate" and canary(gw) == 30
     assert state.signals["server_errors"].totals.candidate_exposure == 50
-    verdict = GateVerdict(True, GATE, "cand", 6, 6, Window("t1", state.started_at or 0, gw.clock.now), "6/6 passed")
+    verdict = GateVerdict(True, GATE, "cand", 6, 6, VerdictWindow("t1", state.started_at or 0, gw.clock.now), "6/6 passed")
     state = gw.controller.handle("t1", verdict)
     route = gw.registry.state.routes["worker"]
     assert state.phase == "promoted" and route.production == "cand" and route.previous == "prod"
@@ -194,7 +194,7 @@ def test_an_unreadable_trial_state_takes_the_candidate_to_weight_zero(gw: Gatewa
     db.commit()
     db.close()
     gw = Gateway(gw.path, gw.clock)
-    with pytest.raises(TrialStateUnreadable):
+    with pytest.raises(TrialStateUnreadableError):
         gw.store.get("t1").state()
     assert gw.controller.recover() == ["trial 't1': state unreadable, candidate 'cand' set to weight 0"]
     assert canary(gw) is None
@@ -291,7 +291,7 @@ def test_a_verdict_judged_on_another_trials_evidence_is_refused(gw: Gateway) -> 
     state = stored.state()
     waiting = replace(state, phase="awaiting_gate", step=1, gate_at=state.started_at)
     gw.store.record("t1", now(), Suspend(), state, waiting, [])
-    other = GateVerdict(True, GATE, "cand", 6, 6, Window("t0", state.started_at or 0, gw.clock.now))
+    other = GateVerdict(True, GATE, "cand", 6, 6, VerdictWindow("t0", state.started_at or 0, gw.clock.now))
     with pytest.raises(TrialError, match="its evidence is trial 't0'"):
         gw.controller.handle("t1", other)
     assert gw.registry.state.routes["worker"].production == "prod"

@@ -26,7 +26,7 @@ from serve.trials.machine import (
     Suspend,
     Tick,
     TrialState,
-    Window,
+    VerdictWindow,
     initial,
     step,
 )
@@ -62,7 +62,7 @@ QUIET = Tick((5, 5), SEEN)
 
 def verdict(passed: bool = True, sha: str = GATE, candidate: str = "c1", conditions: tuple[int, int] = (6, 6),
             since: float = 0, until: float = 1000, summary: str = "6/6") -> GateVerdict:
-    return GateVerdict(passed, sha, candidate, conditions[0], conditions[1], Window("t1", since, until), summary)
+    return GateVerdict(passed, sha, candidate, conditions[0], conditions[1], VerdictWindow("t1", since, until), summary)
 
 
 def test_a_healthy_trial_steps_through_to_the_gate_and_only_the_gate_promotes() -> None:

@@ -25,7 +25,7 @@ from serve.trials.machine import (
     Suspend,
     Tick,
     TrialState,
-    Window,
+    VerdictWindow,
     evidence_passed,
     initial,
     problems,
@@ -253,7 +253,7 @@ def at_gate_from(start: float) -> TrialState:
 
 def gate_verdict(passed: bool = True, until: float = 10_000.0, conditions: tuple[int, int] = (3, 3),
                  since: float = 1000.0) -> GateVerdict:
-    return GateVerdict(passed, GATE, "c1", conditions[0], conditions[1], Window("t", since, until), "3/3")
+    return GateVerdict(passed, GATE, "c1", conditions[0], conditions[1], VerdictWindow("t", since, until), "3/3")
 
 
 def test_durations_count_from_a_start_that_is_not_zero() -> None:

@@ -20,7 +20,7 @@ from serve.gateway.registry import AdapterFiles, Registry
 from serve.trials.controller import Controller, describe_state
 from serve.trials.machine import Abort, Counts, Resume, Suspend, Tick, TrialState, initial, step
 from serve.trials.policy import Step, TrialError, TrialPolicy
-from serve.trials.store import StoredTrial, TrialStateUnreadable, TrialStore, decode, encode
+from serve.trials.store import StoredTrial, TrialStateUnreadableError, TrialStore, decode, encode
 
 POLICY = TrialPolicy(name="t", route="worker", candidate="cand", alpha=0.01, interval_s=60, max_duration_s=10_000,
                      gate_policy=Path("gate.toml"),
@@ -53,23 +53,23 @@ def test_a_valid_state_round_trips() -> None:
 ])
 def test_every_way_a_state_can_be_wrong_is_unreadable(change: dict[str, Any], message: str) -> None:
     data = json.loads(encode(RUNNING)) | change
-    with pytest.raises(TrialStateUnreadable, match=message):
+    with pytest.raises(TrialStateUnreadableError, match=message):
         decode(json.dumps(data), POLICY)
 
 
 def test_counts_that_cannot_be_and_an_infinite_e_process_are_unreadable() -> None:
     data = json.loads(encode(RUNNING))
     data["signals"]["server_errors"]["totals"]["candidate_bad"] = 5  # more bad than exposure (0)
-    with pytest.raises(TrialStateUnreadable, match="more bad than seen"):
+    with pytest.raises(TrialStateUnreadableError, match="more bad than seen"):
         decode(json.dumps(data), POLICY)
     data = json.loads(encode(RUNNING))
     data["signals"]["server_errors"]["log_terms"][0] = float("inf")
-    with pytest.raises(TrialStateUnreadable):
+    with pytest.raises(TrialStateUnreadableError):
         decode(json.dumps(data), POLICY)
 
 
 def test_a_row_whose_phase_column_disagrees_with_its_state_is_unreadable() -> None:
-    with pytest.raises(TrialStateUnreadable, match="its row says 'aborted'"):
+    with pytest.raises(TrialStateUnreadableError, match="its row says 'aborted'"):
         stored(encode(RUNNING), "aborted").state()
 
 
@@ -114,7 +114,7 @@ def test_a_corrupted_state_is_unreadable_or_fully_usable(base: TrialState,
     text = corrupt(base, changes)
     try:
         state = decode(text, POLICY)
-    except TrialStateUnreadable:
+    except TrialStateUnreadableError:
         return
     describe_state(stored(text, state.phase), state)
     tick = Tick((30, 30), {"server_errors": Counts(1, 30, 0, 30), "tool_anomalies": Counts(0, 30, 0, 30)})
@@ -145,7 +145,7 @@ def test_recovery_never_fails_on_a_corrupted_state_and_an_unusable_one_gets_weig
         controller = Controller(store, registry, None, lambda: 2000.0)
         try:
             usable = decode(text, POLICY).phase == "step"
-        except TrialStateUnreadable:
+        except TrialStateUnreadableError:
             usable = False
         controller.recover()
         canary = registry.state.routes["worker"].canary
