@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import ipaddress
 from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
@@ -10,6 +9,7 @@ from urllib.parse import urlparse
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from core.hosts import is_loopback
 from core.names import Name
 from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
@@ -204,16 +204,6 @@ class RunConfig(Strict):
         """The run's decoding with the arm's overrides applied."""
         overrides = arm.decoding.model_dump(exclude_none=True)
         return self.decoding.model_copy(update=overrides)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` is localhost or a loopback address (IPv6 in brackets too)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def load_run_config(path: Path) -> RunConfig:

@@ -8,7 +8,6 @@ refuses every call.
 
 from __future__ import annotations
 
-import ipaddress
 import os
 from pathlib import Path
 from typing import Annotated, Literal
@@ -271,16 +270,6 @@ def load_gateway_config(path: Path, port: int | None = None) -> GatewayConfig:
     keys_file = config.auth.keys_file
     auth = config.auth.model_copy(update={"keys_file": None if keys_file is None else _resolve(path, keys_file)})
     return config.model_copy(update={"gateway": gateway, "adapters": adapters, "capture": capture, "auth": auth})
-
-
-def is_loopback(host: str) -> bool:
-    """Whether `host` (the address the gateway binds) is reachable from this machine only."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _resolve(config_path: Path, value: Path) -> Path:

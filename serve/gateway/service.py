@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from core.hosts import is_loopback
 from serve.errors import ServeError
 from serve.gateway.capture import Capture
-from serve.gateway.config import GatewayConfig, is_loopback
+from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
 from serve.gateway.prefixcache import PrefixCache

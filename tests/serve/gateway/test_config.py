@@ -8,7 +8,7 @@ import pytest
 
 from serve.cli import main
 from serve.engine.launcher import ConfigError
-from serve.gateway.config import is_loopback, load_gateway_config
+from serve.gateway.config import load_gateway_config
 from serve.gateway.fairshare import ShareLimits
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "gateway.toml"
@@ -140,13 +140,6 @@ def test_auth_and_fair_share_sections_resolve_and_refuse_typos(tmp_path):
     assert load_gateway_config(write(tmp_path, MINIMAL)).auth.keys_file is None
     with pytest.raises(ConfigError, match=r"gateway.toml:11: fair_share.engine_slot"):
         load_gateway_config(write(tmp_path, MINIMAL + "[fair_share]\nengine_slot = 16\n"))
-
-
-@pytest.mark.parametrize(("host", "loopback"), [("127.0.0.1", True), ("::1", True), ("localhost", True),
-                                                ("127.8.0.1", True), ("0.0.0.0", False), ("10.0.0.5", False),
-                                                ("::", False), ("gateway.internal", False)])
-def test_which_addresses_are_loopback(host, loopback):
-    assert is_loopback(host) is loopback
 
 
 
