@@ -2,4 +2,26 @@
 verdicts, the capture store and the gate's evidence formats, plus TOML/SQLite/process plumbing.
 
 It imports neither `serve` nor `replay`; both import it.
+
+- `records.py`: the suite and result formats (`Decision`, `ResultRecord`) and the `Strict` base of every format
+- `toolcalls.py`: the one tool-call parser (structured calls, Hermes and Qwen3-Coder text)
+- `toolvalues.py`: text parameter values typed by the offered schema, as vLLM types them
+- `keyset.py`: key sets and canonical values of tool-call arguments
+- `scoring.py`: key-set correctness of one answer, and agreement of two calls (pure)
+- `guard.py`: the tool-outcome guard: a tool result's anomaly kind (pure)
+- `wire.py`: the neutral reading of chat, Anthropic Messages and Responses requests and answers
+- `canonical.py`: the canonical form of a request and the hashes a descriptor is proven by
+- `capture.py`: the capture store the gateway writes and replay reads
+- `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`)
+- `evidence.py`: the gate evidence file formats
+- `errors.py`: `WorkerTierError`, the one exception root
+- `names.py`: the one name type (workspace, session, route, adapter, model, trial and request ids)
+- `hosts.py`: which hosts are loopback (the gateway's keyless bind, replay's sandbox rule)
+- `cli.py`: what the three CLIs share: dispatch, the one `error: …` line, arm ordering
+- `regularfile.py`: the one way a file is opened for reading (a regular file only, never waited on)
+- `jsonfile.py`: the one bounded JSON/JSONL reader, with typed `file:line` errors
+- `patterns.py`: regular expressions from files, matched by RE2 in linear time
+- `tomlfile.py`: a TOML file read into a pydantic model, errors naming file, line and key
+- `sqlitedb.py`: the SQLite conventions of the stores (WAL) and the one read-only opener
+- `process.py`: child services started, health-checked and stopped as a group; SIGTERM unwinds as Ctrl-C
 """

@@ -1,1 +1,15 @@
-"""Serving half of worker-tier: the vLLM engine launcher and the OpenAI-compatible gateway."""
+"""Serving half of worker-tier: the vLLM engine launcher and the OpenAI-compatible gateway.
+
+Inside, the arrows go `engine` ← `gateway` ← `trials`, and `app.py` wires the gateway and its trials together.
+
+- `engine/`: the engine and its artefacts: launcher, embedded model, LoRA adapters, training, quantisation
+- `gateway/`: the running gateway: APIs, routing, registry, admin, shadow, capture, tenancy, metrics
+- `trials/`: progressive adapter trials: the sequential test, the state machine, its store and controller
+- `app.py`: the gateway's FastAPI app, the composition root of `worker-serve gateway`
+- `cli.py`: `worker-serve`
+- `adapter_cli.py`: `worker-serve adapter register|load|list`, over the admin API
+- `admin_client.py`: the admin API's client, for `adapter` and `trial`
+- `evidence.py`: production-gate evidence from the gateway's stores (`worker-serve evidence`)
+- `errors.py`: `ServeError`, the serving branch of the exception root
+- `__main__.py`: `python -m serve`
+"""

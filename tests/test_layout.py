@@ -3,11 +3,16 @@
 Inside them the arrows go one way too: no two modules import each other, directly or round a
 circle, and neither do two subpackages (`serve.gateway`, `replay.memory`, ...) or loose modules
 (`serve.cli`, `replay.runner`, ...). Every import counts, also one inside a function or under
-`TYPE_CHECKING`. No module is over 600 lines."""
+`TYPE_CHECKING`. No module is over 600 lines.
+
+Every package's map is its `__init__.py` docstring (README's Layout points there): one line
+``- `name.py`: what it holds`` per module and ``- `name/`: what it holds`` per subpackage. A module
+or subpackage no map names fails, and so does a map line naming one that is not there."""
 
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -167,3 +172,60 @@ def test_the_check_sees_a_circle_through_a_function_and_a_relative_import(tmp_pa
 
 def test_the_check_passes_a_graph_without_a_circle() -> None:
     assert find_cycle({"a": {"b": ""}, "b": {"c": ""}, "c": {}, "d": {"b": ""}}) is None
+
+
+MAP_LINE = re.compile(r"^- `(?P<entry>[A-Za-z_]\w*(?:\.py|/))`", re.MULTILINE)
+
+
+def package_dirs(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[Path]:
+    """Every package and subpackage: a folder holding Python, at any depth."""
+    dirs = {path.parent for package in packages for path in (root / package).rglob("*.py")}
+    return sorted(d for d in dirs if "__pycache__" not in d.parts)
+
+
+def entries(folder: Path) -> set[str]:
+    """What a folder's map must name: its modules (`x.py`) and subpackages (`x/`)."""
+    found = {p.name for p in folder.glob("*.py") if p.name != "__init__.py"}
+    return found | {f"{d.name}/" for d in folder.iterdir()
+                    if d.is_dir() and d.name != "__pycache__" and any(d.rglob("*.py"))}
+
+
+def map_problems(root: Path, packages: tuple[str, ...] = PACKAGES) -> list[str]:
+    """One sentence per gap between a package's map and its folder, saying what to change where."""
+    problems = []
+    for folder in package_dirs(root, packages):
+        init = folder / "__init__.py"
+        where = init.relative_to(root)
+        if not init.is_file():
+            problems.append(f"{folder.relative_to(root)}/ has no __init__.py: add one whose docstring maps it")
+            continue
+        named = set(MAP_LINE.findall(ast.get_docstring(ast.parse(init.read_text(encoding="utf-8"))) or ""))
+        problems += [f"{folder.relative_to(root)}/{name} has no line in the map: add "
+                     f'the line "- `{name}`: <what it holds>" to the docstring of {where}'
+                     for name in sorted(entries(folder) - named)]
+        problems += [f"{where}: the map line for `{name}` names nothing in {folder.relative_to(root)}/: "
+                     "remove the line or correct the name"
+                     for name in sorted(named - entries(folder))]
+    return problems
+
+
+def test_every_module_and_subpackage_has_a_line_in_its_package_map() -> None:
+    problems = map_problems(REPO)
+    assert not problems, "package maps (the __init__.py docstrings) out of date:\n" + "\n".join(problems)
+
+
+def test_the_map_check_names_the_missing_line_the_stale_line_and_the_missing_init(tmp_path: Path) -> None:
+    for name, text in {"a/__init__.py": '"""A.\n\n- `x.py`: x\n- `gone.py`: was here\n- `b/`: b\n"""\n',
+                       "a/x.py": "", "a/new.py": "", "a/b/__init__.py": '"""B."""\n', "a/b/y.py": "",
+                       "a/c/z.py": "", "a/__main__.py": ""}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    missing = 'has no line in the map: add the line "- `{}`: <what it holds>" to the docstring of {}'
+    assert map_problems(tmp_path, ("a",)) == [
+        "a/__main__.py " + missing.format("__main__.py", "a/__init__.py"),
+        "a/c/ " + missing.format("c/", "a/__init__.py"),
+        "a/new.py " + missing.format("new.py", "a/__init__.py"),
+        "a/__init__.py: the map line for `gone.py` names nothing in a/: remove the line or correct the name",
+        "a/b/y.py " + missing.format("y.py", "a/b/__init__.py"),
+        "a/c/ has no __init__.py: add one whose docstring maps it",
+    ]

@@ -10,8 +10,13 @@ the user asked for what they carry, so key-set correctness is a fair test.
 * `ScenarioStep`: a state and its recorded call: a clean multi-step flow, a one-step action, or a
   fresh state before a historically failed call.
 
-Modules: `base` (the building blocks), one module per demo workspace (`invoicing`, `support`,
-`sales`, `files`), each ending in its `KIT`.
+The building blocks, then one module per demo workspace, each ending in its `KIT`:
+
+- `base.py`: the building blocks: `ScenarioStep`, `Rejection`, `Kit`, the `Convo` builder
+- `invoicing.py`: ws-invoicing: invoices, customers and payments
+- `support.py`: ws-support: tickets, customers and escalations
+- `sales.py`: ws-sales: contacts, deals and calendar
+- `files.py`: ws-files: folders, documents and sharing
 """
 
 from demo.scenarios import files, invoicing, sales, support

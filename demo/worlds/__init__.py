@@ -5,6 +5,12 @@ builds the schemas the suite shows the model from them (`World.schemas`), so the
 tools and the sandbox's cannot drift. Refusals mirror the demo suite's rejections (a draft
 cannot be sent, a closed ticket takes no reply, outbound email to customers is disabled, a
 calendar conflict, a duplicate contact, a folder id given to `read_file`, a missing folder).
+
+- `common.py`: what the worlds share: value types, argument pieces, the outbox, text matching
+- `invoicing.py`: the ws-invoicing world: invoices, payments, outbound invoice email
+- `support.py`: the ws-support world: tickets, threads, escalations, customer email
+- `sales.py`: the ws-sales world: contacts, deals, activities, the calendar
+- `files.py`: the ws-files world: folders, files and sharing
 """
 
 from __future__ import annotations

@@ -1,1 +1,8 @@
-"""Reading results: paired statistics, comparisons, pre-registered gates and reports."""
+"""Reading results: paired statistics, comparisons, pre-registered gates and reports.
+
+- `compare.py`: the paired comparison of two arms from `results.jsonl` alone
+- `power.py`: power of the gate's paired test and the decisions it needs (pure)
+- `plan.py`: `worker-replay plan`: a suite sized from a pilot run
+- `gates/`: pre-registered gate policies evaluated on a run
+- `report/`: `report.md`, `report.html` and the plot
+"""

@@ -1,8 +1,14 @@
 """The corpus side of replay: the platform's records of its sessions, read off the serving host.
 
-Transcript sources (`transcripts.py`: the protocol and this project's own format; `claude_code.py`: the
-session files the runtime's Claude Code writes; `sources.py`: which one reads a directory), resolution of
-content-free descriptors against them (`resolve.py`), and suites built from captures (`capture_suite.py`)
-and from a corpus alone (`corpus_suite.py`), with the corpus's counts (`audit.py`). Redaction, which every
-suite build applies, is `replay.privacy`.
+Redaction, which every suite build applies, is `replay.privacy`.
+
+- `transcripts.py`: the `TranscriptSource` protocol and this project's own session format
+- `claude_code.py`: the session files the runtime's Claude Code writes, as a transcript source
+- `sources.py`: which source reads a corpus directory
+- `resolve.py`: content-free descriptors proven by hash against a source
+- `capture_suite.py`: suites from the capture store
+- `corpus_suite.py`: suites from a corpus alone, task-disjoint splits
+- `context.py`: prompts the target engine cannot hold, left out when a suite is built
+- `audit.py`: `worker-replay corpus audit`: what a corpus holds
+- `retrieval.py`: `corpus reads`: memory reads per turn, the index's coverage
 """

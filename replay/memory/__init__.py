@@ -1,1 +1,11 @@
-"""The fast loop read by replay: memory files, their injection, the provenance ledger, lesson verdicts."""
+"""The fast loop read by replay: memory files, their injection, the provenance ledger, lesson verdicts.
+
+- `files.py`: workspace memory files read (`load_memory`)
+- `checks.py`: `check_memory`, the memory contract's checks
+- `inject.py`: an arm's memory condition, injected into a request as production does
+- `ledger.py`: the provenance ledger: which results and verdicts depended on which rule
+- `lessons.py`: the lesson gate: promote, evict or hold each rule
+- `uptake.py`: rule uptake: does a rule move the chosen call (pure)
+- `stats.py`: `memory stats`: the fast loop's counters over a fleet
+- `churn.py`: rules added, merged and retired per ISO week; the git cross-check
+"""

@@ -1,9 +1,17 @@
 """Stop-QA on the worker tier (DESIGN §13): a finished run checked deterministically, then judged by a reviewer
 whose agreement with people is measured before any enforce mode is switched on.
 
-`run.py` (a finished run read from the corpus), `checks.py` (the deterministic checks, pure) with `config.py`
-(`configs/qa/`) and `report.py` (`qa check`); `labels.py` (`reviews.jsonl`: modes, verdicts, dispositions) and
-`verdicts.py` (reviewer verdicts per run); `stats.py` and `agreement.py` (reviewer against people, exactly,
-pure: the `reviewer_agreement` gate's evidence); `planted.py` (the planted reviewer that calibrates them).
-Reviewer replay and coverage counters come later, beside these. The commands are `replay/cli/qa.py`.
+Reviewer replay and coverage counters come later, beside the modules below. The commands are `replay/cli/qa.py`.
+
+- `run.py`: a finished run read from the corpus: thread, calls, the guard's verdicts, final answer
+- `checks.py`: the deterministic checks (pure)
+- `config.py`: the checks' config (`configs/qa/`)
+- `report.py`: `qa check`: findings per run, counts per workspace and kind
+- `labels.py`: `reviews.jsonl`: labelled runs, modes, verdicts, dispositions
+- `verdicts.py`: reviewer verdicts per run
+- `stats.py`: Clopper–Pearson and Cohen's κ (pure)
+- `agreement.py`: `qa agree`: reviewer against people, the gate's evidence (pure)
+- `planted.py`: the planted reviewer, with known error rates
+- `files.py`: how Stop-QA's files are read and written
+- `errors.py`: `QAError`, Stop-QA's branch of the error tree
 """

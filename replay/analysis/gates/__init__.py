@@ -12,9 +12,12 @@ checks, a canary export, ...) is given by path under a named key; a missing key 
 condition `not_run` with the reason. The JSON formats of that evidence are `core.evidence`'s
 models and are documented beside each condition in the shipped policies.
 
-Modules: `context` (what a condition sees and returns), `conditions` (the kinds), `inputs` (what a
-condition reads and whether it is there), `policy` (loading, plans, evaluation, verdict files). This
-package re-exports the public API.
+This package re-exports the public API.
+
+- `context.py`: what a condition sees and returns, and the evidence readers
+- `conditions.py`: the registry of condition kinds
+- `inputs.py`: what a condition reads and whether it is there now
+- `policy.py`: loading a policy, planning it, evaluating it, verdict files
 """
 
 from replay.analysis.gates.conditions import (

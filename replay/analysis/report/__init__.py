@@ -9,8 +9,12 @@ Both open with the answer (`summary`: per-arm summary table, one line per gate; 
 verdicts and rule uptake when given), the plot beside it; the run's metadata, the paired
 tables, the full gate verdicts and the drill-down follow.
 
-Modules: `summary` (the answer's numbers), `plot` (the SVG), `drill` (discordant decisions),
-`markdown_report`, `html_report`.
+- `summary.py`: the answer's numbers: per arm, per stratum, changed calls
+- `plot.py`: the SVG plot
+- `drill.py`: the drill-down: each paired decision a win, a loss or the same
+- `retrieval.py`: each arm's outcome beside the memory its decisions' histories read (pure)
+- `markdown_report.py`: `report.md`
+- `html_report.py`: `report.html`
 """
 
 from __future__ import annotations

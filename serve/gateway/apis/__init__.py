@@ -1,4 +1,10 @@
-"""The APIs the gateway serves, one module each over the shared forwarder (serve/gateway/proxy.py)."""
+"""The APIs the gateway serves, one module each over the shared forwarder (serve/gateway/proxy.py).
+
+- `base.py`: what the forwarder needs of an API, and the neutral reading of a request and its answer
+- `chat.py`: OpenAI Chat Completions and Completions
+- `messages.py`: Anthropic Messages and count_tokens
+- `responses.py`: OpenAI Responses
+"""
 
 from __future__ import annotations
 
