@@ -20,11 +20,19 @@ def _memory_check(args: argparse.Namespace) -> int:
 
 def _memory_stats(args: argparse.Namespace) -> int:
     from replay.memory.stats import fleet_stats, format_fleet, textfile, write_textfile
+    from replay.qa.coverage import coverage_lines, coverage_textfile, fleet_coverage, read_modes
+    from replay.qa.labels import read_labels
 
     stats = fleet_stats(args.roots, git=args.git)
+    text, table = textfile(stats), format_fleet(stats)
+    if args.qa_modes is not None or args.reviews is not None:
+        stats = fleet_coverage(stats, read_modes(args.qa_modes) if args.qa_modes else {},
+                               read_labels(args.reviews) if args.reviews else [])
+        text += coverage_textfile(stats.qa)
+        table = "\n".join([table, *coverage_lines(stats.qa)])
     if args.textfile is not None:
-        write_textfile(args.textfile, textfile(stats))
-    print(stats.model_dump_json(indent=2) if args.json else format_fleet(stats))
+        write_textfile(args.textfile, text)
+    print(stats.model_dump_json(indent=2) if args.json else table)
     return 0
 
 
@@ -42,4 +50,10 @@ def add_parser(sub: Any) -> None:
                             "with the provenance log")
     stats.add_argument("--textfile", type=Path, metavar="FILE",
                        help="also write the counters for node_exporter's textfile collector (atomically)")
+    stats.add_argument("--qa-modes", type=Path, metavar="FILE",
+                       help="Stop-QA coverage: the platform's mode per workspace, a JSON object workspace -> mode "
+                            "(a registered workspace it leaves out is off)")
+    stats.add_argument("--reviews", type=Path, metavar="FILE",
+                       help="Stop-QA coverage: reviews.jsonl (qa labels), for the share of runs with a reviewer "
+                            "verdict and with a person's disposition")
     stats.set_defaults(func=_memory_stats)

@@ -15,7 +15,8 @@ it never reads half a file), labelled by root and workspace; `worker_memory_stat
 says when. Churn (replay/memory/churn.py) is exported as three counters per workspace, every week of the
 record summed (`worker_memory_rules_{added,merged,retired}_total`): a week's churn is `increase(...[7d])`.
 `--git` also counts the churn from the git history of each workspace that keeps its memory in git and
-lists the weeks where that and the record disagree.
+lists the weeks where that and the record disagree. `--qa-modes FILE` and `--reviews FILE` add Stop-QA's
+coverage of the same workspaces (replay/qa/coverage.py): the `worker_qa_*` series.
 """
 
 from __future__ import annotations
@@ -191,7 +192,8 @@ CHURN_METRICS = {"added": "Rules the provenance log records as added, every week
                  "retired": "Rules retired without a successor, every week together."}
 
 
-def _label(value: str) -> str:
+def label_value(value: str) -> str:
+    """A Prometheus label value, escaped."""
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
@@ -201,19 +203,19 @@ def textfile(stats: FleetStats) -> str:
     for key, text in METRICS.items():
         name = f"worker_memory_{key}"
         out += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
-        out += [f'{name}{{root="{_label(r.root)}",workspace="{_label(w.workspace)}"}} {getattr(w, key)}'
+        out += [f'{name}{{root="{label_value(r.root)}",workspace="{label_value(w.workspace)}"}} {getattr(w, key)}'
                 for r in stats.roots for w in r.workspaces]
     for kind, text in CHURN_METRICS.items():
         name = f"worker_memory_rules_{kind}_total"
         out += [f"# HELP {name} {text}", f"# TYPE {name} counter"]
-        out += [f'{name}{{root="{_label(r.root)}",workspace="{_label(w.workspace)}"}} {getattr(sums(w.churn), kind)}'
-                for r in stats.roots for w in r.workspaces]
+        out += [f'{name}{{root="{label_value(r.root)}",workspace="{label_value(w.workspace)}"}} '
+                f'{getattr(sums(w.churn), kind)}' for r in stats.roots for w in r.workspaces]
     for key, text in (("rules_files", "Workspaces with a rules file."),
                       ("provenance_logs", "Workspaces with a corrections log."),
                       ("memory_trees", "Workspaces with a memory tree."), ("workspaces", "Workspaces.")):
         name = f"worker_memory_{key}"
         out += [f"# HELP {name} {text}", f"# TYPE {name} gauge"]
-        out += [f'{name}{{root="{_label(r.root)}"}} {r.totals[key]}' for r in stats.roots]
+        out += [f'{name}{{root="{label_value(r.root)}"}} {r.totals[key]}' for r in stats.roots]
     out += ["# HELP worker_memory_rule_cap The rules file's cap.", "# TYPE worker_memory_rule_cap gauge",
             f"worker_memory_rule_cap {RULE_CAP}",
             "# HELP worker_memory_stats_timestamp_seconds When the counters were taken.",

@@ -3,7 +3,8 @@ scrapes the counters the real `worker-replay memory stats --textfile` writes for
 
 The file is served as node_exporter's textfile collector serves it: read again at every scrape, so a
 later run of the command is what the next scrape sees. Between two runs one workspace's provenance log
-records a rule added, so the churn panel must show it. Every panel's PromQL must parse, read only
+records a rule added, so the churn panel must show it. Stop-QA's coverage rides in the same file (a modes
+file and a reviews.jsonl for the fleet), and its panels must show the command's own shares. Every panel's PromQL must parse, read only
 what the textfile holds and return data; the fleet's stat must equal the command's own `--json` totals,
 and the per-root table the command's own table, row by row and column by column.
 """
@@ -26,7 +27,10 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from replay.memory.stats import HEADINGS, FleetStats
+from replay.memory.stats import HEADINGS
+from replay.qa.coverage import FleetCoverage
+from replay.qa.files import write_jsonl
+from replay.qa.labels import Disposition, LabelledRun, Mode, ReviewVerdict
 from tests.ops.prometheus_process import RunningPrometheus
 from tests.ops.promql import metric_names
 from tests.replay.memory.test_stats import PLANS, write_workspace
@@ -74,12 +78,12 @@ class TextfileCollector:
         self.server.server_close()
 
 
-def count(roots: list[Path], textfile: Path) -> FleetStats:
+def count(roots: list[Path], textfile: Path, qa: list[str]) -> FleetCoverage:
     """The real command, as the timer runs it; what its `--json` says."""
-    done = subprocess.run([str(WORKER_REPLAY), "memory", "stats", *map(str, roots), "--textfile", str(textfile),
-                           "--json"], capture_output=True, text=True, timeout=120)
+    done = subprocess.run([str(WORKER_REPLAY), "memory", "stats", *map(str, roots), *qa, "--textfile",
+                           str(textfile), "--json"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    return FleetStats.model_validate_json(done.stdout)
+    return FleetCoverage.model_validate_json(done.stdout)
 
 
 def add_rule(workspace: Path) -> None:
@@ -89,12 +93,24 @@ def add_rule(workspace: Path) -> None:
     log.write_text(f"## lc:new-rule\n**History:** {today} added\n\n" + log.read_text())
 
 
+def coverage_files(work: Path, workspaces: list[str]) -> list[str]:
+    """Every third workspace in a shadow mode; three runs each, every other one reviewed, every third disposed."""
+    modes = {name: list(Mode)[1 + n % 3] for n, name in enumerate(workspaces) if n % 3 == 0}
+    (work / "modes.json").write_text(json.dumps(modes))
+    runs = [LabelledRun(workspace=name, session=f"s{k}", final_record=f"f{k}",
+                        reviewer={Mode.SHADOW_QWEN: ReviewVerdict.PASS} if k % 2 else {},
+                        disposition=Disposition.FAIL if k % 3 == 0 else None)
+            for n, name in enumerate(workspaces) for k in range(3 * n, 3 * n + 3)]
+    write_jsonl(work / "reviews.jsonl", runs)
+    return ["--qa-modes", str(work / "modes.json"), "--reviews", str(work / "reviews.jsonl")]
+
+
 def panels() -> list[dict]:
     return json.loads(BOARD.read_text())["panels"]
 
 
 class Stack:
-    def __init__(self, prometheus: RunningPrometheus, fleet: FleetStats, textfile: Path) -> None:
+    def __init__(self, prometheus: RunningPrometheus, fleet: FleetCoverage, textfile: Path) -> None:
         self.prometheus, self.fleet, self.textfile = prometheus, fleet, textfile
         self.exported = frozenset(s.name for f in text_string_to_metric_families(textfile.read_text())
                                   for s in f.samples)
@@ -118,12 +134,13 @@ def stack(tmp_path_factory) -> Iterator[Stack]:
         roots.append(root)
     textfile = work / "collector" / "worker_memory.prom"
     textfile.parent.mkdir()
-    count(roots, textfile)
+    qa = coverage_files(work, [w.name for root in roots for w in sorted(root.iterdir())])
+    count(roots, textfile, qa)
     with TextfileCollector(textfile) as collector, RunningPrometheus(
             work / "prometheus", {"node": collector.target}, [RULES]) as prometheus:
         scraped_twice(prometheus)
         add_rule(roots[0] / "ws-0-00")
-        fleet = count(roots, textfile)
+        fleet = count(roots, textfile, qa)
         scraped_twice(prometheus)
         yield Stack(prometheus, fleet, textfile)
 
@@ -168,6 +185,21 @@ def test_the_per_root_table_is_the_commands_own_table(stack):
     (steps,) = [p["value"]["steps"] for p in override["properties"] if p["id"] == "thresholds"]
     (cap,) = stack.prometheus.query("worker_memory_rule_cap")
     assert [s["value"] for s in steps[1:]] == [float(cap["value"][1]), float(cap["value"][1]) + 1]
+
+
+def test_the_stop_qa_panels_show_the_commands_own_coverage(stack):
+    qa = stack.fleet.qa
+    assert qa.runs == 3 * sum(qa.modes.values())
+    (share,) = [p for p in panels() if p["title"] == "Stop-QA coverage (S26)"]
+    shown = {t["legendFormat"]: float(stack.prometheus.query(t["expr"])[0]["value"][1]) for t in share["targets"]}
+    workspaces = sum(qa.modes.values())
+    assert shown == {"workspaces with a mode set": (workspaces - qa.modes[Mode.OFF]) / workspaces,
+                     "runs with a reviewer verdict": qa.reviewed / qa.runs,
+                     "runs with a person's disposition": qa.disposed / qa.runs}
+    (modes,) = [p for p in panels() if p["title"] == "Workspaces per Stop-QA mode"]
+    (target,) = modes["targets"]
+    assert {s["metric"]["mode"]: float(s["value"][1]) for s in stack.prometheus.query(target["expr"])} == {
+        mode.value: n for mode, n in qa.modes.items()}
 
 
 def test_the_churn_panel_shows_the_rule_added_between_two_runs(stack):

@@ -119,8 +119,8 @@ def test_memory_stats_runs_hourly_over_the_configured_roots_into_the_textfile_co
     service = unit("worker-memory-stats.service")["Service"]
     assert service["Type"] == ["oneshot"] and "/etc/worker-tier/memory-stats.env" in service["EnvironmentFile"]
     (command,) = service["ExecStart"]
-    # unbraced, so systemd splits several roots into several arguments
-    assert command.split()[1:] == ["memory", "stats", "$WORKER_MEMORY_ROOTS", "--textfile",
+    # unbraced, so systemd splits several roots into several arguments (and an unset coverage into none)
+    assert command.split()[1:] == ["memory", "stats", "$WORKER_MEMORY_ROOTS", "$WORKER_QA_COVERAGE", "--textfile",
                                    "/var/lib/prometheus/node-exporter/worker_memory.prom"]
     assert "Install" not in unit("worker-memory-stats.service")  # the timer starts it
     # a oneshot's start never times out by default: a hung run must end before the next hour's is due
