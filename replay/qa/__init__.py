@@ -1,7 +1,7 @@
 """Stop-QA on the worker tier (DESIGN §13): a finished run checked deterministically, then judged by a reviewer
 whose agreement with people is measured before any enforce mode is switched on.
 
-Reviewer replay and coverage counters come later, beside the modules below. The commands are `replay/cli/qa.py`.
+Reviewer replay comes later, beside the modules below. The commands are `replay/cli/qa.py`.
 
 - `run.py`: a finished run read from the corpus: thread, calls, the guard's verdicts, final answer
 - `checks.py`: the deterministic checks (pure)
@@ -12,6 +12,7 @@ Reviewer replay and coverage counters come later, beside the modules below. The 
 - `stats.py`: Clopper–Pearson and Cohen's κ (pure)
 - `agreement.py`: `qa agree`: reviewer against people, the gate's evidence (pure)
 - `planted.py`: the planted reviewer, with known error rates
+- `coverage.py`: modes per workspace and the runs with a verdict and a disposition (`memory stats --qa-modes`)
 - `files.py`: how Stop-QA's files are read and written
 - `errors.py`: `QAError`, Stop-QA's branch of the error tree
 """
