@@ -15,8 +15,11 @@
 4. **Trained** (a LoRA adapter on CPU), registered at the gateway, and **judged**: the held-out suite replayed
    with the base and the candidate, `serious-candidate.toml` evaluated (a rejection with its reasons is as
    good an outcome as a pass: the sandbox conditions and the confirmation run are `not_run` here).
-5. **Quantised and judged again** where a scheme the CPU engine serves is available (serve/engine/quantize.py):
-   the same suite on the quantised build, `quantisation_survives` from the two runs.
+
+The loop stops there. S22's next stage — quantised and judged again by `quantisation_survives` — needs two more
+engines (int8 builds serve no LoRA, so the base and the merged candidate each need their own), too slow for this
+command's budget on two cores; `tests/serve/engine/test_quantize.py` walks it from two real runs, and
+docs/design.md §12 gives the commands.
 """
 
 from __future__ import annotations
