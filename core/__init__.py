@@ -16,6 +16,7 @@ It imports neither `serve` nor `replay`; both import it.
 - `evidence.py`: the gate evidence file formats
 - `errors.py`: `WorkerTierError`, the one exception root
 - `names.py`: the one name type (workspace, session, route, adapter, model, trial and request ids)
+- `atomicwrite.py`: files written whole or not at all (a temporary file renamed over the path)
 - `hosts.py`: which hosts are loopback (the gateway's keyless bind, replay's sandbox rule)
 - `cli.py`: what the three CLIs share: dispatch, the one `error: …` line, arm ordering
 - `regularfile.py`: the one way a file is opened for reading (a regular file only, never waited on)

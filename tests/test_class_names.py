@@ -9,32 +9,18 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
 from collections import defaultdict
 
 from starlette.exceptions import HTTPException
 
-import core
-import demo
-import replay
-import serve
 from core.errors import WorkerTierError
-
-
-def _modules() -> list[str]:
-    names = []
-    for package in (core, serve, replay, demo):
-        names.append(package.__name__)
-        for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
-            if not info.name.endswith("__main__"):
-                names.append(info.name)
-    return names
+from tests.support.modules import project_modules
 
 
 def _classes() -> list[type]:
     """Every class the project defines at a module's top level (not the ones a module imports)."""
     found = []
-    for name in _modules():
+    for name in project_modules():
         module = importlib.import_module(name)
         found += [value for value in vars(module).values() if inspect.isclass(value) and value.__module__ == name]
     return found

@@ -21,14 +21,13 @@ coverage of the same workspaces (replay/qa/coverage.py): the `worker_qa_*` serie
 
 from __future__ import annotations
 
-import os
 import stat
-import tempfile
 import time
 from pathlib import Path
 
 from pydantic import Field
 
+from core.atomicwrite import write_text_atomic
 from core.records import Strict
 from core.regularfile import not_regular
 from replay.errors import ReplayError
@@ -224,18 +223,9 @@ def textfile(stats: FleetStats) -> str:
 
 
 def write_textfile(path: Path, text: str) -> None:
-    """Write `text` to `path` atomically: a temporary file in the same directory, renamed over it. A path
+    """Write `text` to `path` atomically (node_exporter's collector must never read half a file). A path
     that cannot be written (a directory, a missing folder, no permission) is one `ReplayError`."""
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:
-        raise ReplayError(f"{path}: cannot write the textfile here: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
+        write_text_atomic(path, text)
     except OSError as exc:
         raise ReplayError(f"{path}: cannot write the textfile: {exc.strerror or exc}") from exc
-    finally:
-        Path(temporary).unlink(missing_ok=True)

@@ -3,14 +3,13 @@ files written to a temporary file beside their path and renamed over it, so a re
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TypeVar
 
 from pydantic import BaseModel
 
+from core.atomicwrite import write_text_atomic
 from core.jsonfile import read_jsonl
 from replay.qa.errors import QAError
 
@@ -34,15 +33,6 @@ def write_jsonl(path: Path, rows: Iterable[BaseModel]) -> None:
 def write_text(path: Path, text: str) -> None:
     """`text` into `path`, atomically; a path that cannot be written is a `QAError`."""
     try:
-        handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:
-        raise QAError(f"{path}: cannot write here: {exc.strerror or exc}") from exc
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            out.write(text)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, path)
+        write_text_atomic(path, text)
     except OSError as exc:
         raise QAError(f"{path}: cannot write: {exc.strerror or exc}") from exc
-    finally:
-        Path(temporary).unlink(missing_ok=True)

@@ -4,33 +4,19 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import pkgutil
 
 import pytest
 from starlette.exceptions import HTTPException
 
-import core
-import demo
-import replay
-import serve
 from core.errors import WorkerTierError
 from replay.errors import ReplayError
 from serve.errors import ServeError
-
-
-def _modules() -> list[str]:
-    names = []
-    for package in (core, serve, replay, demo):
-        names.append(package.__name__)
-        for info in pkgutil.walk_packages(package.__path__, prefix=package.__name__ + "."):
-            if not info.name.endswith("__main__"):
-                names.append(info.name)
-    return names
+from tests.support.modules import project_modules
 
 
 def _error_classes() -> list[type[BaseException]]:
     found: dict[str, type[BaseException]] = {}
-    for name in _modules():
+    for name in project_modules():
         module = importlib.import_module(name)
         for attr, value in vars(module).items():
             if (inspect.isclass(value) and issubclass(value, BaseException) and value.__module__ == name
