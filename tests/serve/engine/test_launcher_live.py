@@ -71,18 +71,19 @@ def completion_logprobs(engine, model: str) -> list[float]:
 
 
 def test_seeded_adapter_loads_at_run_time_and_answers_differently(engine, seeded_adapters):
+    # its own name: `engine_adapter` loads the same adapter as seed1-v1, and vLLM refuses a name twice
     status, body = http_json("POST", f"{engine.base_url}/v1/load_lora_adapter",
-                             {"lora_name": "seed1-v1", "lora_path": str(seeded_adapters[1])})
+                             {"lora_name": "seed1-launch", "lora_path": str(seeded_adapters[1])})
     assert status == 200, body
     status, models = http_json("GET", f"{engine.base_url}/v1/models")
     listed = {m["id"]: m for m in models["data"]}
-    assert listed["seed1-v1"]["parent"] == "worker-base"
-    adapted = chat(engine, "seed1-v1")
-    assert adapted["model"] == "seed1-v1"
+    assert listed["seed1-launch"]["parent"] == "worker-base"
+    adapted = chat(engine, "seed1-launch")
+    assert adapted["model"] == "seed1-launch"
     parsed = parse_response(adapted["choices"][0]["message"], tool_names={"search_invoices", "send_email"})
     assert parsed.outcome is ParseOutcome.OK, parsed
     # Same fixed prompt, greedy: the adapter's weights change the model's token probabilities.
-    base, lora = completion_logprobs(engine, "worker-base"), completion_logprobs(engine, "seed1-v1")
+    base, lora = completion_logprobs(engine, "worker-base"), completion_logprobs(engine, "seed1-launch")
     assert max(abs(a - b) for a, b in zip(base, lora, strict=True)) > 1e-3, (base, lora)
     # ... through this package's grouped CPU LoRA ops (serve/engine/cpulora.py), which vLLM loaded as a plugin.
     assert "Using GroupedPunicaWrapperCPU." in engine.log_path.read_text(errors="replace")
