@@ -263,6 +263,61 @@ def summary(samples: list[dict[str, Any]], label: str) -> dict[str, Any]:
     return out
 
 
+def load_and_free(torch: Any, sampler: Sampler, label: str, gib: float, seconds: float,
+                  report: dict[str, Any]) -> tuple[int, dict[str, Any], str]:
+    """The load phase (`gib` GiB held and touched, bf16 products on a side thread, sampled for `seconds`), then
+    the freed phase: the bytes the load reserved, what the load thread reported, and /metrics under load."""
+    reserved_before = torch.cuda.memory_reserved(0)
+    block = torch.empty(int(gib * GIB), dtype=torch.uint8, device="cuda")
+    block.fill_(1)  # touched, not only reserved
+    stop, load = threading.Event(), dict[str, Any]()
+    thread = load_thread(torch, stop, load)
+    time.sleep(1.0)  # the thread's operands allocated, its first products running
+    allocated = torch.cuda.memory_reserved(0) - reserved_before
+    report["allocated_bytes"] = allocated
+    load_text = ""
+    ends = time.monotonic() + seconds
+    while time.monotonic() < ends and thread.is_alive():
+        row, text = sampler.sample("load")
+        if not load_text or row["utilization"].get(label, 0.0) >= 0.5:
+            load_text = text
+        time.sleep(SAMPLE_EVERY_S)
+    stop.set()
+    thread.join(timeout=30)
+
+    del block
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    report["reserved_after_free"] = torch.cuda.memory_reserved(0)
+    time.sleep(1.0)
+    for _ in range(3):
+        sampler.sample("freed")
+        time.sleep(SAMPLE_EVERY_S)
+    return allocated, load, load_text
+
+
+def print_and_write(report: dict[str, Any], out_dir: Path | None, idle_text: str, load_text: str) -> int:
+    """The verdict table and the per-phase summary; with an output directory, the report and both scrapes.
+    The exit status: 1 if a check failed."""
+    verdicts = report["verdicts"]
+    print()
+    print_table(verdicts)
+    s = report["summary"]
+    print()
+    for phase, fig in s.items():
+        print(f"{phase:8} used {fig['used_gib']} GiB, util max {fig['utilization_max']}, "
+              f"power {fig['power_w']} W, temp {fig['temperature_c']} C, scrape max {fig['scrape_ms_max']} ms")
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "gpu-nvml-check.json").write_text(json.dumps(report, indent=2))
+        (out_dir / "metrics-idle.txt").write_text(idle_text)
+        (out_dir / "metrics-load.txt").write_text(load_text)
+        print(f"\nwrote {out_dir}/gpu-nvml-check.json, metrics-idle.txt, metrics-load.txt")
+    failed = [v["check"] for v in verdicts if not v["ok"]]
+    print(f"\n{'FAILED: ' + '; '.join(failed) if failed else 'ALL PASSED'}")
+    return 1 if failed else 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--gib", type=float, default=8.0, help="GPU memory to allocate under load (GiB)")
@@ -298,32 +353,7 @@ def main() -> int:
             sampler.sample("baseline")
             time.sleep(SAMPLE_EVERY_S)
 
-        reserved_before = torch.cuda.memory_reserved(0)
-        block = torch.empty(int(args.gib * GIB), dtype=torch.uint8, device="cuda")
-        block.fill_(1)  # touched, not only reserved
-        stop, load = threading.Event(), dict[str, Any]()
-        thread = load_thread(torch, stop, load)
-        time.sleep(1.0)  # the thread's operands allocated, its first products running
-        allocated = torch.cuda.memory_reserved(0) - reserved_before
-        report["allocated_bytes"] = allocated
-        load_text = ""
-        ends = time.monotonic() + args.seconds
-        while time.monotonic() < ends and thread.is_alive():
-            row, text = sampler.sample("load")
-            if not load_text or row["utilization"].get(label, 0.0) >= 0.5:
-                load_text = text
-            time.sleep(SAMPLE_EVERY_S)
-        stop.set()
-        thread.join(timeout=30)
-
-        del block
-        torch.cuda.synchronize()
-        torch.cuda.empty_cache()
-        report["reserved_after_free"] = torch.cuda.memory_reserved(0)
-        time.sleep(1.0)
-        for _ in range(3):
-            sampler.sample("freed")
-            time.sleep(SAMPLE_EVERY_S)
+        allocated, load, load_text = load_and_free(torch, sampler, label, args.gib, args.seconds, report)
 
         verdicts = judge(sampler.samples, label, labels_expected, props.total_memory, allocated, load)
     finally:
@@ -331,22 +361,7 @@ def main() -> int:
 
     report.update(load=load, summary=summary(sampler.samples, label), verdicts=verdicts,
                   samples=sampler.samples, passed=all(v["ok"] for v in verdicts))
-    print()
-    print_table(verdicts)
-    s = report["summary"]
-    print()
-    for phase, fig in s.items():
-        print(f"{phase:8} used {fig['used_gib']} GiB, util max {fig['utilization_max']}, "
-              f"power {fig['power_w']} W, temp {fig['temperature_c']} C, scrape max {fig['scrape_ms_max']} ms")
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "gpu-nvml-check.json").write_text(json.dumps(report, indent=2))
-        (out_dir / "metrics-idle.txt").write_text(idle_text)
-        (out_dir / "metrics-load.txt").write_text(load_text)
-        print(f"\nwrote {out_dir}/gpu-nvml-check.json, metrics-idle.txt, metrics-load.txt")
-    failed = [v["check"] for v in verdicts if not v["ok"]]
-    print(f"\n{'FAILED: ' + '; '.join(failed) if failed else 'ALL PASSED'}")
-    return 1 if failed else 0
+    return print_and_write(report, out_dir, idle_text, load_text)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,5 @@
 """`worker-serve adapter register|load|list`: thin clients over the gateway's admin API
-(serve/gateway/admin.py), so registering a candidate needs no curl recipe.
+(serve/gateway/endpoints/admin.py), so registering a candidate needs no curl recipe.
 
 The gateway is `--gateway URL` (default `$WORKER_GATEWAY_URL`, else http://127.0.0.1:9000, where
 configs/gateway.toml listens); the bearer token is `$WORKER_GATEWAY_ADMIN_TOKEN`, the gateway's

@@ -1,4 +1,4 @@
-"""The gateway's admin API (serve/gateway/admin.py) from the command line: one request, its answer read into
+"""The gateway's admin API (serve/gateway/endpoints/admin.py) from the command line: one request, its answer read into
 the caller's model, every failure one sentence. `worker-serve adapter register|load|list` and `worker-serve
 trial ...` both call it, so both read the API's errors alike and neither follows a redirect with the token."""
 

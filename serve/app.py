@@ -1,7 +1,9 @@
 """The gateway's FastAPI app: OpenAI-compatible endpoints, health, metrics and the admin API.
 
 The composition root of `worker-serve gateway`: it wires the running gateway (`serve.gateway`) and
-its trials (`serve.trials`, which read the gateway) into one app, so it sits above both packages.
+its trials (`serve.trials`, which read the gateway) into one app, so it sits above both packages. Each
+endpoint family is one router module of `serve/gateway/endpoints/` (listed there), included here; this module
+adds what spans them all: the body limit and the errors in each API's shape.
 
 | Path | Does |
 |---|---|
@@ -12,7 +14,7 @@ its trials (`serve.trials`, which read the gateway) into one app, so it sits abo
 | `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions; with a keys file, only for a caller with a key (401 otherwise). |
 | `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
 | `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
-| `/admin/...` | see serve/gateway/admin.py; `/admin/trials/...`: serve/trials/admin.py. |
+| `/admin/...` | see serve/gateway/endpoints/admin.py; `/admin/trials/...`: serve/trials/admin.py. |
 """
 
 from __future__ import annotations
@@ -20,21 +22,18 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
 
 from fastapi import Depends, FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, PlainTextResponse
-from prometheus_client import CONTENT_TYPE_LATEST
-from pydantic import BaseModel
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from core.names import NAME_PATTERN, excerpt, is_name
-from serve.gateway import admin, proxy
+from core.names import excerpt, is_name
+from serve.gateway import proxy
 from serve.gateway.apis import APIS, api_for_path
 from serve.gateway.config import GatewayConfig
 from serve.gateway.edge import RequestIdNote, valid_text_body
+from serve.gateway.endpoints import admin, anthropic, monitoring, openai
 from serve.gateway.errors import ErrorResponse, GatewayError
 from serve.gateway.service import Gateway
 from serve.gateway.tenancy import ACCESS_LOG_FILTER
@@ -112,74 +111,33 @@ def _validation_message(exc: RequestValidationError) -> str:
     return "; ".join(parts)
 
 
-# The OpenAPI shape of what the gateway itself reads from an OpenAI body (`model`, `stream`, and for
-# chat the messages and tools that capture and the guard read); every other field is the engine's.
-_MODEL = {"type": "string", "pattern": NAME_PATTERN, "description": "a route, an adapter version or the base model"}
-_STREAM = {"type": ["boolean", "null"]}
-CHAT_BODY: dict[str, Any] = {
-    "type": "object", "required": ["messages"],
-    "properties": {
-        "model": _MODEL, "stream": _STREAM, "max_tokens": {"type": "integer", "minimum": 1},
-        "messages": {"type": "array", "items": {
-            "type": "object", "required": ["role"],
-            "properties": {"role": {"enum": ["system", "user", "assistant", "tool"]},
-                           "content": {"type": ["string", "null"]}, "tool_call_id": {"type": "string"}}}},
-        "tools": {"type": "array", "items": {
-            "type": "object", "required": ["type", "function"],
-            "properties": {"type": {"const": "function"}, "function": {
-                "type": "object", "required": ["name"],
-                "properties": {"name": {"type": "string"}, "parameters": {"type": "object"}}}}}}}}
-COMPLETION_BODY: dict[str, Any] = {
-    "type": "object", "required": ["prompt"],
-    "properties": {"model": _MODEL, "stream": _STREAM, "prompt": {"type": "string"},
-                   "max_tokens": {"type": "integer", "minimum": 1}}}
-_ANTHROPIC_CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": {
-    "type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}}]}
-MESSAGES_BODY: dict[str, Any] = {
-    "type": "object", "required": ["messages", "max_tokens"],
-    "properties": {
-        "model": _MODEL, "stream": _STREAM, "max_tokens": {"type": "integer", "minimum": 1},
-        "system": _ANTHROPIC_CONTENT,
-        "messages": {"type": "array", "items": {
-            "type": "object", "required": ["role", "content"],
-            "properties": {"role": {"enum": ["user", "assistant"]}, "content": _ANTHROPIC_CONTENT}}},
-        "tools": {"type": "array", "items": {
-            "type": "object", "required": ["name", "input_schema"],
-            "properties": {"name": {"type": "string"}, "input_schema": {"type": "object"}}}},
-        "metadata": {"type": "object", "properties": {"user_id": {"type": "string"}}}}}
-COUNT_TOKENS_BODY: dict[str, Any] = {**MESSAGES_BODY, "required": ["messages"]}
-RESPONSES_BODY: dict[str, Any] = {
-    "type": "object", "required": ["input"],
-    "properties": {"model": _MODEL, "stream": _STREAM, "instructions": {"type": "string"},
-                   "input": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
-                   "max_output_tokens": {"type": "integer", "minimum": 1},
-                   "tools": {"type": "array", "items": {"type": "object", "required": ["type"]}}}}
-ANTHROPIC_ANSWER: dict[int | str, dict[str, Any]] = {
-    200: {"description": "The engine's message, or its SSE stream", "content": {
-        "application/json": {"schema": {"type": "object"}},
-        "text/event-stream": {"schema": {"type": "object"}}}},
-    "4XX": {"description": "Refused (Anthropic-shaped error)", "content": {"application/json": {"schema": {
-        "type": "object", "required": ["type", "error"], "properties": {"type": {"const": "error"}, "error": {
-            "type": "object", "required": ["type", "message"]}}}}}},
-    "5XX": {"description": "Failed (Anthropic-shaped error)", "content": {"application/json": {"schema": {
-        "type": "object", "required": ["type", "error"]}}}}}
-ANSWER: dict[int | str, dict[str, Any]] = {200: {"description": "The engine's answer, or its SSE stream", "content": {
-    "application/json": {"schema": {"type": "object"}},
-    "text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {
-        "type": "string", "description": "a JSON chunk, an OpenAI-shaped error, or [DONE]"}}}}}}}
+def _add_error_handlers(app: FastAPI) -> None:
+    """Errors the app itself raises take the shape of the API whose path was asked for (OpenAI's elsewhere)."""
 
+    @app.exception_handler(GatewayError)
+    async def gateway_error(request: Request, exc: GatewayError) -> Response:
+        return proxy.error_response(api_for_path(request.url.path), exc)
 
-def _openapi_body(schema: dict[str, Any]) -> dict[str, Any]:
-    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException) -> Response:
+        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+        error = GatewayError(exc.status_code, str(exc.detail), code, headers=dict(exc.headers or {}))
+        return proxy.error_response(api_for_path(request.url.path), error)
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid_body(request: Request, exc: RequestValidationError) -> Response:
+        error = GatewayError(422, _validation_message(exc), "invalid_body")
+        return proxy.error_response(api_for_path(request.url.path), error)
 
-class Health(BaseModel):
-    status: str
-    upstreams: dict[str, bool]
+    @app.exception_handler(Exception)
+    async def internal_error(request: Request, exc: Exception) -> Response:
+        error = GatewayError(500, f"internal gateway error: {type(exc).__name__}", "internal_error")
+        return proxy.error_response(api_for_path(request.url.path), error)
 
 
 def create_app(config: GatewayConfig) -> FastAPI:
-    """The FastAPI app of one gateway; its lifespan starts and stops the gateway's background work."""
+    """The FastAPI app of one gateway; its lifespan starts and stops the gateway's background work. Handlers
+    reach the gateway and the trials through `app.state` (serve/gateway/endpoints/dependencies.py)."""
     gateway = Gateway(config, proxy.send_shadow)
     trials = TrialService(gateway)
 
@@ -202,90 +160,10 @@ def create_app(config: GatewayConfig) -> FastAPI:
     app.state.trials = trials
     app.add_middleware(BodyLimit, limit=config.gateway.max_body_bytes, gateway=gateway)
     app.add_middleware(RequestIdNote, paths=[api.path for api in APIS.values()])
-
-    # Errors the app itself raises take the shape of the API whose path was asked for (OpenAI's elsewhere).
-    @app.exception_handler(GatewayError)
-    async def gateway_error(request: Request, exc: GatewayError) -> Response:
-        return proxy.error_response(api_for_path(request.url.path), exc)
-
-    @app.exception_handler(HTTPException)
-    async def http_error(request: Request, exc: HTTPException) -> Response:
-        code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
-        error = GatewayError(exc.status_code, str(exc.detail), code, headers=dict(exc.headers or {}))
-        return proxy.error_response(api_for_path(request.url.path), error)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid_body(request: Request, exc: RequestValidationError) -> Response:
-        error = GatewayError(422, _validation_message(exc), "invalid_body")
-        return proxy.error_response(api_for_path(request.url.path), error)
-
-    @app.exception_handler(Exception)
-    async def internal_error(request: Request, exc: Exception) -> Response:
-        error = GatewayError(500, f"internal gateway error: {type(exc).__name__}", "internal_error")
-        return proxy.error_response(api_for_path(request.url.path), error)
-
-    @app.post("/v1/chat/completions", openapi_extra=_openapi_body(CHAT_BODY), responses=ANSWER)
-    async def chat_completions(request: Request) -> Response:
-        return await proxy.handle(gateway, request, APIS["chat"])
-
-    @app.post("/v1/completions", openapi_extra=_openapi_body(COMPLETION_BODY), responses=ANSWER)
-    async def completions(request: Request) -> Response:
-        return await proxy.handle(gateway, request, APIS["completions"])
-
-    # `?beta=true` (what the Claude Agent SDK sends) needs nothing: query parameters are not read.
-    @app.post("/v1/messages", openapi_extra=_openapi_body(MESSAGES_BODY), responses=ANTHROPIC_ANSWER)
-    async def messages(request: Request) -> Response:
-        return await proxy.handle(gateway, request, APIS["messages"])
-
-    @app.post("/v1/messages/count_tokens", openapi_extra=_openapi_body(COUNT_TOKENS_BODY),
-              responses=ANTHROPIC_ANSWER)
-    async def count_tokens(request: Request) -> Response:
-        return await proxy.handle(gateway, request, APIS["count_tokens"])
-
-    @app.post("/v1/responses", openapi_extra=_openapi_body(RESPONSES_BODY), responses=ANSWER)
-    async def responses(request: Request) -> Response:
-        return await proxy.handle(gateway, request, APIS["responses"])
-
-    @app.get("/v1/models")
-    async def models(request: Request) -> dict[str, object]:
-        # Like vLLM's own --api-key and OpenAI's and Anthropic's model lists: with keys, a caller needs one.
-        gateway.tenancy.caller(request.headers, request.query_params.multi_items(), None)
-        state = gateway.registry.state
-        data: list[dict[str, object]] = []
-        for route in state.routes.values():
-            data.append({"id": route.name, "object": "model", "created": 0, "owned_by": "worker-tier",
-                         "kind": "route", "production": route.production, "previous": route.previous,
-                         "canary": route.canary and {"candidate": route.canary.candidate,
-                                                     "percent": route.canary.percent,
-                                                     "sticky_by": route.canary.sticky_by},
-                         "shadow": route.shadow and {"candidate": route.shadow.candidate,
-                                                     "sample_rate": route.shadow.sample_rate}})
-        data.append({"id": state.base, "object": "model", "created": 0, "owned_by": "worker-tier", "kind": "base"})
-        for adapter in state.loaded():
-            data.append({"id": adapter.name, "object": "model", "created": 0, "owned_by": "worker-tier",
-                         "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at})
-        return {"object": "list", "data": data}
-
-    @app.get("/version")
-    async def version() -> dict[str, object]:
-        """The engines' versions, as vLLM's `/version` says one (a replay run records it)."""
-        engines = {u.name: u.version for u in gateway.pool.upstreams}
-        known = sorted({v for u in gateway.pool.upstreams if u.healthy and (v := u.version) is not None})
-        return {"version": ", ".join(known) or None, "engines": engines}
-
-    @app.get("/health", responses={200: {"model": Health}, 503: {"model": Health}})
-    async def health() -> Response:
-        upstreams = {u.name: u.healthy for u in gateway.pool.upstreams}
-        if any(upstreams.values()):
-            return JSONResponse({"status": "ok", "upstreams": upstreams})
-        return JSONResponse({"status": "unavailable", "upstreams": upstreams}, 503,
-                            headers={"Retry-After": str(gateway.retry_after_s)})
-
-    @app.get("/metrics", response_class=PlainTextResponse)
-    async def metrics() -> Response:
-        await gateway.scrape_engines()
-        return Response(gateway.metrics.render(), media_type=CONTENT_TYPE_LATEST)
-
-    app.include_router(admin.router, dependencies=[Depends(valid_text_body)])
-    app.include_router(trials_admin.router, dependencies=[Depends(valid_text_body)])
+    _add_error_handlers(app)
+    for router in (openai.router, anthropic.router, monitoring.router):
+        app.include_router(router)
+    # The forwarder reads the API families' bodies itself; the admin APIs' body models are checked first.
+    for router in (admin.router, trials_admin.router):
+        app.include_router(router, dependencies=[Depends(valid_text_body)])
     return app

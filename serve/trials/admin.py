@@ -26,7 +26,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from pydantic import Field, StringConstraints
 
 from core.names import Name
-from serve.gateway.admin import Body, require_token
+from serve.gateway.endpoints.admin import Body, require_token
 from serve.gateway.errors import GatewayError
 from serve.trials.controller import PreflightFailedError, describe_state
 from serve.trials.machine import Abort, Event, GateVerdict, Resume, Suspend, VerdictWindow

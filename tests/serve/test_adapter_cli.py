@@ -1,6 +1,6 @@
 """`worker-serve adapter register|load|list` against a running gateway (the real app under uvicorn).
 
-Admin calls need no model answers, so, as in tests/serve/gateway/test_admin.py, the gateway fronts
+Admin calls need no model answers, so, as in tests/serve/gateway/endpoints/test_admin.py, the gateway fronts
 the fault injector (it accepts adapter loads) or no upstream at all; the adapters are fake files no
 real engine would load. What is asserted is what the commands print and the gateway's registry."""
 

@@ -47,19 +47,15 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.names import Name
+from serve.gateway.endpoints.dependencies import GatewayDep, gateway_of
 from serve.gateway.errors import GatewayError, unavailable
 from serve.gateway.registry import Adapter, AdapterError, NameTakenError, Route, inspect_adapter
 from serve.gateway.service import FilesChangedError, Gateway
 from serve.gateway.upstreams import Upstream, UpstreamCallError
 
 
-def _gateway(request: Request) -> Gateway:
-    gateway: Gateway = request.app.state.gateway
-    return gateway
-
-
 async def require_token(request: Request) -> None:
-    gw = _gateway(request)
+    gw = gateway_of(request)
     expected = gw.admin_token
     challenge = {"WWW-Authenticate": "Bearer"}
     if not expected:
@@ -72,7 +68,6 @@ async def require_token(request: Request) -> None:
 
 
 router = APIRouter(prefix="/admin", dependencies=[Depends(require_token)])
-GatewayDep = Annotated[Gateway, Depends(_gateway)]
 
 
 class Body(BaseModel):

@@ -1,0 +1,18 @@
+"""The running gateway, for a handler: the app holds it (`app.state.gateway`, set by `create_app`), so the
+routers need no module-level state and two apps in one process never share one."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from serve.gateway.service import Gateway
+
+
+def gateway_of(request: Request) -> Gateway:
+    gateway: Gateway = request.app.state.gateway
+    return gateway
+
+
+GatewayDep = Annotated[Gateway, Depends(gateway_of)]

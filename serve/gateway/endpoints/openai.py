@@ -1,0 +1,83 @@
+"""The OpenAI API family: chat completions, completions, the Responses API and the model list.
+
+The three generation endpoints forward the raw body through the shared forwarder (serve/gateway/proxy.py);
+their OpenAPI bodies document only what the gateway itself reads. The table of what each does is in
+serve/app.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Request, Response
+
+from serve.gateway.apis import APIS
+from serve.gateway.endpoints.bodies import MODEL, STREAM, openapi_body
+from serve.gateway.endpoints.dependencies import GatewayDep
+from serve.gateway.proxy import handle
+
+CHAT_BODY: dict[str, Any] = {
+    "type": "object", "required": ["messages"],
+    "properties": {
+        "model": MODEL, "stream": STREAM, "max_tokens": {"type": "integer", "minimum": 1},
+        "messages": {"type": "array", "items": {
+            "type": "object", "required": ["role"],
+            "properties": {"role": {"enum": ["system", "user", "assistant", "tool"]},
+                           "content": {"type": ["string", "null"]}, "tool_call_id": {"type": "string"}}}},
+        "tools": {"type": "array", "items": {
+            "type": "object", "required": ["type", "function"],
+            "properties": {"type": {"const": "function"}, "function": {
+                "type": "object", "required": ["name"],
+                "properties": {"name": {"type": "string"}, "parameters": {"type": "object"}}}}}}}}
+COMPLETION_BODY: dict[str, Any] = {
+    "type": "object", "required": ["prompt"],
+    "properties": {"model": MODEL, "stream": STREAM, "prompt": {"type": "string"},
+                   "max_tokens": {"type": "integer", "minimum": 1}}}
+RESPONSES_BODY: dict[str, Any] = {
+    "type": "object", "required": ["input"],
+    "properties": {"model": MODEL, "stream": STREAM, "instructions": {"type": "string"},
+                   "input": {"anyOf": [{"type": "string"}, {"type": "array", "items": {"type": "object"}}]},
+                   "max_output_tokens": {"type": "integer", "minimum": 1},
+                   "tools": {"type": "array", "items": {"type": "object", "required": ["type"]}}}}
+ANSWER: dict[int | str, dict[str, Any]] = {200: {"description": "The engine's answer, or its SSE stream", "content": {
+    "application/json": {"schema": {"type": "object"}},
+    "text/event-stream": {"schema": {"type": "object", "required": ["data"], "properties": {"data": {
+        "type": "string", "description": "a JSON chunk, an OpenAI-shaped error, or [DONE]"}}}}}}}
+
+router = APIRouter()
+
+
+@router.post("/v1/chat/completions", openapi_extra=openapi_body(CHAT_BODY), responses=ANSWER)
+async def chat_completions(request: Request, gw: GatewayDep) -> Response:
+    return await handle(gw, request, APIS["chat"])
+
+
+@router.post("/v1/completions", openapi_extra=openapi_body(COMPLETION_BODY), responses=ANSWER)
+async def completions(request: Request, gw: GatewayDep) -> Response:
+    return await handle(gw, request, APIS["completions"])
+
+
+@router.post("/v1/responses", openapi_extra=openapi_body(RESPONSES_BODY), responses=ANSWER)
+async def responses(request: Request, gw: GatewayDep) -> Response:
+    return await handle(gw, request, APIS["responses"])
+
+
+@router.get("/v1/models")
+async def models(request: Request, gw: GatewayDep) -> dict[str, object]:
+    # Like vLLM's own --api-key and OpenAI's and Anthropic's model lists: with keys, a caller needs one.
+    gw.tenancy.caller(request.headers, request.query_params.multi_items(), None)
+    state = gw.registry.state
+    data: list[dict[str, object]] = []
+    for route in state.routes.values():
+        data.append({"id": route.name, "object": "model", "created": 0, "owned_by": "worker-tier",
+                     "kind": "route", "production": route.production, "previous": route.previous,
+                     "canary": route.canary and {"candidate": route.canary.candidate,
+                                                 "percent": route.canary.percent,
+                                                 "sticky_by": route.canary.sticky_by},
+                     "shadow": route.shadow and {"candidate": route.shadow.candidate,
+                                                 "sample_rate": route.shadow.sample_rate}})
+    data.append({"id": state.base, "object": "model", "created": 0, "owned_by": "worker-tier", "kind": "base"})
+    for adapter in state.loaded():
+        data.append({"id": adapter.name, "object": "model", "created": 0, "owned_by": "worker-tier",
+                     "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at})
+    return {"object": "list", "data": data}
