@@ -1,8 +1,9 @@
 """Reviewer replay (`worker-replay qa review`): the recorded Claude Code sessions' finished runs judged by the real
 engine (CPU vLLM, SmolLM2-135M) behind the gateway, killed with SIGKILL partway and resumed with one verdict line
 a run; the lines are what `qa agree` reads. The small model answers what it answers: the test holds the
-structure and the outcomes, never a verdict. Without an engine: a torn last line is cut on resume, and an
-endpoint that is down is a clear error that writes nothing."""
+structure and the outcomes, never a verdict. Without an engine: a torn last line is cut on resume, an
+endpoint that is down is a clear error that writes nothing, and one that fails partway (the named fault
+injector) stops the run with the lines written kept."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from replay.qa.verdicts import VERDICTS, ReviewerVerdictLine
 from serve.engine.launcher import EngineProcess
 from tests.replay.qa.corpus import RETRIES, append_answer, text
 from tests.support.curation import LOOKUP, copy_workspace, session_path
+from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import RunningGateway, write_config
 
 WORKSPACES = ("ws-a", "ws-b", "ws-c")
@@ -129,6 +131,28 @@ def test_an_endpoint_that_is_down_is_one_error_and_nothing_is_written(tmp_path: 
     err = capsys.readouterr().err
     assert err.startswith("error: cannot reach the endpoint http://127.0.0.1:9/v1") and "Traceback" not in err
     assert not (out / "run.json").exists() and not (out / VERDICTS).exists()
+
+
+def test_an_endpoint_failing_partway_stops_the_run_and_keeps_what_was_written(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    corpus, reviews = labelled_corpus(tmp_path)
+    out = tmp_path / "review"
+    with FaultUpstream() as upstream:  # its answer calls the offered tool with {"id": "1"}: no verdict
+        args = ["qa", "review", str(corpus), "--labels", str(reviews), "--endpoint", f"{upstream.url}/v1",
+                "--model", "worker-base", "--concurrency", "1", "--out", str(out)]
+        assert main([*args, "--limit", "2"]) == 0
+        assert "2 verdict(s) written (bad_verdict 2), 0 already there" in capsys.readouterr().out
+        upstream.behaviour["worker-base"] = "fail"
+        assert main(args) == 2
+        err = capsys.readouterr().err
+        assert "did not answer (HTTP 500" in err and "2 before are kept" in err and "run the same command" in err
+        assert len(verdict_lines(out / VERDICTS)) == 2
+        upstream.behaviour["worker-base"] = "ok"
+        assert main(args) == 0  # --limit is no part of the run: the rest is judged now
+        assert "4 verdict(s) written (bad_verdict 4), 2 already there" in capsys.readouterr().out
+    lines = [ReviewerVerdictLine.model_validate_json(line) for line in verdict_lines(out / VERDICTS)]
+    assert len({(line.workspace, line.session) for line in lines}) == 6 == len(lines)
+    assert {(line.outcome, line.verdict) for line in lines} == {(ReviewOutcome.BAD_VERDICT, ReviewVerdict.ESCALATE)}
 
 
 @pytest.mark.parametrize(("flags", "error"), [
