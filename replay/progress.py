@@ -1,4 +1,4 @@
-"""The status line of a run (`worker-replay run`, `sandbox run`): done/total, rate and ETA on stderr."""
+"""The status line of a run (`worker-replay run`, `sandbox run`, `qa review`): done/total, rate and ETA on stderr."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ One module per command group, each registering its own subcommands with `add_par
 - `report.py`: report
 - `lessons.py`: lessons propose, trace, dispute
 - `curate.py`: curate pool, build
-- `qa.py`: qa check, labels, agree, plant, gate (Stop-QA)
+- `qa.py`: qa check, labels, review, agree, plant, gate (Stop-QA)
 - `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the tainted rules
 """
 

@@ -1,5 +1,6 @@
 """`worker-replay qa …`: Stop-QA on the worker tier (DESIGN §13): the deterministic checks over a corpus's
-finished runs, labelled runs, reviewer-against-people agreement, the planted reviewer, the reviewer gate."""
+finished runs, labelled runs, reviewer replay, reviewer-against-people agreement, the planted reviewer, the
+reviewer gate."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ DEFAULT_CONFIG = Path("configs/qa/checks.toml")
 PEOPLE = "people"
 """The baseline a reviewer is judged against: the dispositions people gave."""
 DEFAULT_POLICY = Path("configs/gates/reviewer-enforce.toml")
+DEFAULT_REVIEWER = "qwen"
 
 
 def _corpora(roots: Sequence[Path]) -> list[ClaudeCodeDir]:
@@ -70,6 +72,38 @@ def _labels(args: argparse.Namespace) -> int:
         print("\n".join(f"  {example}" for example in build.examples))
     for reason in unreadable:
         print(f"  unreadable: {reason}")
+    return 0
+
+
+def _review(args: argparse.Namespace) -> int:
+    from replay.config import Arm, Decoding, Endpoint, RunConfig, Runner
+    from replay.qa.config import load_config
+    from replay.qa.errors import QAError
+    from replay.qa.labels import read_labels
+    from replay.qa.review import review
+
+    corpora = _corpora(args.corpora)
+    if any(corpus.holds(args.out) for corpus in corpora):
+        raise QAError(f"{args.out}: inside a corpus; the corpus is only ever read")
+    if args.limit is not None and args.limit < 1:
+        raise QAError(f"--limit {args.limit}: give at least 1 run")
+    try:
+        config = RunConfig(endpoint=Endpoint(base_url=args.endpoint, api_key_env=args.api_key_env,
+                                             allow_hosts=args.allow_host),
+                           decoding=Decoding(max_tokens=args.max_tokens),
+                           runner=Runner(concurrency=args.concurrency),
+                           arms=[Arm(name=args.reviewer, model=args.model)])
+    except ValidationError as exc:
+        raise QAError("qa review: " + "; ".join(e["msg"] for e in exc.errors())) from exc
+    rules, guard = load_config(args.config)
+    labelled = read_labels(args.labels)[:args.limit]
+    summary = review(labelled, args.labels, corpora, config, rules, guard, args.out)
+    outcomes = ", ".join(f"{outcome} {n}" for outcome, n in sorted(summary.written.items()))
+    print(f"{args.out}: {sum(summary.written.values())} verdict(s) written ({outcomes or 'none'}), "
+          f"{summary.already} already there")
+    if summary.not_reviewed:
+        print(f"not reviewed: {len(summary.not_reviewed)} labelled run(s)")
+        print("\n".join(f"  {reason}" for reason in summary.not_reviewed))
     return 0
 
 
@@ -156,8 +190,8 @@ def evaluate_reviewer_gate(policy_path: Path, agreement_path: Path, reviewer: st
 
 
 def add_parser(sub: Any) -> None:
-    qa = sub.add_parser("qa", help="Stop-QA: deterministic checks of finished runs, labelled runs, reviewer "
-                                   "agreement with people, the reviewer-enforce gate (DESIGN §13)")
+    qa = sub.add_parser("qa", help="Stop-QA: deterministic checks of finished runs, labelled runs, reviewer replay, "
+                                   "reviewer agreement with people, the reviewer-enforce gate (DESIGN §13)")
     actions = qa.add_subparsers(dest="action", required=True)
     p = actions.add_parser("check", help="the deterministic checks (placeholder, unacknowledged_tool_error, "
                                          "count_mismatch) on every finished run: findings citing record ids, "
@@ -179,6 +213,31 @@ def add_parser(sub: Any) -> None:
                    help="written atomically; never inside a corpus")
     p.set_defaults(func=_labels)
 
+    p = actions.add_parser("review", help="reviewer replay: a served model judges every labelled run through the "
+                                          "evidence-bound prompt and the forced `verdict` tool; one verdict line a "
+                                          "run in OUT/verdicts.jsonl (resumable, one writer at a time)")
+    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS",
+                   help="the Claude Code corpus the labels were made from, read-only")
+    p.add_argument("--labels", type=Path, required=True, metavar="REVIEWS.jsonl",
+                   help="`qa labels` output: the runs judged, in its order")
+    p.add_argument("--endpoint", required=True, metavar="URL",
+                   help="the OpenAI-compatible server, up to /v1 (the gateway, or vLLM itself), as a run config's "
+                        "[endpoint] base_url: loopback unless --allow-host names its host")
+    p.add_argument("--model", required=True, help="the model the requests name (a route, a base, an adapter)")
+    p.add_argument("--reviewer", default=DEFAULT_REVIEWER,
+                   help=f"who judges, as `qa agree` names it (default {DEFAULT_REVIEWER})")
+    p.add_argument("--api-key-env", metavar="VAR", help="environment variable holding a bearer token, sent when set")
+    p.add_argument("--allow-host", action="append", default=[], metavar="HOST",
+                   help="a non-loopback endpoint host allowed on purpose (repeatable)")
+    p.add_argument("--max-tokens", type=int, default=256, metavar="N", help="the answer's bound (default 256)")
+    p.add_argument("--concurrency", type=int, default=4, metavar="N", help="requests in flight at once (default 4)")
+    p.add_argument("--limit", type=int, metavar="N", help="only the first N runs of the labels file")
+    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
+                   help=f"the deterministic checks whose findings the prompt holds (default {DEFAULT_CONFIG})")
+    p.add_argument("--out", type=Path, required=True, metavar="DIR",
+                   help="the run directory: run.json, verdicts.jsonl (re-run into it to resume)")
+    p.set_defaults(func=_review)
+
     p = actions.add_parser("agree", help="per reviewer, workspace and mode against people: confusion matrix, "
                                          "false-pass rate (exact CP), escalation rate, Cohen's kappa; reviewer "
                                          "pairs by the exact McNemar test")
@@ -186,7 +245,7 @@ def add_parser(sub: Any) -> None:
                    help="`qa labels` output: people's dispositions and the production verdicts per mode")
     p.add_argument("--verdicts", type=Path, nargs="*", default=[], metavar="FILE",
                    help='more reviewers\' verdicts, JSONL: {"workspace", "session", "reviewer", "verdict", '
-                        '"mode"?, "final_record"?} (`qa plant` writes one)')
+                        '"mode"?, "final_record"?, …} (`qa plant` writes one), or a `qa review` run directory')
     p.add_argument("--out", type=Path, metavar="FILE",
                    help="also write the figures as JSON: the reviewer_agreement gate's evidence")
     p.add_argument("--json", action="store_true", help="print the figures as JSON")

@@ -1,7 +1,7 @@
 """Stop-QA on the worker tier (DESIGN §13): a finished run checked deterministically, then judged by a reviewer
 whose agreement with people is measured before any enforce mode is switched on.
 
-Reviewer replay comes later, beside the modules below. The commands are `replay/cli/qa.py`.
+The commands are `replay/cli/qa.py`.
 
 - `run.py`: a finished run read from the corpus: thread, calls, the guard's verdicts, final answer
 - `checks.py`: the deterministic checks (pure)
@@ -9,6 +9,9 @@ Reviewer replay comes later, beside the modules below. The commands are `replay/
 - `report.py`: `qa check`: findings per run, counts per workspace and kind
 - `labels.py`: `reviews.jsonl`: labelled runs, modes, verdicts, dispositions
 - `verdicts.py`: reviewer verdicts per run
+- `prompt.py`: reviewer replay's evidence-bound prompt and its `verdict` tool (pure)
+- `answer.py`: a reviewer's answer read into a verdict or a named outcome (pure)
+- `review.py`: `qa review`: the resumable, locked reviewer replay run
 - `stats.py`: Clopper–Pearson and Cohen's κ (pure)
 - `agreement.py`: `qa agree`: reviewer against people, the gate's evidence (pure)
 - `planted.py`: the planted reviewer, with known error rates

@@ -1,7 +1,8 @@
 """Reviewer verdicts per run, for agreement (DESIGN §13): the production reviewer's, one per mode, from
 `reviews.jsonl`, and any reviewer's from a verdicts file (JSONL of `ReviewerVerdictLine`; the planted reviewer
-writes one, `worker-replay qa plant`). A verdict naming a final record other than the labelled run's is for
-another state of the session and is not used; it is counted."""
+writes one, `worker-replay qa plant`, and reviewer replay writes `verdicts.jsonl` into its run directory,
+`worker-replay qa review`). A verdict naming a final record other than the labelled run's is for another state
+of the session and is not used; it is counted."""
 
 from __future__ import annotations
 
@@ -9,11 +10,22 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from pydantic import Field, model_validator
+
 from core.names import Name
 from core.records import Strict
+from replay.qa.answer import ReviewOutcome
 from replay.qa.errors import QAError
 from replay.qa.files import read_strict
 from replay.qa.labels import PRODUCTION, LabelledRun, Mode, ReviewVerdict, reviewer_key
+
+VERDICTS = "verdicts.jsonl"
+"""A reviewer replay run's verdicts, in its run directory."""
+
+
+def _absent(value: object) -> bool:
+    """A replayed reviewer's fields are left out of other reviewers' lines, which read as they always have."""
+    return value is None
 
 
 class ReviewerVerdictLine(Strict):
@@ -28,6 +40,21 @@ class ReviewerVerdictLine(Strict):
     """The mode it judged under, when it is a production verdict; None for a replayed or planted reviewer."""
     final_record: Name | None = None
     """The final answer it judged, when known; must be the labelled run's."""
+    outcome: ReviewOutcome | None = Field(default=None, exclude_if=_absent)
+    """A replayed reviewer's: how its answer read (None: not a replayed reviewer). Any but `ok` has `verdict`
+    `escalate`, what agreement counts: an answer that cannot be used hands the run to a person."""
+    answered: ReviewVerdict | None = Field(default=None, exclude_if=_absent)
+    """A replayed reviewer's: the verdict it gave, when one could be read (also when `unsupported`)."""
+    evidence: list[str] | None = Field(default=None, exclude_if=_absent)
+    """A replayed reviewer's: the tool-call ids it cited."""
+    error: str | None = Field(default=None, exclude_if=_absent)
+    """A replayed reviewer's: why its answer is not `ok`."""
+
+    @model_validator(mode="after")
+    def _unusable_escalates(self) -> ReviewerVerdictLine:
+        if self.outcome not in (None, ReviewOutcome.OK) and self.verdict is not ReviewVerdict.ESCALATE:
+            raise ValueError(f"an answer read as {self.outcome} counts as escalate, not {self.verdict}")
+        return self
 
 
 @dataclass(frozen=True)
@@ -66,5 +93,8 @@ def gather(runs: Sequence[LabelledRun], lines: Iterable[tuple[str, ReviewerVerdi
 
 
 def read_verdicts(path: Path) -> list[tuple[str, ReviewerVerdictLine]]:
-    """A verdicts file's lines, each with its `file:line`; a line that is not one is a `QAError`."""
+    """A verdicts file's lines, each with its `file:line` (a directory: a `qa review` run, its verdicts file); a
+    line that is not one is a `QAError`."""
+    if path.is_dir():
+        path = path / VERDICTS
     return [(f"{path}:{number}", line) for number, line in read_strict(path, ReviewerVerdictLine, "a reviewer verdict")]
