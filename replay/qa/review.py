@@ -30,7 +30,7 @@ from core.jsonfile import cut_torn_tail
 from core.regularfile import read_regular_bytes
 from replay.config import RunConfig
 from replay.corpus.claude_code import ClaudeCodeDir
-from replay.endpoint import chat_session, chat_url, check_served, fetch_models, send_chat
+from replay.endpoint import chat_session, chat_url, check_served, fetch_served, send_chat
 from replay.progress import Progress
 from replay.qa.answer import ReviewOutcome, read_answer
 from replay.qa.checks import CheckRules, check_run
@@ -152,11 +152,11 @@ async def execute(work: Sequence[tuple[LabelledRun, Run]], config: RunConfig, ru
 def review(labelled: Sequence[LabelledRun], labels: Path, corpora: Sequence[ClaudeCodeDir], config: RunConfig,
            rules: CheckRules, guard: GuardRules, run_dir: Path) -> ReviewSummary:
     """Judge every labelled run not yet judged in `run_dir` (see the module docstring)."""
-    served, _ = asyncio.run(fetch_models(config))
-    check_served(config, {config.endpoint.base_url: served})
+    served, _ = asyncio.run(fetch_served(config))
+    check_served(config, served)
     summary = ReviewSummary()
     with run_lock(run_dir):
-        manifest = review_manifest(config, labels, rules, guard, served)
+        manifest = review_manifest(config, labels, rules, guard, served[config.endpoint.base_url])
         check_run_dir(run_dir, manifest)
         done = reviewed(run_dir)
         summary.already = sum((r.workspace, r.session) in done for r in labelled)
