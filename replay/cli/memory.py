@@ -24,15 +24,17 @@ def _memory_stats(args: argparse.Namespace) -> int:
     from replay.qa.labels import read_labels
 
     stats = fleet_stats(args.roots, git=args.git)
-    text, table = textfile(stats), format_fleet(stats)
+    coverage = None
     if args.qa_modes is not None or args.reviews is not None:
         stats = fleet_coverage(stats, read_modes(args.qa_modes) if args.qa_modes else {},
                                read_labels(args.reviews) if args.reviews else [])
-        text += coverage_textfile(stats.qa)
-        table = "\n".join([table, *coverage_lines(stats.qa)])
+        coverage = stats.qa
     if args.textfile is not None:
-        write_textfile(args.textfile, text)
-    print(stats.model_dump_json(indent=2) if args.json else table)
+        write_textfile(args.textfile, textfile(stats) + (coverage_textfile(coverage) if coverage else ""))
+    if args.json:
+        print(stats.model_dump_json(indent=2))
+    else:
+        print("\n".join([format_fleet(stats), *(coverage_lines(coverage) if coverage else [])]))
     return 0
 
 
