@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import FrameType
+from typing import Self
 
 
 class Terminated(KeyboardInterrupt):
@@ -147,7 +148,7 @@ class ServiceProcess:
             self.stopped = True  # never signal the group's id again: it may be reused
         return self.proc.returncode
 
-    def __enter__(self) -> ServiceProcess:
+    def __enter__(self) -> Self:
         self.start()
         try:
             self.wait_healthy()

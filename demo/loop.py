@@ -16,10 +16,12 @@
    with the base and the candidate, `serious-candidate.toml` evaluated (a rejection with its reasons is as
    good an outcome as a pass: the sandbox conditions and the confirmation run are `not_run` here).
 
-The loop stops there. S22's next stage — quantised and judged again by `quantisation_survives` — needs two more
-engines (int8 builds serve no LoRA, so the base and the merged candidate each need their own), too slow for this
-command's budget on two cores; `tests/serve/engine/test_quantize.py` walks it from two real runs, and
-docs/design.md §12 gives the commands.
+5. **Quantised and judged again** (S22): the candidate merged into its base and both quantised to `w8a8-int8`
+   (the CPU stand-in for production's NVFP4), each served by an engine of its own (an int8 engine serves no LoRA)
+   behind a gateway with the same forced route; the held-out suite replayed with the same arms and decoding, and
+   production-candidate's `quantisation_survives` judged from the two runs (its other conditions need a live trial
+   and are `not_run`). The report puts the quantised arms beside the high-precision ones and compares each arm
+   with itself, so a drop is blamed on quantisation, not on the training.
 """
 
 from __future__ import annotations
@@ -27,18 +29,23 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
 from core.errors import WorkerTierError
 from core.guard import GuardRules
+from core.process import free_port
 from demo.agent import WORKSPACE, agent_session
 from demo.ledger import LEDGER, PLANTED, TOOL, scenario_for, write_ledger_pack
 from demo.run import admin, fresh_out, register_adapters, say, serving
 from replay.analysis.compare import Comparison, compare, load_results
 from replay.analysis.gates import evaluate_gate, write_verdict
+from replay.analysis.report import report_run
 from replay.analysis.report.summary import gate_line
+from replay.analysis.stages import stage_arm, staged
 from replay.calibration.episodes import EpisodeScripts, PackArmBehaviour, PlantedEpisodes
 from replay.calibration.planted import ArmBehaviour, PlantedSpec, serve_planted
 from replay.config import RunConfig
@@ -54,13 +61,20 @@ from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.sandbox.scenario import Scenario
 from replay.sandbox.world import Episode
 from replay.suite import freeze_suite, load_suite
+from serve.engine.adapters import merge_adapter
+from serve.engine.launcher import EngineProcess, load_engine_config
 from serve.engine.modelbuild import check_model_dir, default_model_dir
+from serve.engine.quantize import default_out, quantize_model
 from serve.engine.train import MARKER, curated_examples, train_adapter
 
 REPO = Path(__file__).resolve().parents[1]
 EXPLORER = "planted-explorer"
 POLICY = REPO / "configs" / "curation" / "s1.1.toml"
 GATE = REPO / "configs" / "gates" / "serious-candidate.toml"
+PRODUCTION_GATE = REPO / "configs" / "gates" / "production-candidate.toml"
+QUANTISED_ENGINE = REPO / "configs" / "engine" / "cpu-smollm2-quantized.toml"
+SCHEME = "w8a8-int8"
+STAGE = "quantised"
 CORRECTED = {"id": "INV-8"}
 ROUTE = "candidate"
 """The gateway route the trained candidate is production of; like `worker`, a forced tool route (demo/agent.py)."""
@@ -152,12 +166,75 @@ def train(curated: Path, adapters: Path) -> tuple[Path, str]:
     return out, report.summary()
 
 
+DECODING = {"temperature": 0.0, "seed": 0, "max_tokens": 64}
+FORCED = 'forced_tool_routes = ["worker"]\n'
+
+
 def replay_config(gateway_url: str) -> RunConfig:
     """Both arms through forced routes, as the sessions ran: `worker` (the base) and `ROUTE` (the candidate)."""
     return RunConfig.model_validate({
-        "endpoint": {"base_url": f"{gateway_url}/v1", "api_key_env": None},
-        "decoding": {"temperature": 0.0, "seed": 0, "max_tokens": 64},
+        "endpoint": {"base_url": f"{gateway_url}/v1", "api_key_env": None}, "decoding": DECODING,
         "arms": [{"name": "base", "model": "worker"}, {"name": "cand", "model": ROUTE}]})
+
+
+def quantise(adapter: Path, out: Path) -> dict[str, Path]:
+    """Each arm's checkpoint: the base's (cached beside the embedded model, as `worker-serve model quantize` writes
+    it) and the candidate merged into its base, then quantised the same way."""
+    base = check_model_dir(default_model_dir())
+    merged = merge_adapter(base, adapter, out / "merged", quiet=True)
+    return {"base": quantize_model(base, default_out(base, SCHEME), SCHEME).out_dir,
+            "cand": quantize_model(merged, out / STAGE, SCHEME).out_dir}
+
+
+@contextmanager
+def quantised_gateways(checkpoints: dict[str, Path], out: Path) -> Iterator[dict[str, str]]:
+    """Per arm, an engine on its checkpoint (all started before any is waited for: their start-ups overlap) and a
+    gateway in front with the `worker` route forced, as the high-precision run's; yields arm → gateway URL."""
+    with ExitStack() as stack:
+        engines = {}
+        for arm, checkpoint in checkpoints.items():
+            config = load_engine_config(QUANTISED_ENGINE, port=free_port())
+            logs = out / f"{STAGE}-{arm}" / "logs"
+            logs.mkdir(parents=True)
+            engine = EngineProcess(config.model_copy(update={"vllm": config.vllm.model_copy(
+                update={"model": str(checkpoint)})}), log_path=logs / "engine.log")
+            engine.start()
+            stack.callback(engine.stop)
+            engines[arm] = engine
+        for arm, engine in engines.items():
+            try:
+                engine.wait_healthy()
+            except (RuntimeError, TimeoutError) as exc:
+                raise WorkerTierError(f"the {STAGE} engine of arm {arm} did not start: {exc} "
+                                      f"(log: {engine.log_path})") from exc
+        yield {arm: stack.enter_context(serving(out / f"{STAGE}-{arm}", {}, gateway_keys=FORCED,
+                                                engine_url=engine.base_url))[0] for arm, engine in engines.items()}
+
+
+def quantised_config(gateways: dict[str, str]) -> RunConfig:
+    """The high-precision run's arms and decoding, each arm on its own quantised build (an arm's own base_url)."""
+    return RunConfig.model_validate({
+        "endpoint": {"base_url": f"{gateways['base']}/v1", "api_key_env": None}, "decoding": DECODING,
+        "arms": [{"name": "base", "model": "worker"},
+                 {"name": "cand", "model": "worker", "base_url": f"{gateways['cand']}/v1"}]})
+
+
+def judge_quantised(high: Path, low: Path) -> str:
+    """production-candidate judged with the quantised run as its evidence; the line of `quantisation_survives`
+    (the other conditions need a live trial: not_run) and what quantisation changed per arm."""
+    verdict = evaluate_gate(PRODUCTION_GATE, high, "base", "cand", evidence={STAGE: low})
+    write_verdict(high, verdict)
+    [survives] = [c for c in verdict.conditions if c.id == "quantisation-survives"]
+    results = load_results(high) + staged(load_results(low), STAGE)
+    shifts = ", ".join(f"{arm} lost {row.stats.losses}, gained {row.stats.wins}" for arm in ("cand", "base")
+                       for row in [compare(results, arm, stage_arm(arm, STAGE)).row("joint", "all_positive")])
+    high_points, low_points = (_points(survives.evidence.get(key)) for key in ("high_precision_points", "points"))
+    return (f"{survives.id} {survives.status.value.upper()} (gain in points: high precision {high_points}, {STAGE} "
+            f"{low_points}); decisions {STAGE} changed: {shifts}")
+
+
+def _points(value: object) -> str:
+    return f"{value:+.1f}" if isinstance(value, float | int) else "n/a"
 
 
 def run_loop(out: Path, engine_url: str | None = None) -> int:
@@ -190,7 +267,14 @@ def run_loop(out: Path, engine_url: str | None = None) -> int:
     write_verdict(out / "run", verdict)
     print(f"held-out suite ({comparison.decisions} decisions): {repeat_line(comparison)}")
     print(f"gate {gate_line(verdict)}")
-    print(f"everything: {out} (corpus, held-out-suite, pack, sandbox, set, adapters, run)")
+    checkpoints = quantise(adapter, out)
+    with quantised_gateways(checkpoints, out) as gateways:
+        run(load_suite(held), quantised_config(gateways), out / f"run-{STAGE}", label=f"[loop] {STAGE} replay")
+    print(judge_quantised(out / "run", out / f"run-{STAGE}"))
+    md, _ = report_run(out / "run", stages={STAGE: out / f"run-{STAGE}"})
+    print(f"report: {md} (high precision and {STAGE} side by side)")
+    print(f"everything: {out} (corpus, held-out-suite, pack, sandbox, set, adapters, run, merged, {STAGE}, "
+          f"run-{STAGE})")
     return 0
 
 

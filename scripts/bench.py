@@ -8,6 +8,8 @@
   prefix-grouped vs shuffled, the cache holding less than half the working set);
 * LoRA on the CPU engine: `scripts/bench_cpu_lora.py` (vLLM's per-token ops vs the grouped ones,
   alone and in the engine: an adapter's decisions/s as a share of the base model's);
+* the quantised engine: `scripts/bench_quantized_engine.py` (eager as shipped vs compiled: start-up, decisions/s
+  and agreement with the high-precision engine);
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * Messages streams: `scripts/bench_messages_stream.py` (first SSE event and whole stream, gateway vs direct).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
@@ -182,6 +184,7 @@ def main() -> int:
     parser.add_argument("--skip-trial-look", action="store_true")
     parser.add_argument("--skip-prefix-order", action="store_true")
     parser.add_argument("--skip-cpu-lora", action="store_true")
+    parser.add_argument("--skip-quantized-engine", action="store_true")
     parser.add_argument("--skip-redact", action="store_true")
     parser.add_argument("--skip-noise", action="store_true")
     parser.add_argument("--skip-fairshare", action="store_true")
@@ -204,6 +207,7 @@ def main() -> int:
                                   (args.skip_messages_stream, "Messages API streams", "bench_messages_stream.py"),
                                   (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
                                   (args.skip_cpu_lora, "LoRA on the CPU engine", "bench_cpu_lora.py"),
+                                  (args.skip_quantized_engine, "the quantised engine", "bench_quantized_engine.py"),
                                   (args.skip_trial_look, "trial look", "bench_trial_look.py"),
                                   (args.skip_redact, "redaction", "bench_redact.py"),
                                   (args.skip_noise, "noise floor against concurrency", "bench_noise.py"),

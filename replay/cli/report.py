@@ -26,7 +26,8 @@ def _report(args: argparse.Namespace) -> int:
     # Default: the baseline (--baseline, else the run config's first arm) against every other arm.
     pairs = args.pair or None
     md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=tainted(args),
-                          baseline=args.baseline, reads=_session_reads(args, decisions))
+                          baseline=args.baseline, reads=_session_reads(args, decisions),
+                          stages=None if args.quantised is None else {"quantised": args.quantised})
     print(f"report: {md}\nreport: {html}")
     return 0
 
@@ -61,5 +62,8 @@ def add_parser(sub: Any) -> None:
                         "history read a memory file (withheld strips only the injected memory)")
     p.add_argument("--transcript-format", choices=FORMATS, default="auto",
                    help="how --corpus is laid out (default: told from the directory)")
+    p.add_argument("--quantised", type=Path, metavar="RUN_DIR",
+                   help="the same arms replayed on the same suite against the quantised builds: their results beside "
+                        "these (ARM:quantised), each arm compared with itself, so a drop is blamed on quantisation")
     ledger_option(p)
     p.set_defaults(func=_report)

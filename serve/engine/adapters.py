@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 
 from core.names import excerpt
+from serve.engine.hfprogress import progress_bars
 from serve.engine.outdir import replaced_whole
 from serve.errors import ServeError
 
@@ -46,10 +47,10 @@ def make_random_adapter(model_dir: Path, out_dir: Path, seed: int, rank: int = 1
     return out_dir
 
 
-def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
+def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path, quiet: bool = False) -> Path:
     """The base with the adapter's LoRA deltas folded into its weights, saved whole as a full model (safetensors,
     tokenizer, chat template) in the base's dtype. An adapter trained on another base is refused before any
-    weight is read."""
+    weight is read. `quiet` hides the loading and saving bars."""
     config_path = adapter_dir / "adapter_config.json"
     try:
         trained_on = json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
@@ -68,10 +69,11 @@ def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path) -> Path:
     from peft import PeftModel
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    base = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
-    merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
+    with progress_bars(not quiet):
+        base = AutoModelForCausalLM.from_pretrained(model_dir, dtype="auto")
+        merged = PeftModel.from_pretrained(base, str(adapter_dir)).merge_and_unload()
     try:
-        with replaced_whole(out_dir) as staging:
+        with replaced_whole(out_dir) as staging, progress_bars(not quiet):
             merged.save_pretrained(str(staging), safe_serialization=True)
             AutoTokenizer.from_pretrained(model_dir).save_pretrained(str(staging))
             record = {"base": str(model_dir.resolve()), "adapter": str(adapter_dir.resolve())}

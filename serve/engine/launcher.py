@@ -62,6 +62,7 @@ class VllmArgs(Strict):
     """A Jinja template file, relative to the config file."""
     generation_config: str | None = None
     seed: int | None = None
+    enforce_eager: bool | None = None
 
 
 class LaunchSettings(Strict):

@@ -36,6 +36,7 @@ from core.curated import TRAIN_JSONL, CuratedSetError, read_curated
 from core.jsonfile import JsonFileError, read_jsonl_strict
 from core.records import TrainingExample
 from serve.engine.adapters import TARGET_MODULES
+from serve.engine.hfprogress import progress_bars
 from serve.errors import ServeError
 
 DEFAULT_TEMPLATE = Path(__file__).resolve().parents[2] / "configs" / "chat_templates" / "hermes-tools.jinja"
@@ -274,14 +275,9 @@ def _lora_model(model_dir: Path, rank: int, alpha: int, quiet: bool) -> Any:
     import torch
     from peft import LoraConfig, get_peft_model
     from transformers import AutoModelForCausalLM
-    from transformers.utils import logging as hf_logging
 
-    if quiet:
-        hf_logging.disable_progress_bar()  # type: ignore[no-untyped-call]
-    try:
+    with progress_bars(not quiet):
         base = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    finally:
-        hf_logging.enable_progress_bar()  # type: ignore[no-untyped-call]
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0, target_modules=TARGET_MODULES,
                         task_type="CAUSAL_LM")
     model = get_peft_model(base, config)

@@ -1,6 +1,7 @@
 """`worker-demo loop` end to end on the session's engine: Claude Code's own session files with real failures,
 their correction executed in the sandbox (by the planted explorer, labelled so), curated, trained, registered,
-replayed on the held-out session and judged; every artefact where the screen says, the screen short."""
+replayed on the held-out session and judged, then merged, quantised, replayed again on two quantised engines and
+judged by quantisation_survives; every artefact where the screen says, the screen short."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, read_curated
-from demo.loop import EXPLORER, ROUTE, run_loop
+from demo.loop import EXPLORER, ROUTE, STAGE, run_loop
 from replay.analysis.compare import load_results
 from replay.sandbox.runner import load_sandbox_results
 from replay.suite import load_suite
@@ -52,3 +53,17 @@ def test_the_loop_closes_from_a_recorded_failure_to_a_verdict(engine, tmp_path: 
     assert json.loads(verdict.read_text())["candidate"] == "cand"
     assert json.loads((out / "set" / MANIFEST_JSON).read_text())["excluded_suites"][0]["path"] == str(
         out / "held-out-suite")
+
+    quantised = load_results(out / f"run-{STAGE}")
+    assert {(r.arm, r.model) for r in quantised} == {("base", "worker"), ("cand", "worker")}
+    assert {r.decision_id for r in quantised} == {d.id for d in held.decisions}
+    [candidate_models] = json.loads((out / f"run-{STAGE}" / "run.json").read_text())["arm_endpoints"].values()
+    assert "worker" in candidate_models, "the candidate's quantised build answered on its own engine"
+    production = json.loads((out / "run" / "gate-production-candidate-cand.json").read_text())
+    statuses = {c["id"]: c["status"] for c in production["conditions"]}
+    survives = statuses.pop("quantisation-survives")
+    assert survives in ("pass", "fail") and set(statuses.values()) == {"not_run"}
+    [line] = [line for line in screen if line.startswith("quantisation-survives")]
+    assert line.split()[1] == survives.upper()
+    report = (out / "run" / "report.md").read_text()
+    assert f"### cand:{STAGE} against cand" in report and f"### base:{STAGE} against base" in report

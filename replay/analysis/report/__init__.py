@@ -40,6 +40,7 @@ from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
 from replay.analysis.report.retrieval import Retrieval, retrieval_block
 from replay.analysis.report.summary import reference_arm, report_title
+from replay.analysis.stages import stage_pairs, staged
 from replay.corpus.retrieval import SessionReads
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
@@ -58,13 +59,16 @@ def report_run(
     tainted: Tainted = (),
     baseline: str | None = None,
     reads: Mapping[tuple[str, str], SessionReads] | None = None,
+    stages: Mapping[str, str | Path] | None = None,
 ) -> tuple[Path, Path]:
     """Report on a run directory, with every `gate-*.json` verdict already in it.
 
     Without `pairs`, the baseline (named, else the run config's first arm, else the first arm in
     the results) is compared with every other arm. The summary's reference is `baseline` when
     named, else the comparisons' baseline. `reads` (what each decision's session read, by workspace
-    and session: `replay.corpus.retrieval.decision_reads`) adds the retrieval block."""
+    and session: `replay.corpus.retrieval.decision_reads`) adds the retrieval block. `stages` (stage name → the
+    run directory of the same arms on the same suite after it, e.g. `{"quantised": ...}`) puts that run's arms
+    beside these (`cand:quantised`) and compares each arm with itself across the stage (`analysis.stages`)."""
     results = load_results(run_dir)
     decisions, tainted = tuple(decisions), tuple(tainted)
     arms = arms_of(results)
@@ -74,6 +78,11 @@ def report_run(
         configured = [a.get("name") for a in (read_run_json(Path(run_dir)).get("config") or {}).get("arms", [])]
         ordered = reference_first(arms, configured, baseline)
         pairs = [(ordered[0], arm) for arm in ordered[1:]]
+    own = list(pairs)
+    for stage, other_dir in (stages or {}).items():
+        other = load_results(other_dir)
+        pairs = [*pairs, *stage_pairs(own, stage, arms_of(other))]
+        results = [*results, *staged(other, stage)]
     comparisons = [compare(results, base, candidate, tainted=tainted) for base, candidate in pairs]
     verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
     retrieval = None if reads is None else retrieval_block(results, decisions, reads)

@@ -189,13 +189,15 @@ def test_refusals_name_what_to_fix(tmp_path: Path, checkpoints: dict[str, Path])
 
 
 def test_the_quantised_engine_config_is_the_cpu_config_without_lora() -> None:
-    """cpu-smollm2-quantized.toml drifts from cpu-smollm2.toml in nothing but the model and LoRA."""
+    """cpu-smollm2-quantized.toml drifts from cpu-smollm2.toml in nothing but the model, LoRA and running eager
+    (which vLLM does anyway with LoRA on)."""
     lora = {"enable_lora", "max_lora_rank", "max_loras", "max_cpu_loras"}
     for flags in (frozenset(), frozenset({"avx512_bf16"})):
         plain, quantized = (load_engine_config(path, cpu_flags=flags) for path in (CPU_CONFIG, QUANTIZED_CONFIG))
         assert quantized.vllm.enable_lora is False and quantized.vllm.model == str(
             default_out(default_model_dir(), "w8a8-int8"))
-        keep = set(type(plain.vllm).model_fields) - lora - {"model"}
+        assert quantized.vllm.enforce_eager is True and plain.vllm.enforce_eager is None
+        keep = set(type(plain.vllm).model_fields) - lora - {"model", "enforce_eager"}
         assert plain.vllm.model_dump(include=keep) == quantized.vllm.model_dump(include=keep)
         assert {k: v for k, v in plain.env.items() if "LORA" not in k} == quantized.env
         assert plain.launch == quantized.launch
@@ -232,8 +234,8 @@ def quantized_engine(checkpoints: dict[str, Path], tmp_path_factory: pytest.Temp
 @pytest.mark.engine
 def test_a_second_engine_serves_the_gate_s_checkpoint_with_its_int8_kernel(
         quantized_engine: tuple[EngineProcess, Path]) -> None:
-    """SECOND ENGINE: starts vLLM on the w8a8-int8 checkpoint beside the session's shared engine (about 150 s on an
-    idle 2-core machine, most of it the int8 weights' packing). It answers a tool decision with a call, through
+    """SECOND ENGINE: starts vLLM on the w8a8-int8 checkpoint beside the session's shared engine (about 30 s on an
+    idle 2-core machine, eager). It answers a tool decision with a call, through
     oneDNN's int8 kernel: no silent fallback to unquantised weights."""
     engine, log = quantized_engine
     status, body = http_json("POST", f"{engine.base_url}/v1/chat/completions", {
@@ -283,7 +285,7 @@ def joint_points(run_dir: Path) -> float:
 def test_quantisation_survives_is_judged_from_two_real_runs(
         engine: EngineProcess, engine_adapter: Callable[[int], str], quantized_engine: tuple[EngineProcess, Path],
         quantized_candidate_engine: EngineProcess, tmp_path: Path) -> None:
-    """THIRD ENGINE (about 150 s more, the int8 packing again). One frozen suite, the same two arms, replayed twice:
+    """THIRD ENGINE (about 30 s more). One frozen suite, the same two arms, replayed twice:
     in high precision (the candidate as a LoRA on the shared engine) and quantised (the base on the int8 base's
     engine, the candidate on its own int8 engine: an arm's own `base_url`). production-candidate's
     quantisation_survives is judged from the two runs, pass or fail, on their own counts."""
