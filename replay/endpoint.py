@@ -129,6 +129,14 @@ async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[
     return models, version
 
 
+def served_entries(config: RunConfig, served: Mapping[str, list[str]]) -> dict[str, Any]:
+    """A run manifest's endpoint and the models it serves, and each arm's own endpoint with what it serves
+    (`arm_endpoints`, present only when an arm has one): what a resume against other engines is refused on."""
+    elsewhere = {url: list(served.get(url, [])) for url in config.endpoints() if url != config.endpoint.base_url}
+    return {"endpoint": config.endpoint.base_url, "models": list(served.get(config.endpoint.base_url, [])),
+            **({"arm_endpoints": elsewhere} if elsewhere else {})}
+
+
 def check_served(config: RunConfig, served: Mapping[str, list[str]]) -> None:
     """RunError unless every arm's endpoint serves the arm's model."""
     for base_url in config.endpoints():

@@ -33,7 +33,7 @@ from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
 from core.wire import WIRES, BadAnswerError, DecisionApi
 from replay.config import Arm, RunConfig
-from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_served, send_chat
+from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_served, send_chat, served_entries
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, inject_system, parse_condition
 from replay.progress import Progress
@@ -77,14 +77,11 @@ def run_manifest(config: RunConfig, suite: Suite, served: Mapping[str, list[str]
                  engine_version: str | None) -> dict[str, Any]:
     """The `run.json` of a run: config and its hash, suite identity, endpoint, models and engine version (an
     arm's own endpoint and what it serves under `arm_endpoints`)."""
-    elsewhere = {url: list(served.get(url, [])) for url in config.endpoints() if url != config.endpoint.base_url}
     return {
         **config_entries(config),
         "suite": {"path": str(suite.path), "name": suite.manifest.name, "version": suite.manifest.version,
                   "sha256": suite.sha256, "decisions": len(suite.decisions)},
-        "endpoint": config.endpoint.base_url,
-        "models": list(served.get(config.endpoint.base_url, [])),
-        **({"arm_endpoints": elsewhere} if elsewhere else {}),
+        **served_entries(config, served),
         "versions": {"worker_tier": _version("worker-tier"), "python": platform.python_version(),
                      "engine": engine_version},
         "started_at": datetime.now(UTC).isoformat(),

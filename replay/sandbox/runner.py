@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,7 +34,7 @@ from core.names import Name, excerpt
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response, request_schemas
 from replay.config import Arm, RunConfig
-from replay.endpoint import chat_session, chat_url, check_served, fetch_served, send_chat
+from replay.endpoint import chat_session, chat_url, check_served, fetch_served, send_chat, served_entries
 from replay.memory.files import WorkspaceMemory, load_workspace_memory
 from replay.memory.inject import ConditionError, inject, parse_condition
 from replay.progress import Progress
@@ -82,16 +82,16 @@ class EpisodeItem:
     rule_ids: tuple[str, ...]
 
 
-def sandbox_manifest(config: RunConfig, pack: Pack, models: list[str], engine_version: str | None,
+def sandbox_manifest(config: RunConfig, pack: Pack, served: Mapping[str, list[str]], engine_version: str | None,
                      endpoint_kind: EndpointKind) -> dict[str, Any]:
+    """The `run.json` of a sandbox run: as `worker-replay run`'s, with the pack instead of the suite."""
     return {
         "kind": "sandbox",
         **config_entries(config),
         "pack": {"path": str(pack.path.resolve()), "name": pack.manifest.name, "version": pack.manifest.version,
                  "sha256": pack.sha256, "scenarios": len(pack.scenarios)},
-        "endpoint": config.endpoint.base_url,
+        **served_entries(config, served),
         "endpoint_kind": endpoint_kind,
-        "models": models,
         "versions": {"engine": engine_version},
         "started_at": datetime.now(UTC).isoformat(),
     }
@@ -230,7 +230,7 @@ def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
     """Run every episode not yet recorded in `run_dir`. Returns (run now, already done)."""
     served, engine_version = asyncio.run(fetch_served(config))
     check_served(config, served)
-    manifest = sandbox_manifest(config, pack, served[config.endpoint.base_url], engine_version, endpoint_kind)
+    manifest = sandbox_manifest(config, pack, served, engine_version, endpoint_kind)
     with run_lock(run_dir):  # one writer: two runs into one directory would duplicate episodes
         check_run_dir(run_dir, manifest)
         done = read_completed(run_dir / RESULTS, key="scenario_id")

@@ -41,7 +41,19 @@ def test_a_changed_pack_or_endpoint_kind_is_a_different_run(tmp_path: Path) -> N
     cfg = config(tmp_path)
     one = load_pack(write_pack(tmp_path / "one", seed=0))
     two = load_pack(write_pack(tmp_path / "two", seed=1))
-    base = sandbox_manifest(cfg, one, ["worker-base"], None, "engine")
-    assert manifest_diff(base, sandbox_manifest(cfg, one, ["worker-base"], None, "engine")) == []
-    assert any(d.startswith("pack.sha256") for d in manifest_diff(base, sandbox_manifest(cfg, two, [], None, "engine")))
-    assert manifest_diff(base, sandbox_manifest(cfg, one, [], None, "gateway")) == ["endpoint_kind: 'engine' -> 'gateway'"]
+    served = {cfg.endpoint.base_url: ["worker-base"]}
+    base = sandbox_manifest(cfg, one, served, None, "engine")
+    assert manifest_diff(base, sandbox_manifest(cfg, one, served, None, "engine")) == []
+    assert any(d.startswith("pack.sha256") for d in manifest_diff(base, sandbox_manifest(cfg, two, {}, None, "engine")))
+    assert manifest_diff(base, sandbox_manifest(cfg, one, {}, None, "gateway")) == ["endpoint_kind: 'engine' -> 'gateway'"]
+
+
+def test_an_arm_on_its_own_endpoint_is_named_in_the_sandbox_manifest(tmp_path: Path) -> None:
+    """As `worker-replay run`'s run.json: each arm's own endpoint and what it served, beside the run's."""
+    cfg = config(tmp_path)
+    own = "http://127.0.0.1:8001/v1"
+    cfg = cfg.model_copy(update={"arms": [*cfg.arms, cfg.arms[0].model_copy(update={"name": "q", "base_url": own})]})
+    pack = load_pack(write_pack(tmp_path / "one", seed=0))
+    manifest = sandbox_manifest(cfg, pack, {cfg.endpoint.base_url: ["worker-base"], own: ["worker-q"]}, None, "engine")
+    assert manifest["models"] == ["worker-base"] and manifest["arm_endpoints"] == {own: ["worker-q"]}
+    assert "arm_endpoints" not in sandbox_manifest(config(tmp_path), pack, {}, None, "engine")
