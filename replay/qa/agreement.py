@@ -50,6 +50,9 @@ class AgreementRow(Strict):
     false_pass_rate: float | None
     false_pass_ci: tuple[float, float]
     escalations: int = Field(ge=0)
+    unusable: int = Field(0, ge=0)
+    """Of `escalations`, those a replayed reviewer's unusable answer forced (`qa review` outcome not `ok`): the
+    reviewer failing to answer rather than judging the run uncertain; what to fix differs (prompt, tokens)."""
     escalation_rate: float | None
     escalation_ci: tuple[float, float]
     kappa: float | None
@@ -70,6 +73,8 @@ class AgreementRow(Strict):
                              f"matrix's ({', '.join(map(str, derived))})")
         if self.labelled > self.reviewed:
             raise ValueError(f"{self.reviewer}: more labelled runs than reviewed ones")
+        if self.unusable > self.escalations:
+            raise ValueError(f"{self.reviewer}: more unusable answers than escalations")
         return self
 
 
@@ -114,7 +119,8 @@ def agreement(runs: Sequence[LabelledRun], verdicts: Verdicts,
         judged = {(w, s): v for (r, w, s), v in verdicts.by_run.items() if r == reviewer}
         for workspace in _scopes({w for w, _ in judged}):
             mine = {run: v for run, v in judged.items() if workspace in (None, run[0])}
-            rows.append(_row(reviewer, workspace, mine, human, confidence))
+            unusable = {run for run in mine if (reviewer, *run) in verdicts.unusable}
+            rows.append(_row(reviewer, workspace, mine, unusable, human, confidence))
     pairs = [pair for first, second in combinations(reviewers, 2) for pair in _pairs(first, second, verdicts, human)]
     return AgreementReport(confidence=confidence, runs=len(runs), labelled=sum(d is not None for d in human.values()),
                            unmatched_verdicts=verdicts.unmatched, rows=rows, pairs=pairs)
@@ -126,7 +132,8 @@ def _scopes(workspaces: set[str]) -> Iterator[str | None]:
 
 
 def _row(reviewer: str, workspace: str | None, judged: dict[tuple[str, str], ReviewVerdict],
-         human: dict[tuple[str, str], Disposition | None], confidence: float) -> AgreementRow:
+         unusable: set[tuple[str, str]], human: dict[tuple[str, str], Disposition | None],
+         confidence: float) -> AgreementRow:
     matrix: Matrix = {v: dict.fromkeys(Disposition, 0) for v in ReviewVerdict}
     for run, verdict in judged.items():
         disposition = human.get(run)
@@ -142,6 +149,7 @@ def _row(reviewer: str, workspace: str | None, judged: dict[tuple[str, str], Rev
         false_passes=false_passes, human_fails=human_fails,
         false_pass_rate=false_passes / human_fails if human_fails else None,
         false_pass_ci=clopper_pearson(false_passes, human_fails, confidence), escalations=escalations,
+        unusable=sum(human.get(run) is not None for run in unusable),
         escalation_rate=escalations / labelled if labelled else None,
         escalation_ci=clopper_pearson(escalations, labelled, confidence),
         kappa=None if kappa is None else kappa.value, kappa_se=None if kappa is None else kappa.se,
@@ -188,7 +196,8 @@ def format_agreement(report: AgreementReport) -> str:
                        f"{r.false_passes}/{r.human_fails} = {_percent(r.false_pass_rate)} "
                        f"[{_percent(r.false_pass_ci[0])}, {_percent(r.false_pass_ci[1])}]",
                        f"{r.escalations}/{r.labelled} = {_percent(r.escalation_rate)} "
-                       f"[{_percent(r.escalation_ci[0])}, {_percent(r.escalation_ci[1])}]", kappa))
+                       f"[{_percent(r.escalation_ci[0])}, {_percent(r.escalation_ci[1])}]"
+                       + (f", {r.unusable} unusable" if r.unusable else ""), kappa))
     widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
     lines += ["  " + "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in table]
     if report.pairs:

@@ -64,6 +64,8 @@ class Verdicts:
     by_run: dict[tuple[str, str, str], ReviewVerdict]
     unmatched: int
     """Verdicts for a run the labels do not hold, or for another final record of it."""
+    unusable: frozenset[tuple[str, str, str]] = frozenset()
+    """The keys of `by_run` whose escalation a replayed reviewer's unusable answer forced (its outcome not `ok`)."""
 
 
 def production_lines(runs: Iterable[LabelledRun]) -> list[ReviewerVerdictLine]:
@@ -79,6 +81,7 @@ def gather(runs: Sequence[LabelledRun], lines: Iterable[tuple[str, ReviewerVerdi
     finals = {(r.workspace, r.session): r.final_record for r in runs}
     by_run: dict[tuple[str, str, str], ReviewVerdict] = {}
     where: dict[tuple[str, str, str], str] = {}
+    unusable: set[tuple[str, str, str]] = set()
     unmatched = 0
     for source, line in lines:
         final = finals.get((line.workspace, line.session))
@@ -89,7 +92,9 @@ def gather(runs: Sequence[LabelledRun], lines: Iterable[tuple[str, ReviewerVerdi
         if key in by_run:
             raise QAError(f"{source}: {key[0]} judged {line.workspace}/{line.session} already ({where[key]})")
         by_run[key], where[key] = line.verdict, source
-    return Verdicts(by_run, unmatched)
+        if line.outcome not in (None, ReviewOutcome.OK):
+            unusable.add(key)
+    return Verdicts(by_run, unmatched, frozenset(unusable))
 
 
 def read_verdicts(path: Path) -> list[tuple[str, ReviewerVerdictLine]]:

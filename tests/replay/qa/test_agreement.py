@@ -13,7 +13,8 @@ import pytest
 from pydantic import ValidationError
 
 from replay.cli import main
-from replay.qa.agreement import AgreementReport, AgreementRow, agreement
+from replay.qa.agreement import AgreementReport, AgreementRow, agreement, format_agreement
+from replay.qa.answer import ReviewOutcome
 from replay.qa.errors import QAError
 from replay.qa.labels import Disposition, LabelledRun, Mode, ReviewVerdict
 from replay.qa.stats import clopper_pearson
@@ -138,3 +139,22 @@ def test_a_bad_verdicts_line_is_one_error_line(tmp_path: Path, capsys: pytest.Ca
     assert main(["qa", "agree", "--labels", str(labels), "--verdicts", str(verdicts)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {verdicts}:1: field verdict: Input should be") and "\n" not in err
+
+
+def test_escalations_forced_by_an_unusable_answer_are_counted_apart() -> None:
+    """A replayed reviewer whose answer could not be used escalates (so it never passes a run); the row says how
+    many of its escalations were that, per workspace and over all, and only on labelled runs."""
+    unusable = {"ws-a": ["s0", "s9"], "ws-b": []}  # s0: qwen had passed it, as people did; s9: not labelled
+    lines = [(source, line.model_copy(update={"outcome": ReviewOutcome.NO_CALL, "answered": None,
+                                              "verdict": E})
+              if line.session in unusable[line.workspace] else line) for source, line in QWEN]
+    report = agreement(RUNS, gather(RUNS, lines))
+    row, plain = report.row("qwen", None), agreement(RUNS, gather(RUNS, QWEN)).row("qwen", None)
+    assert row is not None and plain is not None
+    assert (row.escalations, row.unusable) == (3, 1) and (plain.escalations, plain.unusable) == (2, 0)
+    ws_b = report.row("qwen", "ws-b")
+    assert ws_b is not None and ws_b.unusable == 0
+    assert ", 1 unusable" in format_agreement(report) and "unusable" not in format_agreement(
+        agreement(RUNS, gather(RUNS, QWEN)))
+    with pytest.raises(ValidationError, match="more unusable answers than escalations"):
+        AgreementRow.model_validate({**row.model_dump(), "unusable": 4})
