@@ -41,7 +41,7 @@ from core.process import free_port
 from demo.agent import WORKSPACE, agent_session
 from demo.ledger import LEDGER, PLANTED, TOOL, scenario_for, write_ledger_pack
 from demo.run import admin, fresh_out, register_adapters, say, serving
-from replay.analysis.compare import Comparison, compare, load_results
+from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, load_results
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run
 from replay.analysis.report.summary import gate_line
@@ -225,12 +225,22 @@ def judge_quantised(high: Path, low: Path) -> str:
     verdict = evaluate_gate(PRODUCTION_GATE, high, "base", "cand", evidence={STAGE: low})
     write_verdict(high, verdict)
     [survives] = [c for c in verdict.conditions if c.id == "quantisation-survives"]
-    results = load_results(high) + staged(load_results(low), STAGE)
-    shifts = ", ".join(f"{arm} lost {row.stats.losses}, gained {row.stats.wins}" for arm in ("cand", "base")
-                       for row in [compare(results, arm, stage_arm(arm, STAGE)).row("joint", "all_positive")])
     high_points, low_points = (_points(survives.evidence.get(key)) for key in ("high_precision_points", "points"))
     return (f"{survives.id} {survives.status.value.upper()} (gain in points: high precision {high_points}, {STAGE} "
-            f"{low_points}); decisions {STAGE} changed: {shifts}")
+            f"{low_points}); decisions {STAGE} changed: {stage_shifts(high, low)}")
+
+
+def stage_shifts(high: Path, low: Path) -> str:
+    """Per arm, the positive decisions quantisation lost and gained (joint correctness, each arm against itself)."""
+    results = load_results(high) + staged(load_results(low), STAGE)
+    shifts = []
+    for arm in ("cand", "base"):
+        try:
+            row = compare(results, arm, stage_arm(arm, STAGE)).row("joint", ALL_POSITIVE)
+        except KeyError:
+            return "none judged (no positive decision held out)"
+        shifts.append(f"{arm} lost {row.stats.losses}, gained {row.stats.wins}")
+    return ", ".join(shifts)
 
 
 def _points(value: object) -> str:
