@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -219,26 +219,51 @@ def read_lines(path: Path, max_line_bytes: int | None = None,
             yield number, None, _not_utf8(exc)
 
 
-def read_json_lines(path: Path, max_line_bytes: int | None = None,
-                    follow_links: bool = True) -> Iterator[tuple[int, Any, str | None]]:
+def read_json_lines(path: Path, max_line_bytes: int | None = None, follow_links: bool = True,
+                    fields: msgspec.json.Decoder[Any] | None = None) -> Iterator[tuple[int, Any, str | None]]:
     """(number, value, problem) for each non-blank line: `read_lines`' text parsed by `parse_problem`, with the
-    same values and problems, but a line msgspec reads is never decoded to text first."""
+    same values and problems, but a line msgspec reads is never decoded to text first.
+
+    `fields`, a decoder typed to the few fields a reader needs (a `TypedDict`), is tried first: msgspec skips
+    the other fields without building them, which is most of a parse. A line it refuses (a field of another
+    type, or anything `parse_problem` would refuse) is parsed whole as without it, so the fields it keeps have
+    the same values, and a line is refused for the same reasons."""
+    decoders = (_DECODE,) if fields is None else (_checking_utf8(fields.decode), _DECODE)
     for number, raw, ended in _lines(path, max_line_bytes, follow_links):
         if raw is None:
             yield number, None, _too_long(max_line_bytes)
             continue
         if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH or not too_deep(raw):  # too_deep's first test, inline
-            try:
-                yield number, _DECODE(raw), None
+            read, value = _msgspec_read(raw, decoders)
+            if read:
+                yield number, value, None
                 continue
-            except ValueError:
-                pass
         try:
             text = _text(raw, ended)
         except UnicodeDecodeError as exc:
             yield number, None, _not_utf8(exc)
             continue
         yield number, *_standard(text)
+
+
+def _msgspec_read(raw: bytes, decoders: tuple[Callable[[bytes], Any], ...]) -> tuple[bool, Any]:
+    """(True, value) from the first of `decoders` that reads `raw`; (False, None) when none does."""
+    for decode in decoders:
+        try:
+            return True, decode(raw)
+        except ValueError:  # msgspec's refusals, and UnicodeDecodeError
+            pass
+    return False, None
+
+
+def _checking_utf8(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
+    """`decode`, refusing bytes that are not UTF-8 (`UnicodeDecodeError`, a `ValueError`) as `json` would: msgspec
+    checks the UTF-8 of the strings it builds, not of those it skips."""
+    def checked(raw: bytes) -> Any:
+        if not raw.isascii():
+            raw.decode("utf-8")
+        return decode(raw)
+    return checked
 
 
 def _too_long(max_line_bytes: int | None) -> str:

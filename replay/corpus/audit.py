@@ -158,7 +158,7 @@ def count_batch(corpus: ClaudeCodeDir, rules: GuardRules, tasks: list[Task]) -> 
     for refused_before, workspace, session, main in tasks:
         tally.refused += refused_before
         try:
-            files = corpus.read_with_subagents(workspace, session, main)
+            files = corpus.read_with_subagents(workspace, session, main, conversation_only=True)
         except TranscriptError as exc:
             tally.refused.append(str(exc))
             continue
