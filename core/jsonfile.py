@@ -228,16 +228,17 @@ def read_json_lines(path: Path, max_line_bytes: int | None = None, follow_links:
     the other fields without building them, which is most of a parse. A line it refuses (a field of another
     type, or anything `parse_problem` would refuse) is parsed whole as without it, so the fields it keeps have
     the same values, and a line is refused for the same reasons."""
-    decoders = (_DECODE,) if fields is None else (_checking_utf8(fields.decode), _DECODE)
+    decode = _DECODE if fields is None else _fields_or_whole(fields)
     for number, raw, ended in _lines(path, max_line_bytes, follow_links):
         if raw is None:
             yield number, None, _too_long(max_line_bytes)
             continue
         if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH or not too_deep(raw):  # too_deep's first test, inline
-            read, value = _msgspec_read(raw, decoders)
-            if read:
-                yield number, value, None
+            try:
+                yield number, decode(raw), None
                 continue
+            except ValueError:
+                pass
         try:
             text = _text(raw, ended)
         except UnicodeDecodeError as exc:
@@ -246,24 +247,18 @@ def read_json_lines(path: Path, max_line_bytes: int | None = None, follow_links:
         yield number, *_standard(text)
 
 
-def _msgspec_read(raw: bytes, decoders: tuple[Callable[[bytes], Any], ...]) -> tuple[bool, Any]:
-    """(True, value) from the first of `decoders` that reads `raw`; (False, None) when none does."""
-    for decode in decoders:
+def _fields_or_whole(fields: msgspec.json.Decoder[Any]) -> Callable[[bytes], Any]:
+    """A line read by `fields`, else read whole by msgspec (a `ValueError` when msgspec refuses it whole too).
+    Bytes that are not UTF-8 are read whole, so refused as `json` refuses them: msgspec checks the UTF-8 of the
+    strings it builds, not of those it skips."""
+    def decode(raw: bytes) -> Any:
         try:
-            return True, decode(raw)
-        except ValueError:  # msgspec's refusals, and UnicodeDecodeError
-            pass
-    return False, None
-
-
-def _checking_utf8(decode: Callable[[bytes], Any]) -> Callable[[bytes], Any]:
-    """`decode`, refusing bytes that are not UTF-8 (`UnicodeDecodeError`, a `ValueError`) as `json` would: msgspec
-    checks the UTF-8 of the strings it builds, not of those it skips."""
-    def checked(raw: bytes) -> Any:
-        if not raw.isascii():
-            raw.decode("utf-8")
-        return decode(raw)
-    return checked
+            if not raw.isascii():
+                raw.decode("utf-8")
+            return fields.decode(raw)
+        except ValueError:  # a field of another type, anything msgspec refuses, UnicodeDecodeError
+            return _DECODE(raw)
+    return decode
 
 
 def _too_long(max_line_bytes: int | None) -> str:

@@ -130,8 +130,12 @@ class Tally:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.tools.update(other.tools)
         self.strata.update(other.strata)
-        self.first = min((s for s in (self.first, other.first) if s), default=None)
-        self.last = max((s for s in (self.last, other.last) if s), default=None)
+        self.span(other.first, other.last)
+
+    def span(self, first: str | None, last: str | None) -> None:
+        """Widen the time span to [first, last] (an empty time is none)."""
+        self.first = min((s for s in (self.first, first) if s), default=None)
+        self.last = max((s for s in (self.last, last) if s), default=None)
 
     def count(self, workspace: str, session: str, files: list[SessionFile], rules: GuardRules) -> None:
         """Add one session's files."""
@@ -149,7 +153,7 @@ class Tally:
         stamps = [line["timestamp"] for f in files for _, line in f.conversation
                   if isinstance(line.get("timestamp"), str)]
         if stamps:
-            self.add(Tally(first=min(stamps), last=max(stamps)))
+            self.span(min(stamps), max(stamps))
 
 
 def count_batch(corpus: ClaudeCodeDir, rules: GuardRules, tasks: list[Task]) -> Tally:
