@@ -8,7 +8,8 @@ outcome as the guard reads its `tool_result`), the clusters (sessions) they come
 share of the actions, and the time span. Only the conversation is read, not the request log, so
 files without one count too. A file that cannot be read (no regular file: a FIFO, a socket, a device,
 a link), and a workspace directory that is a link or whose name is no name, is refused with its reason
-and the audit goes on.
+and the audit goes on. Of each line only the fields a count reads are parsed (`read_session_file`'s
+`conversation_only`): the request log, most of a file's bytes, is skipped unbuilt.
 
 Sessions are counted in batches on every core the process may use (parsing is the cost, and a corpus of
 S1's size is 19,000 sessions), with at most `IN_FLIGHT` batches queued per worker, so memory stays a few
