@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from itertools import accumulate
 from pathlib import Path
@@ -219,17 +219,23 @@ def read_lines(path: Path, max_line_bytes: int | None = None,
             yield number, None, _not_utf8(exc)
 
 
-def read_json_lines(path: Path, max_line_bytes: int | None = None,
-                    follow_links: bool = True) -> Iterator[tuple[int, Any, str | None]]:
+def read_json_lines(path: Path, max_line_bytes: int | None = None, follow_links: bool = True,
+                    fields: msgspec.json.Decoder[Any] | None = None) -> Iterator[tuple[int, Any, str | None]]:
     """(number, value, problem) for each non-blank line: `read_lines`' text parsed by `parse_problem`, with the
-    same values and problems, but a line msgspec reads is never decoded to text first."""
+    same values and problems, but a line msgspec reads is never decoded to text first.
+
+    `fields`, a decoder typed to the few fields a reader needs (a `TypedDict`), is tried first: msgspec skips
+    the other fields without building them, which is most of a parse. A line it refuses (a field of another
+    type, or anything `parse_problem` would refuse) is parsed whole as without it, so the fields it keeps have
+    the same values, and a line is refused for the same reasons."""
+    decode = _DECODE if fields is None else _fields_or_whole(fields)
     for number, raw, ended in _lines(path, max_line_bytes, follow_links):
         if raw is None:
             yield number, None, _too_long(max_line_bytes)
             continue
         if raw.count(b"[") + raw.count(b"{") <= MAX_DEPTH or not too_deep(raw):  # too_deep's first test, inline
             try:
-                yield number, _DECODE(raw), None
+                yield number, decode(raw), None
                 continue
             except ValueError:
                 pass
@@ -239,6 +245,20 @@ def read_json_lines(path: Path, max_line_bytes: int | None = None,
             yield number, None, _not_utf8(exc)
             continue
         yield number, *_standard(text)
+
+
+def _fields_or_whole(fields: msgspec.json.Decoder[Any]) -> Callable[[bytes], Any]:
+    """A line read by `fields`, else read whole by msgspec (a `ValueError` when msgspec refuses it whole too).
+    Bytes that are not UTF-8 are read whole, so refused as `json` refuses them: msgspec checks the UTF-8 of the
+    strings it builds, not of those it skips."""
+    def decode(raw: bytes) -> Any:
+        try:
+            if not raw.isascii():
+                raw.decode("utf-8")
+            return fields.decode(raw)
+        except ValueError:  # a field of another type, anything msgspec refuses, UnicodeDecodeError
+            return _DECODE(raw)
+    return decode
 
 
 def _too_long(max_line_bytes: int | None) -> str:

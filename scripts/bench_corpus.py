@@ -9,9 +9,11 @@ records asked for. Each side runs in its own child process, so its peak resident
 (`ru_maxrss`; the audit's is its largest process: it counts sessions on every core the process may use).
 Ratio = plain time / audit time (1.0: the audit costs no more than parsing the lines), in wall time and in CPU
 time (user + system, the audit's worker processes included: what a machine busy with other work still shows).
-With `--repeats N` the sides run N times, alternating, and each keeps its fastest run.
+With `--repeats N` the sides run N times, alternating, and each keeps its fastest run. `--before DIR` also runs
+the audit of another checkout (`git archive COMMIT core replay | tar -x -C DIR`), so a change is timed against
+the code before it under the same load.
 
-    python scripts/bench_corpus.py [--records 485070] [--repeats 1] [--keep DIR]
+    python scripts/bench_corpus.py [--records 485070] [--repeats 1] [--keep DIR] [--audit-only] [--before DIR]
 """
 
 from __future__ import annotations
@@ -103,10 +105,11 @@ def generate(root: Path, records: int) -> int:
     return written
 
 
-def child(code: str, root: Path) -> dict[str, float]:
-    """Run `code` in a child process: its result, with its own peak resident memory (MiB)."""
+def child(code: str, root: Path, tree: Path = REPO) -> dict[str, float]:
+    """Run `code` in a child process, importing the project from `tree`: its result, with its own peak resident
+    memory (MiB)."""
     done = subprocess.run([sys.executable, "-c", code, str(root)], capture_output=True, text=True, check=True,
-                          cwd=REPO)
+                          cwd=tree)
     result: dict[str, float] = json.loads(done.stdout)
     return result
 
@@ -116,6 +119,8 @@ def main() -> int:
     parser.add_argument("--records", type=int, default=485_070)
     parser.add_argument("--repeats", type=int, default=1, help="run each side N times, alternating; keep the fastest")
     parser.add_argument("--keep", type=Path, help="generate the corpus here and keep it")
+    parser.add_argument("--audit-only", action="store_true", help="the loops and the audit, without curate build")
+    parser.add_argument("--before", type=Path, help="also run the audit of the checkout in this directory")
     args = parser.parse_args()
     root = args.keep or Path(tempfile.mkdtemp(prefix="bench-corpus-"))
     try:
@@ -124,18 +129,20 @@ def main() -> int:
         size = sum(p.stat().st_size for p in root.rglob("*.jsonl")) / 2**20
         print(f"corpus: {written:,} records, {size:,.0f} MiB in {time.perf_counter() - started:.0f} s at {root}",
               flush=True)
-        codes = {**{name: PLAIN.format(setup=setup, cpu=CPU) for name, setup in LOADS.items()},
-                 "corpus audit": AUDIT.format(cpu=CPU), "curate build": CURATE}
+        codes = {**{name: (PLAIN.format(setup=setup, cpu=CPU), REPO) for name, setup in LOADS.items()},
+                 "corpus audit": (AUDIT.format(cpu=CPU), REPO),
+                 **({"audit before": (AUDIT.format(cpu=CPU), args.before)} if args.before else {}),
+                 **({} if args.audit_only else {"curate build": (CURATE, REPO)})}
         best: dict[str, dict[str, float]] = {}
         for _ in range(args.repeats):
-            for name, code in codes.items():
-                side = child(code, root)
+            for name, (code, tree) in codes.items():
+                side = child(code, root, tree)
                 if name not in best or side["seconds"] < best[name]["seconds"]:
                     best[name] = side
     finally:
         if args.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    plain, audited, curated = best["json.loads loop"], best["corpus audit"], best["curate build"]
+    plain, audited = best["json.loads loop"], best["corpus audit"]
     assert plain["records"] == audited["records"] == best["msgspec loop"]["records"] == written, (best, written)
     print(f"{'':22} {'seconds':>8} {'CPU s':>8} {'records/s':>11} {'peak MiB':>9}")
     for name, side in best.items():
@@ -146,9 +153,13 @@ def main() -> int:
           f"{plain['cpu'] / audited['cpu']:.2f}x CPU ({audited['sessions']:,.0f} sessions, "
           f"{audited['decisions']:,.0f} decisions, {audited['workers']:.0f} worker(s); load average "
           f"{os.getloadavg()[0]:.1f})")
-    print(f"curate build's time as a multiple of the audit's: {curated['seconds'] / audited['seconds']:.2f}x "
-          f"({curated['examples']:,.0f} examples, {curated['refused']:,.0f} refused: the copies repeat the same "
-          "records, so all but the first are duplicates)")
+    if before := best.get("audit before"):
+        print(f"the audit before ({args.before}) as a ratio of the plain loop: "
+              f"{plain['seconds'] / before['seconds']:.2f}x wall, {plain['cpu'] / before['cpu']:.2f}x CPU")
+    if curated := best.get("curate build"):
+        print(f"curate build's time as a multiple of the audit's: {curated['seconds'] / audited['seconds']:.2f}x "
+              f"({curated['examples']:,.0f} examples, {curated['refused']:,.0f} refused: the copies repeat the same "
+              "records, so all but the first are duplicates)")
     return 0
 
 

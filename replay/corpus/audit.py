@@ -8,7 +8,8 @@ outcome as the guard reads its `tool_result`), the clusters (sessions) they come
 share of the actions, and the time span. Only the conversation is read, not the request log, so
 files without one count too. A file that cannot be read (no regular file: a FIFO, a socket, a device,
 a link), and a workspace directory that is a link or whose name is no name, is refused with its reason
-and the audit goes on.
+and the audit goes on. Of each line only the fields a count reads are parsed (`read_session_file`'s
+`conversation_only`): the request log, most of a file's bytes, is skipped unbuilt.
 
 Sessions are counted in batches on every core the process may use (parsing is the cost, and a corpus of
 S1's size is 19,000 sessions), with at most `IN_FLIGHT` batches queued per worker, so memory stays a few
@@ -130,8 +131,12 @@ class Tally:
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.tools.update(other.tools)
         self.strata.update(other.strata)
-        self.first = min((s for s in (self.first, other.first) if s), default=None)
-        self.last = max((s for s in (self.last, other.last) if s), default=None)
+        self.span(other.first, other.last)
+
+    def span(self, first: str | None, last: str | None) -> None:
+        """Widen the time span to [first, last] (an empty time is none)."""
+        self.first = min((s for s in (self.first, first) if s), default=None)
+        self.last = max((s for s in (self.last, last) if s), default=None)
 
     def count(self, workspace: str, session: str, files: list[SessionFile], rules: GuardRules) -> None:
         """Add one session's files."""
@@ -149,7 +154,7 @@ class Tally:
         stamps = [line["timestamp"] for f in files for _, line in f.conversation
                   if isinstance(line.get("timestamp"), str)]
         if stamps:
-            self.add(Tally(first=min(stamps), last=max(stamps)))
+            self.span(min(stamps), max(stamps))
 
 
 def count_batch(corpus: ClaudeCodeDir, rules: GuardRules, tasks: list[Task]) -> Tally:
@@ -158,7 +163,7 @@ def count_batch(corpus: ClaudeCodeDir, rules: GuardRules, tasks: list[Task]) -> 
     for refused_before, workspace, session, main in tasks:
         tally.refused += refused_before
         try:
-            files = corpus.read_with_subagents(workspace, session, main)
+            files = corpus.read_with_subagents(workspace, session, main, conversation_only=True)
         except TranscriptError as exc:
             tally.refused.append(str(exc))
             continue

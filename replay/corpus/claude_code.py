@@ -48,7 +48,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
+
+import msgspec
 
 from core.canonical import message_digest
 from core.jsonfile import JsonFileError, read_json_lines, read_json_value
@@ -157,22 +159,58 @@ def _blocks(content: Any) -> list[Any]:
     return list(content) if isinstance(content, list) else []
 
 
-def read_session_file(path: Path, session: str, max_line_bytes: int = MAX_LINE_BYTES) -> SessionFile:
+class _Block(TypedDict, total=False):
+    """What a count reads of a content block: a `text`, `tool_use` or `tool_result` block's fields."""
+
+    type: str
+    text: str
+    id: str
+    name: str
+    input: Any
+    tool_use_id: str
+    content: Any
+    is_error: Any
+
+
+class _Message(TypedDict, total=False):
+    id: str
+    content: list[_Block] | str
+
+
+class _ConversationLine(TypedDict, total=False):
+    """What a count reads of a line (`conversation_only`); a line whose fields have other types is read whole."""
+
+    type: str
+    sessionId: str
+    agentId: str
+    uuid: str
+    timestamp: str
+    message: _Message
+
+
+_CONVERSATION_FIELDS = msgspec.json.Decoder(_ConversationLine)
+
+
+def read_session_file(path: Path, session: str, max_line_bytes: int = MAX_LINE_BYTES,
+                      conversation_only: bool = False) -> SessionFile:
     """One session file; a line that cannot be read or belongs to another session refuses the file
-    (`TranscriptError`, naming `file:line`)."""
+    (`TranscriptError`, naming `file:line`). With `conversation_only` (a count: `corpus audit`) only the
+    conversation is kept, and of each line only the fields a count reads are parsed (the request log is most of
+    a file's bytes); the same lines are refused, for the same reasons."""
     parsed = SessionFile(path, session)
+    fields = _CONVERSATION_FIELDS if conversation_only else None
     try:
-        for number, value, problem in read_json_lines(path, max_line_bytes, follow_links=False):
+        for number, value, problem in read_json_lines(path, max_line_bytes, follow_links=False, fields=fields):
             if not isinstance(value, dict):
                 raise TranscriptError(f"{path}:{number}: {problem or 'a session-file line must be a JSON object'}")
             parsed.lines += 1
-            _take(parsed, number, value)
+            _take(parsed, number, value, conversation_only)
     except JsonFileError as exc:
         raise TranscriptError(str(exc)) from exc
     return parsed
 
 
-def _take(parsed: SessionFile, number: int, record: dict[str, Any]) -> None:
+def _take(parsed: SessionFile, number: int, record: dict[str, Any], conversation_only: bool = False) -> None:
     owner = record.get("sessionId")
     if owner is not None and owner != parsed.session:
         raise TranscriptError(f"{parsed.path}:{number}: a line of session {excerpt(owner)} in the file of session "
@@ -181,11 +219,13 @@ def _take(parsed: SessionFile, number: int, record: dict[str, Any]) -> None:
     if isinstance(agent, str) and parsed.agent is None:
         parsed.agent = agent
     kind = record.get("type")
-    if isinstance(record.get("uuid"), str):
-        parsed.parents[record["uuid"]] = record.get("parentUuid")
     if kind in CONVERSATION:
         parsed.conversation.append((number, record))
-    elif kind == "api-request-blob" and isinstance(record.get("hash"), str) and isinstance(record.get("message"), dict):
+    if conversation_only:
+        return
+    if isinstance(record.get("uuid"), str):
+        parsed.parents[record["uuid"]] = record.get("parentUuid")
+    if kind == "api-request-blob" and isinstance(record.get("hash"), str) and isinstance(record.get("message"), dict):
         parsed.blobs[record["hash"]] = record["message"]
     elif kind == "api-request-shape" and isinstance(record.get("shapeHash"), str) \
             and isinstance(record.get("shape"), dict):
@@ -413,14 +453,16 @@ class ClaudeCodeDir:
             self._recent.popitem(last=False)
         return read
 
-    def read_with_subagents(self, workspace: str, session: str, main: Path) -> list[SessionFile]:
-        """A main file and every subagent file beside it, each checked to be the workspace's own."""
+    def read_with_subagents(self, workspace: str, session: str, main: Path,
+                            conversation_only: bool = False) -> list[SessionFile]:
+        """A main file and every subagent file beside it, each checked to be the workspace's own
+        (`conversation_only`: as `read_session_file`)."""
         self._inside(workspace, main)
-        files = [read_session_file(main, session, self.max_line_bytes)]
+        files = [read_session_file(main, session, self.max_line_bytes, conversation_only)]
         subagents = main.parent / session / "subagents"
         for path in sorted(subagents.glob("agent-*.jsonl")) if subagents.is_dir() else ():
             self._inside(workspace, path)
-            sub = read_session_file(path, session, self.max_line_bytes)
+            sub = read_session_file(path, session, self.max_line_bytes, conversation_only)
             sub.agent = sub.agent or path.stem.removeprefix("agent-")
             sub.parent_call = _parent_call(path.with_suffix(".meta.json"))
             files.append(sub)

@@ -5,7 +5,9 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import TypedDict
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
@@ -260,3 +262,37 @@ def test_lines_read_a_chunk_at_a_time_are_the_lines_read_one_by_one(
     parsed = list(jsonfile.read_json_lines(path, max_line_bytes))
     assert [(n, p) for n, _, p in parsed] == [(n, p if t is None else standard_only(t)[1]) for n, t, p in expected]
     assert all(same(v, standard_only(t)[0]) for (_, v, _), (_, t, _) in zip(parsed, expected, strict=True) if t)
+
+
+class Kept(TypedDict, total=False):
+    kept: int
+
+
+MISSING = object()
+
+
+@settings(max_examples=400, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(kept=st.sampled_from([b"1", b"-0", b'"1"', b"1.5", b"null", b"[1]", b"1e400", b"9" * 25, b"NaN", b'{"a":1}']),
+       skipped=documents().map(lambda t: t if isinstance(t, bytes) else t.encode("utf-8", "surrogatepass"))
+       | spoiled().map(lambda t: t.encode("utf-8", "surrogatepass"))
+       | NEAR_JSON.map(lambda t: t.encode("utf-8", "surrogatepass"))
+       | st.binary(max_size=8).map(lambda b: b'"' + b + b'"'),
+       order=st.booleans())
+@example(kept=b"1", skipped=b'"\xff"', order=True)
+@example(kept=b"1", skipped=b"1e400", order=True)
+@example(kept=b"1", skipped=b"[" * MAX_DEPTH + b"]" * MAX_DEPTH, order=False)
+def test_a_line_read_for_a_few_fields_is_refused_for_what_the_whole_line_is_refused_for(
+        tmp_path: Path, kept: bytes, skipped: bytes, order: bool) -> None:
+    """A decoder typed to a few fields skips the others unbuilt (and msgspec does not check the UTF-8 of what it
+    skips): the fields it reads hold what the whole line holds there, and a line is refused for the same reason,
+    or not at all, as when it is read whole."""
+    fields = [b'"kept": ' + kept, b'"skipped": ' + skipped]
+    path = tmp_path / "line.jsonl"
+    path.write_bytes(b"{" + b", ".join(fields if order else fields[::-1]) + b"}\n")
+    whole = list(jsonfile.read_json_lines(path))
+    few = list(jsonfile.read_json_lines(path, fields=msgspec.json.Decoder(Kept)))
+    assert [(n, p) for n, _, p in few] == [(n, p) for n, _, p in whole]
+    for (_, value, _), (_, expected, _) in zip(few, whole, strict=True):
+        assert isinstance(value, dict) == isinstance(expected, dict)
+        if isinstance(value, dict) and isinstance(expected, dict):
+            assert same(value.get("kept", MISSING), expected.get("kept", MISSING))

@@ -4,6 +4,7 @@ cannot be the workspace's own is refused, named with its reason, and the audit f
 
 from __future__ import annotations
 
+import json
 import shutil
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -78,3 +79,30 @@ def test_counted_on_several_processes_the_report_is_the_one_process_report_byte_
         assert shared.model_dump_json() == alone.model_dump_json()
         assert format_audit(shared) == format_audit(alone)
     assert len(submitted) == 10 + 5 + 2  # every batch went to a worker: 10 sessions (one refused) in 1s, 2s, 5s
+
+
+def test_a_count_reads_a_few_fields_of_each_line_and_counts_what_the_whole_lines_hold(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The audit parses only the fields a count reads; lines whose fields have other types, or that are no JSON a
+    field-typed parse takes (bytes that are not UTF-8 where no field is read, NaN), count as when read whole, and
+    are refused for the same reasons."""
+    from replay.corpus import claude_code
+
+    corpus = tmp_path / "corpus"
+    for index, source in enumerate(["claude-code", "claude-code-subagents"]):
+        shutil.copytree(DATA / source / WORKSPACE, corpus / f"ws-{index}")
+    mains = sorted(corpus.glob("*/projects/*/*.jsonl"))
+    odd = [{"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": 7, "is_error": True}]}},
+           {"type": "assistant", "message": "no blocks", "timestamp": 1},
+           {"type": "assistant", "uuid": "u-odd", "message": {"content": [{"type": "tool_use", "id": "c-odd",
+                                                                            "name": ["Bash"], "input": {}}]}},
+           {"type": 5, "sessionId": None}]
+    with mains[0].open("a") as handle:
+        handle.write("".join(json.dumps(line) + "\n" for line in odd) + '{"type": "attachment", "x": NaN}\n')
+    with mains[1].open("ab") as handle:
+        handle.write(b'{"type": "attachment", "junk": "\xff"}\n')  # refused: not UTF-8, where no field is read
+    few = audit(ClaudeCodeDir(corpus), workers=1)
+    monkeypatch.setattr(claude_code, "_CONVERSATION_FIELDS", None)
+    whole = audit(ClaudeCodeDir(corpus), workers=1)
+    assert few.model_dump_json() == whole.model_dump_json()
+    assert any("not UTF-8 text" in reason for reason in few.refused) and few.sessions == len(mains) - 1
