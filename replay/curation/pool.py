@@ -21,7 +21,7 @@ from pydantic import Field
 
 from core.capture import CapturedDecision, thread_key
 from core.guard import FAILURES, GuardRules
-from core.records import KNOWN_FAILURE, Strict
+from core.records import KNOWN_FAILURE, ParseOutcome, Strict
 from core.wireshapes import NeutralAnswer
 from replay.corpus.capture_suite import assign_strata
 from replay.corpus.claude_code import ClaudeCodeDir, SessionFile
@@ -65,7 +65,7 @@ def decision_classes(rows: Sequence[CapturedDecision]) -> list[DecisionClass | N
         before = previous.get(thread_key(row))
         previous[thread_key(row)] = row
         if row.chosen_tool is None:
-            classes.append(DecisionClass.NO_TOOL if row.parse_outcome == "no_call" else None)
+            classes.append(DecisionClass.NO_TOOL if row.parse_outcome == ParseOutcome.NO_CALL else None)
         elif (stratum == "verified_action" and before is not None and before.outcome in FAILURES
               and before.chosen_tool == row.chosen_tool and set(before.chosen_keys) != set(row.chosen_keys)):
             classes.append(DecisionClass.RECOVERY)
