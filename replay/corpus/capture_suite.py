@@ -45,7 +45,7 @@ from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
 from core.tomlfile import read_toml
 from core.wire import WIRES, DecisionApi
-from replay.corpus.resolve import NO_KEY, CaptureRefusal, Verify, resolve
+from replay.corpus.resolve import CaptureRefusal, RefusalReason, Verify, resolve
 from replay.corpus.transcripts import TranscriptSource
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.privacy.redact import PSEUDONYM, Pseudonymizer
@@ -300,8 +300,8 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
                              f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
         if keys is not None:
             if item.workspace not in keys:
-                refused[NO_KEY] += 1
-                report.refusals.append(f"{item.id}: {NO_KEY} {item.workspace!r}")
+                refused[RefusalReason.NO_KEY] += 1
+                report.refusals.append(f"{item.id}: {RefusalReason.NO_KEY} {item.workspace!r}")
                 continue
             pseudonymizer = Pseudonymizer(keys[item.workspace])
             decision = redact_decision(decision, pseudonymizer)
