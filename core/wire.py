@@ -134,9 +134,9 @@ def chat_tools(tools: object) -> list[FunctionTool]:
     """The usable entries of an OpenAI `tools` list."""
     offered = []
     for tool in tools if isinstance(tools, list) else []:
-        function = cast(InChatTool, tool).get("function") if isinstance(tool, Mapping) else None
-        if isinstance(function, Mapping) and (entry := function_tool(cast(InFunction, function).get("name"),
-                                                                      cast(InFunction, function).get("parameters"))):
+        given = cast(InChatTool, tool).get("function") if isinstance(tool, Mapping) else None
+        function = cast(InFunction, given) if isinstance(given, Mapping) else None
+        if function is not None and (entry := function_tool(function.get("name"), function.get("parameters"))):
             offered.append(entry)
     return offered
 
@@ -180,9 +180,8 @@ def blocks(content: object) -> list[InBlock]:
 
 def messages_tools(tools: object) -> list[FunctionTool]:
     """Anthropic tools (`name`, `input_schema`) as OpenAI function tools."""
-    return [entry for t in tools if isinstance(t, Mapping)
-            and (entry := function_tool(cast(InMessagesTool, t).get("name"), cast(InMessagesTool, t).get(
-                "input_schema")))] if isinstance(tools, list) else []
+    given = [cast(InMessagesTool, t) for t in tools if isinstance(t, Mapping)] if isinstance(tools, list) else []
+    return [entry for t in given if (entry := function_tool(t.get("name"), t.get("input_schema")))]
 
 
 def messages_choice_label(choice: object) -> str:
