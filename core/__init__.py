@@ -10,6 +10,7 @@ It imports neither `serve` nor `replay`; both import it.
 - `scoring.py`: key-set correctness of one answer, and agreement of two calls (pure)
 - `guard.py`: the tool-outcome guard: a tool result's anomaly kind (pure)
 - `wire.py`: the neutral reading of chat, Anthropic Messages and Responses requests and answers
+- `wireshapes.py`: the wire shapes `wire.py` reads (untrusted, every value checked) and builds, as TypedDicts
 - `canonical.py`: the canonical form of a request and the hashes a descriptor is proven by
 - `capture.py`: the capture store the gateway writes and replay reads
 - `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`)

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from pydantic import TypeAdapter, ValidationError
 
 from core.errors import WorkerTierError
-from core.guard import Kind
+from core.guard import GuardKind
 from core.jsonfile import parse_problem, schema_errors
 from core.names import excerpt
 from core.sqlitedb import StoreError, connect_readonly, open_wal, transaction
@@ -105,7 +105,7 @@ _JSON_COLUMNS = ("message_hashes", "roles", "tools_offered", "chosen_keys", "req
 class ToolResult:
     call_id: str | None
     tool: str
-    kind: Kind
+    kind: GuardKind
 
 
 @dataclass(frozen=True)

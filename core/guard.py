@@ -25,21 +25,36 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
+from enum import StrEnum
 from functools import lru_cache
-from typing import Any, Literal
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.jsonfile import parse_problem
 from core.patterns import Pattern, search
 
-Kind = Literal["ok", "empty_result", "failure_in_success_channel", "invalid_envelope", "failed", "blocked",
-               "partial", "pending", "no_op"]
-ANOMALIES: tuple[Kind, ...] = ("empty_result", "failure_in_success_channel", "invalid_envelope", "failed",
-                               "blocked", "partial", "pending", "no_op")
+
+class GuardKind(StrEnum):
+    """The kind of one tool result: `ok` or an anomaly. A value is its string, so stores and files hold the
+    same text as before it was an enum."""
+
+    OK = "ok"
+    EMPTY_RESULT = "empty_result"
+    FAILURE_IN_SUCCESS_CHANNEL = "failure_in_success_channel"
+    INVALID_ENVELOPE = "invalid_envelope"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+    PARTIAL = "partial"
+    PENDING = "pending"
+    NO_OP = "no_op"
+
+
+ANOMALIES: tuple[GuardKind, ...] = tuple(k for k in GuardKind if k is not GuardKind.OK)
 # The kinds that mean the call was rejected: its decision is a known failure, and a different
 # tool chosen next that succeeds is a verified recovery. The others are anomalies but not verdicts.
-FAILURES: frozenset[Kind] = frozenset({"failed", "blocked", "invalid_envelope", "failure_in_success_channel"})
+FAILURES: frozenset[GuardKind] = frozenset({GuardKind.FAILED, GuardKind.BLOCKED, GuardKind.INVALID_ENVELOPE,
+                                            GuardKind.FAILURE_IN_SUCCESS_CHANNEL})
 
 
 class GuardRules(BaseModel):
@@ -76,26 +91,26 @@ def tool_text(content: Any) -> str:
     return "" if content is None else json.dumps(content)
 
 
-def classify(content: Any, rules: GuardRules, tool: str | None = None, *, is_error: bool = False) -> Kind:
+def classify(content: Any, rules: GuardRules, tool: str | None = None, *, is_error: bool = False) -> GuardKind:
     """The kind of one tool result (see the module docstring for the order of the checks)."""
     kind = _classify(content, rules, tool)
     if is_error:
-        return "blocked" if kind == "blocked" else "failed"
+        return GuardKind.BLOCKED if kind is GuardKind.BLOCKED else GuardKind.FAILED
     return kind
 
 
-def _classify(content: Any, rules: GuardRules, tool: str | None) -> Kind:
+def _classify(content: Any, rules: GuardRules, tool: str | None) -> GuardKind:
     text = tool_text(content).strip()
     if not text:
-        return "empty_result"
+        return GuardKind.EMPTY_RESULT
     value, problem = parse_problem(text)
     if problem is not None:
         return _classify_text(text, rules, rules.per_tool_expect_json.get(tool or "", rules.expect_json))
     if value in (None, [], {}, ""):
-        return "empty_result"
+        return GuardKind.EMPTY_RESULT
     if isinstance(value, dict):
         return _classify_object({str(k).lower(): v for k, v in value.items()}, rules)
-    return "ok"
+    return GuardKind.OK
 
 
 def _matches(text: str, patterns: Sequence[str]) -> bool:
@@ -108,12 +123,12 @@ def _alternation(patterns: tuple[str, ...]) -> str:
     return "|".join(f"(?:{p})" for p in patterns)
 
 
-def _classify_text(text: str, rules: GuardRules, expect_json: bool) -> Kind:
+def _classify_text(text: str, rules: GuardRules, expect_json: bool) -> GuardKind:
     if _matches(text, rules.blocked_patterns):
-        return "blocked"
+        return GuardKind.BLOCKED
     if _matches(text, rules.error_patterns):
-        return "failed"
-    return "invalid_envelope" if expect_json else "ok"
+        return GuardKind.FAILED
+    return GuardKind.INVALID_ENVELOPE if expect_json else GuardKind.OK
 
 
 def _present(value: Any) -> bool:
@@ -126,26 +141,26 @@ def _lower(values: tuple[str, ...]) -> frozenset[str]:
     return frozenset(v.lower() for v in values)
 
 
-def _classify_object(obj: Mapping[str, Any], rules: GuardRules) -> Kind:
+def _classify_object(obj: Mapping[str, Any], rules: GuardRules) -> GuardKind:
     errors = [obj[k] for k in _lower(rules.error_keys) if _present(obj.get(k))]
     success = [obj[k] for k in _lower(rules.success_keys) if isinstance(obj.get(k), bool)]
     status = next((str(obj[k]).lower() for k in _lower(rules.status_keys) if isinstance(obj.get(k), str)), None)
     message = " ".join(str(obj[k]) for k in _lower(rules.message_keys) if isinstance(obj.get(k), str))
     error_text = " ".join(json.dumps(e) if not isinstance(e, str) else e for e in errors)
     if success and all(success) and (errors or _matches(message, rules.error_patterns + rules.blocked_patterns)):
-        return "failure_in_success_channel"
+        return GuardKind.FAILURE_IN_SUCCESS_CHANNEL
     if status in _lower(rules.blocked_statuses):
-        return "blocked"
+        return GuardKind.BLOCKED
     if errors or (success and not any(success)) or status in _lower(rules.failed_statuses):
-        return "blocked" if _matches(f"{error_text} {message}", rules.blocked_patterns) else "failed"
+        return GuardKind.BLOCKED if _matches(f"{error_text} {message}", rules.blocked_patterns) else GuardKind.FAILED
     if status in _lower(rules.pending_statuses):
-        return "pending"
+        return GuardKind.PENDING
     if status in _lower(rules.partial_statuses) or any(obj.get(k) is True for k in _lower(rules.partial_flags)):
-        return "partial"
+        return GuardKind.PARTIAL
     counts = [obj[k] for k in _lower(rules.change_count_keys) if k in obj]
     if status in _lower(rules.no_op_statuses) or (counts and all(c in (0, False) for c in counts)):
-        return "no_op"
+        return GuardKind.NO_OP
     collections = [obj[k] for k in _lower(rules.collection_keys) if isinstance(obj.get(k), list)]
     if collections and not any(collections):
-        return "empty_result"
-    return "ok"
+        return GuardKind.EMPTY_RESULT
+    return GuardKind.OK

@@ -35,7 +35,7 @@ from core.wire import WIRES, BadAnswerError, DecisionApi
 from replay.config import Arm, RunConfig
 from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_served, send_chat, served_entries
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
-from replay.memory.inject import ConditionError, inject, inject_system, parse_condition
+from replay.memory.inject import ConditionError, inject, inject_system
 from replay.progress import Progress
 from replay.rundir import (
     RESULTS,
@@ -100,7 +100,7 @@ def plan(suite: Suite, config: RunConfig, done: set[tuple[str, str]]) -> list[Wo
     memories: dict[str, WorkspaceMemory | None] = {}
     items: list[WorkItem] = []
     for arm in config.arms:
-        condition = parse_condition(arm.memory)
+        condition = arm.condition
         for decision in suite.decisions:
             if (arm.name, decision.id) in done or (
                     arm.workspaces is not None and decision.workspace not in arm.workspaces):

@@ -36,7 +36,7 @@ from typing import Any
 
 from core.capture import CapturedDecision, parse_instant, read_decisions
 from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
-from core.guard import ANOMALIES, FAILURES
+from core.guard import ANOMALIES, FAILURES, GuardKind
 from core.scoring import CallAgreement
 from serve.errors import ServeError
 from serve.gateway.config import GatewayConfig
@@ -73,7 +73,7 @@ def shadow_outcomes(rows: Iterable[Mapping[str, Any]], decisions: Mapping[str, C
             left_out["production made no call"] += 1
         elif decision.outcome is None:
             left_out["no verdict yet"] += 1
-        elif decision.outcome == "ok":
+        elif decision.outcome == GuardKind.OK:
             items.append(OutcomeItem(id=row["request_id"], baseline=True,
                                      candidate=row["agreement"] in SAME_ACTION, category="verified_action",
                                      note=f"production {decision.chosen_tool} succeeded; shadow {row['agreement']}"))

@@ -14,6 +14,7 @@ from replay.calibration.planted import PlantedSpec
 from replay.calibration.results import LessonReport, Rate, RuleRates, UptakeRates
 from replay.calibration.simulate import Progress, Simulator
 from replay.calibration.spec import CalibrationSpec
+from replay.memory.inject import Withheld, WorkspaceMinus
 from replay.memory.lessons import (
     AblationPolicy,
     LessonVerdict,
@@ -48,8 +49,8 @@ def evicted(rows: Sequence[ResultRecord], workspace: str, alpha: float) -> tuple
 def calibrate_lesson(spec: CalibrationSpec, sim: Simulator, replicates: int, progress: Progress) -> LessonReport:
     assert spec.lesson is not None
     lesson, alpha = spec.lesson, AblationPolicy().alpha
-    arms = {a.name for a in sim.config.arms if a.memory != "withheld"}
-    rules = [a.memory.removeprefix("workspace-minus:") for a in sim.config.arms if a.memory.startswith("workspace-")]
+    arms = {a.name for a in sim.config.arms if not isinstance(a.condition, Withheld)}
+    rules = [a.condition.rule_id for a in sim.config.arms if isinstance(a.condition, WorkspaceMinus)]
     out = []
     for uptake in lesson.uptakes:
         variant = with_uptake(spec, lesson.rule, uptake)

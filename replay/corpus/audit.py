@@ -94,7 +94,8 @@ def session_rows(workspace: str, session: str, files: list[SessionFile], outcome
         for _, answer in f.answers.values():
             neutral = neutral_answer(answer)
             call = chosen_call(parse_response(neutral, None))
-            first_id = (neutral.get("tool_calls") or [{}])[0].get("id")
+            calls = neutral.get("tool_calls") or []
+            first_id = calls[0].get("id") if calls else None
             result = outcomes.get(str(first_id)) if call else None
             rows.append(AuditRow(workspace, session, f.thread, call.tool if call else None,
                                  result.kind if result else None))

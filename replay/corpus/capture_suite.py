@@ -40,12 +40,12 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from core.capture import CORPUS, CapturedDecision, Threaded, read_decisions, thread_key
-from core.guard import FAILURES
+from core.guard import FAILURES, GuardKind
 from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
 from core.tomlfile import read_toml
 from core.wire import WIRES, DecisionApi
-from replay.corpus.resolve import NO_KEY, CaptureRefusal, Verify, resolve
+from replay.corpus.resolve import CaptureRefusal, RefusalReason, Verify, resolve
 from replay.corpus.transcripts import TranscriptSource
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.privacy.redact import PSEUDONYM, Pseudonymizer
@@ -75,7 +75,7 @@ def assign_strata(decisions: Sequence[Stratifiable]) -> list[str | None]:
     sessions: dict[tuple[str, str, str | None], list[Stratifiable]] = {}
     for d in decisions:
         sessions.setdefault(thread_key(d), []).append(d)
-    anomalous = {s for s, ds in sessions.items() if any(d.outcome not in (None, "ok") for d in ds)}
+    anomalous = {s for s, ds in sessions.items() if any(d.outcome not in (None, GuardKind.OK) for d in ds)}
     position = {id(d): i for ds in sessions.values() for i, d in enumerate(ds)}
     strata: list[str | None] = []
     for d in decisions:
@@ -83,7 +83,7 @@ def assign_strata(decisions: Sequence[Stratifiable]) -> list[str | None]:
             strata.append(None)
         elif d.outcome in FAILURES:
             strata.append(KNOWN_FAILURE)
-        elif d.outcome != "ok":
+        elif d.outcome != GuardKind.OK:
             strata.append(None)
         else:
             thread, at = sessions[thread_key(d)], position[id(d)]
@@ -300,8 +300,8 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
                              f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
         if keys is not None:
             if item.workspace not in keys:
-                refused[NO_KEY] += 1
-                report.refusals.append(f"{item.id}: {NO_KEY} {item.workspace!r}")
+                refused[RefusalReason.NO_KEY] += 1
+                report.refusals.append(f"{item.id}: {RefusalReason.NO_KEY} {item.workspace!r}")
                 continue
             pseudonymizer = Pseudonymizer(keys[item.workspace])
             decision = redact_decision(decision, pseudonymizer)

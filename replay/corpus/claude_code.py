@@ -57,6 +57,7 @@ from core.jsonfile import JsonFileError, read_json_lines, read_json_value
 from core.names import NAME_RULE, excerpt, is_name
 from core.records import MAIN_THREAD
 from core.wire import WIRES, DecisionApi, messages_answer
+from core.wireshapes import NeutralAnswer
 from replay.corpus.transcripts import LoggedRequest, TranscriptError
 
 MAX_LINE_BYTES = 16 << 20
@@ -275,7 +276,7 @@ def recorded_model(parsed: SessionFile, number: int) -> str | None:
     return _text(message.get("model")) if isinstance(message, dict) else None
 
 
-def neutral_answer(message: Mapping[str, Any]) -> dict[str, Any]:
+def neutral_answer(message: Mapping[str, Any]) -> NeutralAnswer:
     """The neutral answer of an assistant message; an input Claude Code could not parse is its raw text."""
     content = [{**b, "input": b["input"][UNPARSED].get("raw", "")}
                if isinstance(b, dict) and b.get("type") == "tool_use" and isinstance(b.get("input"), dict)

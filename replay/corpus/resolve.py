@@ -33,6 +33,7 @@ import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -50,21 +51,26 @@ from replay.corpus.transcripts import TranscriptError, TranscriptSource
 from replay.errors import ReplayError
 
 Verify = Literal["request", "messages"]
-SESSION_MISSING = "session missing"
-TRANSCRIPT_UNREADABLE = "transcript unreadable"
-TURN_MISSING = "turn missing"
-HASH_MISMATCH = "hash mismatch"
-OFFER_MISMATCH = "offer mismatch"
-ANSWER_MISMATCH = "answer mismatch"
-API_MISMATCH = "api mismatch"
-RECORD_INCOMPLETE = "record incomplete"
-NO_KEY = "no pseudonym key for the workspace"
 KEYS_ENV = "WORKER_REPLAY_PSEUDONYM_KEYS"
+
+
+class RefusalReason(StrEnum):
+    """Why a capture was not resolved (the build report counts refusals by it; a value is its text)."""
+
+    SESSION_MISSING = "session missing"
+    TRANSCRIPT_UNREADABLE = "transcript unreadable"
+    TURN_MISSING = "turn missing"
+    HASH_MISMATCH = "hash mismatch"
+    OFFER_MISMATCH = "offer mismatch"
+    ANSWER_MISMATCH = "answer mismatch"
+    API_MISMATCH = "api mismatch"
+    RECORD_INCOMPLETE = "record incomplete"
+    NO_KEY = "no pseudonym key for the workspace"
 
 
 @dataclass(frozen=True)
 class CaptureRefusal:
-    reason: str
+    reason: RefusalReason
     detail: str
 
 
@@ -88,24 +94,26 @@ def resolve(captured: CapturedDecision, source: TranscriptSource,
     try:
         session = source.session(captured.workspace, captured.session)
     except TranscriptError as exc:
-        return CaptureRefusal(TRANSCRIPT_UNREADABLE, str(exc))
+        return CaptureRefusal(RefusalReason.TRANSCRIPT_UNREADABLE, str(exc))
     if session is None:
-        return CaptureRefusal(SESSION_MISSING, f"{where}: no such session in the transcripts")
+        return CaptureRefusal(RefusalReason.SESSION_MISSING, f"{where}: no such session in the transcripts")
     if session.api != captured.api:
-        return CaptureRefusal(API_MISMATCH, f"{where}: the decision was captured on the {captured.api} API, the "
-                                            f"transcript is written in the {session.api} API's shape")
+        return CaptureRefusal(RefusalReason.API_MISMATCH,
+                              f"{where}: the decision was captured on the {captured.api} API, the "
+                              f"transcript is written in the {session.api} API's shape")
     wire, turn = WIRES[session.api], len(captured.message_hashes)
     try:
         candidates = session.requests(turn)
     except TranscriptError as exc:
-        return CaptureRefusal(TRANSCRIPT_UNREADABLE, str(exc))
+        return CaptureRefusal(RefusalReason.TRANSCRIPT_UNREADABLE, str(exc))
     if not candidates and (problems := session.problems()):
-        return CaptureRefusal(RECORD_INCOMPLETE,
+        return CaptureRefusal(RefusalReason.RECORD_INCOMPLETE,
                               f"{where}: no call of {turn} message(s) can be rebuilt from the record; "
                               f"{len(problems)} cannot: " + "; ".join(problems[:3]))
     if not candidates:
-        return CaptureRefusal(TURN_MISSING, f"{where}: the decision needs {turn} message(s) and the answer after them; "
-                                            f"{session.extent()}")
+        return CaptureRefusal(RefusalReason.TURN_MISSING,
+                              f"{where}: the decision needs {turn} message(s) and the answer after them; "
+                              f"{session.extent()}")
     hashes = _hashes(captured)
     matched = [(r, _first_difference(r.body[wire.turn_field], captured.message_hashes, hashes))
                for r in candidates]
@@ -115,7 +123,7 @@ def resolve(captured: CapturedDecision, source: TranscriptSource,
         kind = message.get("role") or message.get("type") if isinstance(message, dict) else type(message).__name__
         nearest = "" if len(candidates) == 1 else f"; the closest of the {len(candidates)} calls logged with " \
             f"{turn} message(s) is {closest.where}"
-        return CaptureRefusal(HASH_MISMATCH, f"{where}: message {index} ({kind}) is not the one captured "
+        return CaptureRefusal(RefusalReason.HASH_MISMATCH, f"{where}: message {index} ({kind}) is not the one captured "
                                              f"({closest.mismatch}){nearest}")
     body = logged.body
     verified = captured.request_sha256 == (request_digest(wire.api, body) if captured.hashing == CANONICAL
@@ -123,7 +131,7 @@ def resolve(captured: CapturedDecision, source: TranscriptSource,
     if not verified and verify == "request":
         what = ("the record keeps no system prompt or tools (conversation only)" if logged.conversation_only
                 else "tools, tool_choice or params are not what the model saw")
-        return CaptureRefusal(HASH_MISMATCH, f"{where}: the request hash differs ({what})")
+        return CaptureRefusal(RefusalReason.HASH_MISMATCH, f"{where}: the request hash differs ({what})")
     request_data = {k: body[k] for k in wire.request_fields if k in body}
     offered = sorted({t["function"]["name"] for t in wire.tools(request_data.get("tools"))})
     choice = wire.choice(body.get("tool_choice"))
@@ -133,16 +141,18 @@ def resolve(captured: CapturedDecision, source: TranscriptSource,
         wire.force_tool(request_data)
         choice = wire.choice(request_data.get("tool_choice"))
     if (offered, choice) != (captured.tools_offered, captured.tool_choice):
-        return CaptureRefusal(OFFER_MISMATCH, f"{where}: the transcript offers {offered} with tool_choice {choice!r}, "
-                                              f"the capture {captured.tools_offered} with {captured.tool_choice!r}")
+        return CaptureRefusal(RefusalReason.OFFER_MISMATCH,
+                              f"{where}: the transcript offers {offered} with tool_choice {choice!r}, "
+                              f"the capture {captured.tools_offered} with {captured.tool_choice!r}")
     if logged.answer is None:
-        return CaptureRefusal(TURN_MISSING, f"{where}: {logged.no_answer or 'no answer follows the request'}")
+        return CaptureRefusal(RefusalReason.TURN_MISSING,
+                              f"{where}: {logged.no_answer or 'no answer follows the request'}")
     request = REQUESTS[wire.api].model_validate(request_data)
     tools = wire.tools(request.tools)
     call = chosen_call(parse_response(logged.answer, offered or None, schemas=request_schemas(tools)))
     tool, keys = (call.tool, call.key_set) if call else (None, [])
     if (tool, sorted(keys)) != (captured.chosen_tool, sorted(captured.chosen_keys)):
-        return CaptureRefusal(ANSWER_MISMATCH,
+        return CaptureRefusal(RefusalReason.ANSWER_MISMATCH,
                               f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "
                               f"the capture recorded {captured.chosen_tool!r} with {sorted(captured.chosen_keys)}")
     return Resolved(request.model_dump(exclude_none=True), call.arguments if call else None, verified, wire.api,

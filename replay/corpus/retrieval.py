@@ -29,6 +29,7 @@ from pydantic import Field
 from core.records import Decision, Strict
 from core.regularfile import NotReadableError, read_regular_bytes
 from core.wire import WIRES, is_output_item
+from core.wireshapes import NeutralAnswer
 from replay.corpus.claude_code import ClaudeCodeDir, SessionFile, neutral_answer
 from replay.corpus.transcripts import Transcript, TranscriptDir, TranscriptError, TranscriptSource
 from replay.memory.files import ESSENTIAL_FILES
@@ -136,7 +137,7 @@ def memory_read(path: str, cwd: str | None, workspace: str) -> str | None:
     return None
 
 
-def read_paths(answer: dict[str, Any] | None, tools: dict[str, str]) -> tuple[str, ...]:
+def read_paths(answer: NeutralAnswer | None, tools: dict[str, str]) -> tuple[str, ...]:
     """The paths an answer's calls to the read tool name (a call whose arguments are no JSON object names none)."""
     paths = []
     for call in (answer or {}).get("tool_calls") or []:

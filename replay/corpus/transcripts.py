@@ -62,6 +62,7 @@ from core.jsonfile import JsonFileError, read_jsonl_values
 from core.names import NAME_RULE, Name, excerpt, is_name
 from core.records import Strict
 from core.wire import WIRES, DecisionApi
+from core.wireshapes import NeutralAnswer
 from replay.errors import ReplayError
 
 MAX_LINE_BYTES = 1 << 20
@@ -131,7 +132,7 @@ class LoggedRequest:
     which the gateway replaced by the route's target) and the neutral answer that followed it."""
 
     body: dict[str, Any]
-    answer: dict[str, Any] | None
+    answer: NeutralAnswer | None
     """An OpenAI chat message (core/wire.py's neutral answer); None when no answer follows the request."""
     where: str
     """Where the record of this call is (`file:line`), for messages."""

@@ -39,7 +39,7 @@ from core.curated import (
     SuiteRef,
     file_sha256,
 )
-from core.guard import GuardRules
+from core.guard import GuardKind, GuardRules
 from core.keyset import canonical_json
 from core.records import REQUESTS
 from core.wire import WIRES, DecisionApi
@@ -166,7 +166,7 @@ def _next_calls(session: Sequence[PoolDecision]) -> dict[Key, NextCall]:
         last[thread_key(d.row)] = d
         if before is not None and before.decision_class is DecisionClass.KNOWN_FAILURE:
             found[before.key] = NextCall(d.row.chosen_tool, frozenset(d.row.chosen_keys), d.row.chosen_arguments,
-                                         d.row.outcome == "ok", d.model)
+                                         d.row.outcome == GuardKind.OK, d.model)
     return found
 
 
@@ -174,7 +174,7 @@ def _mix_class(d: PoolDecision, policy: CurationPolicy, wins: Mapping[Key, Proof
                correction: Correction | None) -> MixClass | None:
     if d.decision_class is DecisionClass.KNOWN_FAILURE:
         return MixClass.RECOVERY if correction is not None else None
-    if d.key in wins and d.row.outcome == "ok":
+    if d.key in wins and d.row.outcome == GuardKind.OK:
         return MixClass.POLICY
     if d.decision_class is DecisionClass.NO_TOOL:
         return MixClass.NEGATIVE

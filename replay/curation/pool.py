@@ -16,13 +16,13 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from pydantic import Field
 
 from core.capture import CapturedDecision, thread_key
 from core.guard import FAILURES, GuardRules
-from core.records import KNOWN_FAILURE, Strict
+from core.records import KNOWN_FAILURE, ParseOutcome, Strict
+from core.wireshapes import NeutralAnswer
 from replay.corpus.capture_suite import assign_strata
 from replay.corpus.claude_code import ClaudeCodeDir, SessionFile
 from replay.corpus.corpus_suite import CorpusRead, session_calls
@@ -46,7 +46,7 @@ class PoolDecision:
     row: CapturedDecision
     decision_class: DecisionClass | None
     model: str | None
-    answer: dict[str, Any]
+    answer: NeutralAnswer
     """The neutral answer (an OpenAI chat assistant message): the text of a `no_tool` answer."""
     conversation_only: bool
     """Rebuilt without the request log: no system prompt, tools or reminders (never a training prompt)."""
@@ -65,7 +65,7 @@ def decision_classes(rows: Sequence[CapturedDecision]) -> list[DecisionClass | N
         before = previous.get(thread_key(row))
         previous[thread_key(row)] = row
         if row.chosen_tool is None:
-            classes.append(DecisionClass.NO_TOOL if row.parse_outcome == "no_call" else None)
+            classes.append(DecisionClass.NO_TOOL if row.parse_outcome == ParseOutcome.NO_CALL else None)
         elif (stratum == "verified_action" and before is not None and before.outcome in FAILURES
               and before.chosen_tool == row.chosen_tool and set(before.chosen_keys) != set(row.chosen_keys)):
             classes.append(DecisionClass.RECOVERY)

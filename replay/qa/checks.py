@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from core.guard import Kind, tool_text
+from core.guard import GuardKind, tool_text
 from core.jsonfile import parse_problem
 from core.names import Name, excerpt
 from core.patterns import compile_pattern
@@ -72,7 +72,7 @@ class CheckRules:
     """Words that make the number after them no count of the whole list (`top`, `over`, …)."""
 
 
-FAILURES: frozenset[Kind] = frozenset({"failed", "blocked", "failure_in_success_channel"})
+FAILURES: frozenset[GuardKind] = frozenset({GuardKind.FAILED, GuardKind.BLOCKED, GuardKind.FAILURE_IN_SUCCESS_CHANNEL})
 _WORDS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve",
           "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen", "nineteen", "twenty")
 NUMBER_WORDS = {word: n for n, word in enumerate(_WORDS) if word != "one"}
@@ -178,7 +178,7 @@ def tool_names(tool: str) -> set[str]:
 
 
 def count_findings(run: Run, rules: CheckRules) -> list[Finding]:
-    if len(run.last_results) != 1 or run.last_results[0].outcome != "ok":
+    if len(run.last_results) != 1 or run.last_results[0].outcome != GuardKind.OK:
         return []
     result = run.last_results[0]
     listed = _listed(result.content)

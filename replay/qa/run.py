@@ -20,7 +20,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from core.guard import GuardRules, Kind, classify
+from core.guard import GuardKind, GuardRules, classify
 from core.names import is_name
 from replay.corpus.claude_code import ClaudeCodeDir, SessionFile
 
@@ -34,7 +34,7 @@ class ThreadCall:
     record: str
     """The assistant record holding the `tool_use`."""
     result_record: str | None = None
-    outcome: Kind | None = None
+    outcome: GuardKind | None = None
     content: Any = None
     """The `tool_result`'s content, as recorded."""
 

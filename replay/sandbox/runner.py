@@ -36,7 +36,7 @@ from core.toolcalls import parse_response, request_schemas
 from replay.config import Arm, RunConfig
 from replay.endpoint import chat_session, chat_url, check_served, fetch_served, send_chat, served_entries
 from replay.memory.files import WorkspaceMemory, load_workspace_memory
-from replay.memory.inject import ConditionError, inject, parse_condition
+from replay.memory.inject import ConditionError, inject
 from replay.progress import Progress
 from replay.rundir import (
     RESULTS,
@@ -102,7 +102,7 @@ def plan_episodes(pack: Pack, config: RunConfig, done: set[tuple[str, str]]) -> 
     memories: dict[str, WorkspaceMemory | None] = {}
     items = []
     for arm in config.arms:
-        condition = parse_condition(arm.memory)
+        condition = arm.condition
         for scenario in pack.scenarios:
             if (arm.name, scenario.id) in done or (arm.workspaces is not None
                                                     and scenario.workspace not in arm.workspaces):

@@ -5,7 +5,7 @@
 - `service.py`: the running gateway: registry, upstreams, metrics, shadow, and the loop that keeps engines in line
 - `config.py`: the gateway's TOML config
 - `edge.py`: what the gateway refuses at its edge: bodies that are not text, headers that should be names
-- `router.py`: which version answers a request and which replica serves it (pure)
+- `routing.py`: which version answers a request and which replica serves it (pure)
 - `registry.py`: the durable state in SQLite: versions, routes, canaries, shadows, the request log
 - `endpoints/`: the HTTP endpoints, one FastAPI router per feature (OpenAI, Anthropic, monitoring, admin)
 - `shadow.py`: shadow trials: production requests re-sent to a candidate and graded

@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 
 from core.canonical import message_digest, request_digest
 from core.capture import CANONICAL, CapturedDecision, CaptureStore, ToolResult
-from core.guard import classify
+from core.guard import GuardKind, classify
 from core.scoring import chosen_call
 from core.wire import WIRES, DecisionApi
 from serve.gateway.apis import APIS
@@ -206,7 +206,7 @@ class Capture:
         results = tool_results(conversation, self.settings)
         workspace = self.metrics.bounded("workspace", job.workspace or "")
         for result in results:
-            if result.kind != "ok":
+            if result.kind != GuardKind.OK:
                 self.metrics.guard_anomalies.labels(workspace, self.metrics.bounded("tool", result.tool),
                                                     result.kind).inc()
         if not self.captures(job):

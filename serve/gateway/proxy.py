@@ -65,7 +65,7 @@ from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_
 from serve.gateway.errors import GatewayError, bounded_message, unavailable
 from serve.gateway.fairshare import used_tokens
 from serve.gateway.registry import RequestRow
-from serve.gateway.router import Resolution
+from serve.gateway.routing import Resolution
 from serve.gateway.shadow import ShadowJob
 from serve.gateway.tenancy import Admission
 from serve.gateway.upstreams import REFUSED, Upstream

@@ -26,7 +26,7 @@ from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
 from serve.gateway.prefixcache import PrefixCache
 from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
-from serve.gateway.router import ModelNotFoundError, ModelNotLoadedError, Resolution, resolve
+from serve.gateway.routing import ModelNotFoundError, ModelNotLoadedError, Resolution, resolve
 from serve.gateway.shadow import ShadowJob, ShadowRunner
 from serve.gateway.tenancy import Tenancy
 from serve.gateway.upstreams import Upstream, UpstreamCallError, UpstreamPool

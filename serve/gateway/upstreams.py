@@ -20,7 +20,7 @@ from core.jsonfile import parse_problem
 from serve.errors import ServeError
 from serve.gateway.config import UpstreamConfig
 from serve.gateway.registry import now
-from serve.gateway.router import replica_order
+from serve.gateway.routing import replica_order
 
 log = logging.getLogger(__name__)
 

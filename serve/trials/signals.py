@@ -3,7 +3,7 @@ comparisons, the capture store): the candidate cohort against an equal-size, has
 control cohort.
 
 With the canary at `percent`, the candidate cohort is every sticky key whose canary bucket
-(serve/gateway/router.py) is below `percent`; the control cohort is the keys in
+(serve/gateway/routing.py) is below `percent`; the control cohort is the keys in
 [percent, 2·percent), served by production. Both are slices of the same hash, so they see the
 same traffic mix, and they are the same size. Per signal, for the current step (everything
 at or after the step's start):
@@ -35,7 +35,7 @@ from core.evidence import CanaryCohort, CanaryEvidence, EvidenceWindow
 from core.sqlitedb import StoreError, connect_readonly
 from serve.evidence import READABLE, SAME_ACTION, cohort
 from serve.gateway.registry import Registry, requests_in, shadow_results_in
-from serve.gateway.router import canary_bucket
+from serve.gateway.routing import canary_bucket
 from serve.trials.machine import Counts, TrialState
 from serve.trials.policy import TrialPolicy
 

@@ -24,9 +24,10 @@ from core.records import ParsedResponse
 from core.toolcalls import parse_response, parse_text, request_schemas
 from core.wire import BadAnswerError as BadAnswerError  # the shared readings live in core/wire.py (replay uses them)
 from core.wire import ToolReply
+from core.wireshapes import FunctionTool, NeutralAnswer
 
 ApiName = Literal["chat", "completions", "messages", "count_tokens", "responses"]
-Answer = dict[str, Any] | str  # a chat message, or a completion's text
+Answer = NeutralAnswer | str  # a chat message, or a completion's text
 JSON_HEADERS = {"Content-Type": "application/json"}
 
 
@@ -37,7 +38,7 @@ class Conversation:
     messages: list[Any]
     """The turn's messages exactly as sent, in order: what the descriptor hashes."""
     roles: list[str]
-    tools: list[dict[str, Any]]
+    tools: list[FunctionTool]
     """The offered tools in OpenAI's chat shape (`{"type": "function", "function": {name, parameters}}`),
     so the shared parser types text calls by the same schemas whatever API offered them."""
     tool_choice: str

@@ -13,6 +13,7 @@ from typing import Any
 
 from core.wire import WIRES, chat_message, chat_replies, chat_tools, first_choice
 from core.wire import chat_choice_label as label
+from core.wireshapes import ChatToolCall
 from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation
 from serve.gateway.errors import error_body
 
@@ -39,7 +40,7 @@ class ChatAccumulator(Accumulator):
     def __init__(self) -> None:
         super().__init__()
         self._content: list[str] = []
-        self._calls: dict[int, dict[str, Any]] = {}
+        self._calls: dict[int, ChatToolCall] = {}
 
     def event(self, name: str, data: Any) -> None:
         self.done = self.done or data is None
@@ -95,8 +96,7 @@ class ChatApi(OpenAIErrors, Api):
         return WIRES["chat"].force_tool(body)
 
     def answer(self, payload: Any) -> Answer:
-        message: dict[str, Any] = first_choice(payload, "message", dict)
-        return message
+        return WIRES["chat"].answer(payload)
 
     def accumulator(self) -> Accumulator:
         return ChatAccumulator()

@@ -1,6 +1,6 @@
 """The gateway's HTTP endpoints: one FastAPI `APIRouter` per feature, included by `serve.app.create_app`.
 
-(Not `routes`: a route is a model route of the registry, `/admin/routes/{route}`; nor `router.py`, which
+(Not `routes`: a route is a model route of the registry, `/admin/routes/{route}`; nor `routing.py`, which
 picks a request's version and replica.) A handler reaches the running gateway through
 `dependencies.GatewayDep` (`app.state.gateway`), never a global, so a new endpoint family is one new module
 here plus one line in `serve/app.py`.

@@ -17,11 +17,8 @@ from core.canonical import message_digest
 from core.capture import CapturedDecision
 from replay.corpus.claude_code import ClaudeCodeDir, logged_calls, read_session_file
 from replay.corpus.resolve import (
-    RECORD_INCOMPLETE,
-    SESSION_MISSING,
-    TRANSCRIPT_UNREADABLE,
-    TURN_MISSING,
     CaptureRefusal,
+    RefusalReason,
     Resolved,
     resolve,
 )
@@ -126,7 +123,7 @@ def test_a_truncated_last_line_refuses_that_session_only(corpus):
     for decision in decisions:
         result = resolve(decision, source)
         if decision.session == target:
-            assert isinstance(result, CaptureRefusal) and result.reason == TRANSCRIPT_UNREADABLE
+            assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.TRANSCRIPT_UNREADABLE
             assert f"{path.name}:" in result.detail and "invalid JSON" in result.detail
         else:
             assert isinstance(result, Resolved)
@@ -141,7 +138,7 @@ def test_a_prompt_edited_after_the_fact_leaves_tail_hashes_without_a_message(cor
     write_records(path, rows)
     for decision in by_session(captures())[target]:
         result = resolve(decision, ClaudeCodeDir(corpus))
-        assert isinstance(result, CaptureRefusal) and result.reason == RECORD_INCOMPLETE, result
+        assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.RECORD_INCOMPLETE, result
         assert "which the file does not hold (edited or cut after the fact)" in result.detail
 
 
@@ -154,7 +151,7 @@ def test_a_base_that_loops_or_comes_later_is_refused_and_earlier_calls_still_res
     write_records(path, rows)
     results = [resolve(d, ClaudeCodeDir(corpus)) for d in decisions]
     assert isinstance(results[0], Resolved)
-    assert isinstance(results[1], CaptureRefusal) and results[1].reason == RECORD_INCOMPLETE
+    assert isinstance(results[1], CaptureRefusal) and results[1].reason == RefusalReason.RECORD_INCOMPLETE
     assert "is not an earlier request of this file (missing, later, or a loop)" in results[1].detail
 
 
@@ -164,7 +161,7 @@ def test_a_line_of_a_gigabyte_refuses_its_file_without_being_read_into_memory(co
     with path.open("ab") as handle:
         handle.truncate(path.stat().st_size + (1 << 30))  # a sparse GiB of NULs: one line, never a newline
     result = resolve(decision, ClaudeCodeDir(corpus))
-    assert isinstance(result, CaptureRefusal) and result.reason == TRANSCRIPT_UNREADABLE
+    assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.TRANSCRIPT_UNREADABLE
     assert "line longer than 16777216 bytes" in result.detail
 
 
@@ -175,7 +172,7 @@ def test_links_out_of_the_workspace_are_refused(corpus, tmp_path_factory):
     shutil.move(path, outside)
     path.symlink_to(outside)  # a link out of the corpus
     result = resolve(decision, ClaudeCodeDir(corpus))
-    assert isinstance(result, CaptureRefusal) and result.reason == TRANSCRIPT_UNREADABLE
+    assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.TRANSCRIPT_UNREADABLE
     assert "a link out of workspace ws-agent's directory" in result.detail
     # another workspace's session file linked in: found under ws-other, refused as not its own
     other = corpus / "ws-other" / "projects" / "x"
@@ -196,7 +193,7 @@ def test_a_line_of_another_session_refuses_the_file(corpus):
     rows[-1]["sessionId"] = "someone-elses-session"
     write_records(path, rows)
     result = resolve(decision, ClaudeCodeDir(corpus))
-    assert isinstance(result, CaptureRefusal) and result.reason == TRANSCRIPT_UNREADABLE
+    assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.TRANSCRIPT_UNREADABLE
     assert "a line of session 'someone-elses-session' in the file of session" in result.detail
 
 
@@ -206,7 +203,7 @@ def test_a_session_or_workspace_that_is_not_there_or_no_name(corpus):
                                (WORKSPACE, "../x")):
         moved = CapturedDecision(**{**decision.__dict__, "workspace": workspace, "session": session})
         result = resolve(moved, ClaudeCodeDir(corpus))
-        assert isinstance(result, CaptureRefusal) and result.reason == SESSION_MISSING
+        assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.SESSION_MISSING
 
 
 # --- a file without a request log (older Claude Code): the conversation alone --------------------
@@ -224,7 +221,7 @@ def test_a_file_without_a_request_log_gives_its_calls_from_the_conversation(corp
     assert [len(c.body["messages"]) for c in calls] == [1, 3, 5]  # no system reminders in the conversation
     # the gateway saw the reminders Claude Code sent as a system message: such a record cannot prove it
     result = resolve(decision, ClaudeCodeDir(corpus))
-    assert isinstance(result, CaptureRefusal) and result.reason == TURN_MISSING
+    assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.TURN_MISSING
 
 
 def test_a_parent_uuid_cycle_gives_no_call_and_no_hang(corpus):
@@ -321,7 +318,7 @@ def test_a_workspace_directory_linked_in_from_outside_is_refused(corpus, tmp_pat
     (corpus / "ws-linked").symlink_to(outside)
     decision = CapturedDecision(**{**captures()[0].__dict__, "workspace": "ws-linked"})
     result = resolve(decision, ClaudeCodeDir(corpus))
-    assert isinstance(result, CaptureRefusal) and result.reason == TRANSCRIPT_UNREADABLE
+    assert isinstance(result, CaptureRefusal) and result.reason == RefusalReason.TRANSCRIPT_UNREADABLE
     assert "a link out of the corpus" in result.detail
 
 

@@ -21,7 +21,7 @@ from core.capture import CapturedDecision, CaptureStore
 from replay.corpus.capture_suite import build_suite
 from replay.corpus.claude_code import API, ClaudeCodeDir, logged_calls, read_session_file
 from replay.corpus.corpus_suite import build_corpus_suite
-from replay.corpus.resolve import HASH_MISMATCH, CaptureRefusal, Resolved, resolve
+from replay.corpus.resolve import CaptureRefusal, RefusalReason, Resolved, resolve
 from replay.suite import load_suite
 from tests.replay.corpus.test_claude_code import DATA, WORKSPACE, captures, records, write_records
 
@@ -112,7 +112,7 @@ def test_the_calls_after_a_compaction_resolve_and_the_unlogged_summary_request_i
     for result in later:  # the second has as many messages as the first call: told apart by their hashes
         assert isinstance(result, Resolved) and result.request_verified and result.thread == "main"
         assert text(result.request["messages"][0]) == SUMMARY
-    assert isinstance(summary, CaptureRefusal) and summary.reason == HASH_MISMATCH
+    assert isinstance(summary, CaptureRefusal) and summary.reason == RefusalReason.HASH_MISMATCH
     assert "did not log this call: Claude Code logs neither its compaction summaries" in summary.detail
 
 

@@ -16,15 +16,9 @@ from hypothesis import strategies as st
 from core.canonical import message_digest
 from core.capture import RAW, CapturedDecision, message_hash, request_sha256
 from replay.corpus.resolve import (
-    ANSWER_MISMATCH,
-    API_MISMATCH,
-    HASH_MISMATCH,
-    OFFER_MISMATCH,
-    SESSION_MISSING,
-    TRANSCRIPT_UNREADABLE,
-    TURN_MISSING,
     CaptureRefusal,
     KeysError,
+    RefusalReason,
     Resolved,
     load_keys,
     resolve,
@@ -106,7 +100,7 @@ def test_a_store_written_before_the_canonical_form_still_resolves_verbatim(tmp_p
     assert isinstance(resolve(decision, corpus(tmp_path / "a", [*messages, answer()])), Resolved)
     padded = [{"role": "user", "content": "Is INV-7 paid?", "tool_calls": None, "tool_call_id": None}]
     refused = resolve(decision, corpus(tmp_path / "b", [*padded, answer()]))
-    assert isinstance(refused, CaptureRefusal) and refused.reason == HASH_MISMATCH and "message 0 (user)" in refused.detail
+    assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.HASH_MISMATCH and "message 0 (user)" in refused.detail
 
 
 def legacy(decision: CapturedDecision, messages: list[dict[str, Any]], tools: list[Any],
@@ -125,23 +119,23 @@ def test_an_edited_transcript_is_refused(tmp_path):
     decision = captured(HISTORY, answer())
     edited = [*HISTORY[:1], {"role": "user", "content": "Is INV-8 paid?"}, *HISTORY[2:], answer()]
     refused = resolve(decision, corpus(tmp_path, edited))
-    assert refused == CaptureRefusal(HASH_MISMATCH, "ws-a/s-1: message 1 (user) is not the one captured "
+    assert refused == CaptureRefusal(RefusalReason.HASH_MISMATCH, "ws-a/s-1: message 1 (user) is not the one captured "
                                                     "(the transcript changed)")
 
 
 @pytest.mark.parametrize("kept", [2, 4])
 def test_a_session_cut_short_is_refused(tmp_path, kept):
     refused = resolve(captured(HISTORY, answer()), corpus(tmp_path, HISTORY[:kept]))
-    assert isinstance(refused, CaptureRefusal) and refused.reason == TURN_MISSING
+    assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.TURN_MISSING
     assert f"needs 4 message(s) and the answer after them; the transcript has {kept}" in refused.detail
 
 
 def test_a_missing_or_unreadable_session_is_refused(tmp_path):
     source = corpus(tmp_path, [*HISTORY, answer()], session="other")
-    assert resolve(captured(HISTORY, answer()), source).reason == SESSION_MISSING  # type: ignore[union-attr]
+    assert resolve(captured(HISTORY, answer()), source).reason == RefusalReason.SESSION_MISSING  # type: ignore[union-attr]
     (tmp_path / "ws-a" / "s-1.jsonl").write_text("{oops\n")
     refused = resolve(captured(HISTORY, answer()), source)
-    assert isinstance(refused, CaptureRefusal) and refused.reason == TRANSCRIPT_UNREADABLE and "s-1.jsonl:1:" in refused.detail
+    assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.TRANSCRIPT_UNREADABLE and "s-1.jsonl:1:" in refused.detail
 
 
 def test_the_answer_must_be_the_recorded_call(tmp_path):
@@ -149,9 +143,9 @@ def test_the_answer_must_be_the_recorded_call(tmp_path):
     for other in (answer("search", {"id": "INV-7"}), answer("lookup", {"invoice": "INV-7"}),
                   {"role": "assistant", "content": "No call."}):
         refused = resolve(decision, corpus(tmp_path, [*HISTORY, other]))
-        assert isinstance(refused, CaptureRefusal) and refused.reason == ANSWER_MISMATCH, other
+        assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.ANSWER_MISMATCH, other
     refused = resolve(decision, corpus(tmp_path, [*HISTORY, {"role": "user", "content": "hello?"}]))
-    assert isinstance(refused, CaptureRefusal) and refused.reason == TURN_MISSING and "not the assistant's" in refused.detail
+    assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.TURN_MISSING and "not the assistant's" in refused.detail
 
 
 def test_what_the_request_hash_proves_and_what_messages_mode_accepts(tmp_path):
@@ -160,17 +154,17 @@ def test_what_the_request_hash_proves_and_what_messages_mode_accepts(tmp_path):
     decision = captured(HISTORY, answer())
     unrecorded = corpus(tmp_path, [*HISTORY, answer()], params={})
     refused = resolve(decision, unrecorded)
-    assert isinstance(refused, CaptureRefusal) and refused.reason == HASH_MISMATCH and "request hash" in refused.detail
+    assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.HASH_MISMATCH and "request hash" in refused.detail
     accepted = resolve(decision, unrecorded, verify="messages")
     assert isinstance(accepted, Resolved) and not accepted.request_verified
     # messages mode still refuses another offer: other tools, or another tool choice
     for tools, choice in (([TOOLS[0]], None), (TOOLS, "required")):
         other = corpus(tmp_path, [*HISTORY, answer()], tools=tools, tool_choice=choice)
         refused = resolve(decision, other, verify="messages")
-        assert isinstance(refused, CaptureRefusal) and refused.reason == OFFER_MISMATCH
+        assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.OFFER_MISMATCH
     # a changed tool schema with the same names: only the request hash sees it
     schema = [{"type": "function", "function": {"name": "lookup", "parameters": {"type": "object", "x": 1}}}, TOOLS[1]]
-    assert resolve(decision, corpus(tmp_path, [*HISTORY, answer()], tools=schema)).reason == HASH_MISMATCH  # type: ignore[union-attr]
+    assert resolve(decision, corpus(tmp_path, [*HISTORY, answer()], tools=schema)).reason == RefusalReason.HASH_MISMATCH  # type: ignore[union-attr]
 
 
 def test_the_corpus_is_only_read(tmp_path):
@@ -295,7 +289,7 @@ def test_a_messages_system_prompt_is_proven_by_the_request_hash_only(tmp_path):
     decision = messages_captured(MSG_HISTORY, MSG_ANSWER)
     other = messages_corpus(tmp_path, [*MSG_HISTORY, MSG_ANSWER], system="You are someone else.")
     refused = resolve(decision, other)
-    assert isinstance(refused, CaptureRefusal) and refused.reason == HASH_MISMATCH and "request hash" in refused.detail
+    assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.HASH_MISMATCH and "request hash" in refused.detail
     accepted = resolve(decision, other, verify="messages")
     assert isinstance(accepted, Resolved) and not accepted.request_verified
 
@@ -303,14 +297,14 @@ def test_a_messages_system_prompt_is_proven_by_the_request_hash_only(tmp_path):
 def test_a_messages_transcript_refuses_what_differs(tmp_path):
     decision = messages_captured(MSG_HISTORY, MSG_ANSWER)
     other_call = tool_use("lookup", {"invoice": "INV-7"}, "toolu_2")
-    assert resolve(decision, messages_corpus(tmp_path / "a", [*MSG_HISTORY, other_call])).reason == ANSWER_MISMATCH  # type: ignore[union-attr]
+    assert resolve(decision, messages_corpus(tmp_path / "a", [*MSG_HISTORY, other_call])).reason == RefusalReason.ANSWER_MISMATCH  # type: ignore[union-attr]
     edited = [{**MSG_HISTORY[0], "content": [{"type": "text", "text": "Is INV-8 paid?"}]}, *MSG_HISTORY[1:]]
-    assert resolve(decision, messages_corpus(tmp_path / "b", [*edited, MSG_ANSWER])).reason == HASH_MISMATCH  # type: ignore[union-attr]
+    assert resolve(decision, messages_corpus(tmp_path / "b", [*edited, MSG_ANSWER])).reason == RefusalReason.HASH_MISMATCH  # type: ignore[union-attr]
     chat = messages_corpus(tmp_path / "c", [*MSG_HISTORY, MSG_ANSWER], system=None, api="chat")
     refused = resolve(decision, chat)
-    assert isinstance(refused, CaptureRefusal) and refused.reason == API_MISMATCH and "messages API" in refused.detail
+    assert isinstance(refused, CaptureRefusal) and refused.reason == RefusalReason.API_MISMATCH and "messages API" in refused.detail
     user_next = messages_corpus(tmp_path / "d", [*MSG_HISTORY, {"role": "user", "content": "hello?"}])
-    assert resolve(decision, user_next).reason == TURN_MISSING  # type: ignore[union-attr]
+    assert resolve(decision, user_next).reason == RefusalReason.TURN_MISSING  # type: ignore[union-attr]
 
 
 def test_a_responses_session_resolves_from_its_input_items(tmp_path):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.guard import GuardRules, Kind
+from core.guard import GuardKind, GuardRules
 from replay.corpus.claude_code import read_session_file
 from replay.qa.checks import (
     FindingKind,
@@ -109,7 +109,7 @@ def run_with(answer: str, calls: tuple[ThreadCall, ...] = (), last: tuple[Thread
     return Run("ws", "s", "final", (AnswerText("final", answer),), calls, last)
 
 
-def call(tool: str, outcome: Kind, n: int = 0, content: object = "boom") -> ThreadCall:
+def call(tool: str, outcome: GuardKind, n: int = 0, content: object = "boom") -> ThreadCall:
     return ThreadCall(f"c{n}", tool, f"use-{n}", f"result-{n}", outcome, content)
 
 
@@ -119,7 +119,7 @@ def call(tool: str, outcome: Kind, n: int = 0, content: object = "boom") -> Thre
     (["failed", "ok"], False), (["failed", "empty_result"], False),  # a later result that is no failure
     (["ok", "failed"], True), (["failed", "failed"], True),
 ])
-def test_which_results_leave_a_tool_failing(outcomes: list[Kind], found: bool) -> None:
+def test_which_results_leave_a_tool_failing(outcomes: list[GuardKind], found: bool) -> None:
     calls = tuple(call("mcp__crm__search_customers", o, n) for n, o in enumerate(outcomes))
     findings = unacknowledged_findings(run_with("Done.", calls), RULES)
     assert bool(findings) is found

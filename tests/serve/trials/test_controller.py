@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from serve.gateway.registry import AdapterFiles, Registry, RequestRow, now
-from serve.gateway.router import canary_bucket
+from serve.gateway.routing import canary_bucket
 from serve.trials.controller import Controller, PreflightFailedError, describe_state
 from serve.trials.machine import Abort, GateVerdict, Suspend, TrialState, VerdictWindow, initial
 from serve.trials.policy import LoadedPolicy, Signals, Step, TrialError, TrialPolicy

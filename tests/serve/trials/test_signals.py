@@ -7,7 +7,7 @@ import itertools
 from typing import Any
 
 from core.capture import CapturedDecision
-from serve.gateway.router import canary_bucket
+from serve.gateway.routing import canary_bucket
 from serve.trials.machine import Counts, SignalState, TrialState
 from serve.trials.policy import ShadowSignal, Signals, SlowSignal, TrialPolicy
 from serve.trials.signals import StepCounts, canary_evidence, side, step_counts

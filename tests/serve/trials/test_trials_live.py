@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from serve.gateway.router import canary_bucket
+from serve.gateway.routing import canary_bucket
 from tests.serve.gateway.test_capture import play
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
 from tests.support.trials import two_step_policy

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from serve.gateway.registry import Adapter, Canary, Route, State
-from serve.gateway.router import ModelNotFoundError, ModelNotLoadedError, canary_bucket, replica_order, resolve
+from serve.gateway.routing import ModelNotFoundError, ModelNotLoadedError, canary_bucket, replica_order, resolve
 
 AT = "2026-01-01T00:00:00Z"
 
