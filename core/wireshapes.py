@@ -66,13 +66,6 @@ class InChatMessage(TypedDict, total=False):
     name: object
 
 
-class InChatCall(TypedDict, total=False):
-    """An entry of a chat message's `tool_calls`."""
-
-    id: object
-    function: object
-
-
 class InChatTool(TypedDict, total=False):
     """An entry of a chat request's `tools`."""
 
@@ -141,29 +134,6 @@ class InPart(TypedDict, total=False):
 
     type: object
     text: object
-
-
-class InChatBody(TypedDict, total=False):
-    """A chat completion's answer, as `finish` and `usage` read it."""
-
-    choices: object
-    usage: object
-
-
-class InMessagesBody(TypedDict, total=False):
-    """A Messages answer."""
-
-    content: object
-    stop_reason: object
-    usage: object
-
-
-class InResponseBody(TypedDict, total=False):
-    """A Responses answer."""
-
-    output: object
-    status: object
-    usage: object
 
 
 class ChatUsage(TypedDict, total=False):
