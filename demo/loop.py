@@ -30,7 +30,7 @@ import asyncio
 import json
 import secrets
 from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -225,22 +225,32 @@ def judge_quantised(high: Path, low: Path) -> str:
     verdict = evaluate_gate(PRODUCTION_GATE, high, "base", "cand", evidence={STAGE: low})
     write_verdict(high, verdict)
     [survives] = [c for c in verdict.conditions if c.id == "quantisation-survives"]
-    high_points, low_points = (_points(survives.evidence.get(key)) for key in ("high_precision_points", "points"))
-    return (f"{survives.id} {survives.status.value.upper()} (gain in points: high precision {high_points}, {STAGE} "
-            f"{low_points}); decisions {STAGE} changed: {stage_shifts(high, low)}")
+    if "points" in survives.evidence:
+        high_points, low_points = (_points(survives.evidence.get(key)) for key in ("high_precision_points", "points"))
+        judged = f"gain in points: high precision {high_points}, {STAGE} {low_points}"
+    else:
+        judged = survives.reason
+    return (f"{survives.id} {survives.status.value.upper()} ({judged}); across quantisation: "
+            f"{stage_shifts(high, low)}")
 
 
 def stage_shifts(high: Path, low: Path) -> str:
-    """Per arm, the positive decisions quantisation lost and gained (joint correctness, each arm against itself)."""
+    """Per arm against itself across quantisation: the positive decisions it lost and gained (joint correctness)
+    and its exact repeats of the failed call, where the held-out session has such decisions."""
     results = load_results(high) + staged(load_results(low), STAGE)
     shifts = []
     for arm in ("cand", "base"):
-        try:
-            row = compare(results, arm, stage_arm(arm, STAGE)).row("joint", ALL_POSITIVE)
-        except KeyError:
-            return "none judged (no positive decision held out)"
-        shifts.append(f"{arm} lost {row.stats.losses}, gained {row.stats.wins}")
-    return ", ".join(shifts)
+        comparison = compare(results, arm, stage_arm(arm, STAGE))
+        parts = []
+        with suppress(KeyError):
+            row = comparison.row("joint", ALL_POSITIVE).stats
+            parts.append(f"lost {row.losses}, gained {row.wins} of {row.n} positive")
+        with suppress(KeyError):
+            repeats = comparison.repeat("exact").stats
+            parts.append(f"exact repeats {repeats.baseline_repeats}/{repeats.n} -> {repeats.candidate_repeats}/"
+                         f"{repeats.n}")
+        shifts.append(f"{arm} {', '.join(parts) or 'nothing comparable'}")
+    return "; ".join(shifts)
 
 
 def _points(value: object) -> str:

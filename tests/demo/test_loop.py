@@ -62,8 +62,10 @@ def test_the_loop_closes_from_a_recorded_failure_to_a_verdict(engine, tmp_path: 
     production = json.loads((out / "run" / "gate-production-candidate-cand.json").read_text())
     statuses = {c["id"]: c["status"] for c in production["conditions"]}
     survives = statuses.pop("quantisation-survives")
-    assert survives in ("pass", "fail") and set(statuses.values()) == {"not_run"}
+    positive = any(r.score.joint_correct is not None for r in results)
+    assert survives in (("pass", "fail") if positive else ("not_run",)), "judged where the held-out session allows"
+    assert set(statuses.values()) == {"not_run"}
     [line] = [line for line in screen if line.startswith("quantisation-survives")]
-    assert line.split()[1] == survives.upper()
+    assert line.split()[1] == survives.upper() and ("exact repeats" in line or "positive" in line)
     report = (out / "run" / "report.md").read_text()
     assert f"### cand:{STAGE} against cand" in report and f"### base:{STAGE} against base" in report
