@@ -6,7 +6,7 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from core.hosts import is_loopback
@@ -15,7 +15,7 @@ from core.records import Strict
 from core.tomlfile import ConfigError, load_toml
 from core.wire import DecisionApi
 from replay.errors import ReplayError
-from replay.memory.inject import ConditionError, MemoryCondition, Withheld, parse_condition
+from replay.memory.inject import ConditionError, MemoryCondition, parse_condition
 
 
 class RunConfigError(ReplayError, ConfigError):
@@ -95,8 +95,6 @@ class Arm(Strict):
     quantised build is a model of its own (one engine per checkpoint), and the gain that must survive
     quantisation is read from arms on two such engines (None: `[endpoint]`). Same sandbox rule, same key."""
 
-    _condition: MemoryCondition = PrivateAttr(default_factory=Withheld)
-
     @field_validator("memory")
     @classmethod
     def _known_condition(cls, value: str) -> str:
@@ -106,15 +104,11 @@ class Arm(Strict):
             raise ValueError(str(exc)) from exc
         return value
 
-    def model_post_init(self, context: Any, /) -> None:
-        """The condition is parsed here, once: below the config only the parsed form is read (`memory` stays the
-        text as written, which results record)."""
-        self._condition = parse_condition(self.memory)
-
     @property
     def condition(self) -> MemoryCondition:
-        """The parsed memory condition."""
-        return self._condition
+        """The parsed memory condition: what everything below the config reads (`memory` stays the text as written,
+        which results record; `_known_condition` refused any text that does not parse)."""
+        return parse_condition(self.memory)
 
 
 class Runner(Strict):
