@@ -40,7 +40,7 @@ from core.guard import GuardRules
 from core.process import free_port
 from demo.agent import WORKSPACE, agent_session
 from demo.ledger import LEDGER, PLANTED, TOOL, scenario_for, write_ledger_pack
-from demo.run import admin, fresh_out, register_adapters, say, serving
+from demo.run import admin, fresh_out, register_adapters, say, serving, started
 from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, load_results
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run
@@ -188,25 +188,16 @@ def quantise(adapter: Path, out: Path) -> dict[str, Path]:
 
 @contextmanager
 def quantised_gateways(checkpoints: dict[str, Path], out: Path) -> Iterator[dict[str, str]]:
-    """Per arm, an engine on its checkpoint (all started before any is waited for: their start-ups overlap) and a
-    gateway in front with the `worker` route forced, as the high-precision run's; yields arm → gateway URL."""
+    """Per arm, an engine on its checkpoint (started together: their start-ups overlap) and a gateway in front with
+    the `worker` route forced, as the high-precision run's; yields arm → gateway URL."""
+    engines = {}
+    for arm, checkpoint in checkpoints.items():
+        logs = out / f"{STAGE}-{arm}" / "logs"
+        logs.mkdir(parents=True)
+        engines[arm] = EngineProcess(load_engine_config(QUANTISED_ENGINE, port=free_port()).on_model(checkpoint),
+                                     log_path=logs / "engine.log")
     with ExitStack() as stack:
-        engines = {}
-        for arm, checkpoint in checkpoints.items():
-            config = load_engine_config(QUANTISED_ENGINE, port=free_port())
-            logs = out / f"{STAGE}-{arm}" / "logs"
-            logs.mkdir(parents=True)
-            engine = EngineProcess(config.model_copy(update={"vllm": config.vllm.model_copy(
-                update={"model": str(checkpoint)})}), log_path=logs / "engine.log")
-            engine.start()
-            stack.callback(engine.stop)
-            engines[arm] = engine
-        for arm, engine in engines.items():
-            try:
-                engine.wait_healthy()
-            except (RuntimeError, TimeoutError) as exc:
-                raise WorkerTierError(f"the {STAGE} engine of arm {arm} did not start: {exc} "
-                                      f"(log: {engine.log_path})") from exc
+        stack.enter_context(started({f"{STAGE} engine of arm {arm}": engine for arm, engine in engines.items()}))
         yield {arm: stack.enter_context(serving(out / f"{STAGE}-{arm}", {}, gateway_keys=FORCED,
                                                 engine_url=engine.base_url))[0] for arm, engine in engines.items()}
 

@@ -18,7 +18,7 @@ import sys
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -313,8 +313,8 @@ def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "", gatew
     with ExitStack() as stack:
         engine_s = 0.0
         if engine_url is None:
-            engine, engine_s = stack.enter_context(_started(EngineProcess(
-                load_engine_config(ENGINE_CONFIG, port=free_port()), log_path=logs / "engine.log"), "engine"))
+            engine = EngineProcess(load_engine_config(ENGINE_CONFIG, port=free_port()), log_path=logs / "engine.log")
+            [engine_s] = stack.enter_context(started({"engine": engine}))
             engine_url = engine.base_url
         port = free_port()
         config = gateway_config(out / "gateway" / "gateway.toml", port, engine_url,
@@ -322,24 +322,27 @@ def serving(out: Path, adapters: dict[str, Path], gateway_extra: str = "", gatew
         gateway = ServiceProcess("gateway", [sys.executable, "-m", "serve", "gateway", "--config", str(config)],
                                  {**os.environ, "WORKER_GATEWAY_ADMIN_TOKEN": token}, f"http://127.0.0.1:{port}",
                                  120.0, logs / "gateway.log")
-        _, gateway_s = stack.enter_context(_started(gateway, "gateway"))
+        [gateway_s] = stack.enter_context(started({"gateway": gateway}))
         engine_line = f"engine healthy after {engine_s:.0f} s" if engine_s else f"engine at {engine_url}"
         say(f"{engine_line}, gateway at {gateway.base_url} after {gateway_s:.0f} s (logs: {logs})")
         yield gateway.base_url, register_adapters(gateway.base_url, token, adapters)
 
 
 @contextmanager
-def _started(service: ServiceProcess, what: str) -> Iterator[tuple[ServiceProcess, float]]:
-    """`service` started and healthy, with its seconds to healthy; stopped on the way out."""
-    service.start()
-    try:
-        try:
-            took = service.wait_healthy()
-        except (RuntimeError, TimeoutError) as exc:
-            raise WorkerTierError(f"the {what} did not start: {exc} (log: {service.log_path})") from exc
-        yield service, took
-    finally:
-        service.stop()
+def started(services: Mapping[str, ServiceProcess]) -> Iterator[list[float]]:
+    """Each service (by what the error calls it) started, all before any is waited for, so their start-ups overlap;
+    then each healthy, in order, with its seconds to healthy; every one stopped on the way out."""
+    with ExitStack() as stack:
+        for service in services.values():
+            service.start()
+            stack.callback(service.stop)
+        took = []
+        for what, service in services.items():
+            try:
+                took.append(service.wait_healthy())
+            except (RuntimeError, TimeoutError) as exc:
+                raise WorkerTierError(f"the {what} did not start: {exc} (log: {service.log_path})") from exc
+        yield took
 
 
 def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) -> str:

@@ -39,9 +39,8 @@ SCHEME = "w8a8-int8"
 
 
 def quantized(checkpoint: Path, eager: bool) -> EngineConfig:
-    config = load_engine_config(QUANTIZED_CONFIG, port=free_port())
-    return config.model_copy(update={"vllm": config.vllm.model_copy(
-        update={"model": str(checkpoint), "enforce_eager": True if eager else None})})
+    config = load_engine_config(QUANTIZED_CONFIG, port=free_port()).on_model(checkpoint)
+    return config.model_copy(update={"vllm": config.vllm.model_copy(update={"enforce_eager": True if eager else None})})
 
 
 def tools_and_keys(parsed: str) -> list[tuple[str, list[str]]]:

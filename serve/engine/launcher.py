@@ -104,6 +104,10 @@ class EngineConfig(Strict):
     def base_url(self) -> str:
         return f"http://{self.vllm.host}:{self.vllm.port}"
 
+    def on_model(self, model: Path) -> EngineConfig:
+        """This config serving another model directory: one quantised checkpoint per engine, the config shared."""
+        return self.model_copy(update={"vllm": self.vllm.model_copy(update={"model": str(model)})})
+
 
 def _cpuinfo_value(cpuinfo: Path, keys: tuple[str, ...]) -> str | None:
     """The first value under one of `keys` in /proc/cpuinfo (None where it is not readable)."""

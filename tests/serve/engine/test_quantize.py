@@ -216,8 +216,7 @@ def test_the_cli_writes_where_the_quantised_config_looks(tmp_path: Path, monkeyp
 
 
 def quantized_config(model: Path) -> EngineConfig:
-    config = load_engine_config(QUANTIZED_CONFIG, port=free_port())
-    return config.model_copy(update={"vllm": config.vllm.model_copy(update={"model": str(model)})})
+    return load_engine_config(QUANTIZED_CONFIG, port=free_port()).on_model(model)
 
 
 @pytest.fixture(scope="module")
