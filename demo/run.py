@@ -10,6 +10,7 @@ against the real CPU engine behind the real gateway. Re-running into the same di
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import json
 import os
@@ -61,10 +62,10 @@ from replay.memory.lessons import (
 )
 from replay.memory.uptake import Uptake, concerns, uptake_table
 from replay.rundir import ENGINE_JSON, read_engine_settings
-from replay.runner import run
+from replay.runner import run_async
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack
-from replay.sandbox.runner import load_sandbox_results, run_sandbox
+from replay.sandbox.runner import load_sandbox_results, run_sandbox_async
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess, engine_settings, load_engine_config
 from serve.engine.modelbuild import MODEL_NAME, cache_dir
@@ -345,6 +346,25 @@ def started(services: Mapping[str, ServiceProcess]) -> Iterator[list[float]]:
         yield took
 
 
+async def replay_beside_sandbox(suite: Suite, config: RunConfig, run_dir: Path, pack: Pack,
+                                sandbox_dir: Path) -> tuple[tuple[int, int], tuple[int, int]]:
+    """The replay and the sandbox episodes at once, sharing the engine's DEMO_CONCURRENCY sequences; returns
+    each one's (done now, done before).
+
+    Run one after the other, the sandbox's last minute was its longest episodes alone (an adapter looping to
+    its step limit, a turn at a time) on an engine with sequences to spare; beside the replay, those
+    sequences answer replay requests instead (BENCHMARKS.md, "The demo within its ten minutes on AVX2")."""
+    slots = asyncio.Semaphore(DEMO_CONCURRENCY)
+    return await asyncio.gather(
+        run_async(suite, config, run_dir, label="[demo] replay", slots=slots),
+        run_sandbox_async(pack, sandbox_config(config), sandbox_dir, endpoint_kind="gateway", slots=slots))
+
+
+def sandbox_config(config: RunConfig) -> RunConfig:
+    """The run's config for the sandbox slice: its SANDBOX_ARMS only."""
+    return config.model_copy(update={"arms": [a for a in config.arms if a.name in SANDBOX_ARMS]})
+
+
 def lesson_summary(causal: Sequence[RuleVerdict], loo: Sequence[RuleVerdict]) -> str:
     """Each ablated rule's truth (demo/memory.py) beside what the causal gate and leave-one-out
     made of the same results, then the score: was the planted rule caught, were genuine ones spared?"""
@@ -516,10 +536,9 @@ def run_demo(out: Path, quick: bool = False, verbose: bool = False) -> int:
     say(f"{len(suite.decisions)} held-out decisions ({suite.path}); starting the engine and the gateway")
     with serving(out, adapters) as (gateway_url, versions):
         config = run_config(gateway_url, versions, suite, memory_root)
-        sent, already = run(suite, config, run_dir, label="[demo] replay")
         pack = sandbox_pack(out)
-        sandbox_config = config.model_copy(update={"arms": [a for a in config.arms if a.name in SANDBOX_ARMS]})
-        ran, resumed = run_sandbox(pack, sandbox_config, out / "sandbox", endpoint_kind="gateway")
+        (sent, already), (ran, resumed) = asyncio.run(replay_beside_sandbox(suite, config, run_dir, pack,
+                                                                            out / "sandbox"))
     calibration = planted_calibration(suite, memory_root, out / "calibration", pack)
     found = analyse(run_dir, suite, memory_root, out / "sandbox", calibration)
     details = run_dir / DETAILS

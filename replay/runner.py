@@ -19,6 +19,7 @@ import json
 import platform
 import random
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
@@ -210,13 +211,15 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
 
 
 async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Path,
-                  on_result: Callable[[ResultRecord], None] | None = None, label: str = "replay") -> int:
-    """Send every item with bounded concurrency; append each result as soon as it exists."""
+                  on_result: Callable[[ResultRecord], None] | None = None, label: str = "replay",
+                  slots: asyncio.Semaphore | None = None) -> int:
+    """Send every item with bounded concurrency; append each result as soon as it exists. `slots`: the
+    engine's sequences when other work in this event loop shares them (the demo's sandbox episodes); a
+    request holds one while it is in flight."""
     queue: asyncio.Queue[WorkItem] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
-    progress = Progress(len(items), label)
-    with results_path.open("a", encoding="utf-8") as out:
+    with Progress(len(items), label) as progress, results_path.open("a", encoding="utf-8") as out:
         async with chat_session(config) as session:
 
             async def worker() -> None:
@@ -224,8 +227,9 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
                     item = queue.get_nowait()
                     headers = {"X-Workspace-Id": item.decision.workspace, "X-Session-Id": item.decision.session,
                                "X-Worker-Replay": "1"}
-                    outcome = await send_chat(session, api_url(config, item.api, item.arm), request_body(config, item),
-                                              headers, config)
+                    async with slots or nullcontext():
+                        outcome = await send_chat(session, api_url(config, item.api, item.arm),
+                                                  request_body(config, item), headers, config)
                     record = result_record(item, outcome)
                     out.write(record.model_dump_json() + "\n")
                     out.flush()
@@ -234,7 +238,6 @@ async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Pa
                         on_result(record)
 
             await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(items)) or 1)))
-    progress.close()
     return len(items)
 
 
@@ -255,9 +258,15 @@ def start_run(suite: Suite, config: RunConfig, run_dir: Path, served: Mapping[st
 
 def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -> tuple[int, int]:
     """Replay everything not yet recorded in `run_dir`. Returns (sent now, already done)."""
-    served, engine_version = asyncio.run(fetch_served(config))
+    return asyncio.run(run_async(suite, config, run_dir, label))
+
+
+async def run_async(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay",
+                    slots: asyncio.Semaphore | None = None) -> tuple[int, int]:
+    """`run` in a running event loop, beside other work that shares the engine's `slots` (`execute`)."""
+    served, engine_version = await fetch_served(config)
     with run_lock(run_dir):
         items = start_run(suite, config, run_dir, served, engine_version)
         done = read_completed(run_dir / RESULTS)
-        asyncio.run(execute(items, config, run_dir / RESULTS, label=label))
+        await execute(items, config, run_dir / RESULTS, label=label, slots=slots)
     return len(items), len(done)

@@ -10,6 +10,8 @@
   alone and in the engine: an adapter's decisions/s as a share of the base model's);
 * the quantised engine: `scripts/bench_quantized_engine.py` (eager as shipped vs compiled: start-up, decisions/s
   and agreement with the high-precision engine);
+* the demo's engine phase: `scripts/bench_demo_phases.py` (replay then sandbox vs both at once sharing the
+  engine's sequences, each with and without tcmalloc and Intel's OpenMP preloaded);
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * Messages streams: `scripts/bench_messages_stream.py` (first SSE event and whole stream, gateway vs direct).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
@@ -185,6 +187,7 @@ def main() -> int:
     parser.add_argument("--skip-prefix-order", action="store_true")
     parser.add_argument("--skip-cpu-lora", action="store_true")
     parser.add_argument("--skip-quantized-engine", action="store_true")
+    parser.add_argument("--skip-demo-phases", action="store_true")
     parser.add_argument("--skip-redact", action="store_true")
     parser.add_argument("--skip-noise", action="store_true")
     parser.add_argument("--skip-fairshare", action="store_true")
@@ -208,6 +211,7 @@ def main() -> int:
                                   (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
                                   (args.skip_cpu_lora, "LoRA on the CPU engine", "bench_cpu_lora.py"),
                                   (args.skip_quantized_engine, "the quantised engine", "bench_quantized_engine.py"),
+                                  (args.skip_demo_phases, "the demo's engine phase", "bench_demo_phases.py"),
                                   (args.skip_trial_look, "trial look", "bench_trial_look.py"),
                                   (args.skip_redact, "redaction", "bench_redact.py"),
                                   (args.skip_noise, "noise floor against concurrency", "bench_noise.py"),

@@ -123,8 +123,7 @@ async def execute(work: Sequence[tuple[LabelledRun, Run]], config: RunConfig, ru
     [arm] = config.arms
     queue = list(reversed(work))
     failed: list[str] = []
-    progress = Progress(len(work), f"qa review {arm.name}")
-    with out_path.open("a", encoding="utf-8") as out:
+    with Progress(len(work), f"qa review {arm.name}") as progress, out_path.open("a", encoding="utf-8") as out:
         async with chat_session(config) as session:
 
             async def worker() -> None:
@@ -142,7 +141,6 @@ async def execute(work: Sequence[tuple[LabelledRun, Run]], config: RunConfig, ru
                     progress.advance()
 
             await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(work)) or 1)))
-    progress.close()
     if failed:
         raise QAError(f"the endpoint {chat_url(config)} did not answer ({failed[0]}); "
                       f"{sum(summary.written.values())} verdict(s) written now and {summary.already} before are "

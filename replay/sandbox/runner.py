@@ -21,6 +21,7 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -200,35 +201,45 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
 
 
 async def execute_episodes(items: Sequence[EpisodeItem], pack: Pack, config: RunConfig, results_path: Path,
-                           endpoint_kind: EndpointKind) -> int:
-    """Run the episodes with bounded concurrency; append each result as soon as it exists."""
+                           endpoint_kind: EndpointKind, slots: asyncio.Semaphore | None = None) -> int:
+    """Run the episodes with bounded concurrency; append each result as soon as it exists. `slots`: the
+    engine's sequences when other work in this event loop shares them (the demo's replay). An episode holds
+    one for its whole life: its turns go one after another, and each turn queued behind other work would
+    lengthen it by a queue's wait, so the longest episode, not the engine, would set the pace."""
     scenarios = {i.scenario.id: i.scenario for i in items}.values()
     oracle_ends = {s.id: oracle_end_state(pack.world(s), s) for s in scenarios}
     queue: asyncio.Queue[EpisodeItem] = asyncio.Queue()
     for item in items:
         queue.put_nowait(item)
-    progress = Progress(len(items), "sandbox")
-    with results_path.open("a", encoding="utf-8") as out:
+    with Progress(len(items), "sandbox") as progress, results_path.open("a", encoding="utf-8") as out:
         async with chat_session(config) as session:
 
             async def worker() -> None:
                 while not queue.empty():
                     item = queue.get_nowait()
-                    result = await run_episode(session, chat_url(config, item.arm), config, item,
-                                               pack.world(item.scenario), oracle_ends[item.scenario.id], endpoint_kind)
+                    async with slots or nullcontext():
+                        result = await run_episode(session, chat_url(config, item.arm), config, item,
+                                                   pack.world(item.scenario), oracle_ends[item.scenario.id],
+                                                   endpoint_kind)
                     out.write(result.model_dump_json() + "\n")
                     out.flush()
                     progress.advance()
 
             await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(items)) or 1)))
-    progress.close()
     return len(items)
 
 
 def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
                 endpoint_kind: EndpointKind = "engine") -> tuple[int, int]:
     """Run every episode not yet recorded in `run_dir`. Returns (run now, already done)."""
-    served, engine_version = asyncio.run(fetch_served(config))
+    return asyncio.run(run_sandbox_async(pack, config, run_dir, endpoint_kind))
+
+
+async def run_sandbox_async(pack: Pack, config: RunConfig, run_dir: Path, endpoint_kind: EndpointKind = "engine",
+                            slots: asyncio.Semaphore | None = None) -> tuple[int, int]:
+    """`run_sandbox` in a running event loop, beside other work that shares the engine's `slots`
+    (`execute_episodes`)."""
+    served, engine_version = await fetch_served(config)
     check_served(config, served)
     manifest = sandbox_manifest(config, pack, served, engine_version, endpoint_kind)
     with run_lock(run_dir):  # one writer: two runs into one directory would duplicate episodes
@@ -236,7 +247,7 @@ def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
         done = read_completed(run_dir / RESULTS, key="scenario_id")
         items = plan_episodes(pack, config, done)  # the whole plan is checked before anything is written
         prepare_run_dir(run_dir, manifest)
-        asyncio.run(execute_episodes(items, pack, config, run_dir / RESULTS, endpoint_kind))
+        await execute_episodes(items, pack, config, run_dir / RESULTS, endpoint_kind, slots)
     return len(items), len(done)
 
 

@@ -7,6 +7,7 @@ before anything starts.
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import sys
 from pathlib import Path
@@ -66,10 +67,14 @@ class VllmArgs(Strict):
 
 
 class LaunchSettings(Strict):
-    """`[launch]`: how the launcher waits for the server it started."""
+    """`[launch]`: what the launcher adds to the server's process, and how it waits for it."""
 
     health_timeout_s: float = Field(900.0, gt=0)
     """Time allowed until `/health` answers (loading and compiling a model takes minutes)."""
+    preload: list[str] = Field(default_factory=list)
+    """Libraries for the server's `LD_PRELOAD`, as vLLM's CPU backend asks for them (its log warns without):
+    a path (`{prefix}`: the Python environment the server runs in) or a name as `ctypes.util.find_library`
+    takes it (`tcmalloc_minimal`). One this machine lacks is left out: the engine runs without it, slower."""
 
 
 class CpuSettings(Strict):
@@ -245,9 +250,25 @@ def server_command(config: EngineConfig) -> list[str]:
     return [sys.executable, "-m", SERVER_MODULE, *server_args(config.vllm)]
 
 
+def preloaded(config: EngineConfig) -> list[str]:
+    """The `[launch] preload` libraries this machine has, as `LD_PRELOAD` names them."""
+    found = []
+    for entry in config.launch.preload:
+        if "/" in entry:
+            path = entry.replace("{prefix}", sys.prefix)
+            if Path(path).is_file():
+                found.append(path)
+        elif (name := ctypes.util.find_library(entry)) is not None:
+            found.append(name)
+    return found
+
+
 def server_env(config: EngineConfig) -> dict[str, str]:
-    """This process's environment plus the config's `env`."""
-    return {**os.environ, **config.env}
+    """This process's environment plus the config's `env`, and its `preload` ahead of any `LD_PRELOAD` set."""
+    env = {**os.environ, **config.env}
+    if libraries := preloaded(config):
+        env["LD_PRELOAD"] = ":".join([*libraries, *filter(None, [env.get("LD_PRELOAD")])])
+    return env
 
 
 class EngineProcess(ServiceProcess):
@@ -262,7 +283,9 @@ class EngineProcess(ServiceProcess):
 def settings_line(config: EngineConfig) -> str:
     """The settings that differ between CPU kinds, as the engine was started with them."""
     reserved = config.env.get("VLLM_CPU_NUM_OF_RESERVED_CPU")
-    return f"dtype {config.vllm.dtype}" + (f", {reserved} core(s) reserved for vLLM's front end" if reserved else "")
+    libraries = " and ".join(Path(library).name for library in preloaded(config))
+    return (f"dtype {config.vllm.dtype}" + (f", {reserved} core(s) reserved for vLLM's front end" if reserved else "")
+            + (f", {libraries} preloaded" if libraries else ""))
 
 
 def run_foreground(config: EngineConfig) -> int:

