@@ -45,7 +45,7 @@ apt_install() {
       packages+=("$name")
     done
     # shellcheck disable=SC2086
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${APT_FLAGS:-} "${packages[@]}" >/dev/null
+    DEBIAN_FRONTEND=noninteractive DEBCONF_NOWARNINGS=yes apt-get install -y -qq ${APT_FLAGS:-} "${packages[@]}" >/dev/null
   )
 }
 
