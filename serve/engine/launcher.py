@@ -11,7 +11,7 @@ import ctypes.util
 import os
 import sys
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, model_validator
 
@@ -71,10 +71,11 @@ class LaunchSettings(Strict):
 
     health_timeout_s: float = Field(900.0, gt=0)
     """Time allowed until `/health` answers (loading and compiling a model takes minutes)."""
-    preload: list[str] = Field(default_factory=list)
+    preload: list[Annotated[str, Field(pattern=r"^[^\s:]+$")]] = Field(default_factory=list)
     """Libraries for the server's `LD_PRELOAD`, as vLLM's CPU backend asks for them (its log warns without):
     a path (`{prefix}`: the Python environment the server runs in) or a name as `ctypes.util.find_library`
-    takes it (`tcmalloc_minimal`). One this machine lacks is left out: the engine runs without it, slower."""
+    takes it (`tcmalloc_minimal`). One this machine lacks is left out: the engine runs without it, slower.
+    No entry may hold a space or a colon: the dynamic loader splits `LD_PRELOAD` at both."""
 
 
 class CpuSettings(Strict):

@@ -6,6 +6,7 @@ script's own choices are what is checked (the real install is what `make test` i
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import subprocess
 from pathlib import Path
@@ -85,3 +86,32 @@ def test_a_changed_pyproject_installs_again(venv):
     _setup(env)
     assert _installs(log) == ['.[cpu]', '.[cpu]']
     assert len(list(path.glob(".installed-*"))) == 1
+
+
+def test_a_cpu_machine_without_tcmalloc_gets_debians_package_under_the_name_its_release_has(venv, tmp_path):
+    """The engine preloads tcmalloc (configs/engine/cpu-smollm2.toml): where the loader cannot find it, the set-up
+    installs it as root (the t64 name on Debian 13, the old one where only that exists) or says how to."""
+    _, _, env = venv
+    stand_ins = tmp_path / "apt"
+    stand_ins.mkdir()
+    apt_log = tmp_path / "apt.log"
+    (stand_ins / "apt-get").write_text(f'#!/bin/sh\necho "apt-get $*" >> "{apt_log}"\n')
+    (stand_ins / "apt-cache").write_text('#!/bin/sh\n[ "$2" = libtcmalloc-minimal4 ]\n')  # an older release
+    no_tcmalloc = stand_ins / "python-without-tcmalloc"
+    no_tcmalloc.write_text("#!/bin/sh\nexit 1\n")  # ctypes.util.find_library finds nothing
+    for stand_in in stand_ins.iterdir():
+        stand_in.chmod(0o755)
+    env = {**env, "PATH": f"{stand_ins}:{env['PATH']}", "PYTHON": str(no_tcmalloc)}
+    done = _setup(env)
+    if os.geteuid() == 0:
+        installs = [line for line in apt_log.read_text().splitlines() if " install " in line]
+        assert installs == ["apt-get install -y -qq libtcmalloc-minimal4"]
+        assert "installing Debian's libtcmalloc-minimal4t64 or libtcmalloc-minimal4" in done.stderr
+    else:
+        assert not apt_log.exists()
+        assert "as root: apt-get install libtcmalloc-minimal4t64 or libtcmalloc-minimal4" in done.stderr
+    env["PYTHON"] = "python3"
+    apt_log.unlink(missing_ok=True)
+    found = _setup(env)
+    if ctypes.util.find_library("tcmalloc_minimal"):
+        assert not apt_log.exists() and "tcmalloc" not in found.stderr, "where the loader finds it, nothing is asked"

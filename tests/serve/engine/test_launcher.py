@@ -226,3 +226,13 @@ def test_both_cpu_configs_preload_what_vllm_asks_for_and_the_gpu_configs_nothing
         assert load_engine_config(CONFIGS / name).launch.preload == ["tcmalloc_minimal", "{prefix}/lib/libiomp5.so"]
     for name in ("gpu-smollm2.toml", "qwen3.8-27b-nvfp4-2x5090.toml"):
         assert load_engine_config(CONFIGS / name).launch.preload == []
+
+
+@pytest.mark.parametrize("entry", ["", "/opt/my libs/libx.so", "libx.so:liby.so", "tcmalloc\tminimal"])
+def test_a_preload_entry_the_loader_would_split_or_ignore_is_refused_before_anything_starts(tmp_path, entry):
+    text = (CONFIGS / "cpu-smollm2.toml").read_text().replace(
+        'preload = ["tcmalloc_minimal", "{prefix}/lib/libiomp5.so"]', f"preload = [{json.dumps(entry)}]")
+    assert json.dumps(entry) in text
+    (tmp_path / "engine.toml").write_text(text)
+    with pytest.raises(ConfigError, match="preload"):
+        load_engine_config(tmp_path / "engine.toml")
