@@ -14,6 +14,7 @@ LOG_ALIVE_S = 300.0
 CLEAR_TO_END = "\x1b[K"
 """What is left of a longer line redrawn before (ANSI erase to the end of the line)."""
 JOINED = "  |  "
+"""Between the statuses of runs that share a terminal's line."""
 
 
 class Progress:
