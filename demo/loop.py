@@ -41,21 +41,22 @@ from core.process import free_port
 from demo.agent import WORKSPACE, agent_session
 from demo.ledger import LEDGER, PLANTED, TOOL, scenario_for, write_ledger_pack
 from demo.run import admin, fresh_out, register_adapters, say, serving, started
-from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, load_results
+from replay.analysis.compare import ALL_POSITIVE, Comparison, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run
 from replay.analysis.report.summary import gate_line
 from replay.analysis.stages import stage_arm, staged
 from replay.calibration.episodes import EpisodeScripts, PackArmBehaviour, PlantedEpisodes
 from replay.calibration.planted import ArmBehaviour, PlantedSpec, serve_planted
-from replay.config import RunConfig
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.corpus_suite import CorpusRead, build_corpus_suites
 from replay.curation.build import curate, open_inputs
 from replay.curation.chat import chat_messages
 from replay.curation.classes import DecisionClass
 from replay.curation.pool import read_pool
-from replay.runner import run
+from replay.run.config import RunConfig
+from replay.run.decisions import run
+from replay.run.directory import load_results
 from replay.sandbox.pack import load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.sandbox.scenario import Scenario

@@ -36,7 +36,7 @@ from demo.instrument import instrument_beside_model, instrument_verdict, planted
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
-from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, format_comparison, load_results
+from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, format_comparison
 from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
 from replay.analysis.report import write_report
@@ -50,7 +50,6 @@ from replay.analysis.report.summary import (
     text_table,
 )
 from replay.calibration.results import Calibration
-from replay.config import RunConfig
 from replay.memory.files import load_memory, workspace_dirs
 from replay.memory.lessons import (
     AblationEvidence,
@@ -61,8 +60,9 @@ from replay.memory.lessons import (
     trials_from_results,
 )
 from replay.memory.uptake import Uptake, concerns, uptake_table
-from replay.rundir import ENGINE_JSON, read_engine_settings
-from replay.runner import run_async
+from replay.run.config import RunConfig
+from replay.run.decisions import run_async
+from replay.run.directory import ENGINE_JSON, load_results, read_engine_settings
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox_async

@@ -1,6 +1,7 @@
 """Deferred-replay half of worker-tier: suites, scoring, paired statistics, gates and reports.
 
 - `cli/`: `worker-replay`, one module per command group
+- `run/`: runs against a served model: config, endpoint client, run directory, the one executor, decision replay
 - `corpus/`: the platform's records of its sessions, read off the serving host; suites built from them
 - `privacy/`: redaction with tenant-scoped pseudonyms, and the privacy check
 - `memory/`: workspace memory: files, checks, injection, the provenance ledger, the lesson gate, counters
@@ -11,11 +12,6 @@
 - `qa/`: Stop-QA: deterministic checks of finished runs, and reviewer agreement
 - `suite.py`: frozen decision suites: validate, load, freeze
 - `suite_checks.py`: checks of suite decisions beyond their schema (pure)
-- `config.py`: the run config (`RUN.toml`)
-- `runner.py`: the resumable replay runner
-- `endpoint.py`: the endpoint client both runners share: auth, served models, one request with retries
-- `rundir.py`: the run directory both runners share: lock, resume, done pairs, `run.json`
-- `progress.py`: a run's status line
 - `stats.py`: the exact paired statistics (pure)
 - `errors.py`: `ReplayError`, the replay branch of the exception root
 - `__main__.py`: `python -m replay`

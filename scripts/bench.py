@@ -47,8 +47,8 @@ from pathlib import Path
 from core.process import free_port, run_main, run_to_end
 from core.records import Decision
 from demo.suite import write_demo
-from replay.config import RunConfig
-from replay.runner import run
+from replay.run.config import RunConfig
+from replay.run.decisions import run
 from replay.suite import freeze_suite, load_suite
 from serve.engine.launcher import KERNEL_FLAGS, EngineProcess, host_cpu_flags, load_engine_config
 

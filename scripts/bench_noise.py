@@ -31,9 +31,9 @@ from bench import ENGINE_CONFIG, marked_slice  # scripts/ is this script's own d
 from core.process import free_port, run_main
 from core.records import ParseOutcome, ResultRecord
 from demo.suite import write_demo
-from replay.analysis.compare import load_results
-from replay.config import RunConfig
-from replay.runner import run
+from replay.run.config import RunConfig
+from replay.run.decisions import run
+from replay.run.directory import load_results
 from replay.suite import load_suite
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 

@@ -37,7 +37,7 @@ from transformers import AutoTokenizer
 from core.process import free_port, run_main
 from core.records import ParseOutcome
 from demo.suite import write_demo
-from replay.analysis.compare import load_results
+from replay.run.directory import load_results
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 
 # vLLM refuses a KV cache that cannot hold one request of max_model_len, so the cache is at least this.

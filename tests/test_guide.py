@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from demo.agent import write_memory
-from replay.analysis.compare import load_results
+from replay.run.directory import load_results
 from replay.suite import load_suite
 from serve.engine.launcher import EngineProcess
 from tests.support.gateway_harness import TOKEN, RunningGateway

@@ -2,7 +2,7 @@
 `serve` and `replay` import `core` and never each other, `demo` sits on top of all three.
 Inside them the arrows go one way too: no two modules import each other, directly or round a
 circle, and neither do two subpackages (`serve.gateway`, `replay.memory`, ...) or loose modules
-(`serve.cli`, `replay.runner`, ...). Every import counts, also one inside a function or under
+(`serve.cli`, `replay.run.decisions`, ...). Every import counts, also one inside a function or under
 `TYPE_CHECKING`. No module is over 600 lines.
 
 Every package's map is its `__init__.py` docstring (README's Layout points there): one line
@@ -46,7 +46,7 @@ def test_no_package_imports_against_the_arrows(package: str) -> None:
 
 def test_the_check_sees_an_import_inside_a_function(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
-    module.write_text("def f():\n    from replay.runner import run\n    import serve.cli\n")
+    module.write_text("def f():\n    from replay.run.decisions import run\n    import serve.cli\n")
     assert imported_packages(module) == {"replay", "serve"}
 
 
@@ -149,8 +149,8 @@ def test_the_two_runners_share_their_parts_without_importing_each_other() -> Non
     loading and the status line through their own modules, so a fix there reaches both."""
     graph = import_graph(REPO)
     sandbox = {m for m in graph if m.split(".")[:2] == ["replay", "sandbox"]}
-    assert sorted(m for m in sandbox if "replay.runner" in graph[m]) == []
-    assert sorted(sandbox & set(graph["replay.runner"])) == []
+    assert sorted(m for m in sandbox if "replay.run.decisions" in graph[m]) == []
+    assert sorted(sandbox & set(graph["replay.run.decisions"])) == []
 
 
 def test_no_module_is_over_600_lines() -> None:

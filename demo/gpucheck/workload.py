@@ -1,5 +1,5 @@
 """The check's two loads: a two-arm replay of the demo's held-out slice through the gateway (the real
-runner, `replay.runner`), and the gateway overhead bench against the engine (`scripts/bench_gateway.py`,
+runner, `replay.run.decisions`), and the gateway overhead bench against the engine (`scripts/bench_gateway.py`,
 small counts)."""
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from core.jsonfile import JsonFileError, loads_bounded
 from core.records import ResultRecord
 from demo.gpucheck.context import REPO, CheckFailedError, Done, GpuCheckContext, run_bounded
 from demo.run import BASELINE, DEMO_CONCURRENCY, demo_data
-from replay.analysis.compare import is_held_out_positive, load_results
-from replay.config import RunConfig
-from replay.runner import run
+from replay.analysis.compare import is_held_out_positive
+from replay.run.config import RunConfig
+from replay.run.decisions import run
+from replay.run.directory import load_results
 from replay.suite import Suite, freeze_suite, load_suite
 
 ARMS = (BASELINE, "base+memory")

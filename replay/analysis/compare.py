@@ -20,11 +20,10 @@ from typing import Literal, get_args
 
 from pydantic import BaseModel, ConfigDict
 
-from core.jsonfile import read_jsonl
 from core.names import excerpt
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, MAIN_THREAD, POSITIVE_STRATA, ResultRecord
-from replay.errors import ReplayError
 from replay.memory.ledger import RuleRef
+from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     Overhead,
     PairedComparison,
@@ -35,7 +34,6 @@ from replay.stats import (
 )
 from replay.suite import NO_CALL
 
-RESULTS_FILE = "results.jsonl"
 ALL_POSITIVE = "all_positive"
 BY_FIELDS = ("workspace", "cluster", "tool", "thread")
 Measure = Literal["joint", "tool"]
@@ -43,10 +41,6 @@ RepeatLevel = Literal["tool", "shape", "exact"]
 REPEAT_LEVELS: tuple[RepeatLevel, ...] = ("tool", "shape", "exact")
 By = Literal["workspace", "cluster", "tool", "thread"]
 Tainted = Iterable[str | RuleRef]
-
-
-class ResultsError(ReplayError, ValueError):
-    """Results that cannot be compared as they are (with file:line where a file is involved)."""
 
 
 class CorrectnessRow(BaseModel):
@@ -131,29 +125,6 @@ class Comparison(BaseModel):
             if row.level == level and row.stratum == stratum:
                 return row
         raise KeyError(f"no {level}-repeat row for stratum {stratum!r}")
-
-
-def load_results(run_dir: str | Path) -> list[ResultRecord]:
-    """Every line of `<run_dir>/results.jsonl`; a bad or duplicated line is an error with file:line."""
-    path = Path(run_dir) / RESULTS_FILE
-    if not path.is_file():
-        raise ResultsError(f"{path}: not found (is {run_dir} a run directory?)")
-    records: list[ResultRecord] = []
-    seen: dict[tuple[str, str], int] = {}
-    for line in read_jsonl(path, ResultRecord, "a result"):
-        record, number = line.value, line.number
-        if record is None:
-            more = f" (and {len(line.problems) - 1} more)" if len(line.problems) > 1 else ""
-            raise ResultsError(f"{path}:{number}: {line.problems[0]}{more}")
-        key = (record.arm, record.decision_id)
-        if key in seen:
-            raise ResultsError(
-                f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
-                f"(first at line {seen[key]}); a run has one line per arm × decision"
-            )
-        seen[key] = number
-        records.append(record)
-    return records
 
 
 def arms_of(results: Iterable[ResultRecord]) -> list[str]:

@@ -9,7 +9,7 @@ from collections.abc import Collection, Iterable, Sequence
 
 from core.names import excerpt
 from core.records import ResultRecord
-from replay.analysis.compare import ResultsError
+from replay.run.directory import ResultsError
 
 
 def stage_arm(arm: str, stage: str) -> str:

@@ -22,7 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
-from replay.analysis.compare import compare, load_results
+from replay.analysis.compare import compare
 from replay.analysis.gates.context import GateContext
 from replay.analysis.gates.policy import load_policy
 from replay.calibration.gate import calibrate_gate, judged_conditions
@@ -42,7 +42,8 @@ from replay.calibration.sandbox import (
 from replay.calibration.simulate import Progress, Simulator
 from replay.calibration.spec import BASELINE_ARM, CalibrationError, CalibrationSpec, run_config
 from replay.memory.lessons import AblationPolicy
-from replay.runner import run
+from replay.run.decisions import run
+from replay.run.directory import load_results
 from replay.sandbox.evidence import pair_results
 from replay.sandbox.measures import Scores
 from replay.sandbox.pack import Pack

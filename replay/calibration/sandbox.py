@@ -31,7 +31,7 @@ from replay.calibration.episodes import EPISODE_KINDS, EpisodeScripts, PackArmBe
 from replay.calibration.results import ConditionCalibration, PackCandidateRates, PackReport, Rate
 from replay.calibration.simulate import Progress
 from replay.calibration.spec import CalibrationSpec
-from replay.config import RunConfig
+from replay.run.config import RunConfig
 from replay.sandbox.evidence import Pairs, write_evidence
 from replay.sandbox.measures import Scores
 from replay.sandbox.pack import Pack

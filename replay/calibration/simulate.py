@@ -7,8 +7,8 @@ from collections.abc import Callable
 from core.records import ResultRecord
 from replay.calibration.planted import Kind, PlantedSpec, answer_message, planted_kind
 from replay.calibration.spec import CalibrationSpec, run_config
-from replay.endpoint import Outcome
-from replay.runner import plan, result_record
+from replay.run.decisions import plan, result_record
+from replay.run.endpoint import Outcome
 from replay.suite import Suite
 
 Progress = Callable[[str, int, int], None]

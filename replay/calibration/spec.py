@@ -20,9 +20,9 @@ from core.tomlfile import load_toml
 from replay.analysis.compare import ALL_POSITIVE, compare, replicates
 from replay.calibration.episodes import PackArmBehaviour
 from replay.calibration.planted import PlantedError, PlantedSpec, redraw_rate
-from replay.config import RunConfig
 from replay.errors import ReplayError
 from replay.memory.files import load_memory
+from replay.run.config import RunConfig
 from replay.suite import Suite
 
 BASELINE_ARM = "baseline"

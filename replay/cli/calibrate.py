@@ -19,8 +19,8 @@ def _calibrate(args: argparse.Namespace) -> int:
     if args.memory is not None:
         spec = spec.model_copy(update={"memory": args.memory})
     if args.noise_from is not None:
-        from replay.analysis.compare import load_results
         from replay.calibration.spec import with_pilot_noise
+        from replay.run.directory import load_results
 
         spec, taken = with_pilot_noise(spec, load_results(args.noise_from))
         print(taken, file=sys.stderr)

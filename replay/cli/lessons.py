@@ -7,10 +7,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from replay.analysis.compare import load_results
 from replay.cli.common import ledger_option
 from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
+from replay.run.directory import load_results
 
 
 def _lessons_propose(args: argparse.Namespace) -> int:

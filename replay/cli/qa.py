@@ -76,11 +76,11 @@ def _labels(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from replay.config import Arm, Decoding, Endpoint, RunConfig, Runner
     from replay.qa.config import load_config
     from replay.qa.errors import QAError
     from replay.qa.labels import read_labels
     from replay.qa.review import review
+    from replay.run.config import Arm, Decoding, Endpoint, RunConfig, Runner
 
     corpora = _corpora(args.corpora)
     if any(corpus.holds(args.out) for corpus in corpora):

@@ -15,7 +15,7 @@ from replay.cli.common import ledger_option, tainted
 from replay.corpus.retrieval import SessionReads
 from replay.corpus.sources import FORMATS
 from replay.errors import ReplayError
-from replay.rundir import read_run_json
+from replay.run.directory import read_run_json
 from replay.suite import load_suite
 
 

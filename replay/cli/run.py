@@ -7,9 +7,9 @@ from pathlib import Path
 from typing import Any
 
 from replay.cli.common import ledger_option
-from replay.config import load_run_config
 from replay.memory.ledger import Ledger
-from replay.runner import run
+from replay.run.config import load_run_config
+from replay.run.decisions import run
 from replay.suite import load_suite
 
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 from core.cli import pair_item, reference_first
-from replay.config import load_run_config
-from replay.rundir import RunError, read_run_json
+from replay.run.config import load_run_config
+from replay.run.directory import RunError, read_run_json
 from replay.sandbox.evidence import format_tables, pair_results, write_evidence
 from replay.sandbox.measures import scores_json
 from replay.sandbox.pack import (

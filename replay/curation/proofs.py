@@ -27,11 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from core.records import KNOWN_FAILURE, ResultRecord, Strict
-from replay.analysis.compare import load_results
 from replay.curation.errors import CurationError
 from replay.memory.inject import Workspace, WorkspaceMinus, parse_condition
 from replay.memory.lessons import AblationEvidence, LessonVerdict, acceptable, causal_verdicts, trials_from_results
-from replay.rundir import read_run_json
+from replay.run.directory import load_results, read_run_json
 from replay.sandbox.pack import load_pack
 from replay.sandbox.runner import SandboxResult, load_sandbox_results
 

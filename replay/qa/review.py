@@ -3,10 +3,11 @@ the corpus, judged by a served model through the evidence-bound prompt (replay/q
 (replay/qa/answer.py) into one `ReviewerVerdictLine` a run in the run directory's `verdicts.jsonl`, the file
 `qa agree` reads.
 
-A review run is a replay run directory (replay/rundir.py): one writer at a time (`run.lock`), a `run.json`
-manifest (the reviewer, the model, its decoding, the prompt's version and the content of the reviews file and
-of the checks' rules: what decides the verdicts), and a resume only of the same run. Requests go through
-replay's endpoint client (replay/endpoint.py: loopback unless allowed, no redirects, retries with backoff).
+A review run is a replay run directory, run by replay's one executor (replay/run/executor.py): one writer at a
+time (`run.lock`), a `run.json` manifest (the reviewer, the model, its decoding, the prompt's version and the
+content of the reviews file and of the checks' rules: what decides the verdicts), and a resume only of the same
+run. Requests go through
+replay's endpoint client (replay/run/endpoint.py: loopback unless allowed, no redirects, retries with backoff).
 Each verdict line is appended and flushed as soon as it exists, so a run killed at any point resumes with one
 line a run, none twice, none lost. An endpoint that still fails after its retries stops the run with an error
 that says so; what was written stays, and the same command resumes it.
@@ -25,13 +26,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import aiohttp
+
 from core.guard import GuardRules
 from core.jsonfile import cut_torn_tail
 from core.regularfile import read_regular_bytes
-from replay.config import RunConfig
 from replay.corpus.claude_code import ClaudeCodeDir
-from replay.endpoint import chat_session, chat_url, check_served, fetch_served, send_chat
-from replay.progress import Progress
 from replay.qa.answer import ReviewOutcome, read_answer
 from replay.qa.checks import CheckRules, check_run
 from replay.qa.errors import QAError
@@ -39,7 +39,9 @@ from replay.qa.labels import LabelledRun
 from replay.qa.prompt import PROMPT_VERSION, held_ids, review_body
 from replay.qa.run import Run, corpus_runs
 from replay.qa.verdicts import VERDICTS, ReviewerVerdictLine, read_verdicts
-from replay.rundir import check_run_dir, prepare_run_dir, run_lock
+from replay.run.config import RunConfig
+from replay.run.endpoint import chat_url, send_chat
+from replay.run.executor import Done, Halt, Job, Served, run_job
 
 MAX_LABELS_BYTES = 1 << 30
 
@@ -75,13 +77,12 @@ def review_manifest(config: RunConfig, labels: Path, rules: CheckRules, guard: G
             "started_at": datetime.now(UTC).isoformat()}
 
 
-def reviewed(run_dir: Path) -> set[tuple[str, str]]:
+def reviewed(verdicts: Path) -> set[tuple[str, str]]:
     """(workspace, session) of the verdicts already written; a torn last line (killed mid-write) is cut off."""
-    path = run_dir / VERDICTS
-    if not path.exists():
+    if not verdicts.exists():
         return set()
-    cut_torn_tail(path)
-    return {(line.workspace, line.session) for _, line in read_verdicts(path)}
+    cut_torn_tail(verdicts)
+    return {(line.workspace, line.session) for _, line in read_verdicts(verdicts)}
 
 
 def match_runs(labelled: Sequence[LabelledRun], corpora: Sequence[ClaudeCodeDir],
@@ -116,50 +117,43 @@ def verdict_line(label: LabelledRun, run: Run, reviewer: str, payload: Any) -> R
                                answered=read.verdict, evidence=list(read.evidence), error=read.error)
 
 
-async def execute(work: Sequence[tuple[LabelledRun, Run]], config: RunConfig, rules: CheckRules, out_path: Path,
-                  summary: ReviewSummary) -> None:
-    """Ask for every verdict with bounded concurrency, appending each line as soon as it exists; the first
-    request that still fails after its retries stops the run (a `QAError`) once the requests in flight end."""
+def review_job(labelled: Sequence[LabelledRun], labels: Path, corpora: Sequence[ClaudeCodeDir], config: RunConfig,
+               rules: CheckRules, guard: GuardRules, served: Served,
+               summary: ReviewSummary) -> Job[tuple[LabelledRun, Run]]:
+    """`qa review` as the executor runs it: one line per labelled run in `verdicts.jsonl`; what it did and what it
+    could not review go into `summary`."""
     [arm] = config.arms
-    queue = list(reversed(work))
-    failed: list[str] = []
-    with Progress(len(work), f"qa review {arm.name}") as progress, out_path.open("a", encoding="utf-8") as out:
-        async with chat_session(config) as session:
 
-            async def worker() -> None:
-                while queue and not failed:
-                    label, run = queue.pop()
-                    body = review_body(run, check_run(run, rules), arm.model, config.decoding.max_tokens)
-                    outcome = await send_chat(session, chat_url(config), body, {"X-Worker-Replay": "1"}, config)
-                    if outcome.body is None:
-                        failed.append(outcome.error or "no response")
-                        return
-                    line = verdict_line(label, run, arm.name, outcome.body)
-                    out.write(line.model_dump_json() + "\n")
-                    out.flush()
-                    summary.written[line.outcome or ReviewOutcome.OK] += 1
-                    progress.advance()
+    def plan(done: Done) -> list[tuple[LabelledRun, Run]]:
+        summary.already = sum((r.workspace, r.session) in done for r in labelled)
+        work, summary.not_reviewed = match_runs([r for r in labelled if (r.workspace, r.session) not in done],
+                                                corpora, guard)
+        return work
 
-            await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(work)) or 1)))
-    if failed:
-        raise QAError(f"the endpoint {chat_url(config)} did not answer ({failed[0]}); "
-                      f"{sum(summary.written.values())} verdict(s) written now and {summary.already} before are "
-                      f"kept in {out_path}: run the same command again to resume")
+    async def judge(session: aiohttp.ClientSession, pair: tuple[LabelledRun, Run]) -> ReviewerVerdictLine | Halt:
+        label, run = pair
+        body = review_body(run, check_run(run, rules), arm.model, config.decoding.max_tokens)
+        outcome = await send_chat(session, chat_url(config), body, {"X-Worker-Replay": "1"}, config)
+        if outcome.body is None:
+            return Halt(outcome.error or "no response")
+        line = verdict_line(label, run, arm.name, outcome.body)
+        summary.written[line.outcome or ReviewOutcome.OK] += 1
+        return line
+
+    return Job(label=f"qa review {arm.name}", results=VERDICTS,
+               manifest=review_manifest(config, labels, rules, guard, served[config.endpoint.base_url]),
+               completed=reviewed, plan=plan, perform=judge)
 
 
 def review(labelled: Sequence[LabelledRun], labels: Path, corpora: Sequence[ClaudeCodeDir], config: RunConfig,
            rules: CheckRules, guard: GuardRules, run_dir: Path) -> ReviewSummary:
-    """Judge every labelled run not yet judged in `run_dir` (see the module docstring)."""
-    served, _ = asyncio.run(fetch_served(config))
-    check_served(config, served)
+    """Judge every labelled run not yet judged in `run_dir` (see the module docstring). The first request that
+    still fails after its retries stops the run (a `QAError`) once the requests in flight end."""
     summary = ReviewSummary()
-    with run_lock(run_dir):
-        manifest = review_manifest(config, labels, rules, guard, served[config.endpoint.base_url])
-        check_run_dir(run_dir, manifest)
-        done = reviewed(run_dir)
-        summary.already = sum((r.workspace, r.session) in done for r in labelled)
-        work, summary.not_reviewed = match_runs([r for r in labelled if (r.workspace, r.session) not in done],
-                                                corpora, guard)
-        prepare_run_dir(run_dir, manifest)
-        asyncio.run(execute(work, config, rules, run_dir / VERDICTS, summary))
+    executed = asyncio.run(run_job(config, run_dir, lambda served, _: review_job(
+        labelled, labels, corpora, config, rules, guard, served, summary)))
+    if executed.halted is not None:
+        raise QAError(f"the endpoint {chat_url(config)} did not answer ({executed.halted}); "
+                      f"{sum(summary.written.values())} verdict(s) written now and {summary.already} before are "
+                      f"kept in {run_dir / VERDICTS}: run the same command again to resume")
     return summary

@@ -23,7 +23,7 @@ from pathlib import Path
 from core.evidence import OutcomeItem, PairedOutcomes
 from core.names import excerpt
 from replay.analysis.compare import format_ci, format_p, format_points
-from replay.rundir import RunError
+from replay.run.directory import RunError
 from replay.sandbox.measures import Scores
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import CATEGORIES

@@ -16,7 +16,7 @@ from typing import Any
 
 from replay.analysis.compare import format_ci, format_p, format_points
 from replay.analysis.report.html_report import CSS
-from replay.rundir import read_run_json
+from replay.run.directory import read_run_json
 from replay.sandbox.evidence import MEASURES, Pairs, paired_tables
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import CATEGORIES

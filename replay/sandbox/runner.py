@@ -1,15 +1,15 @@
 """Sandboxed episodes: every arm × scenario of a pack, the candidate driving the tool loop to the end.
 
 The same RUN.toml arms, memory injection (`replay.memory.inject`), endpoint client with its
-retries (`replay.endpoint`) and tool-call parser (`core.toolcalls`) as `worker-replay run`. An
+retries (`replay.run.endpoint`) and tool-call parser (`core.toolcalls`) as `worker-replay run`. An
 episode asks the model for its next message; its calls run in the scenario's world and their
 results are appended; it ends on a final answer without a call, the world's `done`, or a limit.
 Each result holds the whole trajectory (per turn: the messages appended since the last request,
 the raw answer, the parsed calls; the ledger; the end state and its hash) and its scores.
-`results.jsonl` is appended one episode at a time, so a run killed at any point resumes with
-exactly one result per (arm, scenario); a changed config, pack or endpoint kind is refused with
-what changed. The run directory is `worker-replay run`'s (`replay.rundir`): one writer at a time,
-and a second line for one (arm, scenario) is an error for every reader.
+The executor of `worker-replay run` (`replay.run.executor`) appends `results.jsonl` one episode at a time, so a
+run killed at any point resumes with exactly one result per (arm, scenario); a changed config, pack or endpoint
+kind is refused with what changed. The run directory is `worker-replay run`'s (`replay.run.directory`): one
+writer at a time, and a second line for one (arm, scenario) is an error for every reader.
 
 The endpoint kind is recorded: `engine` (the engine itself) or `gateway`; a run through the
 gateway's route with the candidate pinned is *isolated live replay* (DESIGN §8).
@@ -21,7 +21,6 @@ import asyncio
 import json
 import time
 from collections.abc import Mapping, Sequence
-from contextlib import nullcontext
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,20 +33,12 @@ from core.jsonfile import read_jsonl
 from core.names import Name, excerpt
 from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response, request_schemas
-from replay.config import Arm, RunConfig
-from replay.endpoint import chat_session, chat_url, check_served, fetch_served, send_chat, served_entries
 from replay.memory.files import WorkspaceMemory, load_workspace_memory
 from replay.memory.inject import ConditionError, inject
-from replay.progress import Progress
-from replay.rundir import (
-    RESULTS,
-    RunError,
-    check_run_dir,
-    config_entries,
-    prepare_run_dir,
-    read_completed,
-    run_lock,
-)
+from replay.run.config import Arm, RunConfig
+from replay.run.directory import RESULTS, RunError, config_entries, read_completed
+from replay.run.endpoint import chat_url, send_chat, served_entries
+from replay.run.executor import Job, Perform, Served, run_job
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.pack import Pack, oracle_end_state, start_episode, trajectory_of
 from replay.sandbox.scenario import SESSION_PREFIX, Call, EndedBy, Scenario, Trajectory, Turn, TurnUsage
@@ -200,33 +191,29 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
         episode_s=round(time.perf_counter() - began, 4), sandbox_s=round(sandbox_s, 6), finished_at=datetime.now(UTC))
 
 
-async def execute_episodes(items: Sequence[EpisodeItem], pack: Pack, config: RunConfig, results_path: Path,
-                           endpoint_kind: EndpointKind, slots: asyncio.Semaphore | None = None) -> int:
-    """Run the episodes with bounded concurrency; append each result as soon as it exists. `slots`: the
-    engine's sequences when other work in this event loop shares them (the demo's replay). An episode holds
-    one for its whole life: its turns go one after another, and each turn queued behind other work would
+def perform(pack: Pack, config: RunConfig, endpoint_kind: EndpointKind) -> Perform[EpisodeItem]:
+    """One episode to its result line: the executor's unit of work. An episode holds an engine slot for its whole
+    life (the executor's `slots`): its turns go one after another, and each turn queued behind other work would
     lengthen it by a queue's wait, so the longest episode, not the engine, would set the pace."""
-    scenarios = {i.scenario.id: i.scenario for i in items}.values()
-    oracle_ends = {s.id: oracle_end_state(pack.world(s), s) for s in scenarios}
-    queue: asyncio.Queue[EpisodeItem] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
-    with Progress(len(items), "sandbox") as progress, results_path.open("a", encoding="utf-8") as out:
-        async with chat_session(config) as session:
+    oracle_ends: dict[str, JSON] = {}
 
-            async def worker() -> None:
-                while not queue.empty():
-                    item = queue.get_nowait()
-                    async with slots or nullcontext():
-                        result = await run_episode(session, chat_url(config, item.arm), config, item,
-                                                   pack.world(item.scenario), oracle_ends[item.scenario.id],
-                                                   endpoint_kind)
-                    out.write(result.model_dump_json() + "\n")
-                    out.flush()
-                    progress.advance()
+    async def episode(session: aiohttp.ClientSession, item: EpisodeItem) -> SandboxResult:
+        scenario = item.scenario
+        if scenario.id not in oracle_ends:
+            oracle_ends[scenario.id] = oracle_end_state(pack.world(scenario), scenario)
+        return await run_episode(session, chat_url(config, item.arm), config, item, pack.world(scenario),
+                                 oracle_ends[scenario.id], endpoint_kind)
 
-            await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(items)) or 1)))
-    return len(items)
+    return episode
+
+
+def sandbox_job(pack: Pack, config: RunConfig, served: Served, engine_version: str | None,
+                endpoint_kind: EndpointKind) -> Job[EpisodeItem]:
+    """`worker-replay sandbox run` as the executor runs it: one line per (arm, scenario) in `results.jsonl`."""
+    return Job(label="sandbox", results=RESULTS,
+               manifest=sandbox_manifest(config, pack, served, engine_version, endpoint_kind),
+               completed=lambda path: read_completed(path, key="scenario_id"),
+               plan=lambda done: plan_episodes(pack, config, done), perform=perform(pack, config, endpoint_kind))
 
 
 def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
@@ -237,18 +224,10 @@ def run_sandbox(pack: Pack, config: RunConfig, run_dir: Path,
 
 async def run_sandbox_async(pack: Pack, config: RunConfig, run_dir: Path, endpoint_kind: EndpointKind = "engine",
                             slots: asyncio.Semaphore | None = None) -> tuple[int, int]:
-    """`run_sandbox` in a running event loop, beside other work that shares the engine's `slots`
-    (`execute_episodes`)."""
-    served, engine_version = await fetch_served(config)
-    check_served(config, served)
-    manifest = sandbox_manifest(config, pack, served, engine_version, endpoint_kind)
-    with run_lock(run_dir):  # one writer: two runs into one directory would duplicate episodes
-        check_run_dir(run_dir, manifest)
-        done = read_completed(run_dir / RESULTS, key="scenario_id")
-        items = plan_episodes(pack, config, done)  # the whole plan is checked before anything is written
-        prepare_run_dir(run_dir, manifest)
-        await execute_episodes(items, pack, config, run_dir / RESULTS, endpoint_kind, slots)
-    return len(items), len(done)
+    """`run_sandbox` in a running event loop, beside other work that shares the engine's `slots`."""
+    executed = await run_job(config, run_dir, lambda served, version: sandbox_job(
+        pack, config, served, version, endpoint_kind), slots)
+    return executed.planned, len(executed.done_before)
 
 
 def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:

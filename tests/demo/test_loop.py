@@ -12,7 +12,7 @@ import pytest
 
 from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, read_curated
 from demo.loop import EXPLORER, ROUTE, STAGE, run_loop
-from replay.analysis.compare import load_results
+from replay.run.directory import load_results
 from replay.sandbox.runner import load_sandbox_results
 from replay.suite import load_suite
 from serve.engine.train import MARKER

@@ -10,9 +10,9 @@ from types import SimpleNamespace
 import pytest
 
 from demo.run import SANDBOX_ARMS, SANDBOX_FAMILIES, lesson_summary
-from replay.analysis.compare import load_results
 from replay.analysis.gates import Status, read_verdict, verdict_filename
 from replay.memory.lessons import LessonVerdict, LiftEvidence, RuleVerdict
+from replay.run.directory import load_results
 from replay.sandbox.runner import load_sandbox_results
 
 EVIDENCE = LiftEvidence(carried=4, absent=4, carried_mean=0.0, absent_mean=0.5, lift=-0.5)
@@ -156,7 +156,7 @@ def test_a_demo_run_begun_under_other_engine_settings_is_not_resumed(tmp_path):
     from core.errors import WorkerTierError
     from core.records import EngineSettings
     from demo.run import record_engine
-    from replay.rundir import read_engine_settings
+    from replay.run.directory import read_engine_settings
 
     run_dir = tmp_path / "run"
     record_engine(run_dir)

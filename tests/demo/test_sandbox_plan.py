@@ -6,8 +6,8 @@ from pathlib import Path
 
 from demo.pack import write_pack
 from demo.suite import write_demo
-from replay.config import RunConfig
-from replay.rundir import manifest_diff
+from replay.run.config import RunConfig
+from replay.run.directory import manifest_diff
 from replay.sandbox.pack import load_pack
 from replay.sandbox.runner import plan_episodes, sandbox_manifest
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Sequence
 from pathlib import Path
 
 from core.records import Decision
-from replay.config import RunConfig
+from replay.run.config import RunConfig
+from replay.run.decisions import WorkItem, perform
+from replay.run.executor import execute
 from replay.suite import Suite, SuiteManifest
 
 BASE = "worker-base"
@@ -31,3 +35,9 @@ def config(base_url: str = "http://127.0.0.1:9/v1", memory: str = "withheld", **
     return RunConfig.model_validate({"endpoint": {"base_url": base_url, "timeout_s": 10},
                                      "runner": {"retries": 0, "concurrency": 1},
                                      "arms": [{"name": "base", "model": BASE, "memory": memory}], **extra})
+
+
+def send(items: Sequence[WorkItem], cfg: RunConfig, results: Path) -> int:
+    """The executor's sending alone (no run directory): each item's result appended to `results`."""
+    written, _ = asyncio.run(execute(items, perform(cfg), cfg, results, "replay"))
+    return written

@@ -19,12 +19,10 @@ from replay.analysis.compare import (
     CorrectnessRow,
     Measure,
     RepeatLevel,
-    ResultsError,
     compare,
     format_ci,
     format_p,
     format_points,
-    load_results,
     plural,
 )
 from replay.analysis.gates.context import (
@@ -43,6 +41,7 @@ from replay.analysis.gates.context import (
 )
 from replay.qa.agreement import AgreementReport
 from replay.qa.stats import clopper_pearson
+from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     PairedComparison,
     RepeatComparison,

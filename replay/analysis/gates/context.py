@@ -19,7 +19,6 @@ from replay.analysis.compare import (
     Comparison,
     CorrectnessRow,
     Measure,
-    ResultsError,
     Tainted,
     compare_run,
     format_ci,
@@ -27,6 +26,7 @@ from replay.analysis.compare import (
     format_points,
 )
 from replay.errors import ReplayError
+from replay.run.directory import ResultsError
 
 
 class Status(StrEnum):

@@ -13,8 +13,9 @@ from pydantic import BaseModel
 
 from core.errors import WorkerTierError
 from core.regularfile import open_regular
-from replay.analysis.compare import arms_of, load_results
+from replay.analysis.compare import arms_of
 from replay.analysis.gates.conditions import AnyCondition
+from replay.run.directory import load_results
 
 
 @dataclass(frozen=True)

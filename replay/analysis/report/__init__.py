@@ -25,15 +25,7 @@ from pathlib import Path
 from core.cli import reference_first
 from core.names import excerpt
 from core.records import Decision, ResultRecord
-from replay.analysis.compare import (
-    RESULTS_FILE,
-    Comparison,
-    ResultsError,
-    Tainted,
-    arms_of,
-    compare,
-    load_results,
-)
+from replay.analysis.compare import Comparison, Tainted, arms_of, compare
 from replay.analysis.gates import Verdict, read_verdict
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
@@ -44,7 +36,7 @@ from replay.analysis.stages import stage_pairs, staged
 from replay.corpus.retrieval import SessionReads
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
-from replay.rundir import read_engine_settings, read_run_json
+from replay.run.directory import RESULTS, ResultsError, load_results, read_engine_settings, read_run_json
 
 REPORT_MD = "report.md"
 REPORT_HTML = "report.html"
@@ -73,7 +65,7 @@ def report_run(
     decisions, tainted = tuple(decisions), tuple(tainted)
     arms = arms_of(results)
     if not arms:
-        raise ResultsError(f"{Path(run_dir) / RESULTS_FILE}: no results to report on")
+        raise ResultsError(f"{Path(run_dir) / RESULTS}: no results to report on")
     if pairs is None:
         configured = [a.get("name") for a in (read_run_json(Path(run_dir)).get("config") or {}).get("arms", [])]
         ordered = reference_first(arms, configured, baseline)

@@ -12,10 +12,11 @@ from typing import Any
 
 from core.names import excerpt
 from core.records import KNOWN_FAILURE, ResultRecord
-from replay.analysis.compare import ALL_POSITIVE, ResultsError, is_held_out_positive, scope_order
+from replay.analysis.compare import ALL_POSITIVE, is_held_out_positive, scope_order
 from replay.analysis.gates import Status, Verdict
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import UPTAKE_COLUMNS, UPTAKE_NOTE, Uptake, choice, uptake_cells
+from replay.run.directory import ResultsError
 
 SUMMARY_NOTE = ("Joint correct (the recorded tool with exactly its key set) unless the column says otherwise; "
                 "positives are the held-out positive decisions.")

@@ -9,17 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from core.records import ResultRecord
-from replay.analysis.compare import (
-    ALL_POSITIVE,
-    Comparison,
-    ResultsError,
-    compare,
-    compare_run,
-    format_comparison,
-    load_results,
-)
+from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, compare_run, format_comparison
 from replay.memory.ledger import RuleRef
-from replay.rundir import RunError, read_run_json
+from replay.run.directory import ResultsError, RunError, load_results, read_run_json
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record, with_replicate
 from tests.support.hostile import hostile_bytes
 

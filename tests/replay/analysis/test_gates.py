@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 
 from core.keyset import key_set
 from core.records import ResultRecord
-from replay.analysis.compare import Comparison, CorrectnessRow, RepeatRow, compare, compare_run, load_results
+from replay.analysis.compare import Comparison, CorrectnessRow, RepeatRow, compare, compare_run
 from replay.analysis.gates import (
     CONDITION_KINDS,
     GateError,
@@ -26,6 +26,7 @@ from replay.analysis.gates import (
     read_verdict,
     write_verdict,
 )
+from replay.run.directory import load_results
 from replay.stats import Overhead, PairedComparison, RepeatComparison
 from tests.support.e13 import (
     BASE,

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from core.records import ResultRecord
-from replay.analysis.compare import Comparison, CorrectnessRow, NoiseFloor, NoiseRow, RepeatRow, load_results
+from replay.analysis.compare import Comparison, CorrectnessRow, NoiseFloor, NoiseRow, RepeatRow
 from replay.analysis.gates import (
     GatePolicy,
     Status,
@@ -27,6 +27,7 @@ from replay.analysis.gates import (
     write_verdict,
 )
 from replay.analysis.gates.policy import ConditionResult
+from replay.run.directory import load_results
 from replay.stats import Overhead, PairedComparison, RepeatComparison
 from tests.replay.analysis.test_gates import (
     BOTH,

@@ -15,12 +15,12 @@ import pytest
 
 from core.keyset import key_set
 from core.records import Decision, EngineSettings, ResultRecord
-from replay.analysis.compare import ResultsError, compare
+from replay.analysis.compare import compare
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.report import report_run, write_report
 from replay.memory.lessons import AblationEvidence, LessonVerdict, LiftEvidence, RuleVerdict
 from replay.memory.uptake import RuleClaim, Uptake
-from replay.rundir import RunError, read_engine_settings
+from replay.run.directory import ResultsError, RunError, read_engine_settings
 from replay.stats import paired_comparison, wilson_interval
 from tests.support.e13 import (
     ARMS,

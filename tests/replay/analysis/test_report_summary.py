@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 import pytest
 
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
-from replay.analysis.compare import ResultsError
 from replay.analysis.gates import ConditionResult, Status, Verdict
 from replay.analysis.report.summary import Count, format_summary, gate_line, report_title, summary_rows
+from replay.run.directory import ResultsError
 
 NO_CALL = ParsedResponse(outcome=ParseOutcome.NO_CALL)
 

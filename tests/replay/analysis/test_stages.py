@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from core.records import ResultRecord
-from replay.analysis.compare import ResultsError
 from replay.analysis.report import report_run
 from replay.analysis.stages import stage_arm, stage_pairs, staged
 from replay.cli import main as replay_main
+from replay.run.directory import ResultsError
 from tests.support.e13 import BASE, Q_ONLY, e13_results, with_replicate
 
 LOST = ("verified_recovery-001", "verified_recovery-002", "clean_trajectory_action-000")

@@ -17,7 +17,6 @@ from hypothesis import strategies as st
 
 from core.keyset import key_set
 from core.records import Decision
-from replay.analysis.compare import load_results
 from replay.calibration.planted import (
     PlantedError,
     PlantedSpec,
@@ -29,10 +28,11 @@ from replay.calibration.planted import (
     request_key,
     serve_planted,
 )
-from replay.config import RunConfig
 from replay.memory.files import load_memory
 from replay.memory.inject import inject, parse_condition
-from replay.runner import run
+from replay.run.config import RunConfig
+from replay.run.decisions import run
+from replay.run.directory import load_results
 from replay.suite import Suite
 
 SPEC = PlantedSpec.model_validate({

@@ -19,11 +19,11 @@ import pytest
 
 from core.capture import read_decisions
 from demo.agent import WORKSPACE, agent_session
-from replay.config import RunConfig
 from replay.corpus.capture_suite import build_suite
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.resolve import Resolved, resolve
-from replay.runner import run
+from replay.run.config import RunConfig
+from replay.run.decisions import run
 from replay.suite import load_suite
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
 

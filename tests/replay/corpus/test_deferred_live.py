@@ -150,8 +150,8 @@ def test_messages_captures_are_resolved_and_replayed_through_the_messages_api(en
 
     from core.canonical import request_digest
     from replay.cli import main as replay_main
-    from replay.config import load_run_config
-    from replay.runner import plan, request_body
+    from replay.run.config import load_run_config
+    from replay.run.decisions import plan, request_body
     from replay.suite import load_suite
 
     path = write_config(tmp_path / "gw", [engine.base_url], tmp_path / "adapters",

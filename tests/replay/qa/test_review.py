@@ -112,7 +112,7 @@ def test_a_torn_last_verdict_line_is_cut_and_its_run_left_to_do(tmp_path: Path) 
     line = ReviewerVerdictLine(workspace="ws", session="a", reviewer="qwen", verdict=ReviewVerdict.PASS,
                                final_record="f", outcome=ReviewOutcome.OK, answered=ReviewVerdict.PASS, evidence=[])
     (tmp_path / VERDICTS).write_text(line.model_dump_json() + "\n" + '{"workspace": "ws", "session": "b", "rev')
-    assert reviewed(tmp_path) == {("ws", "a")}
+    assert reviewed(tmp_path / VERDICTS) == {("ws", "a")}
     assert (tmp_path / VERDICTS).read_text() == line.model_dump_json() + "\n"
 
 

@@ -12,7 +12,7 @@ import pytest
 from core.evidence import PairedOutcomes
 from replay.analysis.compare import Comparison
 from replay.analysis.gates import Status, evaluate, load_policy
-from replay.rundir import RunError
+from replay.run.directory import RunError
 from replay.sandbox.evidence import (
     EVIDENCE_FILES,
     format_tables,

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from replay.cli.sandbox import _evidence, _score
-from replay.config import RunConfig
-from replay.endpoint import Outcome
-from replay.rundir import RunError, run_lock
+from replay.run.config import RunConfig
+from replay.run.directory import RunError, run_lock
+from replay.run.endpoint import Outcome
 from replay.sandbox import runner
 from replay.sandbox.pack import load_pack, oracle_end_state
 from replay.sandbox.runner import EpisodeItem, load_sandbox_results, run_sandbox

@@ -191,10 +191,11 @@ def test_a_replay_through_the_gateway_records_the_engine_and_the_serving_version
     import asyncio
 
     from core.records import Decision
-    from replay.config import RunConfig
-    from replay.endpoint import fetch_models
-    from replay.runner import execute, plan
+    from replay.run.config import RunConfig
+    from replay.run.decisions import plan
+    from replay.run.endpoint import fetch_models
     from replay.suite import Suite, SuiteManifest
+    from tests.support.runs import send
 
     reset(gw, A)
     _, engine_version = http_json("GET", f"{engine.base_url}/version")
@@ -207,7 +208,7 @@ def test_a_replay_through_the_gateway_records_the_engine_and_the_serving_version
         "captured_at": "2026-07-01T10:00:00Z", "request": {"messages": ASK, "tools": TOOLS},
         "target": {"tool": "lookup", "arg_keys": ["id"]}})
     suite = Suite(tmp_path, SuiteManifest(name="t", version="1", created="2026-08-01T00:00:00Z"), (decision,), "0" * 64)
-    asyncio.run(execute(plan(suite, config, set()), config, tmp_path / "results.jsonl"))
+    send(plan(suite, config, set()), config, tmp_path / "results.jsonl")
     assert json.loads((tmp_path / "results.jsonl").read_text())["served_by"] == A
 
 

@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 
 from core.errors import WorkerTierError
 from core.records import Decision
-from replay.config import RunConfig
-from replay.endpoint import Outcome
-from replay.rundir import RunError, manifest_diff, prepare_run_dir, read_completed
-from replay.runner import WorkItem, order_items, request_body, result_record
+from replay.run.config import RunConfig
+from replay.run.decisions import WorkItem, order_items, request_body, result_record
+from replay.run.directory import RunError, manifest_diff, prepare_run_dir, read_completed
+from replay.run.endpoint import Outcome
 from tests.support.hostile import hostile_bytes
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}
@@ -164,7 +164,7 @@ def test_a_structured_answer_is_parsed_and_scored():
 
 
 def test_an_arm_limited_to_workspaces_plans_only_their_decisions():
-    from replay.runner import plan
+    from replay.run.decisions import plan
     from replay.suite import Suite
 
     cfg = RunConfig.model_validate({"endpoint": {"base_url": "http://127.0.0.1:9/v1"}, "arms": [

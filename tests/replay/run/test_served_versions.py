@@ -6,20 +6,21 @@ under a resumed run: the fault this guards against.
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 
 import pytest
 
 from core.records import Decision, ResultRecord
-from replay.analysis.compare import ResultsError, compare, compare_run
-from replay.config import RunConfig
-from replay.runner import execute, plan
+from replay.analysis.compare import compare, compare_run
+from replay.run.config import RunConfig
+from replay.run.decisions import plan
+from replay.run.directory import ResultsError
 from replay.suite import Suite, SuiteManifest
 from tests.support.e13 import BASE, positive_record
 from tests.support.fault_upstream import BASE as SERVED_BASE
 from tests.support.fault_upstream import FaultUpstream
+from tests.support.runs import send
 
 TOOLS = [{"type": "function", "function": {"name": "list_invoices", "parameters": {"type": "object", "properties": {}}}}]
 
@@ -42,9 +43,9 @@ def test_each_result_records_the_version_that_served_it(tmp_path: Path) -> None:
                                         "arms": [{"name": "cand", "model": SERVED_BASE}]})
         results = tmp_path / "results.jsonl"
         fault.served_by[SERVED_BASE] = "recovery-v1"
-        asyncio.run(execute(plan(suite(tmp_path, 4), cfg, set())[:2], cfg, results))
+        send(plan(suite(tmp_path, 4), cfg, set())[:2], cfg, results)
         fault.served_by[SERVED_BASE] = "recovery-v2"  # the route moved on between two sessions of the run
-        asyncio.run(execute(plan(suite(tmp_path, 4), cfg, {("cand", "d-0"), ("cand", "d-1")}), cfg, results))
+        send(plan(suite(tmp_path, 4), cfg, {("cand", "d-0"), ("cand", "d-1")}), cfg, results)
     rows = [json.loads(line) for line in results.read_text().splitlines()]
     assert sorted(r["served_by"] for r in rows) == ["recovery-v1", "recovery-v1", "recovery-v2", "recovery-v2"]
 

@@ -1,4 +1,4 @@
-"""The resumable replay runner: every arm × decision through an OpenAI-compatible endpoint.
+"""The decision replay (`worker-replay run`): every arm × decision through an OpenAI-compatible endpoint.
 
 Each decision is sent through the API it was captured on (its `api`, else the run's
 `[endpoint] api`): chat to `/chat/completions`, Anthropic Messages to `/messages` (memory in the
@@ -6,10 +6,10 @@ Each decision is sent through the API it was captured on (its `api`, else the ru
 prompt the model saw; every answer is read into one neutral form before it is scored.
 
 Sandboxed by construction: it only asks the model for its next action (no tool is ever
-executed), talks only to the configured endpoint (`replay.endpoint`: redirects are never followed,
+executed), talks only to the configured endpoint (`replay.run.endpoint`: redirects are never followed,
 so the loopback-unless-allowed rule holds for every hop), and never writes to the suite or memory
-it reads. `results.jsonl` is appended and flushed one result at a time, so a run killed at any
-point resumes with exactly one result per (arm, decision).
+it reads. The executor (`replay.run.executor`) appends and flushes `results.jsonl` one result at a time, so a
+run killed at any point resumes with exactly one result per (arm, decision).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ import asyncio
 import json
 import platform
 import random
-from collections.abc import Callable, Mapping, Sequence
-from contextlib import nullcontext
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 from pydantic import ValidationError
 
 from core.jsonfile import schema_errors
@@ -33,20 +33,12 @@ from core.records import REQUESTS, Decision, Request, ResultRecord, Usage, reque
 from core.scoring import score_decision
 from core.toolcalls import parse_response, request_schemas, transport_error
 from core.wire import WIRES, BadAnswerError, DecisionApi
-from replay.config import Arm, RunConfig
-from replay.endpoint import Outcome, api_url, chat_session, check_served, fetch_served, send_chat, served_entries
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, inject_system
-from replay.progress import Progress
-from replay.rundir import (
-    RESULTS,
-    RunError,
-    check_run_dir,
-    config_entries,
-    prepare_run_dir,
-    read_completed,
-    run_lock,
-)
+from replay.run.config import Arm, RunConfig
+from replay.run.directory import RESULTS, RunError, config_entries, read_completed
+from replay.run.endpoint import Outcome, api_url, check_served, send_chat, served_entries
+from replay.run.executor import Job, Perform, Served, open_run, run_job
 from replay.suite import Suite
 
 
@@ -210,49 +202,32 @@ def result_record(item: WorkItem, outcome: Outcome) -> ResultRecord:
     )
 
 
-async def execute(items: Sequence[WorkItem], config: RunConfig, results_path: Path,
-                  on_result: Callable[[ResultRecord], None] | None = None, label: str = "replay",
-                  slots: asyncio.Semaphore | None = None) -> int:
-    """Send every item with bounded concurrency; append each result as soon as it exists. `slots`: the
-    engine's sequences when other work in this event loop shares them (the demo's sandbox episodes); a
-    request holds one while it is in flight."""
-    queue: asyncio.Queue[WorkItem] = asyncio.Queue()
-    for item in items:
-        queue.put_nowait(item)
-    with Progress(len(items), label) as progress, results_path.open("a", encoding="utf-8") as out:
-        async with chat_session(config) as session:
+def perform(config: RunConfig) -> Perform[WorkItem]:
+    """One arm × decision sent through its API and scored: the executor's unit of work."""
 
-            async def worker() -> None:
-                while not queue.empty():
-                    item = queue.get_nowait()
-                    headers = {"X-Workspace-Id": item.decision.workspace, "X-Session-Id": item.decision.session,
-                               "X-Worker-Replay": "1"}
-                    async with slots or nullcontext():
-                        outcome = await send_chat(session, api_url(config, item.api, item.arm),
-                                                  request_body(config, item), headers, config)
-                    record = result_record(item, outcome)
-                    out.write(record.model_dump_json() + "\n")
-                    out.flush()
-                    progress.advance()
-                    if on_result:
-                        on_result(record)
+    async def send(session: aiohttp.ClientSession, item: WorkItem) -> ResultRecord:
+        headers = {"X-Workspace-Id": item.decision.workspace, "X-Session-Id": item.decision.session,
+                   "X-Worker-Replay": "1"}
+        outcome = await send_chat(session, api_url(config, item.api, item.arm), request_body(config, item), headers,
+                                  config)
+        return result_record(item, outcome)
 
-            await asyncio.gather(*(worker() for _ in range(min(config.runner.concurrency, len(items)) or 1)))
-    return len(items)
+    return send
 
 
-def start_run(suite: Suite, config: RunConfig, run_dir: Path, served: Mapping[str, list[str]],
-              engine_version: str | None) -> list[WorkItem]:
-    """Check everything (served models, the run directory, the whole plan), then write run.json.
+def decision_job(suite: Suite, config: RunConfig, served: Served, engine_version: str | None,
+                 label: str = "replay") -> Job[WorkItem]:
+    """`worker-replay run` as the executor runs it: one line per (arm, decision) in `results.jsonl`."""
+    return Job(label=label, results=RESULTS, manifest=run_manifest(config, suite, served, engine_version),
+               completed=read_completed, plan=lambda done: plan(suite, config, done), perform=perform(config))
 
-    Nothing is written when the run cannot start, so a corrected config is a new run, not a
-    refused "mix". Call under `run_lock`. Returns the work still to do.
-    """
+
+def start_run(suite: Suite, config: RunConfig, run_dir: Path, served: Served,
+              engine_version: str | None) -> Sequence[WorkItem]:
+    """Check everything (served models, the run directory, the whole plan), then write run.json. Nothing is
+    written when the run cannot start. Call under `run_lock`. Returns the work still to do."""
     check_served(config, served)
-    manifest = run_manifest(config, suite, served, engine_version)
-    check_run_dir(run_dir, manifest)
-    items = plan(suite, config, read_completed(run_dir / RESULTS))
-    prepare_run_dir(run_dir, manifest)
+    items, _ = open_run(decision_job(suite, config, served, engine_version), run_dir)
     return items
 
 
@@ -263,10 +238,8 @@ def run(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay") -
 
 async def run_async(suite: Suite, config: RunConfig, run_dir: Path, label: str = "replay",
                     slots: asyncio.Semaphore | None = None) -> tuple[int, int]:
-    """`run` in a running event loop, beside other work that shares the engine's `slots` (`execute`)."""
-    served, engine_version = await fetch_served(config)
-    with run_lock(run_dir):
-        items = start_run(suite, config, run_dir, served, engine_version)
-        done = read_completed(run_dir / RESULTS)
-        await execute(items, config, run_dir / RESULTS, label=label, slots=slots)
-    return len(items), len(done)
+    """`run` in a running event loop, beside other work that shares the engine's `slots`
+    (`replay.run.executor.execute`)."""
+    executed = await run_job(config, run_dir, lambda served, version: decision_job(
+        suite, config, served, version, label), slots)
+    return executed.planned, len(executed.done_before)

@@ -1,4 +1,4 @@
-"""The client of the OpenAI-compatible endpoint a run talks to: what both runners (`replay.runner`,
+"""The client of the OpenAI-compatible endpoint a run talks to: what both runners (`replay.run.decisions`,
 `replay.sandbox.runner`) send and how, so a fix to one reaches both.
 
 Only the configured endpoint is ever asked (redirects are never followed, so the
@@ -22,8 +22,8 @@ import aiohttp
 from core.jsonfile import parse_problem
 from core.names import excerpt
 from core.wire import WIRES, DecisionApi
-from replay.config import Arm, RunConfig
-from replay.rundir import RunError
+from replay.run.config import Arm, RunConfig
+from replay.run.directory import RunError
 
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.config import RunConfig
-from replay.rundir import RunError, run_lock
-from replay.runner import plan, start_run
+from replay.run.config import RunConfig
+from replay.run.decisions import plan, start_run
+from replay.run.directory import RunError, run_lock
 from tests.support.runs import BASE, config, suite
 
 # --- item 5: the whole plan is checked before anything is written ------------------------
@@ -64,12 +64,12 @@ def test_the_lock_of_a_killed_run_is_released_so_it_can_resume(tmp_path: Path) -
     holder = textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from replay.rundir import run_lock
+        from replay.run.directory import run_lock
         with run_lock(Path({str(run_dir)!r})):
             print("locked", flush=True)
             time.sleep(600)
     """)
-    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3])}
     proc = subprocess.Popen([sys.executable, "-c", holder], stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "locked"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from replay.endpoint import fetch_models
-from replay.rundir import RunError
-from replay.runner import execute, plan
+from replay.run.decisions import plan
+from replay.run.directory import RunError
+from replay.run.endpoint import fetch_models
 from tests.support.fault_upstream import FaultUpstream
-from tests.support.runs import config, suite
+from tests.support.runs import config, send, suite
 
 # --- item 4: loopback holds for every hop ----------------------------------------------------
 
@@ -29,7 +29,7 @@ def test_a_redirect_off_the_endpoint_is_not_followed(tmp_path: Path) -> None:
             asyncio.run(fetch_models(cfg))
         items = plan(suite(tmp_path), cfg, set())
         results = tmp_path / "results.jsonl"
-        asyncio.run(execute(items, cfg, results))
+        send(items, cfg, results)
         rows = [json.loads(line) for line in results.read_text().splitlines()]
         assert [r["parsed"]["outcome"] for r in rows] == ["transport_error", "transport_error"]
         assert all("redirect" in r["parsed"]["error"] and elsewhere.url in r["parsed"]["error"] for r in rows)

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from core.records import Decision
-from replay.config import RunConfig
-from replay.endpoint import Outcome, api_url
 from replay.memory.inject import synthetic_rule_id
-from replay.rundir import RunError
-from replay.runner import plan, request_body, result_record
+from replay.run.config import RunConfig
+from replay.run.decisions import plan, request_body, result_record
+from replay.run.directory import RunError
+from replay.run.endpoint import Outcome, api_url
 from replay.suite import Suite, SuiteManifest
 
 RULE = "Look invoices up by id."
@@ -120,13 +120,13 @@ def test_the_runner_never_branches_on_an_api_name() -> None:
     import ast
     from pathlib import Path
 
-    import replay.runner
+    import replay.run.decisions
     from core.wire import WIRES
 
-    tree = ast.parse(Path(replay.runner.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(replay.run.decisions.__file__).read_text(encoding="utf-8"))
     names = [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Compare)
              for side in (node.left, *node.comparators) if isinstance(side, ast.Constant) and side.value in WIRES]
-    assert names == [], f"replay/runner.py compares with an API name on line(s) {names}"
+    assert names == [], f"replay/run/decisions.py compares with an API name on line(s) {names}"
 
 
 def test_a_result_carries_its_decisions_thread_for_the_breakdown_by_thread():

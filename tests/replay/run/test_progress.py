@@ -8,8 +8,8 @@ from types import SimpleNamespace
 
 import pytest
 
-import replay.progress
-from replay.progress import CLEAR_TO_END, JOINED, Progress
+import replay.run.progress
+from replay.run.progress import CLEAR_TO_END, JOINED, Progress
 
 
 class Clock:
@@ -23,7 +23,7 @@ class Clock:
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     clock = Clock()
-    monkeypatch.setattr(replay.progress, "time", SimpleNamespace(monotonic=clock.monotonic))
+    monkeypatch.setattr(replay.run.progress, "time", SimpleNamespace(monotonic=clock.monotonic))
     return clock
 
 

@@ -19,11 +19,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from core.jsonfile import JsonFileError, cut_torn_tail, read_json_value, read_jsonl_values
+from core.jsonfile import JsonFileError, cut_torn_tail, read_json_value, read_jsonl, read_jsonl_values
 from core.names import excerpt
-from core.records import EngineSettings
-from replay.config import RunConfig
+from core.records import EngineSettings, ResultRecord
 from replay.errors import ReplayError
+from replay.run.config import RunConfig
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
@@ -34,6 +34,10 @@ _Model = TypeVar("_Model", bound=BaseModel)
 
 class RunError(ReplayError, RuntimeError):
     """A run that must not start (or continue) as asked; the message says why."""
+
+
+class ResultsError(ReplayError, ValueError):
+    """Results that cannot be read or compared as they are (with file:line where a file is involved)."""
 
 
 class _Part(BaseModel, extra="allow"):
@@ -194,3 +198,26 @@ def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
     tmp.write_text(json.dumps(manifest, indent=2) + "\n")
     tmp.replace(run_json)
     return False
+
+
+def load_results(run_dir: str | Path) -> list[ResultRecord]:
+    """Every line of `<run_dir>/results.jsonl`; a bad or duplicated line is an error with file:line."""
+    path = Path(run_dir) / RESULTS
+    if not path.is_file():
+        raise ResultsError(f"{path}: not found (is {run_dir} a run directory?)")
+    records: list[ResultRecord] = []
+    seen: dict[tuple[str, str], int] = {}
+    for line in read_jsonl(path, ResultRecord, "a result"):
+        record, number = line.value, line.number
+        if record is None:
+            more = f" (and {len(line.problems) - 1} more)" if len(line.problems) > 1 else ""
+            raise ResultsError(f"{path}:{number}: {line.problems[0]}{more}")
+        key = (record.arm, record.decision_id)
+        if key in seen:
+            raise ResultsError(
+                f"{path}:{number}: second result for arm {record.arm!r} decision {record.decision_id!r} "
+                f"(first at line {seen[key]}); a run has one line per arm × decision"
+            )
+        seen[key] = number
+        records.append(record)
+    return records

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replay.config import RunConfigError, load_run_config
+from replay.run.config import RunConfigError, load_run_config
 
 ARMS = '[[arms]]\nname = "base"\nmodel = "worker-base"\nmemory = "withheld"\n'
 
@@ -58,14 +58,14 @@ def test_memory_root_is_relative_to_the_config_file(tmp_path):
 def test_shipped_run_configs_load():
     from pathlib import Path
 
-    shipped = sorted((Path(__file__).resolve().parents[2] / "configs" / "runs").glob("*.toml"))
+    shipped = sorted((Path(__file__).resolve().parents[3] / "configs" / "runs").glob("*.toml"))
     assert shipped
     for path in shipped:
         assert load_run_config(path).arms
 
 
 def test_field_docstrings_reach_the_json_schema():
-    from replay.config import RunConfig
+    from replay.run.config import RunConfig
 
     arm = RunConfig.model_json_schema()["$defs"]["Arm"]["properties"]
     assert "workspace-minus:<id>" in arm["memory"]["description"]
@@ -116,7 +116,7 @@ def test_the_example_runs_from_a_clone():
     from replay.memory.checks import check_memory, has_violations
     from replay.memory.files import workspace_dirs
 
-    repo = Path(__file__).resolve().parents[2]
+    repo = Path(__file__).resolve().parents[3]
     config = load_run_config(repo / "configs" / "runs" / "example.toml")
     root = config.memory.root
     assert root is not None and root.is_dir() and root.is_relative_to(repo) and not root.is_relative_to(repo / "runs")
@@ -151,8 +151,8 @@ def test_an_arm_on_its_own_endpoint_keeps_the_sandbox_rule_and_is_asked_once(tmp
 
 
 def test_each_arm_is_checked_against_what_its_own_endpoint_serves(tmp_path):
-    from replay.endpoint import check_served
-    from replay.rundir import RunError
+    from replay.run.directory import RunError
+    from replay.run.endpoint import check_served
 
     config = load_run_config(write(tmp_path, '[endpoint]\nbase_url = "http://127.0.0.1:8000/v1"\n' + ARMS
                                    + OWN.format(url="http://127.0.0.1:8001/v1")))
