@@ -6,7 +6,7 @@ only, a torn last line cut, lines appended and flushed one at a time, the status
 
 - `config.py`: the run config (`RUN.toml`)
 - `endpoint.py`: the endpoint client: auth, served models, one request with retries
-- `directory.py`: the run directory: lock, resume, done pairs, `run.json`, reading `results.jsonl` back
+- `directory.py`: the run directory: lock, resume, done pairs, `run.json` and its seal, reading `results.jsonl` back
 - `progress.py`: a run's status line
 - `executor.py`: the one resumable executor: check, lock, plan, append each result line, progress
 - `decisions.py`: the decision replay (`worker-replay run`): every arm × decision, memory injected per arm

@@ -1,10 +1,15 @@
 """A run directory (`run.json`, `results.jsonl`, `run.lock`, and `engine.json` where the engine's
-starter wrote one): what `worker-replay run` and
-`worker-replay sandbox run` share about where their results go.
+starter wrote one): what `worker-replay run`, `sandbox run` and `qa review` share about where their results go.
 
 One writer at a time (`run_lock`), a resume only of the same run (`check_run_dir` compares
 what decides the results, starting with the config as `config_entries` records it), and the
 (arm, item) pairs already recorded (`read_completed`).
+
+The seal (DESIGN §7, the chain of custody): a new run gets a `run_id`, and when it finishes the executor writes
+the results file's sha256, size and line count into `run.json` (`seal_run`). Every reader of results checks it
+(`check_seal`), so a results file changed after its run, or a run that never finished, is refused rather than
+judged. A resume may only append: the bytes already sealed must be unchanged (`check_resumable`), and the seal is
+marked `open` while it appends, so a run killed during a resume is read as unfinished, never as tampered.
 """
 
 from __future__ import annotations
@@ -12,13 +17,16 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import json
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.atomicwrite import write_text_atomic
 from core.jsonfile import JsonFileError, cut_torn_tail, read_json_value, read_jsonl, read_jsonl_values
 from core.names import excerpt
 from core.records import EngineSettings, ResultRecord
@@ -193,18 +201,106 @@ def prepare_run_dir(run_dir: Path, manifest: dict[str, Any]) -> bool:
     if check_run_dir(run_dir, manifest):
         return True
     run_dir.mkdir(parents=True, exist_ok=True)
-    run_json = run_dir / RUN_JSON
-    tmp = run_json.with_suffix(".tmp")
-    tmp.write_text(json.dumps(manifest, indent=2) + "\n")
-    tmp.replace(run_json)
+    _write_run_json(run_dir, {**manifest, "run_id": uuid.uuid4().hex})
     return False
 
 
+def _write_run_json(run_dir: Path, manifest: dict[str, Any]) -> None:
+    write_text_atomic(run_dir / RUN_JSON, json.dumps(manifest, indent=2) + "\n")
+
+
+class Seal(BaseModel):
+    """`run.json`'s `seal`: the results file as its run left it. `sealed`: the run finished and the whole file is
+    this; `open`: a resume is appending to it, and its first `bytes` must still be this."""
+
+    model_config = ConfigDict(extra="forbid")
+    file: str
+    state: Literal["sealed", "open"]
+    sha256: str
+    bytes: int
+    lines: int
+    at: datetime
+
+
+def _digest(path: Path, size: int | None = None) -> tuple[str, int, int]:
+    """sha256, length and line count of `path` (of its first `size` bytes); an absent file is empty."""
+    digest, length, lines = hashlib.sha256(), 0, 0
+    if path.is_file():
+        with path.open("rb") as handle:
+            while chunk := handle.read(1 << 20 if size is None else min(1 << 20, size - length)):
+                digest.update(chunk)
+                length += len(chunk)
+                lines += chunk.count(b"\n")
+    return digest.hexdigest(), length, lines
+
+
+def read_seal(run_dir: Path) -> Seal | None:
+    """The run's seal (None: no run.json, or a run.json without one); a seal of the wrong shape is a RunError."""
+    found = read_run_json(run_dir).get("seal")
+    if found is None:
+        return None
+    try:
+        return Seal.model_validate(found)
+    except ValidationError as exc:
+        raise RunError(f"{run_dir / RUN_JSON}: its seal is not one ({excerpt(str(exc).splitlines()[0])}); "
+                       "restore the file, or re-run into a new --out") from None
+
+
+def check_resumable(run_dir: Path, results: str) -> None:
+    """A resume only appends: what the seal covers must be unchanged, or the resume would seal the change."""
+    seal = read_seal(run_dir)
+    if seal is None:
+        return
+    path = run_dir / results
+    sha256, length, _ = _digest(path, seal.bytes)
+    if (sha256, length) != (seal.sha256, seal.bytes):
+        raise RunError(f"{path}: changed after its run sealed it (its first {seal.bytes} bytes no longer match "
+                       f"run.json's seal); restore the file, or run into a new --out")
+
+
+def open_seal(run_dir: Path) -> None:
+    """Mark the seal `open` while a resume appends (nothing to do for a run never sealed)."""
+    manifest = read_run_json(run_dir)
+    seal = read_seal(run_dir)
+    if seal is not None and seal.state == "sealed":
+        _write_run_json(run_dir, {**manifest, "seal": json.loads(seal.model_copy(update={"state": "open"})
+                                                                  .model_dump_json())})
+
+
+def seal_run(run_dir: Path, results: str) -> Seal:
+    """Seal a finished run: the results file's digest into run.json, after proving the sealed part unchanged."""
+    check_resumable(run_dir, results)
+    sha256, length, lines = _digest(run_dir / results)
+    seal = Seal(file=results, state="sealed", sha256=sha256, bytes=length, lines=lines, at=datetime.now(UTC))
+    _write_run_json(run_dir, {**read_run_json(run_dir), "seal": json.loads(seal.model_dump_json())})
+    return seal
+
+
+def check_seal(run_dir: Path, results: str, error: type[ReplayError] = ResultsError) -> Seal:
+    """The seal of a finished run whose results file is still what it sealed; `error` (one line naming the
+    file) for a run with no run.json, one that did not finish, or results changed since."""
+    path = run_dir / results
+    if not (run_dir / RUN_JSON).is_file():
+        raise error(f"{path}: no run.json beside it, so nothing vouches for these results; judge only a run "
+                    "directory that `worker-replay run` (or `sandbox run`) wrote")
+    seal = read_seal(run_dir)
+    if seal is None or seal.state != "sealed" or seal.file != results:
+        raise error(f"{path}: its run did not finish (run.json holds no seal); run the same command again to "
+                    "finish it, which seals it")
+    sha256, length, _ = _digest(path)
+    if (sha256, length) != (seal.sha256, seal.bytes):
+        raise error(f"{path}: changed after its run sealed it (sha256 {sha256[:12]}, sealed {seal.sha256[:12]}); "
+                    "restore the file, or re-run into a new --out")
+    return seal
+
+
 def load_results(run_dir: str | Path) -> list[ResultRecord]:
-    """Every line of `<run_dir>/results.jsonl`; a bad or duplicated line is an error with file:line."""
+    """Every line of `<run_dir>/results.jsonl` of a sealed run; a bad or duplicated line is an error with
+    file:line, and so are results their seal does not vouch for (`check_seal`)."""
     path = Path(run_dir) / RESULTS
     if not path.is_file():
         raise ResultsError(f"{path}: not found (is {run_dir} a run directory?)")
+    check_seal(Path(run_dir), RESULTS)
     records: list[ResultRecord] = []
     seen: dict[tuple[str, str], int] = {}
     for line in read_jsonl(path, ResultRecord, "a result"):

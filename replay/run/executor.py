@@ -11,7 +11,9 @@ executor does everything else, once for all three, so a fix to resume or locking
 3. `run.json` is written (or kept, on a resume), and each line is appended and flushed as soon as it exists,
    so a run killed at any point resumes with exactly one line per item;
 4. a unit of work whose endpoint still fails after its retries may `Halt` the run: no new item is taken, the
-   ones in flight finish and are written, and the caller is told why.
+   ones in flight finish and are written, and the caller is told why;
+5. a run that did everything is sealed (`replay.run.directory.seal_run`): the results file's digest goes into
+   `run.json`, written here once for all three kinds of run, and every reader checks it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ import aiohttp
 from pydantic import BaseModel
 
 from replay.run.config import RunConfig
-from replay.run.directory import check_run_dir, prepare_run_dir, run_lock
+from replay.run.directory import check_resumable, check_run_dir, open_seal, prepare_run_dir, run_lock, seal_run
 from replay.run.endpoint import chat_session, check_served, fetch_served
 from replay.run.progress import Progress
 
@@ -80,12 +82,14 @@ class Executed:
 
 
 def open_run(job: Job[Item], run_dir: Path) -> tuple[Sequence[Item], Done]:
-    """Steps 2 and 3 up to the first line: the directory checked, the rest planned, `run.json` written.
-    Call under `run_lock`."""
-    check_run_dir(run_dir, job.manifest)
+    """Steps 2 and 3 up to the first line: the directory checked (a resume only of this run, its sealed results
+    unchanged), the rest planned, `run.json` written and its seal opened. Call under `run_lock`."""
+    if check_run_dir(run_dir, job.manifest):
+        check_resumable(run_dir, job.results)
     done = job.completed(run_dir / job.results)
     items = job.plan(done)
     prepare_run_dir(run_dir, job.manifest)
+    open_seal(run_dir)
     return items, done
 
 
@@ -127,4 +131,6 @@ async def run_job(config: RunConfig, run_dir: Path, job_for: Callable[[Served, s
     with run_lock(run_dir):
         items, done = open_run(job, run_dir)
         written, halted = await execute(items, job.perform, config, run_dir / job.results, job.label, slots)
+        if halted is None:
+            seal_run(run_dir, job.results)
     return Executed(planned=len(items), written=written, done_before=done, halted=halted)

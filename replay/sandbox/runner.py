@@ -36,7 +36,7 @@ from core.toolcalls import parse_response, request_schemas
 from replay.memory.files import WorkspaceMemory, load_workspace_memory
 from replay.memory.inject import ConditionError, inject
 from replay.run.config import Arm, RunConfig
-from replay.run.directory import RESULTS, RunError, config_entries, read_completed
+from replay.run.directory import RESULTS, RunError, check_seal, config_entries, read_completed
 from replay.run.endpoint import chat_url, send_chat, served_entries
 from replay.run.executor import Job, Perform, Served, run_job
 from replay.sandbox.measures import Scores, score
@@ -235,6 +235,7 @@ def load_sandbox_results(run_dir: Path) -> list[SandboxResult]:
     path = run_dir / RESULTS
     if not path.is_file():
         raise RunError(f"{run_dir} holds no {RESULTS}")
+    check_seal(run_dir, RESULTS, RunError)
     rows = []
     seen: dict[tuple[str, str], int] = {}
     for line in read_jsonl(path, SandboxResult, "a sandbox result"):

@@ -27,6 +27,7 @@ from replay.memory.files import load_memory
 from replay.memory.inject import inject, parse_condition
 from replay.memory.uptake import RuleClaim, concerns, rejected_call, uptake_table
 from replay.suite import Suite, load_suite
+from tests.support.runs import write_sealed
 
 WORKSPACE_OF = {rule.id: workspace for workspace, rules in RULES.items() for rule in rules}
 ROLE_OF = {rule.id: rule.role for rules in RULES.values() for rule in rules}
@@ -147,7 +148,7 @@ def test_analyse_tabulates_uptake_and_the_report_opens_with_the_answer(demo: Pat
                 update={"score": score_decision(d, parsed), "target_tool": d.target.tool if d.target else None}))
     run_dir = tmp_path / "run"
     run_dir.mkdir()
-    (run_dir / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+    write_sealed(run_dir, results)
     found = analyse(run_dir, quick, demo / "memory")
     html, printed = found.html, found.details
     uptake = printed[printed.index("Rule uptake"):]

@@ -14,6 +14,7 @@ from replay.analysis.gates import Status, read_verdict, verdict_filename
 from replay.memory.lessons import LessonVerdict, LiftEvidence, RuleVerdict
 from replay.run.directory import load_results
 from replay.sandbox.runner import load_sandbox_results
+from tests.support.runs import write_sealed
 
 EVIDENCE = LiftEvidence(carried=4, absent=4, carried_mean=0.0, absent_mean=0.5, lift=-0.5)
 
@@ -180,7 +181,7 @@ def test_demo_report_and_console_summary_count_changes_against_base_whatever_the
     order = ["mix", *(a for a in MAIN_ARMS if a != "mix")]
     results = [positive_record(arm, "verified_action", f"d-{i}", i, joint=(i + k) % 3 == 0, tool=True)
                for k, arm in enumerate(order) for i in range(6)]
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+    write_sealed(tmp_path, results)
     comparisons = [compare(results, BASELINE, arm) for arm in MAIN_ARMS[1:]]
     html, rows = demo_report(tmp_path, results, comparisons, [])
     assert rows[0].arm == BASELINE and rows[0].changed is None

@@ -10,6 +10,7 @@ import pytest
 from replay.cli import main
 from tests.support.cli import assert_one_error_line, run_cli
 from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
+from tests.support.runs import seal, write_sealed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -18,7 +19,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "s1"
     run.mkdir()
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in e13_results(ARMS)))
+    write_sealed(run, e13_results(ARMS))
     return run
 
 
@@ -110,6 +111,7 @@ def test_dispute_then_trace_round_trip(run_dir, tmp_path, capsys):
 def test_report_compares_every_arm_with_the_run_configs_first_arm(run_dir, tmp_path, capsys):
     arms = [{"name": name} for name in (BASE, Q_ONLY, "mixed")]
     (run_dir / "run.json").write_text(json.dumps({"config": {"arms": arms}}))
+    seal(run_dir)
     code, _, _ = cli(capsys, "report", str(run_dir), "--ledger", str(tmp_path / "l"))
     html = (run_dir / "report.html").read_text()
     assert code == 0 and 'id="cmp-base-vs-q-only"' in html and 'id="cmp-base-vs-mixed"' in html
@@ -118,6 +120,7 @@ def test_report_compares_every_arm_with_the_run_configs_first_arm(run_dir, tmp_p
 def test_report_baseline_option_names_the_reference_arm(run_dir, tmp_path, capsys):
     arms = [{"name": name} for name in (BASE, Q_ONLY, "mixed")]
     (run_dir / "run.json").write_text(json.dumps({"config": {"arms": arms}}))
+    seal(run_dir)
     code, _, _ = cli(capsys, "report", str(run_dir), "--baseline", Q_ONLY, "--ledger", str(tmp_path / "l"))
     html = (run_dir / "report.html").read_text()
     assert code == 0 and 'id="cmp-q-only-vs-base"' in html and 'id="cmp-q-only-vs-mixed"' in html

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+import json
+from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from pydantic import BaseModel
 
 from core.records import Decision
 from replay.run.config import RunConfig
 from replay.run.decisions import WorkItem, perform
+from replay.run.directory import RESULTS, RUN_JSON, seal_run
 from replay.run.executor import execute
 from replay.suite import Suite, SuiteManifest
 
@@ -41,3 +45,22 @@ def send(items: Sequence[WorkItem], cfg: RunConfig, results: Path) -> int:
     """The executor's sending alone (no run directory): each item's result appended to `results`."""
     written, _ = asyncio.run(execute(items, perform(cfg), cfg, results, "replay"))
     return written
+
+
+def write_sealed(run_dir: Path, lines: Iterable[BaseModel]) -> Path:
+    """A finished run as the executor leaves it: `results.jsonl` holding `lines`, and a run.json with its seal."""
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / RESULTS).write_text("".join(line.model_dump_json() + "\n" for line in lines), encoding="utf-8")
+    return seal(run_dir)
+
+
+def seal(run_dir: Path) -> Path:
+    """Seal `run_dir/results.jsonl` as it stands, replacing any seal (a run.json made when there is none): for
+    tests whose results are hand-written or edited on purpose (bad lines, duplicates, an added arm), so that a
+    reader's own check is what they reach."""
+    path = run_dir / RUN_JSON
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"run_id": "test"}
+    manifest.pop("seal", None)
+    path.write_text(json.dumps(manifest) + "\n", encoding="utf-8")
+    seal_run(run_dir, RESULTS)
+    return run_dir

@@ -14,11 +14,12 @@ from replay.memory.ledger import RuleRef
 from replay.run.directory import ResultsError, RunError, load_results, read_run_json
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record, with_replicate
 from tests.support.hostile import hostile_bytes
+from tests.support.runs import seal, write_sealed
 
 
 def write_run(run_dir: Path, records: list[ResultRecord]) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(run_dir, records)
     return run_dir
 
 
@@ -189,11 +190,13 @@ def test_load_results_reports_a_bad_line_with_file_and_line(tmp_path: Path) -> N
     results = run / "results.jsonl"
     lines = results.read_text().splitlines()
     results.write_text("\n".join([lines[0], "", lines[1], "{not json"]) + "\n")
+    seal(run)  # a sealed run whose lines are bad: the reader's own line check is what refuses it
     with pytest.raises(ResultsError, match=r"results\.jsonl:4: "):
         load_results(run)
     broken = json.loads(lines[1])
     del broken["parsed"]
     results.write_text("\n".join([lines[0], json.dumps(broken)]) + "\n")
+    seal(run)
     with pytest.raises(ResultsError, match=r"results\.jsonl:2: field parsed: Field required"):
         load_results(run)
 
@@ -214,6 +217,7 @@ def test_load_results_names_a_missing_run(tmp_path: Path) -> None:
 @given(data=hostile_bytes([positive_record(BASE, "verified_action", "d-1", 1, True, True).model_dump_json().encode()]))
 def test_any_results_bytes_are_records_or_one_error_with_file_and_line(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "results.jsonl").write_bytes(data)
+    seal(tmp_path)
     try:
         load_results(tmp_path)
     except ResultsError as exc:

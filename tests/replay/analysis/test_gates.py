@@ -40,6 +40,7 @@ from tests.support.e13 import (
     with_replicate,
 )
 from tests.support.hostile import hostile_bytes
+from tests.support.runs import write_sealed
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -51,7 +52,7 @@ BOTH, WIN, LOSS, NEITHER = (True, True), (False, True), (True, False), (False, F
 
 def write_run(run_dir: Path, records: list[ResultRecord]) -> Path:
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(run_dir, records)
     return run_dir
 
 

@@ -23,6 +23,7 @@ from replay.analysis.gates import (
 )
 from replay.analysis.gates.inputs import SOURCES, sources
 from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
+from tests.support.runs import write_sealed
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -36,7 +37,7 @@ NEED_EVIDENCE = {"critical-failures": "critical_failures", "unsupported-completi
 def run_dir(tmp_path: Path) -> Path:
     run = tmp_path / "s1"
     run.mkdir()
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in e13_results(ARMS)))
+    write_sealed(run, e13_results(ARMS))
     return run
 
 

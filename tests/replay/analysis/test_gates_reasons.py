@@ -42,6 +42,7 @@ from tests.replay.analysis.test_gates import (
     write_suite,
 )
 from tests.support.e13 import BASE, positive_record
+from tests.support.runs import seal
 
 # 6 wins, 2 losses in 40: 17 → 21 correct, +10 points; the exact sign test's p = 2 · 37/256.
 STATS = PairedComparison(n=40, baseline_correct=17, candidate_correct=21, wins=6, losses=2, p_value=74 / 256,
@@ -565,6 +566,7 @@ def test_a_fresh_run_is_judged_on_the_baselines_decisions(tmp_path: Path) -> Non
     suite = write_suite(tmp_path / "suite", load_results(run), "2026-10-01T00:00:00Z")
     extra = positive_record("other", "verified_action", "x0", 0, True, True)
     (run / "results.jsonl").write_text((run / "results.jsonl").read_text() + extra.model_dump_json() + "\n")
+    seal(run)
     assert judge(CUTOFF, evidence={"fresh": run, "fresh_suite": suite}).status is Status.PASS
 
 

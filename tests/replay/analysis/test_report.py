@@ -33,6 +33,7 @@ from tests.support.e13 import (
     positive_record,
     with_replicate,
 )
+from tests.support.runs import seal, write_sealed
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -114,9 +115,10 @@ UPTAKE = [Uptake(RuleClaim("lc:flaky", repeat_rejected=True), "base", "only-flak
 def report(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, list[ResultRecord]]:
     run = tmp_path_factory.mktemp("run")
     records = e13_results(ARMS, rules={"verified_recovery-033": ["lc:disputed"]})
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(run, records)
     info = {"suite": {"name": "ev1", "version": "1"}, "endpoint": "http://127.0.0.1:8000/v1"}
     (run / "run.json").write_text(json.dumps(info))
+    seal(run)
     engine = EngineSettings(dtype="bfloat16", settings="dtype bfloat16, 1 core(s) reserved for vLLM's front end",
                             cpu_model="AMD EPYC", cpu_flags=["avx2", "avx512f", "avx512_bf16"])
     (run / "engine.json").write_text(engine.model_dump_json())
@@ -300,7 +302,7 @@ def test_answer_section_carries_the_summary_gates_lessons_and_uptake(report) -> 
 
 def test_report_run_compares_the_first_arm_with_the_others_and_reads_verdicts(tmp_path: Path) -> None:
     records = e13_results(ARMS)
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(tmp_path, records)
     write_verdict(tmp_path, evaluate_gate(SERIOUS, tmp_path, BASE, MIXED))
     _, html_path = report_run(tmp_path)
     doc = parse(html_path)
@@ -314,6 +316,7 @@ def test_report_run_compares_the_first_arm_with_the_others_and_reads_verdicts(tm
 
 def test_report_run_on_an_empty_run_is_an_error(tmp_path: Path) -> None:
     (tmp_path / "results.jsonl").write_text("")
+    seal(tmp_path)
     with pytest.raises(ResultsError, match="no results to report on"):
         report_run(tmp_path)
 
@@ -390,8 +393,9 @@ def test_hostile_values_never_run_as_script_in_the_report_or_the_plot(tmp_path: 
                for arm in (base, cand) for s, stratum in enumerate(HOSTILE) for i in range(4)]
     run = tmp_path / "run"
     run.mkdir()
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(run, records)
     (run / "run.json").write_text(json.dumps({HOSTILE[1]: HOSTILE[0], "suite": {"name": HOSTILE[1]}}))
+    seal(run)
     md, page = write_report(run, [compare(records, base, cand)], [], records)
     for path in (page, run / "plot.svg"):
         dom = chromium("--dump-dom", path.as_uri())
@@ -419,7 +423,7 @@ def test_the_summary_names_the_comparisons_baseline_not_the_first_arm_in_the_res
     """Results written mixed-first (the runner's prefix order) still count changed calls against the baseline
     the comparisons use, in the HTML and the Markdown."""
     records = e13_results((MIXED, BASE, Q_ONLY))
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(tmp_path, records)
     comparisons = [compare(records, BASE, Q_ONLY), compare(records, BASE, MIXED)]
     _, html_path = write_report(tmp_path, comparisons, [], records)
     header, changed = _summary_of(html_path)
@@ -433,7 +437,7 @@ def test_the_summary_names_the_comparisons_baseline_not_the_first_arm_in_the_res
 
 def test_a_named_baseline_is_the_reference_of_the_summary_and_the_default_comparisons(tmp_path: Path) -> None:
     records = e13_results((MIXED, BASE, Q_ONLY))
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(tmp_path, records)
     _, html_path = report_run(tmp_path, baseline=Q_ONLY)
     tables = parse(html_path).find_all("table", **{"class": "comparison"})
     assert [t.attrs["id"] for t in tables] == ["cmp-q-only-vs-mixed", "cmp-q-only-vs-base"]
@@ -445,9 +449,10 @@ def test_a_named_baseline_is_the_reference_of_the_summary_and_the_default_compar
 
 def test_without_pairs_the_run_configs_first_arm_is_the_baseline(tmp_path: Path) -> None:
     records = e13_results((MIXED, BASE, Q_ONLY))
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(tmp_path, records)
     arms = [{"name": name} for name in (BASE, Q_ONLY, MIXED)]
     (tmp_path / "run.json").write_text(json.dumps({"config": {"arms": arms}}))
+    seal(tmp_path)
     _, html_path = report_run(tmp_path)
     tables = parse(html_path).find_all("table", **{"class": "comparison"})
     assert [t.attrs["id"] for t in tables] == ["cmp-base-vs-q-only", "cmp-base-vs-mixed"]
@@ -473,7 +478,7 @@ def test_every_comparison_says_what_the_suite_detects_with_80_percent_power(repo
 
 def test_every_comparison_shows_the_noise_floor_beside_its_pairs(tmp_path: Path) -> None:
     records = with_replicate(e13_results(ARMS))
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(tmp_path, records)
     md_path, html_path = report_run(tmp_path)
     doc = parse(html_path)
     for table_id in ("cmp-base-vs-q-only", "cmp-base-vs-mixed"):

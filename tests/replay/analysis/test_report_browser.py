@@ -13,6 +13,7 @@ from core.records import ResultRecord, ToolCall
 from replay.analysis.report import report_run
 from tests.replay.analysis.test_report import chromium
 from tests.support.e13 import ARMS, MIXED, Q_ONLY, e13_results, with_replicate
+from tests.support.runs import seal, write_sealed
 
 LONG_ARMS = (("only_lc_" + "retry_before_escalating_" * 6)[:NAME_MAX_CHARS], "workspace-minus-lc:retry-before-escalating")
 """Two more series; the first is as long as a name gets with no break in it: its headings and tables cannot wrap."""
@@ -48,9 +49,10 @@ def test_the_page_names_the_run_every_series_and_never_scrolls_sideways(tmp_path
     records += [r.model_copy(update={"arm": arm}) for arm in LONG_ARMS for r in records if r.arm == MIXED]
     run = tmp_path / "run"  # the demo's directory name: it says nothing about the run
     run.mkdir()
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(run, records)
     arms = [{"name": a} for a in dict.fromkeys(r.arm for r in records)]
     (run / "run.json").write_text(json.dumps({"suite": {"name": "ev1", "version": "3"}, "config": {"arms": arms}}))
+    seal(run)
     md, page = report_run(run)
     probed = tmp_path / "probed.html"
     probed.write_text(page.read_text(encoding="utf-8").replace("</body>", PROBE + "</body>"), encoding="utf-8")

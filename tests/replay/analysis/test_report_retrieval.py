@@ -14,6 +14,7 @@ from replay.corpus.sources import open_source
 from replay.corpus.transcripts import TranscriptHeader, transcript_lines
 from tests.replay.analysis.test_report import parse
 from tests.support.e13 import positive_record
+from tests.support.runs import seal, write_sealed
 
 # Decisions 0 and 1 come from a session that read its memory: 0 after the read (its history holds it), 1 before
 # it. 2 comes from a session that read none, 3 from a session the corpus does not hold. The base arm gets only 0
@@ -71,9 +72,10 @@ def test_the_report_command_adds_the_block_from_the_corpus(tmp_path, capsys):
     (suite / "decisions.jsonl").write_text("".join(decision(i).model_dump_json() + "\n" for i in range(4)))
     run.mkdir()
     (run / "run.json").write_text(json.dumps({"suite": {"path": str(suite)}}))
+    seal(run)
     results = [positive_record(arm, "verified_action", f"d-{i}", i, i in correct, i in correct)
                for arm, correct in CORRECT.items() for i in range(4)]
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+    write_sealed(run, results)
     assert replay_main(["report", str(run), "--corpus", str(corpus), "--ledger", str(tmp_path / "ledger")]) == 0
     markdown = (run / "report.md").read_text()
     assert "### Retrieval" in markdown and "| workspace | withheld | 1/1 | 1/2 | 1 |" in markdown
@@ -83,7 +85,8 @@ def test_the_report_command_adds_the_block_from_the_corpus(tmp_path, capsys):
 
 def test_a_report_with_a_corpus_needs_the_runs_suite(tmp_path, capsys):
     results = [positive_record("base", "verified_action", "d-0", 0, True, True)]
-    (tmp_path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in results))
+    write_sealed(tmp_path, results)
     (tmp_path / "run.json").write_text("{}")
+    seal(tmp_path)
     assert replay_main(["report", str(tmp_path), "--corpus", str(tmp_path)]) == 2
     assert "--corpus needs the run's suite" in capsys.readouterr().err

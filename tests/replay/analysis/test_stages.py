@@ -15,6 +15,7 @@ from replay.analysis.stages import stage_arm, stage_pairs, staged
 from replay.cli import main as replay_main
 from replay.run.directory import ResultsError
 from tests.support.e13 import BASE, Q_ONLY, e13_results, with_replicate
+from tests.support.runs import seal, write_sealed
 
 LOST = ("verified_recovery-001", "verified_recovery-002", "clean_trajectory_action-000")
 GAINED = ("verified_recovery-060",)
@@ -28,8 +29,9 @@ def flipped(records: list[ResultRecord], arm: str, ids: tuple[str, ...]) -> list
 
 def write_run(path: Path, records: list[ResultRecord]) -> Path:
     path.mkdir()
-    (path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records), encoding="utf-8")
+    write_sealed(path, records)
     (path / "run.json").write_text(json.dumps({"config": {"arms": [{"name": BASE}, {"name": Q_ONLY}]}}))
+    seal(path)
     return path
 
 

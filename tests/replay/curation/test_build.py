@@ -28,6 +28,7 @@ from tests.support.curation import (
     policy_file,
     session_path,
 )
+from tests.support.runs import write_sealed
 
 TOOL = "mcp__inv__lookup"
 CLEAN = 'size = {size}\nshortfall = "{shortfall}"\nclean_from = ["verified_action"]\n[shares]\nclean = 100\n'
@@ -124,7 +125,7 @@ def planted_answer(arm: str, workspace: str, decision: str, stratum: str, argume
 
 def write_run(path: Path, records: list[ResultRecord]) -> Path:
     path.mkdir(parents=True)
-    (path / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    write_sealed(path, records)
     return path
 
 

@@ -14,6 +14,7 @@ from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.corpus_suite import build_corpus_suite
 from replay.suite import freeze_suite
 from tests.support.curation import KEY, copy_workspace, keys_file, policy_file
+from tests.support.runs import seal
 
 GOOD = 'size = 1\nclean_from = ["verified_action"]\n[shares]\nclean = 100\n'
 REPO = Path(__file__).resolve().parents[3]
@@ -47,7 +48,7 @@ def other_run(tmp_path: Path) -> Path:
            "model": "m", "memory": "withheld", "parsed": {"outcome": "no_call"}, "score": {},
            "finished_at": "2026-12-04T00:00:00Z"}
     (run / "results.jsonl").write_text(json.dumps(row) + "\n")
-    return run
+    return seal(run)
 
 
 Case = Callable[[Path, Path], tuple[list[str], str]]

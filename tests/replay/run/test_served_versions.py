@@ -20,7 +20,7 @@ from replay.suite import Suite, SuiteManifest
 from tests.support.e13 import BASE, positive_record
 from tests.support.fault_upstream import BASE as SERVED_BASE
 from tests.support.fault_upstream import FaultUpstream
-from tests.support.runs import send
+from tests.support.runs import send, write_sealed
 
 TOOLS = [{"type": "function", "function": {"name": "list_invoices", "parameters": {"type": "object", "properties": {}}}}]
 
@@ -66,6 +66,6 @@ def test_one_version_per_arm_compares(tmp_path: Path) -> None:
     assert compare(records, BASE, "cand").decisions == 5
     run = tmp_path / "run"
     run.mkdir()
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in records))
+    write_sealed(run, records)
     assert compare_run(run, BASE, "cand").decisions == 5
 

@@ -8,15 +8,15 @@ from pathlib import Path
 import pytest
 
 from replay.cli import main
-from replay.sandbox.runner import RESULTS
 from tests.replay.sandbox.test_evidence import results
 from tests.support.fault_upstream import FaultUpstream
+from tests.support.runs import write_sealed
 
 
 def run_dir(tmp_path: Path, run_json: bytes | None) -> Path:
     out = tmp_path / "run"
     out.mkdir()
-    (out / RESULTS).write_text("".join(r.model_dump_json() + "\n" for r in results()))
+    write_sealed(out, results())
     if run_json is not None:
         (out / "run.json").write_bytes(run_json)
     return out

@@ -13,6 +13,7 @@ import pytest
 from replay.sandbox.evidence import pair_results
 from replay.sandbox.report import REPORT_HTML, write_sandbox_report
 from tests.replay.sandbox.test_evidence import PHONE, results
+from tests.support.runs import seal, write_sealed
 
 
 @pytest.fixture
@@ -71,9 +72,10 @@ def _sandbox_run(tmp_path: Path, configured: list[str] | None) -> Path:
     run = tmp_path / "sandbox"
     run.mkdir()
     rows = sorted(results(), key=lambda r: r.arm != "cand")
-    (run / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in rows))
+    write_sealed(run, rows)
     if configured is not None:
         (run / "run.json").write_text(json.dumps({"kind": "sandbox", "config": {"arms": [{"name": a} for a in configured]}}))
+        seal(run)
     return run
 
 

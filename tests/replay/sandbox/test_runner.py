@@ -24,6 +24,7 @@ from tests.replay.sandbox.test_evidence import results
 from tests.replay.sandbox.test_pack import write
 from tests.support.fault_upstream import BASE, FaultUpstream
 from tests.support.hostile import hostile_bytes
+from tests.support.runs import seal
 
 
 def config(url: str) -> RunConfig:
@@ -49,7 +50,10 @@ def test_duplicate_results_are_refused_by_score_and_evidence(tmp_path: Path) -> 
         run_sandbox(pack, config(f"{upstream.url}/v1"), run_dir)
     results = run_dir / "results.jsonl"
     lines = results.read_text().splitlines()
-    results.write_text("\n".join([*lines, lines[0]]) + "\n")  # what two concurrent runs leave
+    results.write_text("\n".join([*lines, lines[0]]) + "\n")  # what two concurrent runs would leave
+    with pytest.raises(RunError, match="changed after its run sealed it"):
+        load_sandbox_results(run_dir)
+    seal(run_dir)  # sealed as it stands: the reader's own duplicate check is what refuses it
     with pytest.raises(RunError, match=r"results.jsonl:3: .*arm 'a'.*first at line 1"):
         load_sandbox_results(run_dir)
     for action in (_score, _evidence):
@@ -87,6 +91,7 @@ def test_a_stored_call_whose_arguments_are_not_json_is_refused_when_read(tmp_pat
         bad = json.loads(LINE)
         bad["trajectory"]["ledger"][0]["arguments"] = arguments
         (tmp_path / "results.jsonl").write_text(LINE.decode() + "\n" + json.dumps(bad) + "\n")
+        seal(tmp_path)
         with pytest.raises(RunError, match=r"results\.jsonl:2: not a sandbox result: field trajectory\.ledger\.0\.arg"):
             load_sandbox_results(tmp_path)
 
@@ -95,6 +100,7 @@ def test_a_stored_call_whose_arguments_are_not_json_is_refused_when_read(tmp_pat
 @given(data=hostile_bytes([LINE]))
 def test_any_bytes_are_results_or_one_error_with_file_and_line(tmp_path: Path, data: bytes) -> None:
     (tmp_path / "results.jsonl").write_bytes(data)
+    seal(tmp_path)
     try:
         load_sandbox_results(tmp_path)
     except RunError as exc:
