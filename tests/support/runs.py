@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterable, Sequence
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from pydantic import BaseModel
@@ -14,9 +15,11 @@ from replay.run.config import RunConfig
 from replay.run.decisions import WorkItem, perform
 from replay.run.directory import RESULTS, RUN_JSON, seal_run
 from replay.run.executor import execute
-from replay.suite import Suite, SuiteManifest
+from replay.suite import Suite, SuiteManifest, load_suite
 
 BASE = "worker-base"
+SUITE_SHA256 = "5" * 64
+"""The suite digest hand-written runs record unless told otherwise: runs written alike are of the same suite."""
 
 TOOLS = [{"type": "function", "function": {"name": "list_invoices", "parameters": {"type": "object", "properties": {}}}}]
 
@@ -47,20 +50,44 @@ def send(items: Sequence[WorkItem], cfg: RunConfig, results: Path) -> int:
     return written
 
 
-def write_sealed(run_dir: Path, lines: Iterable[BaseModel]) -> Path:
-    """A finished run as the executor leaves it: `results.jsonl` holding `lines`, and a run.json with its seal."""
+def write_sealed(run_dir: Path, lines: Iterable[BaseModel], suite_sha256: str | None = None) -> Path:
+    """A finished run as the executor leaves it: `results.jsonl` holding `lines`, and a run.json with a run id of
+    its own, the suite it replayed (`suite_sha256`) and its seal."""
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / RESULTS).write_text("".join(line.model_dump_json() + "\n" for line in lines), encoding="utf-8")
-    return seal(run_dir)
+    return seal(run_dir, suite_sha256)
 
 
-def seal(run_dir: Path) -> Path:
-    """Seal `run_dir/results.jsonl` as it stands, replacing any seal (a run.json made when there is none): for
-    tests whose results are hand-written or edited on purpose (bad lines, duplicates, an added arm), so that a
-    reader's own check is what they reach."""
+def seal(run_dir: Path, suite_sha256: str | None = None) -> Path:
+    """Seal `run_dir/results.jsonl` as it stands, replacing any seal, and give run.json (made when there is none)
+    the run id and suite digest a run records where it has none (`suite_sha256`: this suite's, always): for tests
+    whose results are hand-written or edited on purpose (bad lines, duplicates, an added arm), so that a reader's
+    own check is what they reach."""
     path = run_dir / RUN_JSON
-    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"run_id": "test"}
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     manifest.pop("seal", None)
+    manifest.setdefault("run_id", uuid.uuid4().hex)
+    if isinstance(manifest.setdefault("suite", {}), dict):
+        manifest["suite"].setdefault("sha256", SUITE_SHA256)
+        if suite_sha256 is not None:
+            manifest["suite"]["sha256"] = suite_sha256
     path.write_text(json.dumps(manifest) + "\n", encoding="utf-8")
     seal_run(run_dir, RESULTS)
     return run_dir
+
+
+def bind(run_dir: Path, suite_dir: Path) -> Path:
+    """A hand-written run as `worker-replay run --suite SUITE_DIR` records it: of that suite, sealed."""
+    return seal(run_dir, load_suite(suite_dir).sha256)
+
+
+def judged_beside(evidence: Mapping[str, Path] | None) -> Path | None:
+    """For a gate judged on a crafted comparison: a judged run (no results: the comparison stands for them) made
+    beside the evidence, of the suite hand-written runs record, and the `fresh` run bound to its `fresh_suite`
+    (None without evidence)."""
+    if not evidence:
+        return None
+    fresh, fresh_suite = evidence.get("fresh"), evidence.get("fresh_suite")
+    if fresh and fresh_suite and (fresh / RESULTS).is_file() and (fresh_suite / "suite.toml").is_file():
+        bind(fresh, fresh_suite)
+    return write_sealed(next(iter(evidence.values())).parent / "judged", [])

@@ -31,6 +31,7 @@ from replay.analysis.gates.context import (
     MissingEvidenceError,
     evidence_path,
     judge,
+    judged_run,
     not_run,
     other_run,
     paired_outcomes,
@@ -38,6 +39,7 @@ from replay.analysis.gates.context import (
     row_evidence,
     row_of,
     row_text,
+    run_identity,
 )
 from replay.qa.agreement import AgreementReport
 from replay.qa.stats import clopper_pearson
@@ -365,6 +367,14 @@ class FreshChronological(_OtherRunGain):
             suite = load_suite(suite_path)
         except (ResultsError, SuiteError) as exc:
             raise MissingEvidenceError(f"fresh evidence: {exc}") from exc
+        fresh_run = run_identity(run_path, f"evidence {self.evidence!r}")
+        if fresh_run.suite_sha256 != suite.sha256:
+            raise MissingEvidenceError(f"evidence {self.evidence!r} replayed another suite than "
+                                       f"{self.suite_evidence!r} (sha256 {fresh_run.suite_sha256[:12]}, {suite_path}: "
+                                       f"{suite.sha256[:12]})")
+        if fresh_run.run_id == judged_run(ctx, self.evidence).run_id:
+            raise MissingEvidenceError(f"evidence {self.evidence!r} is the judged run itself (run_id "
+                                       f"{fresh_run.run_id}): it must be a run on decisions captured after the cut-off")
         cutoff = self.captured_after if self.captured_after.tzinfo else self.captured_after.replace(tzinfo=UTC)
         captured = {d.id: d.captured_at for d in suite.decisions}
         ids = {r.decision_id for r in records if r.arm == ctx.baseline}

@@ -26,7 +26,7 @@ from replay.analysis.compare import (
     format_points,
 )
 from replay.errors import ReplayError
-from replay.run.directory import ResultsError
+from replay.run.directory import RUN_JSON, ResultsError, RunError, read_run_json
 
 
 class Status(StrEnum):
@@ -50,6 +50,8 @@ class GateContext:
     comparison: Comparison
     evidence: Mapping[str, Path]
     tainted: Tainted = ()
+    run_dir: Path | None = None
+    """The judged run's directory: what evidence about another run is bound to (None: nothing to bind to)."""
 
     @property
     def baseline(self) -> str:
@@ -108,12 +110,54 @@ def paired_outcomes(ctx: GateContext, key: str, measure: str) -> PairedOutcomes:
     return outcomes
 
 
-def other_run(ctx: GateContext, key: str, what: str) -> tuple[Path, Comparison]:
-    path = evidence_path(ctx, key, what)
+@dataclass(frozen=True)
+class RunIdentity:
+    """What binds a run directory to another: its own identity and the decisions it replayed."""
+
+    run_id: str
+    suite_sha256: str
+
+
+def run_identity(run_dir: Path, what: str) -> RunIdentity:
+    """The run identity `run.json` records; MissingEvidenceError when it records none (a run made before run ids,
+    or not by `worker-replay run`), since nothing could then bind evidence to it."""
     try:
-        return path, compare_run(path, ctx.baseline, ctx.candidate, tainted=ctx.tainted)
+        manifest = read_run_json(run_dir)
+    except RunError as exc:
+        raise MissingEvidenceError(f"{what}: {exc}") from exc
+    suite = manifest.get("suite")
+    run_id, sha256 = manifest.get("run_id"), suite.get("sha256") if isinstance(suite, dict) else None
+    if not isinstance(run_id, str) or not isinstance(sha256, str):
+        raise MissingEvidenceError(f"{what}: {run_dir / RUN_JSON} records no run_id and suite sha256, so nothing "
+                                   "binds it to the other run; re-run it with this version of `worker-replay run`")
+    return RunIdentity(run_id, sha256)
+
+
+def judged_run(ctx: GateContext, key: str) -> RunIdentity:
+    if ctx.run_dir is None:
+        raise MissingEvidenceError(f"evidence {key!r} is about another run, and no judged run directory was given "
+                                   "to bind it to")
+    return run_identity(ctx.run_dir, "the judged run")
+
+
+def other_run(ctx: GateContext, key: str, what: str) -> tuple[Path, Comparison]:
+    """Evidence that is another sealed run of the judged run's suite: refused (not run) when it is the judged run
+    itself or a copy of it (the same run_id), or a run of other decisions (another suite sha256)."""
+    path = evidence_path(ctx, key, what)
+    judged = judged_run(ctx, key)
+    try:
+        comparison = compare_run(path, ctx.baseline, ctx.candidate, tainted=ctx.tainted)
     except ResultsError as exc:
         raise MissingEvidenceError(f"evidence {key!r}: {exc}") from exc
+    other = run_identity(path, f"evidence {key!r}")
+    if other.run_id == judged.run_id:
+        raise MissingEvidenceError(f"evidence {key!r} is the judged run itself (run_id {other.run_id}), or a copy of "
+                                   f"it: it must be {what}")
+    if other.suite_sha256 != judged.suite_sha256:
+        raise MissingEvidenceError(f"evidence {key!r} replayed another suite (sha256 {other.suite_sha256[:12]}, the "
+                                   f"judged run's {judged.suite_sha256[:12]}): it must be {what}, on the same "
+                                   "decisions")
+    return path, comparison
 
 
 def row_of(comparison: Comparison, measure: Measure, scope: str) -> CorrectnessRow:

@@ -155,7 +155,7 @@ def evaluate(
 ) -> Verdict:
     """Evaluate every condition of `policy` on a comparison (and the evidence files given)."""
     paths = {key: Path(value) for key, value in (evidence or {}).items()}
-    ctx = GateContext(comparison, paths, tuple(tainted))
+    ctx = GateContext(comparison, paths, tuple(tainted), None if run_dir is None else Path(run_dir))
     run = Read(key=None, made_by=RUN_RESULTS.made_by, path=None if run_dir is None else str(run_dir), present=True)
     results = [_with_noise(_evaluate_one(condition, ctx, run), comparison.noise) for condition in policy.conditions]
     used = {key for condition in policy.conditions for key in condition.evidence_keys()}

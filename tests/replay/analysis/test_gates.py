@@ -40,7 +40,7 @@ from tests.support.e13 import (
     with_replicate,
 )
 from tests.support.hostile import hostile_bytes
-from tests.support.runs import write_sealed
+from tests.support.runs import bind, judged_beside, write_sealed
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -264,7 +264,8 @@ def test_one_not_run_condition_blocks_the_gate(tmp_path: Path, serious_evidence:
 def evaluate_one(
     body: str, tmp_path: Path, records: list[ResultRecord], evidence: dict[str, Path] | None = None
 ) -> tuple[Status, str]:
-    verdict = evaluate(load_policy(policy_file(tmp_path, body)), compare(records, BASE, CANDIDATE), evidence)
+    verdict = evaluate(load_policy(policy_file(tmp_path, body)), compare(records, BASE, CANDIDATE), evidence,
+                       run_dir=write_run(tmp_path / "judged", records))
     (result,) = verdict.conditions
     return result.status, result.reason
 
@@ -387,10 +388,11 @@ def write_suite(path: Path, records: list[ResultRecord], captured_at: str) -> Pa
 def production_evidence(tmp_path: Path) -> dict[str, Path]:
     fresh_records = strong_records(gain=6)
     shadow = [BOTH] * 80 + [WIN] * 15 + [LOSS] * 5
+    fresh_suite = write_suite(tmp_path / "fresh-suite", fresh_records, "2026-10-02T09:00:00Z")
     return {
         "quantised": write_run(tmp_path / "quantised", strong_records(gain=9)),
-        "fresh": write_run(tmp_path / "fresh", fresh_records),
-        "fresh_suite": write_suite(tmp_path / "fresh-suite", fresh_records, "2026-10-02T09:00:00Z"),
+        "fresh": bind(write_run(tmp_path / "fresh", fresh_records), fresh_suite),
+        "fresh_suite": fresh_suite,
         "isolated_live_replay": outcomes_file(tmp_path / "live.json", "live_replay_passed", [BOTH] * 19 + [WIN]),
         "shadow": outcomes_file(tmp_path / "shadow.json", "correct", shadow),
         "canary": write_json(tmp_path / "canary.json", canary(errors=1)),
@@ -425,6 +427,7 @@ def test_quantisation_that_loses_the_gain_fails(tmp_path: Path, production_evide
 
 def test_fresh_decisions_captured_before_the_cutoff_fail(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
     stale = write_suite(tmp_path / "stale-suite", strong_records(gain=6), "2026-09-01T00:00:00Z")
+    bind(production_evidence["fresh"], stale)
     production_evidence["fresh_suite"] = stale
     status, reason = production_status(tmp_path, production_evidence, "fresh-chronological")
     assert status is Status.FAIL and "captured on or before 2026-09-20" in reason
@@ -516,9 +519,11 @@ def crafted(points: float | None = 0.0, ci_low: float | None = None, p: float = 
 
 
 def judged(condition: dict[str, object], comparison: Comparison, evidence: dict[str, Path] | None = None) -> Status:
+    """The condition's status on a crafted comparison; evidence runs are bound to a judged run of the same suite
+    made beside them (its results are not read: the comparison stands for them)."""
     policy = GatePolicy.model_validate({"name": "t", "version": "1",
                                         "conditions": [{"id": "c", "description": "d", **condition}]})
-    return evaluate(policy, comparison, evidence).conditions[0].status
+    return evaluate(policy, comparison, evidence, run_dir=judged_beside(evidence)).conditions[0].status
 
 
 P, F, N = Status.PASS, Status.FAIL, Status.NOT_RUN

@@ -42,7 +42,7 @@ from tests.replay.analysis.test_gates import (
     write_suite,
 )
 from tests.support.e13 import BASE, positive_record
-from tests.support.runs import seal
+from tests.support.runs import judged_beside, seal
 
 # 6 wins, 2 losses in 40: 17 → 21 correct, +10 points; the exact sign test's p = 2 · 37/256.
 STATS = PairedComparison(n=40, baseline_correct=17, candidate_correct=21, wins=6, losses=2, p_value=74 / 256,
@@ -70,9 +70,13 @@ def comparison(stats: PairedComparison = STATS, *, repeats: RepeatComparison = R
 
 def judge(condition: dict[str, object], against: Comparison | None = None,
           evidence: dict[str, Path] | None = None, tainted: tuple[str, ...] = ()) -> ConditionResult:
+    """The condition's result; evidence runs are bound to a judged run of the same suite made beside them (its
+    results are not read: the comparison stands for them), and a fresh run to its fresh suite."""
     policy = GatePolicy.model_validate({"name": "t", "version": "1",
                                         "conditions": [{"id": "c", "description": "d", **condition}]})
-    return evaluate(policy, comparison() if against is None else against, evidence, tainted).conditions[0]
+    run_dir = judged_beside(evidence)
+    return evaluate(policy, comparison() if against is None else against, evidence, tainted,
+                    run_dir=run_dir).conditions[0]
 
 
 def row_evidence(scope: str, stats: PairedComparison = STATS, measure: str = "joint", tainted_results: int = 0,

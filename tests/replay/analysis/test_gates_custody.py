@@ -1,0 +1,98 @@
+"""Evidence bound by identity (custody, issue 60 items 1–2): a condition that reads another run judges it only
+when it is another sealed run of the judged run's suite. The judged run handed back as its own confirmation or
+quantised run, a copy of its directory, or a run of other decisions is `not_run` with the reason, never judged;
+the same evidence made right still passes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from replay.analysis.gates import Status, evaluate_gate
+from replay.run.directory import RUN_JSON
+from tests.replay.analysis.test_gates import CANDIDATE, PRODUCTION, strong_records, write_run
+from tests.support.e13 import BASE
+from tests.support.runs import seal
+
+RUN_EVIDENCE = {"quantised": "quantisation-survives", "confirmation": "confirmation-run"}
+
+
+def policy(tmp_path: Path, key: str) -> Path:
+    """One run-evidence condition, as the shipped policies write it."""
+    body = {"quantised": 'kind = "quantisation_survives"\nmin_points = 5.0\nmax_drop_points = 2.0\n',
+            "confirmation": 'kind = "confirmation_run"\nmin_points = 5.0\n'}[key]
+    path = tmp_path / f"{key}.toml"
+    path.write_text(f'name = "custody"\nversion = "1"\n\n[[conditions]]\nid = "{RUN_EVIDENCE[key]}"\n'
+                    f'description = "d"\nevidence = "{key}"\n{body}')
+    return path
+
+
+def status(tmp_path: Path, key: str, judged: Path, evidence: Path) -> tuple[Status, str]:
+    [result] = evaluate_gate(policy(tmp_path, key), judged, BASE, CANDIDATE, {key: evidence}).conditions
+    return result.status, result.reason
+
+
+@pytest.mark.parametrize("key", sorted(RUN_EVIDENCE))
+def test_the_judged_run_is_not_its_own_evidence(tmp_path: Path, key: str) -> None:
+    judged = write_run(tmp_path / "run", strong_records())
+    got, reason = status(tmp_path, key, judged, judged)
+    assert got is Status.NOT_RUN and f"evidence {key!r} is the judged run itself" in reason
+    copy = Path(shutil.copytree(judged, tmp_path / "copy"))
+    got, reason = status(tmp_path, key, judged, copy)
+    assert got is Status.NOT_RUN and "or a copy of it" in reason
+    other = write_run(tmp_path / "other", strong_records(gain=9))  # another run of the same suite: judged
+    assert status(tmp_path, key, judged, other)[0] is Status.PASS
+
+
+@pytest.mark.parametrize("key", sorted(RUN_EVIDENCE))
+def test_a_run_of_other_decisions_is_not_evidence(tmp_path: Path, key: str) -> None:
+    judged = write_run(tmp_path / "run", strong_records())
+    elsewhere = write_run(tmp_path / "elsewhere", strong_records(gain=9))
+    seal(elsewhere, "e" * 64)
+    got, reason = status(tmp_path, key, judged, elsewhere)
+    assert got is Status.NOT_RUN and f"evidence {key!r} replayed another suite (sha256 eeeeeeeeeeee" in reason
+
+
+@pytest.mark.parametrize("key", sorted(RUN_EVIDENCE))
+def test_evidence_changed_after_its_run_is_not_judged(tmp_path: Path, key: str) -> None:
+    judged = write_run(tmp_path / "run", strong_records())
+    other = write_run(tmp_path / "other", strong_records(gain=9))
+    results = other / "results.jsonl"
+    results.write_text(results.read_text().replace('"joint_correct":false', '"joint_correct":true', 1))
+    got, reason = status(tmp_path, key, judged, other)
+    assert got is Status.NOT_RUN and "changed after its run sealed it" in reason
+
+
+@pytest.mark.parametrize("key", sorted(RUN_EVIDENCE))
+def test_a_run_that_records_no_identity_binds_nothing(tmp_path: Path, key: str) -> None:
+    """A run made before run ids (or a hand-made directory) cannot be told from the judged run."""
+    judged = write_run(tmp_path / "run", strong_records())
+    other = write_run(tmp_path / "other", strong_records(gain=9))
+    manifest = json.loads((other / RUN_JSON).read_text())
+    del manifest["run_id"]
+    (other / RUN_JSON).write_text(json.dumps(manifest))
+    got, reason = status(tmp_path, key, judged, other)
+    assert got is Status.NOT_RUN and "records no run_id and suite sha256" in reason
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(keys=st.sets(st.sampled_from(["quantised", "confirmation", "fresh"]), min_size=1),
+       copy=st.booleans())
+def test_the_judged_run_under_any_evidence_key_never_passes_a_condition(
+        tmp_path_factory: pytest.TempPathFactory, keys: set[str], copy: bool) -> None:
+    """The production policy with the judged run (or a copy) handed in under any of its run-evidence keys: each
+    of those conditions is not run, whatever else is given."""
+    root = tmp_path_factory.mktemp("custody")
+    judged = write_run(root / "run", strong_records())
+    handed = Path(shutil.copytree(judged, root / "copy")) if copy else judged
+    verdict = evaluate_gate(PRODUCTION, judged, BASE, CANDIDATE, dict.fromkeys(keys, handed))
+    reads = {"quantised": "quantisation-survives", "confirmation": None, "fresh": "fresh-chronological"}
+    for key in keys:
+        if reads[key] is not None:
+            assert verdict.status(reads[key]) is Status.NOT_RUN
+    assert not verdict.passed
