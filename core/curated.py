@@ -4,12 +4,12 @@
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field
 
+from core.attestation import file_sha256
 from core.errors import WorkerTierError
 from core.jsonfile import read_json, read_jsonl_strict
 from core.records import Strict
@@ -87,14 +87,6 @@ class CurationManifest(Strict):
 
 class CuratedSetError(WorkerTierError, ValueError):
     """A directory that is not a curated set as its manifest describes it (the message names the file)."""
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def read_curated(directory: Path) -> tuple[CurationManifest, str, list[ChatTrainingRow]]:

@@ -10,7 +10,6 @@ stops working, or stops writing what the next one reads, fails this test.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import subprocess
@@ -20,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from demo.agent import write_memory
+from replay.analysis.gates import read_verdict
 from replay.run.directory import load_results
 from replay.suite import load_suite
 from serve.engine.launcher import EngineProcess
@@ -97,8 +97,9 @@ def test_the_guide_runs_from_corpus_to_verdict(engine: EngineProcess, seeded_ada
         (arm, d.id) for arm in arms for d in suite.decisions)  # every arm answered every decision once
     assert not [r for r in results if r.parsed.error or r.raw_output.get("error")]
     assert "candidate" in done.stdout and "base" in done.stdout
-    verdict = json.loads(next(work.joinpath("run").glob("*corpus-only*candidate*.json")).read_text())
-    assert verdict["policy"] == "corpus-only" and len(verdict["conditions"]) == 5
+    verdict = read_verdict(next(work.joinpath("run").glob("*corpus-only*candidate*.json")))
+    assert verdict.policy == "corpus-only" and len(verdict.conditions) == 5
+    assert "every digest matches" in done.stdout  # `verify` on the verdict the gate wrote
     assert (work / "run" / "report.html").is_file() and (work / "run" / "report.md").is_file()
     assert "the longest prompt kept is" in done.stdout  # the engine counted every prompt at build time
     assert "missing now: critical-failures" in done.stdout  # the serious-candidate plan: what a corpus cannot give

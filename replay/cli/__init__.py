@@ -8,7 +8,7 @@ One module per command group, each registering its own subcommands with `add_par
 - `run.py`: run
 - `sandbox.py`: sandbox validate, freeze, stats, check, run, score, evidence, report
 - `compare.py`: compare
-- `gate.py`: gate
+- `gate.py`: gate, verify
 - `plan.py`: plan
 - `calibrate.py`: calibrate
 - `report.py`: report

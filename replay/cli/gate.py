@@ -1,5 +1,6 @@
 """`worker-replay gate`: evaluate a pre-registered gate policy, write its verdict; with `--plan`, say
-first what each condition reads and whether it is there."""
+first what each condition reads and whether it is there. `worker-replay verify`: recompute every digest a
+verdict names."""
 
 from __future__ import annotations
 
@@ -9,7 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from core.names import excerpt
-from replay.analysis.gates import GateError, evaluate_gate, format_plan, format_verdict, plan_gate, write_verdict
+from replay.analysis.gates import (
+    GateError,
+    evaluate_gate,
+    format_checks,
+    format_plan,
+    format_verdict,
+    plan_gate,
+    verify,
+    write_verdict,
+)
 from replay.cli.common import ledger_option, tainted
 
 DESCRIPTION = """Evaluate a pre-registered gate policy on a run; exit 0 only on pass. A condition whose input is
@@ -65,3 +75,18 @@ def add_parser(sub: Any) -> None:
                         "(RUN_DIR, --baseline and --candidate optional)")
     ledger_option(p)
     p.set_defaults(func=_gate)
+    v = sub.add_parser("verify", help="recompute every digest a gate verdict names (policy, results, suite, "
+                                      "evidence); exit 0 only if all match")
+    v.add_argument("verdicts", type=Path, nargs="+", metavar="VERDICT",
+                   help="a verdict file `gate` wrote (RUN_DIR/gate-POLICY-CANDIDATE.json)")
+    v.set_defaults(func=_verify)
+
+
+def _verify(args: argparse.Namespace) -> int:
+    """Each verdict's digests against the files now: exit 0 only when every one of every verdict matches."""
+    holds = True
+    for path in args.verdicts:
+        verdict, checks = verify(path)
+        print(format_checks(path, verdict, checks))
+        holds = holds and all(check.holds for check in checks)
+    return 0 if holds else 1

@@ -28,6 +28,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, cast
 
+from core.attestation import file_sha256
 from core.canonical import request_digest
 from core.capture import CapturedDecision, thread_key
 from core.curated import (
@@ -37,7 +38,6 @@ from core.curated import (
     PolicyRef,
     RunRef,
     SuiteRef,
-    file_sha256,
 )
 from core.guard import GuardKind, GuardRules
 from core.keyset import canonical_json

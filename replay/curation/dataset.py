@@ -16,6 +16,7 @@ import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
+from core.attestation import file_sha256
 from core.curated import (
     MANIFEST_JSON,
     PROVENANCE_JSONL,
@@ -23,7 +24,6 @@ from core.curated import (
     ChatTrainingRow,
     CorpusSnapshot,
     CurationManifest,
-    file_sha256,
 )
 from core.records import Strict
 from replay.corpus.claude_code import ClaudeCodeDir

@@ -21,7 +21,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.attestation import VERDICT_PREDICATE, Statement
 from core.evidence import CanaryEvidence
+from core.names import excerpt
 from core.tomlfile import ConfigError, read_regular
 from serve.admin_client import AdminAnswer, Answer, admin_call
 from serve.gateway.config import load_gateway_config
@@ -47,6 +49,14 @@ class VerdictFile(BaseModel):
     passed: bool
     conditions: list[ConditionStatus]
     evidence_paths: dict[str, str] = {}
+
+
+class VerdictStatement(BaseModel):
+    """The predicate of the verdict's in-toto Statement (`core.attestation`), as far as a trial reads it."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    verdict: VerdictFile
 
 
 class EvidenceRow(AdminAnswer):
@@ -107,7 +117,10 @@ def _read(path: Path, what: str) -> bytes:
 def _gate_body(path: Path) -> dict[str, Any]:
     """What binds a verdict file to a trial, as the gate endpoint takes it."""
     try:
-        verdict = VerdictFile.model_validate_json(_read(path, "the verdict"))
+        statement = Statement.model_validate_json(_read(path, "the verdict"))
+        if statement.predicateType != VERDICT_PREDICATE:
+            raise TrialError(f"{path}: not a gate verdict (its predicate type is {excerpt(statement.predicateType)})")
+        verdict = VerdictStatement.model_validate(statement.predicate).verdict
     except ValidationError as exc:
         raise TrialError(f"{path}: not a gate verdict: {str(exc).splitlines()[0]}") from exc
     window = None

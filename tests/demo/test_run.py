@@ -11,6 +11,7 @@ import pytest
 
 from demo.run import SANDBOX_ARMS, SANDBOX_FAMILIES, lesson_summary
 from replay.analysis.gates import Status, read_verdict, verdict_filename
+from replay.cli import main as replay_main
 from replay.memory.lessons import LessonVerdict, LiftEvidence, RuleVerdict
 from replay.run.directory import load_results
 from replay.sandbox.runner import load_sandbox_results
@@ -88,6 +89,8 @@ def test_quick_demo_runs_end_to_end_and_resumes(tmp_path):
         verdict = read_verdict(out / "run" / verdict_filename("serious-candidate", arm))
         for condition in ("critical-failures", "unsupported-completion", "isolated-replay-completion"):
             assert verdict.status(condition) in (Status.PASS, Status.FAIL), (arm, condition)
+    verdicts = sorted((out / "run").glob("gate-*.json"))  # every verdict the demo wrote, checked against its files
+    assert verdicts and replay_main(["verify", *map(str, verdicts)]) == 0
 
     again = subprocess.run([*command, "--verbose"], capture_output=True, text=True, timeout=1800)
     assert again.returncode == 0, again.stderr[-3000:]

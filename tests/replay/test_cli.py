@@ -45,7 +45,7 @@ def test_gate_rejects_s1_exits_1_and_writes_the_verdict(run_dir, tmp_path, capsy
     code, out, _ = cli(capsys, "gate", str(run_dir), "--policy", str(ROOT / "configs/gates/serious-candidate.toml"),
                        "--baseline", BASE, "--candidate", Q_ONLY, "--ledger", str(tmp_path / "l.sqlite"))
     assert code == 1 and "REJECTED" in out
-    verdict = json.loads(next(run_dir.glob("gate-*.json")).read_text())
+    verdict = json.loads(next(run_dir.glob("gate-*.json")).read_text())["predicate"]["verdict"]
     status = {c["id"]: c["status"] for c in verdict["conditions"]}
     assert [status[c] for c in ("paired-gain", "repeat-reduction", "targeted-ci", "clean-non-inferiority")] == \
         ["fail", "pass", "pass", "fail"]

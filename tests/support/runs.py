@@ -78,7 +78,11 @@ def seal(run_dir: Path, suite_sha256: str | None = None) -> Path:
 
 def bind(run_dir: Path, suite_dir: Path) -> Path:
     """A hand-written run as `worker-replay run --suite SUITE_DIR` records it: of that suite, sealed."""
-    return seal(run_dir, load_suite(suite_dir).sha256)
+    path = run_dir / RUN_JSON
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    manifest["suite"] = {"path": str(suite_dir), "sha256": load_suite(suite_dir).sha256}
+    path.write_text(json.dumps(manifest) + "\n", encoding="utf-8")
+    return seal(run_dir)
 
 
 def judged_beside(evidence: Mapping[str, Path] | None) -> Path | None:

@@ -17,9 +17,11 @@ This package re-exports the public API.
 - `context.py`: what a condition sees and returns, and the evidence readers
 - `conditions.py`: the registry of condition kinds
 - `inputs.py`: what a condition reads and whether it is there now
-- `policy.py`: loading a policy, planning it, evaluating it, verdict files
+- `policy.py`: loading a policy, planning it, evaluating it
+- `attestation.py`: verdict files: the verdict as an in-toto Statement over the digests of what it judged; verify
 """
 
+from replay.analysis.gates.attestation import format_checks, read_verdict, verdict_filename, verify, write_verdict
 from replay.analysis.gates.conditions import (
     CONDITION_KINDS,
     AnyCondition,
@@ -54,9 +56,6 @@ from replay.analysis.gates.policy import (
     format_verdict,
     load_policy,
     plan_gate,
-    read_verdict,
-    verdict_filename,
-    write_verdict,
 )
 
 __all__ = [
@@ -90,11 +89,13 @@ __all__ = [
     "Verdict",
     "evaluate",
     "evaluate_gate",
+    "format_checks",
     "format_plan",
     "format_verdict",
     "load_policy",
     "plan_gate",
     "read_verdict",
     "verdict_filename",
+    "verify",
     "write_verdict",
 ]

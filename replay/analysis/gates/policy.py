@@ -5,7 +5,6 @@ condition), planning it (what each condition reads, and whether it is there), ev
 from __future__ import annotations
 
 import hashlib
-import re
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +12,6 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.jsonfile import JsonFileError, read_json
 from core.records import BUILTIN_STRATA, Strict
 from core.tomlfile import toml_problem
 from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainted, compare_run
@@ -281,27 +279,6 @@ def format_plan(plan: GatePlan) -> str:
                      f"({', '.join(elsewhere)}); configs/gates/corpus-only.toml is the question a corpus alone "
                      "can answer")
     return "\n".join(lines)
-
-
-def verdict_filename(policy: str, candidate: str) -> str:
-    """`gate-<policy>-<candidate>.json`, with characters unsafe in a file name replaced."""
-    safe = re.sub(r"[^A-Za-z0-9._-]", "_", candidate)
-    return f"gate-{policy}-{safe}.json"
-
-
-def write_verdict(run_dir: str | Path, verdict: Verdict) -> Path:
-    """Write the verdict as JSON into the run directory; returns its path."""
-    path = Path(run_dir) / verdict_filename(verdict.policy, verdict.candidate)
-    path.write_text(verdict.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    return path
-
-
-def read_verdict(path: str | Path) -> Verdict:
-    """A verdict written by `write_verdict` (the report reads them back)."""
-    try:
-        return read_json(Path(path), Verdict)
-    except JsonFileError as exc:
-        raise GateError(f"not a gate verdict: {exc}") from exc
 
 
 def noise_line(noise: NoiseFloor) -> str:

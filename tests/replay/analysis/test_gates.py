@@ -489,7 +489,7 @@ def test_verdict_is_written_into_the_run_dir_and_reads_back(tmp_path: Path) -> N
     assert path == run / "gate-serious-candidate-q-only.json"
     again = read_verdict(path)
     assert again == verdict
-    assert json.loads(path.read_text())["conditions"][1]["status"] == "pass"
+    assert json.loads(path.read_text())["predicate"]["verdict"]["conditions"][1]["status"] == "pass"
     assert again.evaluated_at <= datetime.now(UTC)
 
 

@@ -688,7 +688,7 @@ def test_a_verdict_file_is_named_for_the_policy_and_a_safe_candidate(tmp_path: P
     path = write_verdict(tmp_path, verdict)
     assert path == tmp_path / f"gate-p-{CANDIDATE}.json"
     text = path.read_text(encoding="utf-8")
-    assert text.startswith('{\n  "policy": "p",\n') and text.endswith("}\n")  # indented JSON, one final newline
+    assert text.startswith('{\n  "_type": "https://in-toto.io/Statement/v1",\n') and text.endswith("}\n")  # indented
     assert read_verdict(path) == verdict
 
 
@@ -698,8 +698,8 @@ def test_a_verdict_file_is_the_same_utf8_under_an_ascii_locale(tmp_path: Path) -
     (tmp_path / "here").mkdir()
     here = write_verdict(tmp_path / "here", verdict)
     env = {**os.environ, "LC_ALL": "C", "PYTHONUTF8": "0", "PYTHONCOERCECLOCALE": "0"}
-    script = ("import sys; from pathlib import Path; from replay.analysis.gates import Verdict, write_verdict; "
-              "write_verdict(sys.argv[1], Verdict.model_validate_json(Path(sys.argv[2]).read_bytes()))")
+    script = ("import sys; from replay.analysis.gates import read_verdict, write_verdict; "
+              "write_verdict(sys.argv[1], read_verdict(sys.argv[2]))")
     (tmp_path / "ascii").mkdir()
     done = subprocess.run([sys.executable, "-c", script, str(tmp_path / "ascii"), str(here)], env=env,
                           capture_output=True, text=True, check=False)

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from replay.analysis.gates import read_verdict
 from replay.cli import main
 from replay.qa.agreement import agreement
 from replay.qa.labels import Disposition, LabelledRun
@@ -84,7 +85,7 @@ def commands(tmp_path: Path, capsys: pytest.CaptureFixture[str], false_pass: flo
 def test_a_reviewer_worse_than_the_threshold_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, text, written = commands(tmp_path, capsys, false_pass=0.2)
     assert code == 1 and "REJECTED (0 pass, 1 fail, 0 not run)" in text
-    verdict = json.loads(written.read_text())
+    verdict = json.loads(written.read_text())["predicate"]["verdict"]
     assert verdict["candidate"] == PLANTED and verdict["baseline"] == "people" and not verdict["passed"]
     [condition] = verdict["conditions"]
     low, high = condition["evidence"]["false_pass_ci"]
@@ -93,7 +94,7 @@ def test_a_reviewer_worse_than_the_threshold_is_refused(tmp_path: Path, capsys: 
 
 def test_a_reviewer_that_never_false_passes_is_passed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, text, written = commands(tmp_path, capsys, false_pass=0.0)
-    assert code == 0 and "PASSED (1 pass, 0 fail, 0 not run)" in text and json.loads(written.read_text())["passed"]
+    assert code == 0 and "PASSED (1 pass, 0 fail, 0 not run)" in text and read_verdict(written).passed
 
 
 def test_too_few_runs_people_failed_cannot_pass_even_without_a_false_pass(tmp_path: Path,

@@ -306,7 +306,7 @@ def test_quantisation_survives_is_judged_from_two_real_runs(
     replay_main(["gate", str(high), "--policy", str(CPU_CONFIG.parents[1] / "gates" / "production-candidate.toml"),
                  "--baseline", "base", "--candidate", "candidate", "--evidence", f"quantised={low}",
                  "--ledger", str(tmp_path / "ledger.sqlite")])
-    verdict = json.loads((high / "gate-production-candidate-candidate.json").read_text())
+    verdict = json.loads((high / "gate-production-candidate-candidate.json").read_text())["predicate"]["verdict"]
     [survives] = [c for c in verdict["conditions"] if c["id"] == "quantisation-survives"]
     assert survives["status"] in ("pass", "fail"), survives["reason"]
     drop = joint_points(high) - joint_points(low)

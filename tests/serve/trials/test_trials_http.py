@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from core.attestation import VERDICT_PREDICATE, ResourceDescriptor, Statement
 from serve.cli import main
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import (
@@ -72,9 +73,15 @@ def test_a_candidate_answering_errors_is_aborted_by_the_controller(tmp_path: Pat
         assert 'worker_trial_phase{candidate="cand-v1",phase="aborted",route="worker",trial="t1"} 1.0' in metrics
 
 
+def statement(verdict: dict[str, Any]) -> str:
+    """A verdict as `worker-replay gate` writes it: the predicate of an in-toto Statement."""
+    return Statement(subject=[ResourceDescriptor(name=str(verdict["candidate"]), digest={"sha256": "0" * 64})],
+                     predicateType=VERDICT_PREDICATE, predicate={"verdict": verdict}).to_json()
+
+
 def gate(tmp_path: Path, config: str, verdict: dict[str, Any]) -> int:
     path = tmp_path / "verdict.json"
-    path.write_text(json.dumps(verdict))
+    path.write_text(statement(verdict))
     return main(["trial", "gate", "t1", "--config", config, "--verdict", str(path)])
 
 
@@ -155,8 +162,8 @@ def test_the_command_line_drives_a_trial_through_the_admin_api(tmp_path: Path, r
         assert main(["trial", "evidence", "t1", "--config", config, "--out", str(tmp_path / "ev")]) == 0
         assert json.loads((tmp_path / "ev" / "canary.json").read_text())["adapter"] == "cand-v1"
         verdict = tmp_path / "verdict.json"
-        verdict.write_text(json.dumps({"policy": "production-candidate", "policy_sha256": "0" * 64,
-                                       "candidate": "cand-v1", "passed": True, "conditions": []}))
+        verdict.write_text(statement({"policy": "production-candidate", "policy_sha256": "0" * 64,
+                                      "candidate": "cand-v1", "passed": True, "conditions": []}))
         assert main(["trial", "gate", "t1", "--config", config, "--verdict", str(verdict)]) == 2
         assert "not awaiting the gate" in capsys.readouterr().err
         assert main(["trial", "abort", "t1", "--config", config, "--reason", "done"]) == 0

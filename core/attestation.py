@@ -1,0 +1,56 @@
+"""A gate verdict as an attestation: the in-toto Statement (v1 layout) the gate writes and a trial reads.
+
+The Statement names what it is about by digest (`subject`), and its predicate is the verdict with every input
+it judged (`inputs`: the policy, the run's results, the suite, each evidence file), each by path and sha256, so
+anyone can later recompute the digests and see which one changed (`worker-replay verify`). Both halves read it:
+replay writes and verifies it, a trial's gate reads the verdict out of it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+StatementType = Literal["https://in-toto.io/Statement/v1"]
+STATEMENT_TYPE: StatementType = "https://in-toto.io/Statement/v1"
+VERDICT_PREDICATE = "https://worker-tier.dev/attestations/gate-verdict/v1"
+"""The project's predicate type: a gate verdict over the inputs it lists."""
+
+
+class ResourceDescriptor(BaseModel):
+    """in-toto's resource descriptor, as much of it as a verdict uses: a name, where it lies, its digest."""
+
+    model_config = ConfigDict(extra="forbid")
+    name: str
+    uri: str | None = None
+    digest: dict[str, str] = Field(min_length=1)
+
+
+class Statement(BaseModel):
+    """An in-toto Statement v1 (`_type`, `subject`, `predicateType`, `predicate`)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    type: StatementType = Field(STATEMENT_TYPE, alias="_type")
+    subject: list[ResourceDescriptor] = Field(min_length=1)
+    predicateType: str  # noqa: N815 - in-toto's own field name
+    predicate: dict[str, Any]
+
+    def to_json(self) -> str:
+        return self.model_dump_json(by_alias=True, indent=2) + "\n"
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes, read in chunks."""
+    with path.open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()
+
+
+def tree_sha256(directory: Path) -> str:
+    """A directory's digest: the sha256 of its regular files' relative paths and digests, sorted (the layout
+    Git and sigstore's directory digests follow), so a renamed, added, removed or changed file changes it."""
+    listing = "".join(f"{file_sha256(p)}  {p.relative_to(directory).as_posix()}\n"
+                      for p in sorted(directory.rglob("*")) if p.is_file() and not p.is_symlink())
+    return hashlib.sha256(listing.encode()).hexdigest()
