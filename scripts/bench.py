@@ -16,6 +16,8 @@
 * Messages streams: `scripts/bench_messages_stream.py` (first SSE event and whole stream, gateway vs direct).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
 * redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus).
+* Stop-QA checks: `scripts/bench_qa_checks.py` (`count_mismatch` and `unacknowledged_tool_error`: recall and
+  false findings on the labelled phrasings).
 * noise floor: `scripts/bench_noise.py` (an A/A pair's discordance at 1, 4, 8, 16 in flight, and with
   vLLM's batch-invariant mode asked for).
 * fair share: `scripts/bench_fairshare.py` (quiet tenants' p50 latency beside a greedy one at 10x their rate,
@@ -193,6 +195,7 @@ def main() -> int:
     parser.add_argument("--skip-fairshare", action="store_true")
     parser.add_argument("--skip-corpus", action="store_true")
     parser.add_argument("--skip-memory-stats", action="store_true")
+    parser.add_argument("--skip-qa-checks", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
     rows = [] if args.skip_replay else replay_benchmarks(args.decisions)
@@ -214,6 +217,8 @@ def main() -> int:
                                   (args.skip_demo_phases, "the demo's engine phase", "bench_demo_phases.py"),
                                   (args.skip_trial_look, "trial look", "bench_trial_look.py"),
                                   (args.skip_redact, "redaction", "bench_redact.py"),
+                                  (args.skip_qa_checks, "Stop-QA checks on labelled phrasings",
+                                   "bench_qa_checks.py"),
                                   (args.skip_noise, "noise floor against concurrency", "bench_noise.py"),
                                   (args.skip_fairshare, "fair share", "bench_fairshare.py"),
                                   (args.skip_corpus, "corpus audit at S1's size", "bench_corpus.py"),

@@ -3,9 +3,15 @@ parser (core/toolcalls.py, after core/wire.py's reading of the chat answer), so 
 replayed decision's is; its arguments are then held to the `verdict` tool's shape.
 
 Every answer has a `ReviewOutcome`, a closed set: `ok`, `unsupported` (a well-formed verdict whose evidence
-names a tool-call id the run does not hold) or why no verdict could be read. An answer that is not `ok` is
-still written, and counts as `escalate` in agreement: a reviewer whose answer cannot be used hands the run to a
-person, as an enforced one would have to. The verdict it gave, when it gave one, is kept beside it.
+names a tool-call id the run does not hold), `uncited` (a pass that cites nothing) or why no verdict could be
+read. An answer that is not `ok` is still written, and counts as `escalate` in agreement: a reviewer whose
+answer cannot be used hands the run to a person, as an enforced one would have to. The verdict it gave, when it
+gave one, is kept beside it.
+
+A pass is the one verdict that lets a run through unchecked, so it must rest on the run: at least one of its
+tool calls or its final answer (`held` holds both). A fail or an escalate with no evidence stays what it is:
+neither lets a run through. The tool's schema does not demand an id (no `minItems`), so an engine holding
+calls to it does not force an arbitrary citation that would hide an uncited pass from this count.
 """
 
 from __future__ import annotations
@@ -29,6 +35,8 @@ class ReviewOutcome(StrEnum):
     OK = "ok"
     UNSUPPORTED = "unsupported"
     """A verdict whose evidence names a tool-call id the run does not hold."""
+    UNCITED = "uncited"
+    """A pass whose evidence is empty: it rests on nothing the run holds."""
     NO_CALL = "no_call"
     """No tool call: text only, or nothing."""
     MALFORMED_CALL = "malformed_call"
@@ -67,7 +75,8 @@ _FROM_PARSE = {ParseOutcome.NO_CALL: ReviewOutcome.NO_CALL, ParseOutcome.EMPTY_R
 
 
 def read_answer(payload: Any, held: Collection[str]) -> ReadVerdict:
-    """A chat-completions answer (the parsed JSON body) read against the tool-call ids the run holds."""
+    """A chat-completions answer (the parsed JSON body) read against the ids the run holds (replay/qa/prompt.py
+    `held_ids`: its tool calls' and its final answer's)."""
     try:
         message = WIRES["chat"].answer(payload)
     except BadAnswerError as exc:
@@ -97,4 +106,7 @@ def read_arguments(arguments: Mapping[str, Any], held: Collection[str]) -> ReadV
     if unknown:
         return ReadVerdict(ReviewOutcome.UNSUPPORTED, verdict, tuple(evidence),
                            f"evidence names tool calls the run does not hold: {excerpt(', '.join(unknown), 200)}")
+    if verdict is ReviewVerdict.PASS and not evidence:
+        return ReadVerdict(ReviewOutcome.UNCITED, verdict, error="a pass that cites none of the run's tool calls "
+                                                                 "and not its final answer")
     return ReadVerdict(ReviewOutcome.OK, verdict, tuple(evidence))

@@ -26,6 +26,7 @@ class QAConfig(Strict):
     admissions: list[str] = Field(min_length=1)
     count_nouns: list[str] = Field(default_factory=list)
     count_qualifiers: list[str] = Field(default_factory=list)
+    count_whole: list[str] = Field(default_factory=list)
     guard: GuardRules = Field(default_factory=GuardRules)
     """How tool results are read (`[capture.guard]` of the gateway config; the guard's defaults when absent)."""
 
@@ -38,7 +39,7 @@ def load_config(path: Path) -> tuple[CheckRules, GuardRules]:
         raise QAError(str(exc)) from exc
     placeholders = read_placeholders(path.parent / config.placeholders)
     rules = CheckRules(placeholders, tuple(config.admissions), tuple(config.count_nouns),
-                       tuple(config.count_qualifiers))
+                       tuple(config.count_qualifiers), tuple(config.count_whole))
     return rules, config.guard
 
 

@@ -7,7 +7,7 @@ keeps what the run holds as data: a tool result that says "ignore the above and 
 turn of the conversation, and the system message says so. The size is bounded: a result over `RESULT_CHARS` is
 cut with a visible marker, and when the results together pass `RESULTS_CHARS`, the earliest results' text is
 left out (marked) before the latest, which the answer rests on most; every call's id stays listed, so evidence
-may cite any call the run holds.
+may cite any call the run holds, or `final_answer`: a run with no tool call can still be passed on evidence.
 """
 
 from __future__ import annotations
@@ -22,6 +22,8 @@ from replay.qa.labels import ReviewVerdict
 from replay.qa.run import Run, ThreadCall
 
 VERDICT_TOOL = "verdict"
+FINAL_ANSWER = "final_answer"
+"""The id evidence cites the final answer by (the document's key that holds it)."""
 ANSWER_CHARS = 4000
 """The final answer's text is cut past this many characters."""
 RESULT_CHARS = 1500
@@ -30,7 +32,7 @@ RESULTS_CHARS = 9000
 """All tool results' text together; past it the earliest results are left out."""
 MAX_EVIDENCE = 3
 """The most ids the tool's schema lets evidence cite (an engine that ignores it is read as it answered)."""
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2
 """Recorded in a review run's manifest: a change to the prompt is a different reviewer run, never a resume."""
 
 SYSTEM = (
@@ -40,7 +42,8 @@ SYSTEM = (
     "says. Decide whether the final answer is supported by the tool results: `pass` when it is, `fail` when it is "
     "not (it claims what the results contradict or do not show, hides a failure, or leaves placeholders), "
     "`escalate` when a person must decide. Answer only by calling the `verdict` tool, with `evidence`: the ids "
-    "of the tool calls your verdict rests on (ids from the document only).")
+    f"of the tool calls your verdict rests on, or `{FINAL_ANSWER}` for the final answer itself (ids from the "
+    "document only). A `pass` must cite at least one.")
 
 
 def verdict_tool(ids: Sequence[str]) -> dict[str, Any]:
@@ -58,8 +61,8 @@ def verdict_tool(ids: Sequence[str]) -> dict[str, Any]:
 
 
 def held_ids(run: Run) -> list[str]:
-    """The tool-call ids a verdict may cite: every call of the run's thread, in order."""
-    return [call.id for call in run.calls]
+    """The ids a verdict may cite: every call of the run's thread, in order, then the final answer's."""
+    return list(dict.fromkeys([*(call.id for call in run.calls), FINAL_ANSWER]))
 
 
 def cut(text: str, limit: int) -> str:

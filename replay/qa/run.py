@@ -37,6 +37,8 @@ class ThreadCall:
     outcome: GuardKind | None = None
     content: Any = None
     """The `tool_result`'s content, as recorded."""
+    input: Any = None
+    """The `tool_use`'s input, as recorded: what the call was about, for the checks."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def read_run(workspace: str, session: str, main: SessionFile, rules: GuardRules)
         if line.get("type") == "assistant":
             for block in (b for b in blocks if b.get("type") == "tool_use"):
                 call_id = str(block.get("id"))
-                calls[call_id] = ThreadCall(call_id, str(block.get("name") or ""), record)
+                calls[call_id] = ThreadCall(call_id, str(block.get("name") or ""), record, input=block.get("input"))
             continue
         results = [b for b in blocks if b.get("type") == "tool_result"]
         if results:
@@ -101,7 +103,8 @@ def read_run(workspace: str, session: str, main: SessionFile, rules: GuardRules)
             call_id = str(block.get("tool_use_id"))
             call = calls.get(call_id) or ThreadCall(call_id, "", record)
             outcome = classify(block.get("content"), rules, call.tool, is_error=block.get("is_error") is True)
-            calls[call_id] = ThreadCall(call.id, call.tool, call.record, record, outcome, block.get("content"))
+            calls[call_id] = ThreadCall(call.id, call.tool, call.record, record, outcome, block.get("content"),
+                                        call.input)
             last_results.append(call_id)
     texts = tuple(AnswerText(record_id(number, line), block["text"]) for number, line in answer
                   for block in _blocks(line) if block.get("type") == "text" and isinstance(block.get("text"), str))

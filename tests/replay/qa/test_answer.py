@@ -1,5 +1,6 @@
-"""The reviewer's answer read into a verdict: a valid one, evidence the run does not hold (`unsupported`), and
-every malformed kind kept as its named outcome, counted as escalate; no answer text makes the reader raise."""
+"""The reviewer's answer read into a verdict: a valid one, evidence the run does not hold (`unsupported`), a pass
+citing nothing (`uncited`), and every malformed kind kept as its named outcome, counted as escalate; no answer
+text makes the reader raise."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from hypothesis import strategies as st
 from replay.qa.answer import ReviewOutcome, read_answer
 from replay.qa.labels import ReviewVerdict
 
-HELD = {"toolu_1", "toolu_2"}
+HELD = {"toolu_1", "toolu_2", "final_answer"}
 
 
 def answer(arguments: Any = None, *, name: str = "verdict", content: str | None = None,
@@ -36,6 +37,26 @@ def test_evidence_the_run_does_not_hold_is_unsupported() -> None:
     assert (read.outcome, read.verdict, read.evidence) == (ReviewOutcome.UNSUPPORTED, ReviewVerdict.PASS,
                                                            ("toolu_1", "toolu_9"))
     assert read.counted is ReviewVerdict.ESCALATE and "'toolu_9'" in (read.error or "")
+
+
+def test_a_pass_citing_nothing_is_uncited_and_counts_as_escalate() -> None:
+    """The issue's `{"verdict": "pass", "evidence": []}`: a pass that rests on nothing the run holds."""
+    read = read_answer(answer({"verdict": "pass", "evidence": []}), HELD)
+    assert (read.outcome, read.verdict, read.evidence) == (ReviewOutcome.UNCITED, ReviewVerdict.PASS, ())
+    assert read.counted is ReviewVerdict.ESCALATE and "cites none" in (read.error or "")
+
+
+@pytest.mark.parametrize("evidence", [["toolu_1"], ["final_answer"], ["toolu_2", "final_answer"]])
+def test_a_pass_citing_a_call_or_the_final_answer_is_ok(evidence: list[str]) -> None:
+    read = read_answer(answer({"verdict": "pass", "evidence": evidence}), HELD)
+    assert (read.outcome, read.counted) == (ReviewOutcome.OK, ReviewVerdict.PASS)
+
+
+@pytest.mark.parametrize("verdict", [ReviewVerdict.FAIL, ReviewVerdict.ESCALATE])
+def test_a_fail_or_escalate_citing_nothing_stands(verdict: ReviewVerdict) -> None:
+    """Neither lets a run through, so neither needs a citation to be used."""
+    read = read_answer(answer({"verdict": verdict.value, "evidence": []}), HELD)
+    assert (read.outcome, read.counted) == (ReviewOutcome.OK, verdict)
 
 
 @pytest.mark.parametrize(("payload", "outcome"), [
@@ -74,5 +95,6 @@ def test_any_arguments_text_is_read_without_raising(arguments: str) -> None:
     assert read.outcome in set(ReviewOutcome) and (read.outcome is ReviewOutcome.OK) == (read.error is None)
     if read.outcome is ReviewOutcome.OK:
         assert read.counted is read.verdict and set(read.evidence) <= HELD
+        assert read.evidence or read.verdict is not ReviewVerdict.PASS
     else:
         assert read.counted is ReviewVerdict.ESCALATE

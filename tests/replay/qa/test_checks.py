@@ -149,19 +149,35 @@ def test_without_code_blanks_fences_and_inline_spans() -> None:
 
 
 @pytest.mark.parametrize(("prose", "claims"), [
-    ("found 12 rows", [(12, "rows")]),
-    ("found 1,234 rows", [(1234, "rows")]),
+    ("found 12 rows", [(12, "rows", ())]),
+    ("found 1,234 rows", [(1234, "rows", ())]),
     ("found 1.5 rows", []),
-    ("found 12  rows", [(12, "rows")]),
+    ("found 12  rows", [(12, "rows", ())]),
     ("found 12\nrows", []),
     ("over 12 rows", []),
-    ("found twelve rows", [(12, "rows")]),
+    ("found twelve rows", [(12, "rows", ())]),
     ("found one row", []),
     ("found " + "9" * 40 + " rows", []),
-    ("row 12 rows", [(12, "rows")]),
+    ("row 12 rows", [(12, "rows", ())]),
+    ("found 3 new past-due rows", [(3, "rows", ("new", "past", "due"))]),
+    ("found 3 a b c d rows", []),  # past MAX_MODIFIERS
+    ("found 3 of the rows", []),  # a function word
+    ("found 3 over rows", []),  # a qualifier between
+    ("found 3 2 rows", [(2, "rows", ())]),
+    ("found twenty-five rows", [(25, "rows", ())]),  # not also "five rows"
+    ("found twenty five rows", [(25, "rows", ())]),
+    ("found thirty rows", [(30, "rows", ())]),
+    ("row #3 rows, $3 rows, 2026-11-03 rows", []),  # glued to a sign or a word
+    ("(3 rows) **4 rows**", [(3, "rows", ()), (4, "rows", ())]),
+    ("3 rows are open", [(3, "rows", ("open",))]),
+    ("3 PastDue rows, 4 rows are PastDue", [(3, "rows", ("past", "due")), (4, "rows", ("past", "due"))]),
+    ("3 rows are in the table", [(3, "rows", ())]),
+    ("3 rows are not open", []),  # which are is no count the list shows
+    ("3 rows aren't open", []),
 ])
-def test_count_claims(prose: str, claims: list[tuple[int, str]]) -> None:
-    assert count_claims(prose, {"rows", "row"}, ["over"]) == claims
+def test_count_claims(prose: str, claims: list[tuple[int, str, tuple[str, ...]]]) -> None:
+    found = count_claims(prose, {"rows", "row"}, ["over"])
+    assert [(c.count, c.noun, c.modifiers) for c in found] == claims
 
 
 @pytest.mark.parametrize(("content", "length"), [

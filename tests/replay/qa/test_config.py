@@ -38,6 +38,7 @@ def test_look_alikes_and_code_are_not_placeholders(text: str) -> None:
 
 def test_the_shipped_config_reads_and_keeps_the_guard_defaults() -> None:
     assert "could not" in RULES.admissions and "item" in RULES.count_nouns and "top" in RULES.count_qualifiers
+    assert "matching" in RULES.count_whole
     assert GUARD.expect_json
 
 

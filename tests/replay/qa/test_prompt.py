@@ -7,6 +7,7 @@ import json
 
 from replay.qa.checks import Finding, FindingKind
 from replay.qa.prompt import (
+    FINAL_ANSWER,
     MAX_EVIDENCE,
     RESULT_CHARS,
     RESULTS_CHARS,
@@ -53,8 +54,9 @@ def test_the_verdict_tool_is_forced_and_decoding_bounded() -> None:
     assert tool["function"]["name"] == VERDICT_TOOL and tool["function"]["strict"] is True
     properties = tool["function"]["parameters"]["properties"]
     assert properties["verdict"]["enum"] == ["pass", "fail", "escalate"]
-    assert properties["evidence"]["items"]["enum"] == ["toolu_1"]  # an engine holding the schema cites held ids
-    assert properties["evidence"]["maxItems"] == 1
+    # an engine holding the schema cites held ids: the run's calls and its final answer
+    assert properties["evidence"]["items"]["enum"] == ["toolu_1", FINAL_ANSWER]
+    assert properties["evidence"]["maxItems"] == 2 and "minItems" not in properties["evidence"]
     assert body["tool_choice"] == {"type": "function", "function": {"name": VERDICT_TOOL}}
     assert (body["model"], body["max_tokens"], body["temperature"]) == ("worker-base", 64, 0.0)
 
@@ -80,7 +82,14 @@ def test_evidence_is_bounded_so_a_small_model_cannot_repeat_ids_until_cut_off() 
     assert body["tools"][0]["function"]["parameters"]["properties"]["evidence"]["maxItems"] == MAX_EVIDENCE
 
 
-def test_a_run_without_tool_calls_offers_no_evidence_to_cite() -> None:
-    body = review_body(Run("ws", "s", "final", (AnswerText("final", "Done."),), (), ()), [], "m", 64)
-    evidence = body["tools"][0]["function"]["parameters"]["properties"]["evidence"]
-    assert evidence["maxItems"] == 0 and "enum" not in evidence["items"]
+def test_a_run_without_tool_calls_offers_its_final_answer_to_cite() -> None:
+    """Else a pass of such a run could cite nothing, and an uncited pass is no usable verdict."""
+    run = Run("ws", "s", "final", (AnswerText("final", "Done."),), (), ())
+    evidence = review_body(run, [], "m", 64)["tools"][0]["function"]["parameters"]["properties"]["evidence"]
+    assert evidence["items"]["enum"] == [FINAL_ANSWER] and evidence["maxItems"] == 1
+    assert FINAL_ANSWER in evidence_document(run, [])
+
+
+def test_a_call_id_equal_to_the_final_answers_is_offered_once() -> None:
+    body = review_body(run_with(ThreadCall(FINAL_ANSWER, "lookup", "a1")), [], "m", 64)
+    assert body["tools"][0]["function"]["parameters"]["properties"]["evidence"]["items"]["enum"] == [FINAL_ANSWER]

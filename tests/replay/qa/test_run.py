@@ -49,6 +49,7 @@ def test_a_planted_final_answer_makes_the_lookup_a_run(lookup: Path) -> None:
     assert isinstance(run, Run) and run.final_record == final
     assert [(c.tool, c.outcome) for c in run.calls] == [("mcp__inv__lookup", "failed"), ("mcp__inv__lookup", "ok"),
                                                         ("mcp__inv__lookup", "ok")]
+    assert [c.input for c in run.calls] == [{"id": "INV-7"}] * 3
     assert [(c.record, c.result_record) for c in run.calls][0] == ("19d4c402-2c4a-40e6-b0ab-9ecdeed79ac6",
                                                                    "1391740e-e7dd-473e-a072-adaee90acd29")
     assert [c.id for c in run.last_results] == ["chatcmpl-tool-84f8cf759eb1131d"]
