@@ -13,6 +13,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from core.atomicwrite import write_text_atomic
 from core.jsonfile import JsonFileError, read_json
 from core.records import BUILTIN_STRATA, Strict
 from core.tomlfile import toml_problem
@@ -292,7 +293,7 @@ def verdict_filename(policy: str, candidate: str) -> str:
 def write_verdict(run_dir: str | Path, verdict: Verdict) -> Path:
     """Write the verdict as JSON into the run directory; returns its path."""
     path = Path(run_dir) / verdict_filename(verdict.policy, verdict.candidate)
-    path.write_text(verdict.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(path, verdict.model_dump_json(indent=2) + "\n")
     return path
 
 
