@@ -87,6 +87,7 @@ def _adapter_train(args: argparse.Namespace) -> int:
 
 def _engine(args: argparse.Namespace) -> int:
     config = engine_mod.load_engine_config(args.config, port=args.port)
+    engine_mod.check_checkpoint(args.config, config)
     if args.dry_run:
         env = " ".join(f"{k}={v}" for k, v in sorted(config.env.items()))
         cmd = " ".join(engine_mod.server_command(config))
