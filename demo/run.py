@@ -251,6 +251,10 @@ def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_roo
 
 def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path, extra: str = "",
                    gateway_keys: str = "") -> Path:
+    """The gateway's TOML at `path` (returned absolute), its paths absolute: the gateway reads a relative path
+    beside the file, so `runs/loop/gateway/state.sqlite` would be `runs/loop/gateway/runs/loop/gateway/…`. Paths in
+    `extra` are the caller's to make absolute."""
+    path, adapter_root = path.absolute(), adapter_root.absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n{gateway_keys}'
@@ -280,7 +284,7 @@ def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -
     for name, version in versions.items():
         if version not in state:
             status, body = admin(gateway_url, token, "POST", "/admin/adapters",
-                                 {"name": version, "path": str(adapters[name])})
+                                 {"name": version, "path": str(adapters[name].absolute())})
             if status != 201:
                 raise WorkerTierError(f"registering {version} failed: HTTP {status} {body}")
         if state.get(version) != "loaded":

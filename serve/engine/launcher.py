@@ -114,7 +114,7 @@ class EngineConfig(Strict):
 
     def on_model(self, model: Path) -> EngineConfig:
         """This config serving another model directory: one quantised checkpoint per engine, the config shared."""
-        return self.model_copy(update={"vllm": self.vllm.model_copy(update={"model": str(model)})})
+        return self.model_copy(update={"vllm": self.vllm.model_copy(update={"model": str(model.absolute())})})
 
 
 def _cpuinfo_value(cpuinfo: Path, keys: tuple[str, ...]) -> str | None:
