@@ -103,11 +103,12 @@ async def agent_session(gateway_url: str, home: Path, corpus: Path | None = None
             return {"content": [{"type": "text", "text": TIMED_OUT}], "is_error": True}
         return {"content": [{"type": "text", "text": json.dumps({"id": args.get("id"), "status": "paid"})}]}
 
+    home = home.absolute()  # Claude Code runs in `home`: a relative path it is given would be read from there
     env = {"ANTHROPIC_BASE_URL": gateway_url, "ANTHROPIC_AUTH_TOKEN": "demo", "HOME": str(home),
            "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "CLAUDE_CODE_MAX_OUTPUT_TOKENS": str(max_output_tokens),
            "ENABLE_TOOL_SEARCH": "false", "ANTHROPIC_CUSTOM_HEADERS": f"X-Workspace-Id: {WORKSPACE}"}
     if corpus is not None:
-        env["CLAUDE_CONFIG_DIR"] = str(corpus / WORKSPACE)
+        env["CLAUDE_CONFIG_DIR"] = str(corpus.absolute() / WORKSPACE)
     tools: dict[str, Any] = {"tools": [], "allowed_tools": ["mcp__inv__lookup"]}
     if delegate:
         clerk = AgentDefinition(description="Looks invoices up.", prompt="You look up invoices with the lookup tool.",
@@ -135,7 +136,7 @@ def run_agent(out: Path) -> int:
     if importlib.util.find_spec("claude_agent_sdk") is None:
         raise WorkerTierError("the agent demo drives the Claude Agent SDK, which `make demo` does not install: "
                               "`make test` does (the `dev` extra), or `.venv/bin/pip install -e '.[cpu,dev]'`")
-    db, corpus, home = out / "gateway" / "capture.sqlite", out / "corpus", out / "agent-home"
+    db, corpus, home = (out / "gateway" / "capture.sqlite").absolute(), out / "corpus", out / "agent-home"
     extra = f'[capture]\nmode = "descriptor"\nworkspaces = ["{WORKSPACE}"]\nsample_rate = 1.0\ndb = "{db}"\n'
     home.mkdir(parents=True)
     keys = out / "keys.toml"

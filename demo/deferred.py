@@ -144,7 +144,7 @@ def run_deferred(out: Path) -> int:
     from demo.run import fresh_out, say, serving
 
     fresh_out(out, "the deferred demo")
-    transcripts, db = out / "transcripts", out / "gateway" / "capture.sqlite"
+    transcripts, db = out / "transcripts", (out / "gateway" / "capture.sqlite").absolute()  # for the gateway
     say("building the demo adapters (cached after the first time)")
     adapters = build_demo_adapters(cached_demo_dir(cache_dir()), cache_dir())
     capture = f'[capture]\nmode = "descriptor"\nsample_rate = 1.0\ndb = "{db}"\n'

@@ -27,6 +27,7 @@ from pathlib import Path
 from random import Random
 from typing import Any
 
+from core.atomicwrite import write_text_atomic
 from core.errors import WorkerTierError
 from demo.scenarios import KITS
 from demo.worlds import WORKSPACE_WORLD, WORLDS
@@ -332,13 +333,13 @@ def write_pack(out_dir: Path, seed: int = 0, per_family: int = PER_FAMILY,
     name = "demo-sandbox" if per_family >= PER_FAMILY and families is None else f"demo-sandbox-slice{per_family}"
     if families is not None:
         name += "-" + "-".join(short for short in known if short in families)
-    (out_dir / PACK_TOML).write_text(
+    write_text_atomic(  # each file whole: a pack cut short by a full disk is no pack, not a smaller one
+        out_dir / PACK_TOML,
         f'name = "{name}"\nversion = "1"\ndescription = "Demo scenario pack, seed {seed}: six policy families '
-        f'over the four demo worlds"\ncreated = {CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")}\nworlds = "demo.worlds"\n',
-        encoding="utf-8")
+        f'over the four demo worlds"\ncreated = {CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")}\nworlds = "demo.worlds"\n')
     chosen = [s for s in build_scenarios(seed) if int(s.id.rsplit("-", 1)[1]) <= per_family
               and (families is None or s.id.rsplit("-", 1)[0] in families)]
     lines = [s.model_dump_json(by_alias=True, exclude_defaults=False) + "\n" for s in chosen]
-    (out_dir / SCENARIOS_JSONL).write_text("".join(lines), encoding="utf-8")
+    write_text_atomic(out_dir / SCENARIOS_JSONL, "".join(lines))
     freeze_pack(out_dir, at=CREATED)
     return out_dir

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from core.atomicwrite import write_text_atomic
 from core.errors import WorkerTierError
 from core.jsonfile import loads_bounded
 from core.process import ServiceProcess, free_port
@@ -69,6 +70,7 @@ from replay.sandbox.runner import load_sandbox_results, run_sandbox_async
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess, engine_settings, load_engine_config
 from serve.engine.modelbuild import MODEL_NAME, cache_dir
+from serve.engine.outdir import replaced_whole
 
 REPO = Path(__file__).resolve().parent.parent
 ENGINE_CONFIG = REPO / "configs" / "engine" / "cpu-smollm2.toml"
@@ -128,7 +130,8 @@ def demo_data(out: Path, quick: bool) -> tuple[Suite, Path, Path]:
     """
     data = out / "data"
     if not (data / "suite" / "suite.toml").exists():
-        write_demo(data, seed=0)
+        with replaced_whole(data) as staging:  # whole or not at all: a resumed demo takes what is there
+            write_demo(staging, seed=0)
     suite = load_suite(data / "suite")
     if quick:
         return held_out_slice(suite, out / "quick-suite", quick_cell), data / "memory", data
@@ -164,12 +167,12 @@ def held_out_slice(suite: Suite, path: Path, room: Callable[[str, str], int]) ->
                 spread.append((rank[decision.cluster], position, decision.id))
             keep |= {decision_id for *_, decision_id in sorted(spread)[:room(*cell)]}
         picked = [d for d in suite.decisions if d.id in keep]
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "suite.toml").write_text(f'name = "{suite.manifest.name}-{path.name}"\n'
-                                         f'version = "{suite.manifest.version}"\n'
-                                         f"created = {suite.manifest.created.isoformat()}\n")
-        (path / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in picked))
-        freeze_suite(path, synthetic=True)  # a slice of the demo suite: invented values
+        with replaced_whole(path) as staging:  # whole or not at all: a resumed demo takes what is there
+            (staging / "suite.toml").write_text(f'name = "{suite.manifest.name}-{path.name}"\n'
+                                                f'version = "{suite.manifest.version}"\n'
+                                                f"created = {suite.manifest.created.isoformat()}\n")
+            (staging / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in picked))
+            freeze_suite(staging, synthetic=True)  # a slice of the demo suite: invented values
     return load_suite(path)
 
 
@@ -248,6 +251,10 @@ def run_config(base_url: str, versions: dict[str, str], suite: Suite, memory_roo
 
 def gateway_config(path: Path, port: int, engine_url: str, adapter_root: Path, extra: str = "",
                    gateway_keys: str = "") -> Path:
+    """The gateway's TOML at `path` (returned absolute), its paths absolute: the gateway reads a relative path
+    beside the file, so `runs/loop/gateway/state.sqlite` would be `runs/loop/gateway/runs/loop/gateway/…`. Paths in
+    `extra` are the caller's to make absolute."""
+    path, adapter_root = path.absolute(), adapter_root.absolute()
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(
         f'[gateway]\nport = {port}\nstate_db = "{path.parent / "state.sqlite"}"\n{gateway_keys}'
@@ -277,7 +284,7 @@ def register_adapters(gateway_url: str, token: str, adapters: dict[str, Path]) -
     for name, version in versions.items():
         if version not in state:
             status, body = admin(gateway_url, token, "POST", "/admin/adapters",
-                                 {"name": version, "path": str(adapters[name])})
+                                 {"name": version, "path": str(adapters[name].absolute())})
             if status != 201:
                 raise WorkerTierError(f"registering {version} failed: HTTP {status} {body}")
         if state.get(version) != "loaded":
@@ -296,7 +303,7 @@ def record_engine(run_dir: Path) -> None:
         raise WorkerTierError(f"{run_dir} was replayed with {old.line()}; this machine runs {settings.line()}. "
                               "Their answers would mix: remove the directory or replay into another one.")
     run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / ENGINE_JSON).write_text(settings.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    write_text_atomic(run_dir / ENGINE_JSON, settings.model_dump_json(indent=2) + "\n")
 
 
 @contextmanager

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from core.atomicwrite import write_text_atomic
 from core.cli import run_command
 from core.records import TrainingExample
 from serve import adapter_cli
@@ -79,13 +80,14 @@ def _adapter_train(args: argparse.Namespace) -> int:
                            epochs=args.epochs, lr=args.lr, label=args.out.name)
     record = {"base": str(model_dir), "data": data or {"path": str(args.data), "select": args.select},
               "report": report.model_dump()}
-    (args.out / MARKER).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    write_text_atomic(args.out / MARKER, json.dumps(record, indent=2, sort_keys=True) + "\n")
     print(f"adapter written: {args.out} ({report.summary()})")
     return 0
 
 
 def _engine(args: argparse.Namespace) -> int:
     config = engine_mod.load_engine_config(args.config, port=args.port)
+    engine_mod.check_checkpoint(args.config, config)
     if args.dry_run:
         env = " ".join(f"{k}={v}" for k, v in sorted(config.env.items()))
         cmd = " ".join(engine_mod.server_command(config))

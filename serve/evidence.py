@@ -34,6 +34,7 @@ from datetime import UTC
 from pathlib import Path
 from typing import Any
 
+from core.atomicwrite import write_text_atomic
 from core.capture import CapturedDecision, parse_instant, read_decisions
 from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
 from core.guard import ANOMALIES, FAILURES, GuardKind
@@ -201,7 +202,7 @@ def export(config: GatewayConfig, route: str, out: Path, candidate: str | None =
         out.mkdir(parents=True, exist_ok=True)
         for key, model in (("shadow", result.shadow.outcomes), ("canary", result.canary),
                            ("registry", result.registry)):
-            result.files()[key].write_text(json.dumps(model.model_dump(mode="json"), indent=2) + "\n")
+            write_text_atomic(result.files()[key], json.dumps(model.model_dump(mode="json"), indent=2) + "\n")
     except OSError as exc:
         raise EvidenceError(f"cannot write the evidence into {out}: {exc.strerror or exc}") from exc
     return result

@@ -134,7 +134,7 @@ def check_lora(ctx: GpuCheckContext, timeout_s: float) -> Done:
     version = f"gpu-check-{secrets.token_hex(4)}"
     started = time.monotonic()
     run_bounded("worker-serve adapter make-random", ["-m", "serve", "adapter", "make-random", "--seed", "1",
-                                                     str(ctx.adapter_root / version)],
+                                                     str((ctx.adapter_root / version).absolute())],
                 ctx.logs / "adapter.log", max(deadline - time.monotonic(), 1))
     made = time.monotonic() - started
     expect(admin(ctx, "POST", "/adapters", {"name": version, "path": version}, deadline - time.monotonic()), 201,

@@ -22,6 +22,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Literal
 
+from core.atomicwrite import write_text_atomic
 from core.process import run_main
 from demo.gpucheck.context import (
     CPU_CONFIG,
@@ -170,7 +171,7 @@ def check(args: argparse.Namespace, functions: Mapping[str, StepFunction] = FUNC
                                 host=host_info(args.dry_run), result=result, failed=failed, steps=records)
         path: Path = args.json or out / "gpu-check.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(report.model_dump_json(indent=2) + "\n", encoding="utf-8")
+        write_text_atomic(path, report.model_dump_json(indent=2) + "\n")
         print(table(report), flush=True)
         print(f"gpu-check.json: {path}", flush=True)
     return 0 if result == "passed" else 1

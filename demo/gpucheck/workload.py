@@ -17,6 +17,7 @@ from replay.run.config import RunConfig
 from replay.run.decisions import run
 from replay.run.directory import load_results
 from replay.suite import Suite, freeze_suite, load_suite
+from serve.engine.outdir import replaced_whole
 
 ARMS = (BASELINE, "base+memory")
 BENCH = REPO / "scripts" / "bench_gateway.py"
@@ -25,12 +26,13 @@ BENCH = REPO / "scripts" / "bench_gateway.py"
 def first_decisions(suite: Suite, path: Path, count: int) -> Suite:
     """A frozen suite of the first `count` decisions of `suite` (a dry run's smaller slice)."""
     if not (path / "suite.toml").exists():
-        path.mkdir(parents=True, exist_ok=True)
-        (path / "suite.toml").write_text(f'name = "{suite.manifest.name}-first-{count}"\n'
-                                         f'version = "{suite.manifest.version}"\n'
-                                         f"created = {suite.manifest.created.isoformat()}\n")
-        (path / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n" for d in suite.decisions[:count]))
-        freeze_suite(path, synthetic=True)  # a slice of the demo suite: invented values
+        with replaced_whole(path) as staging:  # whole or not at all: a second check takes what is there
+            (staging / "suite.toml").write_text(f'name = "{suite.manifest.name}-first-{count}"\n'
+                                                f'version = "{suite.manifest.version}"\n'
+                                                f"created = {suite.manifest.created.isoformat()}\n")
+            (staging / "decisions.jsonl").write_text("".join(d.model_dump_json() + "\n"
+                                                             for d in suite.decisions[:count]))
+            freeze_suite(staging, synthetic=True)  # a slice of the demo suite: invented values
     return load_suite(path)
 
 

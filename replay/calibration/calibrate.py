@@ -22,6 +22,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from core.atomicwrite import write_text_atomic
 from replay.analysis.compare import compare
 from replay.analysis.gates.context import GateContext
 from replay.analysis.gates.policy import load_policy
@@ -154,7 +155,7 @@ def calibrate(suite: Suite, spec: CalibrationSpec, out_dir: Path, progress: Prog
                       spec_seed=spec.seed, created_at=datetime.now(UTC), end_to_end=e2e, gate=gate, lesson=lesson,
                       sandbox=sandbox, noise=spec.noise, gate_noiseless=gate_noiseless,
                       lesson_noiseless=lesson_noiseless, targets=targets(gate, lesson))
-    (out_dir / CALIBRATION_JSON).write_text(cal.model_dump_json(indent=2) + "\n", encoding="utf-8")
-    (out_dir / CALIBRATION_TXT).write_text(format_calibration(cal), encoding="utf-8")
-    (out_dir / POWER_SVG).write_text(power_svg(cal), encoding="utf-8")
+    write_text_atomic(out_dir / CALIBRATION_JSON, cal.model_dump_json(indent=2) + "\n")
+    write_text_atomic(out_dir / CALIBRATION_TXT, format_calibration(cal))
+    write_text_atomic(out_dir / POWER_SVG, power_svg(cal))
     return cal

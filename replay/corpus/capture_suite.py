@@ -347,6 +347,8 @@ def write_selected(selected: Selected, out: Path, source: str, name: str, versio
         out.mkdir(exist_ok=True)
         for file in (DECISIONS_JSONL, SUITE_TOML):
             os.replace(staging / file, out / file)
+    except OSError as exc:
+        raise SuiteError(f"cannot write the suite into {out}: {exc.strerror or exc}; nothing written", []) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     if redacted:

@@ -82,7 +82,8 @@ def check_out(out: Path, corpora: Sequence[ClaudeCodeDir]) -> None:
 
 def write_set(out: Path, rows: Sequence[ChatTrainingRow], provenance: Sequence[Provenance],
               manifest: CurationManifest) -> CurationManifest:
-    """Write the three files into a new directory beside `out`, then rename it into place."""
+    """Write the three files into a new directory beside `out`, then rename it into place: a failed write (a
+    full disk) leaves nothing, and is a `CurationError` naming `out`."""
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
@@ -94,7 +95,9 @@ def write_set(out: Path, rows: Sequence[ChatTrainingRow], provenance: Sequence[P
         if out.exists():
             out.rmdir()
         os.replace(staging, out)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise CurationError(f"cannot write the set into {out}: {exc.strerror or exc}; nothing written") from exc
         raise
     return manifest

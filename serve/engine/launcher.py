@@ -19,7 +19,8 @@ from core.jsonfile import JsonFileError, read_json_value
 from core.process import ServiceProcess
 from core.records import EngineSettings, Strict
 from core.tomlfile import ConfigError, load_toml
-from serve.engine.modelbuild import cache_dir
+from serve.engine.modelbuild import cache_dir, default_model_dir
+from serve.engine.quantize import SCHEMES, default_out
 
 SERVER_MODULE = "vllm.entrypoints.openai.api_server"
 # vLLM flags declared with argparse.BooleanOptionalAction: `false` is written as `--no-<flag>`.
@@ -37,7 +38,8 @@ class VllmArgs(Strict):
     `--max-lora-rank`), and a field left None is not passed, so vLLM's own default applies."""
 
     model: str
-    """A model directory or hub name; `{cache}` expands to the worker-tier cache directory."""
+    """A model directory (never a hub name: nothing is downloaded); `{cache}` expands to the worker-tier cache
+    directory."""
     served_model_name: str
     """The name clients send as `model` for the base model (the gateway's `base.served_model_name`)."""
     host: str = "127.0.0.1"
@@ -112,7 +114,7 @@ class EngineConfig(Strict):
 
     def on_model(self, model: Path) -> EngineConfig:
         """This config serving another model directory: one quantised checkpoint per engine, the config shared."""
-        return self.model_copy(update={"vllm": self.vllm.model_copy(update={"model": str(model)})})
+        return self.model_copy(update={"vllm": self.vllm.model_copy(update={"model": str(model.absolute())})})
 
 
 def _cpuinfo_value(cpuinfo: Path, keys: tuple[str, ...]) -> str | None:
@@ -167,6 +169,21 @@ def load_engine_config(path: Path, port: int | None = None, cpu_flags: frozenset
     resolved = config.model_copy(update={"vllm": args.model_copy(update=updates)})
     check_tool_format(path, resolved.vllm)
     return resolved
+
+
+def check_checkpoint(path: Path, config: EngineConfig) -> None:
+    """Refuse a `vllm.model` that holds no checkpoint before vLLM starts: vLLM would take the path for a hub
+    name and fail, after its start-up wait, in a transformers traceback. Names the command that builds it."""
+    model = Path(config.vllm.model)
+    if (model / "config.json").is_file():
+        return
+    embedded = default_model_dir()
+    build = "" if (embedded / "config.json").is_file() else "worker-serve model build && "
+    builders = {embedded: "worker-serve model build",
+                **{default_out(embedded, s): f"{build}worker-serve model quantize --scheme {s}" for s in SCHEMES}}
+    how = (f"build it with `{builders[model]}`" if model in builders else
+           "copy the model directory there (its config.json and weights) or point vllm.model at one")
+    raise ConfigError(f"{path}: vllm.model: no checkpoint at {model}; {how}")
 
 
 def template_tool_format(template: str) -> str | None:

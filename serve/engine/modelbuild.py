@@ -41,8 +41,9 @@ class BuildResult:
 
 
 def cache_dir() -> Path:
-    """`$WORKER_TIER_CACHE`, else ~/.cache/worker-tier: the embedded model, adapters and gateway state."""
-    return Path(os.environ.get("WORKER_TIER_CACHE", Path.home() / ".cache" / "worker-tier"))
+    """`$WORKER_TIER_CACHE`, else ~/.cache/worker-tier: the embedded model, adapters and gateway state. Absolute
+    (a relative one from where the command started), as it goes into the engine's and the gateway's arguments."""
+    return Path(os.environ.get("WORKER_TIER_CACHE", Path.home() / ".cache" / "worker-tier")).absolute()
 
 
 def default_model_dir(root: Path | None = None) -> Path:

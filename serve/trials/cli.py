@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from core.atomicwrite import write_text_atomic
 from core.attestation import VERDICT_PREDICATE, Statement
 from core.evidence import CanaryEvidence
 from core.names import excerpt
@@ -169,7 +170,7 @@ def _run(args: argparse.Namespace) -> int:
         target = args.out / "canary.json"
         try:
             args.out.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(evidence.model_dump(mode="json"), indent=2) + "\n")
+            write_text_atomic(target, json.dumps(evidence.model_dump(mode="json"), indent=2) + "\n")
         except OSError as exc:
             raise TrialError(f"cannot write {target}: {exc.strerror or exc}") from exc
         print(f"wrote {target} (use as --evidence canary=...)")

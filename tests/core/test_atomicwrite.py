@@ -26,11 +26,14 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> 
     with pytest.raises(UnicodeEncodeError):
         write_text_atomic(path, "half \ud800 written")  # a lone surrogate fails part-way through the write
     assert path.read_text() == "old\n" and [p.name for p in tmp_path.iterdir()] == ["counters.prom"]
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as missing:
         write_text_atomic(tmp_path / "missing" / "counters.prom", "x")
     target = tmp_path / "a-directory"
     target.mkdir()
-    with pytest.raises(OSError):
+    with pytest.raises(OSError) as replaced:
         write_text_atomic(target, "x")
+    # Each names the file asked for (what the CLIs' one error line shows), not the temporary, which is gone.
+    assert (missing.value.filename, missing.value.filename2) == (str(tmp_path / "missing" / "counters.prom"), None)
+    assert (replaced.value.filename, replaced.value.filename2) == (str(target), None)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-directory", "counters.prom"]
     assert os.listdir(target) == []

@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
+from core.atomicwrite import write_text_atomic
 from core.cli import reference_first
 from core.names import excerpt
 from core.records import Decision, ResultRecord
@@ -112,10 +113,10 @@ def write_report(
     title = report_title(info, arms, reference, run.name)
     svg = plot_svg(results)
     by_id = {d.id: d for d in decisions}
-    (run / PLOT_SVG).write_text(svg, encoding="utf-8")
+    write_text_atomic(run / PLOT_SVG, svg)
     md_path, html_path = run / REPORT_MD, run / REPORT_HTML
-    md_path.write_text(render_markdown(title, info, comparisons, verdicts, results, tainted, lessons, uptake,
-                                       reference=reference, retrieval=retrieval), encoding="utf-8")
-    html_path.write_text(render_html(title, info, comparisons, verdicts, results, svg, by_id, tainted, lessons, uptake,
-                                     reference=reference, retrieval=retrieval), encoding="utf-8")
+    write_text_atomic(md_path, render_markdown(title, info, comparisons, verdicts, results, tainted, lessons, uptake,
+                                               reference=reference, retrieval=retrieval))
+    write_text_atomic(html_path, render_html(title, info, comparisons, verdicts, results, svg, by_id, tainted, lessons,
+                                             uptake, reference=reference, retrieval=retrieval))
     return md_path, html_path

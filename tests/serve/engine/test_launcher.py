@@ -131,7 +131,16 @@ def test_bad_configs_are_rejected_naming_the_key(tmp_path, body, named):
         load_engine_config(path)
 
 
-def test_cli_dry_run_prints_env_and_command(capsys):
+def built_cache(root: Path, *models: str) -> Path:
+    """A cache whose `models/` holds these checkpoints (a config.json each: all the launcher looks for)."""
+    for name in models:
+        (root / "models" / name).mkdir(parents=True)
+        (root / "models" / name / "config.json").write_text('{"model_type": "llama"}')
+    return root
+
+
+def test_cli_dry_run_prints_env_and_command(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("WORKER_TIER_CACHE", str(built_cache(tmp_path, "SmolLM2-135M-Instruct")))
     assert main(["engine", "--config", str(CONFIGS / "cpu-smollm2.toml"), "--port", "8123", "--dry-run"]) == 0
     out = capsys.readouterr().out.strip()
     reserved = load_engine_config(CONFIGS / "cpu-smollm2.toml").env["VLLM_CPU_NUM_OF_RESERVED_CPU"]  # this host's
@@ -145,6 +154,30 @@ def test_cli_bad_config_is_a_clear_error_not_a_traceback(tmp_path, capsys):
     assert main(["engine", "--config", str(path), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "vllm.unknown_flag" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("config", "built", "command"), [
+    ("cpu-smollm2-quantized.toml", ["SmolLM2-135M-Instruct"], "`worker-serve model quantize --scheme w8a8-int8`"),
+    ("cpu-smollm2-quantized.toml", [], "`worker-serve model build && worker-serve model quantize --scheme w8a8-int8`"),
+    ("cpu-smollm2.toml", [], "`worker-serve model build`"),
+])
+@pytest.mark.parametrize("dry_run", [True, False])
+def test_a_missing_checkpoint_is_said_before_vllm_starts_with_the_command_that_builds_it(
+        tmp_path, monkeypatch, capsys, config, built, command, dry_run):
+    monkeypatch.setenv("WORKER_TIER_CACHE", str(built_cache(tmp_path, *built)))
+    monkeypatch.setattr("serve.engine.launcher.run_foreground", lambda _: pytest.fail("vLLM was started"))
+    assert main(["engine", "--config", str(CONFIGS / config), *(["--dry-run"] if dry_run else [])]) == 2
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {CONFIGS / config}: vllm.model: no checkpoint at {tmp_path / 'models'}/"), line
+    assert line.endswith(f"build it with {command}"), line
+
+
+def test_a_missing_checkpoint_elsewhere_says_where_it_should_be(tmp_path, capsys):
+    path = tmp_path / "engine.toml"
+    path.write_text(f'[vllm]\nmodel = "{tmp_path / "Qwen"}"\nserved_model_name = "b"\n')
+    (tmp_path / "Qwen").mkdir()  # there, but holding no checkpoint (rsync not run yet)
+    assert main(["engine", "--config", str(path), "--dry-run"]) == 2
+    assert f"vllm.model: no checkpoint at {tmp_path / 'Qwen'}; copy the model directory there" in capsys.readouterr().err
 
 
 XML_TEMPLATE = ("{%- for tool_call in message.tool_calls %}<tool_call>\n<function={{ tool_call.name }}>\n"
