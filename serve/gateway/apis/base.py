@@ -90,32 +90,36 @@ class SseEvents:
 
     def __init__(self) -> None:
         self._lines: list[bytes] = []  # the current event's lines so far
-        self._size = 0
-        self._partial = b""  # a line not ended yet
+        self._partial: list[bytes] = []  # the pieces of a line not ended yet (joined once it ends)
+        self._size = 0  # the bytes of both
 
     def feed(self, chunk: bytes) -> list[SseEvent]:
-        *lines, self._partial = (self._partial + chunk).split(b"\n")
+        self._partial.append(chunk)
+        self._size += len(chunk)
         events = []
-        for line in lines:
-            if line in (b"", b"\r"):
-                events.append(self._event(line))
-            else:
-                self._lines.append(line)
-                self._size += len(line) + 1
-        if self._size + len(self._partial) > MAX_EVENT_BYTES:
-            self._lines, self._size, self._partial = [], 0, b""
+        if b"\n" in chunk:
+            *lines, rest = b"".join(self._partial).split(b"\n")
+            self._partial = [rest]
+            for line in lines:
+                if line in (b"", b"\r"):
+                    events.append(self._event(line))
+                else:
+                    self._lines.append(line)
+            self._size = sum(len(line) + 1 for line in self._lines) + len(rest)
+        if self._size > MAX_EVENT_BYTES:
+            self._lines, self._partial, self._size = [], [], 0
             events.append(SseEvent(b"", problem=f"an event longer than {MAX_EVENT_BYTES} bytes"))
         return events
 
     def flush(self) -> list[SseEvent]:
         """What is left when the stream ends: a last event whose blank line never came, if any."""
-        if self._partial:
-            self._lines.append(self._partial)
-            self._partial = b""
+        if rest := b"".join(self._partial):
+            self._lines.append(rest)
+        self._partial = []
         return [self._event(None)] if self._lines else []
 
     def _event(self, blank: bytes | None) -> SseEvent:
-        lines, self._lines, self._size = self._lines, [], 0
+        lines, self._lines = self._lines, []
         raw = b"".join(line + b"\n" for line in lines) + (b"" if blank is None else blank + b"\n")
         name, data = b"", []
         for line in lines:
