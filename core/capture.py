@@ -190,6 +190,19 @@ class Held:
     bytes: int
 
 
+def _migrate(db: sqlite3.Connection) -> None:
+    """Bring a store written by an earlier version up to this one (part of opening it)."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(decisions)")}
+    for column, kind in (("request_id", "TEXT"), ("api", "TEXT"), ("hashing", "TEXT"), ("forced", "INTEGER"),
+                         ("thread", "TEXT")):  # a store written before the column existed
+        if column not in columns:
+            db.execute(f"ALTER TABLE decisions ADD COLUMN {column} {kind}")
+    db.execute("PRAGMA secure_delete = ON")
+    if db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # a store made before retention
+        db.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        db.execute("VACUUM")  # once: rewrites the file so freed pages can be given back
+
+
 class CaptureStore:
     """The gateway's writer of the store. Deleted rows are overwritten (`secure_delete`) and their pages
     returned to the file system (`auto_vacuum = INCREMENTAL`), so retention removes text from the disk,
@@ -197,16 +210,7 @@ class CaptureStore:
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._db = open_wal(path, SCHEMA)
-        columns = {row[1] for row in self._db.execute("PRAGMA table_info(decisions)")}
-        for column, kind in (("request_id", "TEXT"), ("api", "TEXT"), ("hashing", "TEXT"), ("forced", "INTEGER"),
-                             ("thread", "TEXT")):  # a store written before the column existed
-            if column not in columns:
-                self._db.execute(f"ALTER TABLE decisions ADD COLUMN {column} {kind}")
-        self._db.execute("PRAGMA secure_delete = ON")
-        if self._db.execute("PRAGMA auto_vacuum").fetchone()[0] != 2:  # a store made before retention
-            self._db.execute("PRAGMA auto_vacuum = INCREMENTAL")
-            self._db.execute("VACUUM")  # once: rewrites the file so freed pages can be given back
+        self._db = open_wal(path, SCHEMA, "capture store", ready=_migrate)
 
     def close(self) -> None:
         self._db.close()

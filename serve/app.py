@@ -137,15 +137,17 @@ def _add_error_handlers(app: FastAPI) -> None:
 
 def create_app(config: GatewayConfig) -> FastAPI:
     """The FastAPI app of one gateway; its lifespan starts and stops the gateway's background work. Handlers
-    reach the gateway and the trials through `app.state` (serve/gateway/endpoints/dependencies.py)."""
+    reach the gateway and the trials through `app.state` (serve/gateway/endpoints/dependencies.py). Everything
+    that can refuse the start (a bad keys file, a store that cannot be opened or written, a full disk) happens
+    here, before the server runs: the command then ends in one `error:` line."""
     gateway = Gateway(config, proxy.send_shadow)
     trials = TrialService(gateway)
+    trials.recover()  # before the server listens: running trials' routing is put back first
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         logging.getLogger("uvicorn.access").addFilter(ACCESS_LOG_FILTER)  # after uvicorn set its logging up
         await gateway.start()
-        await trials.start()  # before any request: running trials' routing is put back first
         trials.run_in_background()
         try:
             yield

@@ -3,11 +3,12 @@
 A request that has been answered (chat, Messages or Responses API: each reads its turn through
 its API module, serve/gateway/apis/) becomes a `CaptureJob`, queued on the event loop before
 the client can see the end of the answer (JSON: as soon as the engine's answer is read; streams:
-at the engine's `[DONE]`, else the stream's end). A client's next turn comes after it has seen
-the answer, so a session's turns are queued in order, whatever the thread pool does; a job is
-never queued from another thread (asyncio queues are not thread-safe). `Capture.submit` never
-waits: a full queue drops the job and counts it. One worker does the rest, one job at a time in
-queue order, in a thread, and any error there is logged and counted, never raised into a request:
+at the API's last event, and never for a stream the engine failed: serve/gateway/proxy.py's `Relay`).
+A client's next turn comes after it has seen the answer, so a session's turns are queued in order,
+whatever the thread pool does; a job is never queued from another thread (asyncio queues are not
+thread-safe). `Capture.submit` never waits: a full queue drops the job and counts it. One worker does
+the rest, one job at a time in queue order, in a thread, and any error there is logged and counted,
+never raised into a request:
 
 * **guard**: the tool results at the end of the request (the results of the previous turn's
   calls) are classified (core/guard.py) and anomalies counted per workspace, tool and kind.

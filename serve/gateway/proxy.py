@@ -22,7 +22,11 @@ metrics):
 
 A failure after a stream has started cannot change the status any more: it ends the stream
 with the API's error event (`data: {"error": ...}` as vLLM ends a chat stream, `event: error`
-on the Messages and Responses APIs). When the client goes away mid-stream the upstream
+on the Messages and Responses APIs), and the request is logged and counted with the status it
+would have had (`Relay`): the stream breaks off → 502 `stream_interrupted`; it ends without its
+API's last event → 502 `stream_incomplete`; the engine's own error event (vLLM ends a failed
+generation with one, then `[DONE]`) → 502 `upstream_error`; an event that cannot be read → 502
+`bad_upstream_response`; silence → 504. When the client goes away mid-stream the upstream
 connection is closed, which makes vLLM abort the generation.
 
 `model` may also be one of `gateway.model_aliases` (the names a runtime sends for its background
@@ -46,7 +50,8 @@ import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from contextlib import aclosing
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -59,7 +64,7 @@ from core.capture import request_sha256
 from core.jsonfile import JsonFileError, loads_bounded, parse_problem
 from core.names import BadNameError, check_name, is_name
 from serve.gateway.apis import APIS
-from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswerError
+from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswerError, SseEvent, SseEvents
 from serve.gateway.capture import CaptureJob, now_iso
 from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_id, header_name, parse_json
 from serve.gateway.errors import GatewayError, bounded_message, unavailable
@@ -411,7 +416,14 @@ async def _stream(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> Respo
 
 
 class Relay:
-    """One upstream SSE stream relayed to one client; `close` always runs exactly once."""
+    """One upstream SSE stream relayed to one client, event by event; `close` always runs exactly once.
+
+    Every event is read as it passes (serve/gateway/apis/base.py's `SseEvents`). At an event that says the
+    engine failed (vLLM's `data: {"error": ...}` before its `[DONE]`, an `event: error`, `response.failed`)
+    or one that cannot be read, the relay stops: the client gets the API's error event instead of it and of
+    the rest of the engine's stream, and the request is a 502 (`upstream_error`, `bad_upstream_response`)
+    in the request log, the error metrics and a trial's server errors, with nothing captured or shadowed —
+    an engine failure is never recorded as the model's answer."""
 
     def __init__(self, gw: Gateway, call: ProxiedCall, body: dict[str, Any], upstream: Upstream,
                  resp: aiohttp.ClientResponse, candidate: str | None) -> None:
@@ -420,38 +432,67 @@ class Relay:
         self.captured = gw.capture.wants(call.api, body)
         self.accumulator: Accumulator | None = \
             call.api.accumulator() if candidate is not None or self.captured else None
+        self.whole = False  # the API's last event was seen
         self.status = 499  # until the stream ends another way
         self.reason: str | None = "client_disconnected"
         self.closed = False
 
     def _capture(self) -> None:
-        """Queue the capture once the answer is whole: at the engine's `[DONE]`, before that
-        event is relayed (a client may send its next turn as soon as it reads it), else at the
-        stream's end. Either way before the client can see the end."""
+        """Queue the capture once the answer is whole: at the API's last event, before that event is
+        relayed (a client may send its next turn as soon as it reads it)."""
         if self.captured and self.accumulator is not None:
             self.captured = False
             _submit_capture(self.gw, self.call, self.body, self.accumulator.answer())
 
+    def _failure(self, event: SseEvent) -> tuple[str, str] | None:
+        """The reason and message when `event` ends the stream as an engine failure."""
+        if event.problem is not None:
+            return "bad_upstream_response", (f"upstream {self.upstream.name} sent a stream event that cannot be "
+                                             f"read ({event.problem}), so the answer is not whole")
+        message = self.call.api.stream_failure(event)
+        if message is not None:
+            return "upstream_error", f"upstream {self.upstream.name} failed mid-stream: {message}"
+        return None
+
+    def _take(self, events: list[SseEvent]) -> tuple[bytes, bool]:
+        """What to relay of these events, and whether the stream ends here (an engine failure)."""
+        relayed = []
+        for event in events:
+            failure = self._failure(event)
+            if failure is not None:
+                self.status, self.reason = 502, failure[0]
+                relayed.append(self.call.api.sse_error(failure[1], self.reason, self.status))
+                return b"".join(relayed), True
+            if self.accumulator is not None:
+                self.accumulator.event(event.name, event.data)
+            if not self.whole and self.call.api.stream_end(event):
+                self.whole = True
+                self._capture()
+            relayed.append(event.raw)
+        return b"".join(relayed), False
+
+    async def _batches(self) -> AsyncGenerator[list[SseEvent], None]:
+        """The engine's stream as the events each chunk completes (one write to the client per chunk)."""
+        events = SseEvents()
+        async for chunk in self.resp.content.iter_any():
+            yield events.feed(chunk)
+        yield events.flush()
+
     async def chunks(self) -> AsyncIterator[bytes]:
-        ends, seen, tail = self.call.api.stream_ends, not self.call.api.stream_ends, b""
-        keep = max((len(end) for end in ends), default=0)
         try:
-            async for chunk in self.resp.content.iter_any():
-                if self.accumulator is not None:
-                    self.accumulator.feed(chunk)
-                    if self.accumulator.done:
-                        self._capture()
-                if not seen:  # the last event may be split across chunks: look at the seam too
-                    window = tail + chunk
-                    seen, tail = any(end in window for end in ends), window[-keep:]
-                yield chunk
-            if not seen:
+            async with aclosing(self._batches()) as batches:
+                async for batch in batches:
+                    relayed, failed = self._take(batch)
+                    if relayed:
+                        yield relayed
+                    if failed:
+                        return
+            if not self.whole:
                 self.status, self.reason = 502, "stream_incomplete"
                 yield self.call.api.sse_error(f"upstream {self.upstream.name}: the stream ended without its last "
                                               "event, so the answer is not whole", self.reason, self.status)
                 return
             self.status, self.reason = 200, None
-            self._capture()
         except (TimeoutError, aiohttp.ClientError) as exc:
             timed_out = isinstance(exc, TimeoutError)
             self.status, self.reason = (504, "upstream_timeout") if timed_out else (502, "stream_interrupted")

@@ -34,6 +34,9 @@ from serve.errors import ServeError
 AdapterState = Literal["registered", "loaded", "unloaded"]
 StickyBy = Literal["workspace", "session"]
 BASE = ":base"  # how the base model is stored, so renaming the served base keeps the routes
+STORE = "gateway state store"
+"""How errors name the state file (`gateway.state_db`): routes, adapters, the request and shadow logs (and the
+trials, serve/trials/store.py)."""
 WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 _PRUNE_EVERY = 1000  # log rows written between two prunes
 _FLUSH_AT = 1000  # buffered log rows that force a flush before the periodic one
@@ -307,27 +310,29 @@ class Registry:
         self._path = path
         self._on_drop = on_drop or (lambda _table, _reason: None)
         self._drop_logged: set[str] = set()
-        self._db = open_wal(path, SCHEMA)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA secure_delete=ON")  # pruned shadow answers (tenant text) are overwritten
         self._base = base
         self._route_names = tuple(routes)
         self._keep = keep_rows
         self._pending: list[tuple[str, dict[str, Any]]] = []
         self._written = 0
         self._failing = False  # the last flush failed: only the periodic flush retries
-        with self._tx():
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('revision', '0')")
-            for name in routes:
-                self._db.execute("INSERT OR IGNORE INTO routes VALUES (?, ?, NULL, ?)", (name, BASE, now()))
+        self._db = open_wal(path, SCHEMA, STORE, ready=self._ready)
         self.state = self._read()
+
+    def _ready(self, db: sqlite3.Connection) -> None:
+        """The store's settings and first rows, written as part of opening it (a full disk stops the start)."""
+        db.row_factory = sqlite3.Row
+        db.execute("PRAGMA synchronous=NORMAL")
+        db.execute("PRAGMA secure_delete=ON")  # pruned shadow answers (tenant text) are overwritten
+        with transaction(db):
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('revision', '0')")
+            db.execute("INSERT OR IGNORE INTO meta VALUES ('prefix_cache_secret', ?)", (secrets.token_hex(32),))
+            for name in self._route_names:
+                db.execute("INSERT OR IGNORE INTO routes VALUES (?, ?, NULL, ?)", (name, BASE, now()))
 
     def prefix_cache_secret(self) -> bytes:
         """The key of the prefix cache's salts (serve/gateway/prefixcache.py): 256 random bits made once per
         state store and kept in it, so a restarted gateway gives each workspace the same salt (its cache)."""
-        with self._tx():
-            self._db.execute("INSERT OR IGNORE INTO meta VALUES ('prefix_cache_secret', ?)", (secrets.token_hex(32),))
         row = self._db.execute("SELECT value FROM meta WHERE key = 'prefix_cache_secret'").fetchone()
         return bytes.fromhex(row[0])
 

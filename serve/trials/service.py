@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -26,6 +27,8 @@ from dataclasses import dataclass
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from core.sqlitedb import store_error
+from serve.gateway.registry import STORE
 from serve.gateway.service import Gateway
 from serve.trials.controller import Controller
 from serve.trials.machine import Event, TrialState
@@ -94,11 +97,17 @@ class TrialService:
         self._task: asyncio.Task[None] | None = None
         self._looked: dict[str, float] = {}
 
-    async def start(self) -> None:
-        async with self.gw.lock:
-            for note in self.controller.recover():
-                log.warning("%s", note)
-            self._refresh()
+    def recover(self) -> None:
+        """Put every trial's routing back as its stored state says (`Controller.recover`), before the server
+        listens: no request is routed first, and a store that cannot take the recovery's records (a full disk)
+        stops the command with one `error:` line naming the store, never a failed start-up's traceback."""
+        try:
+            notes = self.controller.recover()
+        except (OSError, sqlite3.Error) as exc:
+            raise store_error(self.gw.registry.path, STORE, "record the trials' recovery at start-up", exc) from exc
+        for note in notes:
+            log.warning("%s", note)
+        self._refresh()
 
     def run_in_background(self) -> None:
         self._task = asyncio.create_task(self._loop(), name="trials")

@@ -149,7 +149,7 @@ class StoredTrial:
 
 class TrialStore:
     def __init__(self, path: Path) -> None:
-        self._db = open_wal(path, SCHEMA)
+        self._db = open_wal(path, SCHEMA, "trial store")
         self._db.row_factory = sqlite3.Row
 
     def close(self) -> None:

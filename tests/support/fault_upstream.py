@@ -17,12 +17,18 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 * `endless_stream`: a stream that sends a chunk every 20 ms until the client goes away
   (`stream_disconnects` counts how many streams saw their client go);
 * `json_for_stream`: a plain JSON answer (`application/json`) to a stream request;
-* `unfinished_stream`: a stream that sends its first event, then data that is no event, and ends the body
-  properly without the API's last event (`[DONE]`, `message_stop`, `response.completed`).
+* `unfinished_stream`: a stream that sends its first event and ends the body properly without the API's
+  last event (`[DONE]`, `message_stop`, `response.completed`);
+* `error_event`: a stream that fails as vLLM's does: its first event, then the API's error event
+  (`data: {"error": {"message", "type", "param", "code"}}` and then `[DONE]`, as vLLM's chat and
+  completions serving ends a failed generation; on the Messages API `event: error` and no `message_stop`,
+  as vLLM's Anthropic converter; on the Responses API OpenAI's `event: error`);
+* `unreadable_event`: a stream whose second event's data is not JSON, then the API's last event.
 
 `/v1/messages` (Anthropic's shape), `/v1/messages/count_tokens` and `/v1/responses` answer `ok`,
-`fail` (500 in the API's shape) and, for streams, `unfinished_stream` and (Messages) `break_stream`
-(one event, then the connection drops).
+`fail` (500 in the API's shape) and, for streams, `unfinished_stream`, `error_event`, `unreadable_event`,
+(Messages) `break_stream` (one event, then the connection drops) and (Responses) `failed_response`
+(`response.failed` with the response's error).
 
 `redirect_to = URL` makes every request (models and completions) answer `307` to `URL` + the
 request's path: a hop off the address the client was told to use. `served_by[model] = version`
@@ -220,8 +226,17 @@ class FaultUpstream:
             assert request.transport is not None
             request.transport.close()
             return response
+        first, *rest = _stream_events(body, chat)
         if mode == "unfinished_stream":
-            await response.write(_sse({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}) + UNDECODABLE)
+            await response.write(_sse(first))
+            await response.write_eof()
+            return response
+        if mode == "error_event":
+            await response.write(_sse(first) + _sse(ENGINE_ERROR) + b"data: [DONE]\n\n")
+            await response.write_eof()
+            return response
+        if mode == "unreadable_event":
+            await response.write(_sse(first) + UNDECODABLE + b"".join(map(_sse, rest)) + b"data: [DONE]\n\n")
             await response.write_eof()
             return response
         if mode == "endless_stream":
@@ -279,10 +294,14 @@ class FaultUpstream:
             assert request.transport is not None
             request.transport.close()
             return response
-        if mode == "unfinished_stream":
-            await response.write(UNDECODABLE)
+        if mode in ("unfinished_stream", "error_event"):  # vLLM's converter ends at its error event
+            if mode == "error_event":
+                await response.write(_event("error", {"type": "error", "error": {
+                    "type": "internal_error", "message": ENGINE_ERROR["error"]["message"]}}))
             await response.write_eof()
             return response
+        if mode == "unreadable_event":
+            await response.write(UNDECODABLE)
         for index, block in enumerate(content):
             await response.write(_event("content_block_start", {"type": "content_block_start", "index": index,
                                                                 "content_block": block}))
@@ -308,8 +327,16 @@ class FaultUpstream:
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
         await response.prepare(request)
         await response.write(_event("response.created", {"type": "response.created", "response": answer}))
-        if mode == "unfinished_stream":
+        message = ENGINE_ERROR["error"]["message"]
+        if mode == "error_event":
+            await response.write(_event("error", {"type": "error", "code": "server_error", "message": message,
+                                                  "param": None, "sequence_number": 1}))
+        elif mode == "failed_response":
+            await response.write(_event("response.failed", {"type": "response.failed", "response": {
+                **answer, "status": "failed", "output": [], "error": {"code": "server_error", "message": message}}}))
+        elif mode == "unreadable_event":
             await response.write(UNDECODABLE)
+        if mode in ("unfinished_stream", "error_event", "failed_response"):
             await response.write_eof()
             return response
         await response.write(_event("response.completed", {"type": "response.completed", "response": answer}))
@@ -318,6 +345,9 @@ class FaultUpstream:
 
 
 UNDECODABLE = b"data: {\"type\": \x00 not json\n\n"
+ENGINE_ERROR = {"error": {"message": "Internal server error", "type": "InternalServerError", "param": None,
+                          "code": 500}}
+"""What vLLM sends when a generation fails mid-stream (`GenerationError`, create_streaming_error_response)."""
 
 
 def _event(name: str, data: dict[str, Any]) -> bytes:

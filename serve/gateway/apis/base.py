@@ -4,7 +4,8 @@ reading of a request and an answer that routing, shadow, capture, the guard and 
 Each API module (`chat`, `messages`, `responses`) says, for its own wire shape: the engine path
 it forwards to, how its errors look (JSON and in a stream), how a request's turn reads (the
 messages as sent, the tools offered, the tool results it carries), how an answer reads (JSON
-and rebuilt from its SSE stream), and how a copy goes to a shadow candidate. Nothing outside
+and rebuilt from its SSE stream), which stream event ends a whole answer and which says the engine
+failed, and how a copy goes to a shadow candidate. Nothing outside
 these modules looks at an API's shape: everything else sees a `Conversation` and an `Answer`.
 
 The neutral answer is an OpenAI chat message (`content` and `tool_calls`), or a completion's
@@ -14,12 +15,13 @@ answers are forwarded to the engine's own endpoint for that API untouched.
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from core.jsonfile import parse_problem
+from core.jsonfile import MAX_LINE_BYTES, parse_problem
 from core.records import ParsedResponse
 from core.toolcalls import parse_response, parse_text, request_schemas
 from core.wire import BadAnswerError as BadAnswerError  # the shared readings live in core/wire.py (replay uses them)
@@ -29,6 +31,8 @@ from core.wireshapes import FunctionTool, NeutralAnswer
 ApiName = Literal["chat", "completions", "messages", "count_tokens", "responses"]
 Answer = NeutralAnswer | str  # a chat message, or a completion's text
 JSON_HEADERS = {"Content-Type": "application/json"}
+MAX_EVENT_BYTES = MAX_LINE_BYTES
+"""The longest stream event read (a Responses stream's last event holds the whole response)."""
 
 
 @dataclass(frozen=True)
@@ -62,52 +66,93 @@ class Conversation:
         return parse_text(answer, names, schemas=schemas)
 
 
+@dataclass(frozen=True)
+class SseEvent:
+    """One whole event of an SSE stream, read once for everything that looks at it."""
+
+    raw: bytes
+    """Its bytes as received, with the blank line that ends it: what the client is sent."""
+    name: str = ""
+    """Its `event:` field ("" when it has none)."""
+    data: Any = None
+    """Its `data:` as a JSON object; None for `[DONE]`, for an event without data and for unreadable data."""
+    done: bool = False
+    """Its data is `[DONE]` (how an OpenAI stream ends)."""
+    problem: str | None = None
+    """Why its data cannot be read (not JSON, or JSON that is no object); None when it can."""
+
+
 class SseEvents:
-    """Splits an SSE byte stream into (event name, parsed JSON data) as chunks arrive (lines may be
-    split across chunks); `[DONE]` is reported as data None. Unreadable data is skipped."""
+    """Splits an SSE byte stream into whole events as chunks arrive (a line or an event may be split across
+    chunks). Unreadable data is reported, never skipped: an engine that sends it is broken, and a stream
+    with a gap in it is no whole answer. An event is bounded (MAX_EVENT_BYTES), so a stream that never ends
+    a line cannot fill the gateway's memory."""
 
     def __init__(self) -> None:
-        self._buffer = b""
-        self._event = ""
+        self._lines: list[bytes] = []  # the current event's lines so far
+        self._partial: list[bytes] = []  # the pieces of a line not ended yet (joined once it ends)
+        self._size = 0  # the bytes of both
 
-    def feed(self, chunk: bytes) -> list[tuple[str, Any]]:
-        self._buffer += chunk
-        *lines, self._buffer = self._buffer.split(b"\n")
-        events: list[tuple[str, Any]] = []
-        for raw in lines:
-            line = raw.strip()
-            if line.startswith(b"event:"):
-                self._event = line[6:].strip().decode(errors="replace")
-            elif line.startswith(b"data:"):
-                data = line[5:].strip()
-                if data == b"[DONE]":
-                    events.append((self._event, None))
+    def feed(self, chunk: bytes) -> list[SseEvent]:
+        self._partial.append(chunk)
+        self._size += len(chunk)
+        events = []
+        if b"\n" in chunk:
+            *lines, rest = b"".join(self._partial).split(b"\n")
+            self._partial = [rest]
+            for line in lines:
+                if line in (b"", b"\r"):
+                    events.append(self._event(line))
                 else:
-                    value, problem = parse_problem(data)
-                    if problem is None:
-                        events.append((self._event, value))
-            elif not line:
-                self._event = ""
+                    self._lines.append(line)
+            self._size = sum(len(line) + 1 for line in self._lines) + len(rest)
+        if self._size > MAX_EVENT_BYTES:
+            self._lines, self._partial, self._size = [], [], 0
+            events.append(SseEvent(b"", problem=f"an event longer than {MAX_EVENT_BYTES} bytes"))
         return events
+
+    def flush(self) -> list[SseEvent]:
+        """What is left when the stream ends: a last event whose blank line never came, if any."""
+        if rest := b"".join(self._partial):
+            self._lines.append(rest)
+        self._partial = []
+        return [self._event(None)] if self._lines else []
+
+    def _event(self, blank: bytes | None) -> SseEvent:
+        lines, self._lines = self._lines, []
+        raw = b"".join(line + b"\n" for line in lines) + (b"" if blank is None else blank + b"\n")
+        name, data = b"", []
+        for line in lines:
+            field, _, value = line.rstrip(b"\r").partition(b":")
+            value = value.removeprefix(b" ")
+            if field == b"event":
+                name = value
+            elif field == b"data":
+                data.append(value)
+        text = b"\n".join(data).strip()
+        if not data:  # a comment or a keep-alive: nothing to read
+            return SseEvent(raw, name.decode(errors="replace"))
+        if text == b"[DONE]":
+            return SseEvent(raw, name.decode(errors="replace"), done=True)
+        value, problem = parse_problem(text)
+        if problem is None and not isinstance(value, dict):
+            problem = f"JSON that is no object ({type(value).__name__})"
+        return SseEvent(raw, name.decode(errors="replace"), value if problem is None else None, problem=problem)
+
+
+def failure_message(error: Any) -> str:
+    """The message of an engine's error object (the object itself, cut short, when it holds none)."""
+    if isinstance(error, dict) and isinstance(error.get("message"), str):
+        return str(error["message"])
+    return json.dumps(error)[:300]
 
 
 class Accumulator(ABC):
-    """Rebuilds the final answer from an API's SSE stream as it is relayed."""
-
-    done = False
-    """The stream's end event was seen: the answer is whole."""
-
-    def __init__(self) -> None:
-        self._events = SseEvents()
-
-    def feed(self, chunk: bytes) -> None:
-        """Take the next bytes of the stream."""
-        for name, data in self._events.feed(chunk):
-            self.event(name, data)
+    """Rebuilds the final answer from an API's stream events as they are relayed."""
 
     @abstractmethod
     def event(self, name: str, data: Any) -> None:
-        """One SSE event (`data` None for `[DONE]`)."""
+        """One readable SSE event (`data` None for `[DONE]` and for an event without data)."""
 
     @abstractmethod
     def answer(self) -> Answer:
@@ -126,9 +171,6 @@ class Api(ABC):
     """Whether its turns are decisions (capture and the guard): a completion has no tool loop."""
     session_headers: tuple[str, ...] = ()
     """Headers the API's runtime sends its session id in, read after X-Session-Id."""
-    stream_ends: tuple[bytes, ...] = ()
-    """What only the last event of a whole stream holds (any one of them): a stream that ends without one
-    is not a whole answer, and the client is told so."""
 
     # --- errors ------------------------------------------------------------------------------
 
@@ -147,6 +189,17 @@ class Api(ABC):
     @abstractmethod
     def sse_error(self, message: str, code: str, status: int) -> bytes:
         """The event that ends a stream that failed after it started."""
+
+    # --- reading streams ---------------------------------------------------------------------
+
+    @abstractmethod
+    def stream_end(self, event: SseEvent) -> bool:
+        """Whether `event` is the last event of a whole stream: a stream that ends without one is not a
+        whole answer, and the client is told so."""
+
+    @abstractmethod
+    def stream_failure(self, event: SseEvent) -> str | None:
+        """The engine's message when `event` says the generation failed (the API's error event), else None."""
 
     # --- reading requests and answers ---------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """OpenAI Chat Completions (`/v1/chat/completions`) and Completions (`/v1/completions`).
 
 Errors are OpenAI's `{"error": {"message", "type", "code"}}`; a stream that fails after it started
-ends with a `data: {"error": ...}` event, as vLLM ends its own. The tool results of a chat turn are
-the `tool` messages after the last assistant message, named by that message's `tool_calls`.
+ends with a `data: {"error": ...}` event, as vLLM ends its own (vLLM then sends `[DONE]`: a stream is
+whole at `[DONE]` only when no error came before it). The tool results of a chat turn are the `tool`
+messages after the last assistant message, named by that message's `tool_calls`.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from typing import Any
 from core.wire import WIRES, chat_message, chat_replies, chat_tools, first_choice
 from core.wire import chat_choice_label as label
 from core.wireshapes import ChatToolCall
-from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation
+from serve.gateway.apis.base import Accumulator, Answer, Api, ApiName, Conversation, SseEvent, failure_message
 from serve.gateway.errors import error_body
 
 
@@ -26,6 +27,18 @@ class OpenAIErrors:
 
     def sse_error(self, message: str, code: str, status: int) -> bytes:
         return b"data: " + json.dumps(error_body(message, code, status)).encode() + b"\n\n"
+
+
+class ChoicesStream:
+    """How a chat or completions stream ends (`[DONE]`) and says a failure (an event with an `error` object,
+    vLLM's `{"error": {"message", "type", "param", "code"}}`)."""
+
+    def stream_end(self, event: SseEvent) -> bool:
+        return event.done
+
+    def stream_failure(self, event: SseEvent) -> str | None:
+        error = event.data.get("error") if isinstance(event.data, dict) else None
+        return None if error is None else failure_message(error)
 
 
 def choice_zero(data: Any) -> list[dict[str, Any]]:
@@ -43,7 +56,6 @@ class ChatAccumulator(Accumulator):
         self._calls: dict[int, ChatToolCall] = {}
 
     def event(self, name: str, data: Any) -> None:
-        self.done = self.done or data is None
         for choice in choice_zero(data):
             delta = choice["delta"] if isinstance(choice.get("delta"), dict) else {}
             self._content.append(delta.get("content") or "")
@@ -69,7 +81,6 @@ class CompletionAccumulator(Accumulator):
         self._text: list[str] = []
 
     def event(self, name: str, data: Any) -> None:
-        self.done = self.done or data is None
         for choice in choice_zero(data):
             self._text.append(choice.get("text") or "")
 
@@ -77,10 +88,9 @@ class CompletionAccumulator(Accumulator):
         return "".join(self._text)
 
 
-class ChatApi(OpenAIErrors, Api):
+class ChatApi(OpenAIErrors, ChoicesStream, Api):
     name: ApiName = "chat"
     path = "/v1/chat/completions"
-    stream_ends = (b"data: [DONE]",)
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
         given = body.get("messages")
@@ -102,10 +112,9 @@ class ChatApi(OpenAIErrors, Api):
         return ChatAccumulator()
 
 
-class CompletionsApi(OpenAIErrors, Api):
+class CompletionsApi(OpenAIErrors, ChoicesStream, Api):
     name: ApiName = "completions"
     path = "/v1/completions"
-    stream_ends = (b"data: [DONE]",)
     captures = False
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:

@@ -4,7 +4,8 @@
 * Errors are Anthropic's `{"type": "error", "error": {"type", "message"}}`, typed by status as
   Anthropic types them; "no engine can answer" is 529 `overloaded_error` with `retry-after`, and
   `x-should-retry: true` on what the SDK should retry (429, 529). A stream that fails after it
-  started ends with an `event: error` of the same shape.
+  started ends with an `event: error` of the same shape; so does vLLM's own failed stream (the
+  error event, and no `message_stop`): a stream is whole at `message_stop`.
 * The session is `X-Session-Id`, else `X-Claude-Code-Session-Id`, else the `session_id` inside
   `metadata.user_id` (a JSON string, or Claude Code's older `…_session_<id>` form).
 * A turn's tool results are the `tool_result` blocks of the last user message, named by the
@@ -29,6 +30,8 @@ from serve.gateway.apis.base import (
     ApiName,
     BadAnswerError,
     Conversation,
+    SseEvent,
+    failure_message,
 )
 from serve.gateway.errors import bounded_message
 
@@ -48,7 +51,7 @@ def anthropic_error(message: str, status: int) -> dict[str, Any]:
 
 
 class MessagesAccumulator(Accumulator):
-    """Content blocks rebuilt from `content_block_start` / `_delta` events; whole at `message_stop`."""
+    """Content blocks rebuilt from `content_block_start` / `_delta` events."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -59,9 +62,7 @@ class MessagesAccumulator(Accumulator):
         if not isinstance(data, dict):
             return
         kind, index = data.get("type"), data.get("index")
-        if kind == "message_stop":
-            self.done = True
-        elif kind == "content_block_start" and isinstance(index, int) and isinstance(data.get("content_block"), dict):
+        if kind == "content_block_start" and isinstance(index, int) and isinstance(data.get("content_block"), dict):
             self._blocks[index] = dict(data["content_block"])
         elif kind == "content_block_delta" and index in self._blocks and isinstance(data.get("delta"), dict):
             delta, block = data["delta"], self._blocks[index]
@@ -97,7 +98,6 @@ class AnthropicErrors:
 class MessagesApi(AnthropicErrors, Api):
     name: ApiName = "messages"
     path = "/v1/messages"
-    stream_ends = (b"message_stop", b"event: error")
     session_headers = ("X-Claude-Code-Session-Id",)
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
@@ -128,6 +128,13 @@ class MessagesApi(AnthropicErrors, Api):
 
     def output_limit(self, body: Mapping[str, Any]) -> str | None:
         return "max_tokens"
+
+    def stream_end(self, event: SseEvent) -> bool:
+        return isinstance(event.data, dict) and event.data.get("type") == "message_stop"
+
+    def stream_failure(self, event: SseEvent) -> str | None:
+        data = event.data if isinstance(event.data, dict) else {}
+        return failure_message(data.get("error")) if "error" in (event.name, data.get("type")) else None
 
     def answer(self, payload: Any) -> Answer:
         if not isinstance(payload, dict) or not isinstance(payload.get("content"), list):

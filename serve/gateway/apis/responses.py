@@ -9,7 +9,8 @@ is enabled).
 A turn's tool results are the `function_call_output` items at the end of `input`, named by the
 `function_call` items with the same `call_id`; the neutral answer joins the `output_text` parts of
 the output's messages and turns each `function_call` item into a call. A stream is whole at
-`response.completed` (or `.failed` / `.incomplete`), whose event carries the whole response.
+`response.completed` (or `.incomplete`), whose event carries the whole response; an `error` event or
+`response.failed` says the engine failed.
 """
 
 from __future__ import annotations
@@ -28,11 +29,13 @@ from serve.gateway.apis.base import (
     ApiName,
     BadAnswerError,
     Conversation,
+    SseEvent,
+    failure_message,
 )
 from serve.gateway.apis.chat import OpenAIErrors
 from serve.gateway.errors import GatewayError, bounded_message
 
-FINAL_EVENTS = frozenset({"response.completed", "response.failed", "response.incomplete"})
+FINAL_EVENTS = frozenset({"response.completed", "response.incomplete"})
 
 
 class ResponsesAccumulator(Accumulator):
@@ -43,7 +46,6 @@ class ResponsesAccumulator(Accumulator):
     def event(self, name: str, data: Any) -> None:
         if isinstance(data, dict) and data.get("type") in FINAL_EVENTS:
             self._response = data.get("response")
-            self.done = True
 
     def answer(self) -> Answer:
         try:
@@ -55,7 +57,6 @@ class ResponsesAccumulator(Accumulator):
 class ResponsesApi(OpenAIErrors, Api):
     name: ApiName = "responses"
     path = "/v1/responses"
-    stream_ends = (*(name.encode() for name in sorted(FINAL_EVENTS)), b"event: error")
 
     def check(self, body: Mapping[str, Any]) -> None:
         if body.get("previous_response_id") is not None:
@@ -69,6 +70,18 @@ class ResponsesApi(OpenAIErrors, Api):
     def sse_error(self, message: str, code: str, status: int) -> bytes:
         event = {"type": "error", "code": code, "message": bounded_message(message), "param": None}
         return b"event: error\ndata: " + json.dumps(event).encode() + b"\n\n"
+
+    def stream_end(self, event: SseEvent) -> bool:
+        return isinstance(event.data, dict) and event.data.get("type") in FINAL_EVENTS
+
+    def stream_failure(self, event: SseEvent) -> str | None:
+        data = event.data if isinstance(event.data, dict) else {}
+        if "error" in (event.name, data.get("type")):
+            return failure_message(data)
+        if data.get("type") == "response.failed":
+            response = data.get("response")
+            return failure_message(response.get("error") if isinstance(response, dict) else None)
+        return None
 
     def conversation(self, body: Mapping[str, Any]) -> Conversation:
         given = items(body.get("input"))

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from core.records import ParseOutcome
 from serve.gateway.apis import APIS
-from serve.gateway.apis.messages import MessagesAccumulator
+from tests.serve.gateway.apis.streams import StreamReading
 
 MESSAGES = APIS["messages"]
 TOOLS = [{"name": "lookup", "input_schema": {"type": "object", "properties": {"id": {"type": "string"}}}},
@@ -39,13 +39,11 @@ def stream_of(text: str, call_json: str) -> bytes:
 @given(step=st.integers(1, 40))
 def test_a_stream_rebuilds_the_same_answer_as_the_json_message_wherever_chunks_break(step):
     stream = stream_of("Checking it.", '{"id": "INV-7"}')
-    accumulator = MessagesAccumulator()
     head, tail = stream[:-3], stream[-3:]  # the end event's line is whole only with the last bytes
-    for i in range(0, len(head), step):
-        accumulator.feed(head[i:i + step])
-    assert not accumulator.done
-    accumulator.feed(tail)
-    assert accumulator.done
+    reading = StreamReading(MESSAGES)
+    assert not reading.ends(reading.feed(*(head[i:i + step] for i in range(0, len(head), step))))
+    assert reading.ends(reading.feed(tail))
+    accumulator = reading.accumulator
     json_answer = MESSAGES.answer({"content": [{"type": "text", "text": "Checking it."}, {
         "type": "tool_use", "id": "toolu_9", "name": "lookup", "input": {"id": "INV-7"}}]})
     conversation = MESSAGES.conversation({"messages": [], "tools": TOOLS})
@@ -56,10 +54,10 @@ def test_a_stream_rebuilds_the_same_answer_as_the_json_message_wherever_chunks_b
 
 
 def test_a_cut_tool_input_is_a_malformed_call_never_a_smaller_key_set():
-    accumulator = MessagesAccumulator()
-    accumulator.feed(stream_of("", '{"id": "INV-7", "fil').split(b"event: message_delta")[0])
-    parsed = MESSAGES.conversation({"tools": TOOLS}).parse(accumulator.answer())
-    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and not accumulator.done
+    reading = StreamReading(MESSAGES)
+    events = reading.feed(stream_of("", '{"id": "INV-7", "fil').split(b"event: message_delta")[0])
+    parsed = MESSAGES.conversation({"tools": TOOLS}).parse(reading.accumulator.answer())
+    assert parsed.outcome is ParseOutcome.MALFORMED_CALL and not reading.ends(events)
 
 
 def test_tools_choices_and_the_turns_tool_results_read_as_the_runtime_sends_them():

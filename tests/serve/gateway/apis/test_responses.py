@@ -10,6 +10,7 @@ import pytest
 from core.records import ParseOutcome
 from serve.gateway.apis import APIS
 from serve.gateway.errors import GatewayError
+from tests.serve.gateway.apis.streams import StreamReading
 
 RESPONSES = APIS["responses"]
 TOOLS = [{"type": "function", "name": "lookup", "parameters": {"type": "object"}}, {"type": "web_search"}]
@@ -20,12 +21,11 @@ OUTPUT = [{"type": "reasoning", "summary": []},
 
 def test_output_items_and_the_completed_event_read_as_one_answer():
     whole = RESPONSES.answer({"output": OUTPUT})
-    accumulator = RESPONSES.accumulator()
-    accumulator.feed(b'event: response.created\ndata: {"type": "response.created"}\n\n')
-    assert not accumulator.done
+    reading = StreamReading(RESPONSES)
+    assert not reading.ends(reading.feed(b'event: response.created\ndata: {"type": "response.created"}\n\n'))
     final = {"type": "response.completed", "response": {"output": OUTPUT}}
-    accumulator.feed(f"event: response.completed\ndata: {json.dumps(final)}\n\n".encode())
-    assert accumulator.done and accumulator.answer() == whole
+    assert reading.ends(reading.feed(f"event: response.completed\ndata: {json.dumps(final)}\n\n".encode()))
+    assert reading.accumulator.answer() == whole
     parsed = RESPONSES.conversation({"tools": TOOLS}).parse(whole)
     assert parsed.outcome is ParseOutcome.OK and parsed.calls[0].key_set == ["id"] and whole["content"] == "On it."
 
