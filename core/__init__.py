@@ -15,6 +15,7 @@ It imports neither `serve` nor `replay`; both import it.
 - `capture.py`: the capture store the gateway writes and replay reads
 - `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`)
 - `evidence.py`: the gate evidence file formats
+- `attestation.py`: a gate verdict as an in-toto Statement over the digests of what it judged; file digests
 - `errors.py`: `WorkerTierError`, the one exception root
 - `names.py`: the one name type (workspace, session, route, adapter, model, trial and request ids)
 - `atomicwrite.py`: files written whole or not at all (a temporary file renamed over the path)

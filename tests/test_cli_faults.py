@@ -17,6 +17,7 @@ import pytest
 from tests.support.cli import assert_one_error_line
 from tests.support.curation import copy_workspace, keys_file, policy_file
 from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
+from tests.support.runs import write_sealed
 
 ROOT = Path(__file__).resolve().parents[1]
 CURATION_POLICY = ROOT / "configs" / "curation" / "s1.1.toml"
@@ -36,8 +37,7 @@ def run(package: str, *args: str, cwd: Path, stdout: int | IO[str] | None = subp
 def inputs(tmp_path: Path) -> Path:
     """A replay run directory (`run`), a Claude Code corpus (`corpus`), its keys (`keys.toml`) and a curation
     policy it meets (`policy.toml`)."""
-    (tmp_path / "run").mkdir()
-    (tmp_path / "run" / "results.jsonl").write_text("".join(r.model_dump_json() + "\n" for r in e13_results(ARMS)))
+    write_sealed(tmp_path / "run", e13_results(ARMS))
     copy_workspace(tmp_path / "corpus", "ws-w")
     keys_file(tmp_path, ["ws-w"])
     policy_file(tmp_path, 'size = 2\nshortfall = "shrink"\nclean_from = ["verified_action"]\n[shares]\nclean = 100\n')

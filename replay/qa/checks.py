@@ -238,7 +238,7 @@ def tool_names(tool: str) -> set[str]:
 
 
 @dataclass(frozen=True)
-class Claim:
+class CountClaim:
     """A count the answer gives: "3 open invoices", or "3 invoices are open" (both with the modifier `open`)."""
 
     count: int
@@ -276,7 +276,7 @@ def count_findings(run: Run, rules: CheckRules) -> list[Finding]:
                      f"{where} {len(items)}")]
 
 
-def _agrees(claim: Claim, length: int, stated: set[int], whole: set[str], mentions: list[set[str]]) -> bool | None:
+def _agrees(claim: CountClaim, length: int, stated: set[int], whole: set[str], mentions: list[set[str]]) -> bool | None:
     """Whether a count agrees with the list: it is the list's length or an integer the result states, or, when
     modifiers name a part of the list (`overdue`, not a word of the tool, its key or its input, which describe
     every item), the number of items that mention them all. None when no item does: a part the record does not
@@ -308,7 +308,7 @@ def _listed(content: Any) -> tuple[list[Any], str, set[int]] | None:
     return lists[0][1], lists[0][0], stated
 
 
-def count_claims(text: str, nouns: set[str], qualifiers: Sequence[str]) -> list[Claim]:
+def count_claims(text: str, nouns: set[str], qualifiers: Sequence[str]) -> list[CountClaim]:
     """Each count of `text`: a number standing alone (not after a qualifier, nor glued to a sign or a word: `#4`,
     `$3`, `2026-11-04`), up to `MAX_MODIFIERS` modifiers, then a noun of `nouns` (lower case), joined by spaces
     or a hyphen. A function word, a qualifier or another number in between ends it ("3 of the invoices",
@@ -321,7 +321,7 @@ def count_claims(text: str, nouns: set[str], qualifiers: Sequence[str]) -> list[
         gap = text[tokens[a].end():tokens[b].start()]
         return gap == "-" or (gap.isspace() and "\n" not in gap)
 
-    claims: list[Claim] = []
+    claims: list[CountClaim] = []
     modifiers: list[str]
     for i, token in enumerate(tokens):
         number = _number(words, i, joined)
@@ -334,7 +334,7 @@ def count_claims(text: str, nouns: set[str], qualifiers: Sequence[str]) -> list[
             if words[j] in nouns:
                 predicate = _predicate(tokens, words, j, joined)
                 if predicate is not None:
-                    claims.append(Claim(count, words[j], (*modifiers, *predicate),
+                    claims.append(CountClaim(count, words[j], (*modifiers, *predicate),
                                         text[token.start():tokens[j].end()]))
                 break
             if words[j] in STOP or words[j] in skip or _count(words[j]) is not None or j - first == MAX_MODIFIERS:
