@@ -42,6 +42,35 @@ class Statement(BaseModel):
         return self.model_dump_json(by_alias=True, indent=2) + "\n"
 
 
+ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
+"""Where a PEFT LoRA directory keeps its weights."""
+
+
+class ServedIdentity(BaseModel):
+    """What answered for a name: the model id asked for, the version a gateway route resolved it to (or the
+    adapter's own name), and the adapter's fingerprint (`adapter_fingerprint`; None for the base model, or where
+    the endpoint does not say and its files cannot be read)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    model: str
+    version: str | None = None
+    fingerprint: str | None = None
+
+
+def adapter_fingerprint(directory: Path) -> str:
+    """sha256 over a LoRA adapter's config and weights: what the gateway registers it by and refuses changed
+    weights on, and what a verdict names the candidate's weights by."""
+    digest = hashlib.sha256()
+    for name in ("adapter_config.json", *ADAPTER_WEIGHT_FILES):
+        file = directory / name
+        if file.is_file():
+            digest.update(name.encode() + b"\0")
+            with file.open("rb") as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+    return digest.hexdigest()
+
+
 def file_sha256(path: Path) -> str:
     """The sha256 of a file's bytes, read in chunks."""
     with path.open("rb") as handle:

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import Field, model_validator
 
+from core.attestation import ServedIdentity
 from core.names import Name
 from core.records import Strict
 
@@ -24,12 +25,23 @@ class OutcomeItem(Strict):
     note: str = ""
 
 
+class EvidenceSubject(Strict):
+    """What a piece of evidence is about: the run it came from and what served its two arms. A gate judges it
+    only for a run whose arms were served by the same weights (`ServedIdentity.fingerprint`)."""
+
+    run_id: str | None = None
+    baseline: ServedIdentity | None = None
+    candidate: ServedIdentity | None = None
+
+
 class PairedOutcomes(Strict):
-    """`{"measure": "...", "candidate": "<arm, optional>", "items": [{"id", "baseline", "candidate"}]}`."""
+    """`{"measure": "...", "candidate": "<arm, optional>", "items": [{"id", "baseline", "candidate"}],
+    "subject"?: {"run_id", "baseline", "candidate"}}`."""
 
     measure: str
     candidate: str | None = None
     items: list[OutcomeItem]
+    subject: EvidenceSubject | None = None
 
     @model_validator(mode="after")
     def _unique_ids(self) -> PairedOutcomes:

@@ -64,7 +64,7 @@ from replay.memory.uptake import Uptake, concerns, uptake_table
 from replay.run.config import RunConfig
 from replay.run.decisions import run_async
 from replay.run.directory import ENGINE_JSON, load_results, read_engine_settings
-from replay.sandbox.evidence import format_tables, pair_results, write_evidence
+from replay.sandbox.evidence import evidence_subject, format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox_async
 from replay.suite import Suite, freeze_suite, load_suite
@@ -455,7 +455,8 @@ def sandbox_pack(out: Path) -> Pack:
 def sandbox_evidence(sandbox_dir: Path, candidate: str) -> tuple[dict[str, Path], str]:
     """The sandbox run's evidence files for one candidate's gate, and its paired tables as text."""
     pairs = pair_results(load_sandbox_results(sandbox_dir), BASELINE, candidate)
-    return write_evidence(pairs, sandbox_dir / "evidence" / candidate), format_tables(pairs)
+    return (write_evidence(pairs, sandbox_dir / "evidence" / candidate, evidence_subject(sandbox_dir, pairs)),
+            format_tables(pairs))
 
 
 def demo_report(

@@ -11,7 +11,7 @@ from typing import Any
 from core.cli import pair_item, reference_first
 from replay.run.config import load_run_config
 from replay.run.directory import RunError, read_run_json
-from replay.sandbox.evidence import format_tables, pair_results, write_evidence
+from replay.sandbox.evidence import evidence_subject, format_tables, pair_results, write_evidence
 from replay.sandbox.measures import scores_json
 from replay.sandbox.pack import (
     Pack,
@@ -95,7 +95,7 @@ def _score(args: argparse.Namespace) -> int:
 def _evidence(args: argparse.Namespace) -> int:
     pairs = pair_results(load_sandbox_results(args.run_dir), args.baseline, args.candidate)
     print(format_tables(pairs))
-    written = write_evidence(pairs, args.out)
+    written = write_evidence(pairs, args.out, evidence_subject(args.run_dir, pairs))
     print("\nevidence for `worker-replay gate`:\n  " + " ".join(f"--evidence {k}={p}" for k, p in written.items()))
     if "isolated_live_replay" not in written:
         print("(no isolated_live_replay: this run did not go through the gateway; re-run with --via gateway)",

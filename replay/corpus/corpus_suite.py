@@ -18,7 +18,7 @@ session's decisions all land on one side), stably by a hash of the cluster.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -158,12 +158,13 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
     rows = corpus_decisions(corpus, rules or GuardRules(), read)
     where = f"{corpus.root}" + "".join(f" {word} {value}" for word, value in (("since", since), ("until", until))
                                        if value)
+    sides = split_groups(rows)
     selections = []
     for out, takes in outs.items():
         def include(row: CapturedDecision, takes: Callable[[str], bool] | None = takes) -> str | None:
             if not window(row):
                 return "outside the time window"
-            return None if takes is None or takes(cluster_of(row)) else "in the other split (by session)"
+            return None if takes is None or takes(sides[cluster_of(row)]) else "in the other split (by session)"
         selections.append(select_decisions(rows, out, where, keys=keys, include=include,
                                            parent_calls=read.parent_calls, fits=fits))
     reports = []
@@ -175,14 +176,38 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
     return reports
 
 
+def split_groups(rows: Iterable[CapturedDecision]) -> dict[str, str]:
+    """Each cluster's split group: clusters that share an identical decision state (a canonical request hash) are
+    one group, named by its least cluster, so a split puts them on one side: a session copied into another
+    workspace, or two sessions that reach the same state, can never be trained on and tested on at once."""
+    parent: dict[str, str] = {}
+
+    def root(cluster: str) -> str:
+        while parent.setdefault(cluster, cluster) != cluster:
+            parent[cluster] = parent[parent[cluster]]
+            cluster = parent[cluster]
+        return cluster
+
+    first: dict[str, str] = {}
+    for row in rows:
+        cluster = cluster_of(row)
+        root(cluster)
+        if row.request_sha256:
+            other = first.setdefault(row.request_sha256, cluster)
+            low, high = sorted((root(cluster), root(other)))
+            parent[high] = low
+    return {cluster: root(cluster) for cluster in parent}
+
+
 def cluster_of(row: CapturedDecision) -> str:
     """A decision's cluster: its session (decisions of one task are not independent)."""
     return f"{row.workspace}/{row.session}"
 
 
 def in_test_split(fraction: float, seed: str = "") -> Callable[[str], bool]:
-    """Whether a cluster falls in the test split: a hash of the seed and the cluster below `fraction` (stable
-    across runs and corpus growth, so a session never moves from one side to the other)."""
+    """Whether a cluster (a split group's name, `split_groups`) falls in the test split: a hash of the seed and
+    the name below `fraction` (stable across runs and corpus growth, so a session never moves from one side to the
+    other, unless a later session reaches one of its decision states and joins its group)."""
     if not 0 < fraction < 1:
         raise SuiteError(f"the test fraction must be between 0 and 1, not {fraction}", [])
 

@@ -37,6 +37,8 @@ RESULTS = "results.jsonl"
 RUN_JSON = "run.json"
 RUN_LOCK = "run.lock"
 ENGINE_JSON = "engine.json"
+SERVED = "served"
+"""run.json's key for what served each arm: `{arm: core.attestation.ServedIdentity}`."""
 _Model = TypeVar("_Model", bound=BaseModel)
 
 
@@ -125,7 +127,8 @@ def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What changed between the recorded run and this invocation, in what decides the results.
 
     The endpoint's address is not part of that: a run may resume through a gateway restarted
-    on another port. Arms, decoding, memory, runner settings and the suite's content are.
+    on another port. Arms, decoding, memory, runner settings, the suite's content and the weights that serve each
+    arm (their fingerprints) are.
     """
     before, after = _identity(old), _identity(new)
     return [f"{key}: {before.get(key, '(absent)')!r} -> {after.get(key, '(absent)')!r}"
@@ -134,9 +137,10 @@ def manifest_diff(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
 
 def _identity(manifest: dict[str, Any]) -> dict[str, Any]:
     config = {k: v for k, v in _object(manifest.get("config")).items() if k != "endpoint"}
+    weights = {arm: _object(identity).get("fingerprint") for arm, identity in _object(manifest.get(SERVED)).items()}
     return _flatten({"config": config, "suite.sha256": _object(manifest.get("suite")).get("sha256"),
                      "pack.sha256": _object(manifest.get("pack")).get("sha256"),
-                     "endpoint_kind": manifest.get("endpoint_kind")})
+                     "endpoint_kind": manifest.get("endpoint_kind"), "served weights": weights})
 
 
 def _object(value: Any) -> dict[str, Any]:

@@ -15,10 +15,12 @@ import os
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 
+from core.attestation import ServedIdentity, adapter_fingerprint
 from core.jsonfile import parse_problem
 from core.names import excerpt
 from core.wire import WIRES, DecisionApi
@@ -94,19 +96,24 @@ def _redirect_error(resp: aiohttp.ClientResponse) -> str:
             "redirects (sandbox: only the configured endpoint, loopback unless allowed)")
 
 
-async def fetch_served(config: RunConfig) -> tuple[dict[str, list[str]], str | None]:
-    """The model ids each endpoint of the run serves (the run's and every arm's own), and the run endpoint's
-    engine version."""
-    served, version = {}, None
+async def fetch_served(config: RunConfig) -> tuple[dict[str, list[str]], str | None, dict[str, ServedIdentity]]:
+    """The model ids each endpoint of the run serves (the run's and every arm's own), the run endpoint's engine
+    version, and what serves each arm (`served_identity`)."""
+    served: dict[str, list[str]] = {}
+    arms: dict[str, ServedIdentity] = {}
+    version = None
     for base_url in config.endpoints():
-        served[base_url], answered = await fetch_models(config, base_url)
+        served[base_url], answered, identities = await fetch_models(config, base_url)
         version = answered if base_url == config.endpoint.base_url else version
-    return served, version
+        arms |= {arm.name: identities.get(arm.model, ServedIdentity(model=arm.model))
+                 for arm in config.arms if config.base_url_of(arm) == base_url}
+    return served, version, arms
 
 
-async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[list[str], str | None]:
-    """Served model ids (and the engine version where the endpoint exposes /version) of one endpoint (default:
-    the run's)."""
+async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[list[str], str | None,
+                                                                               dict[str, ServedIdentity]]:
+    """Served model ids, the engine version where the endpoint exposes /version, and each id's served identity
+    (`served_identity`), of one endpoint (default: the run's)."""
     base = (base_url or config.endpoint.base_url).rstrip("/")
     timeout = aiohttp.ClientTimeout(total=30)
     async with aiohttp.ClientSession(timeout=timeout, headers=auth_headers(config)) as session:
@@ -116,7 +123,7 @@ async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[
                     raise RunError(f"{base}/models answered {_redirect_error(resp)}")
                 if resp.status != 200:
                     raise RunError(f"{base}/models answered HTTP {resp.status}: {(await resp.text())[:200]}")
-                models = [m["id"] for m in (await resp.json()).get("data", [])]
+                entries = [m for m in (await resp.json()).get("data", []) if isinstance(m, dict)]
         except aiohttp.ClientError as exc:
             raise RunError(f"cannot reach the endpoint {base}: {exc}") from exc
         version = None
@@ -126,7 +133,29 @@ async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[
                     version = (await resp.json()).get("version")
         except (aiohttp.ClientError, json.JSONDecodeError, aiohttp.ContentTypeError):
             version = None
-    return models, version
+    models = [m["id"] for m in entries]
+    return models, version, {m["id"]: served_identity(m) for m in entries if isinstance(m["id"], str)}
+
+
+def served_identity(entry: dict[str, Any]) -> ServedIdentity:
+    """What a `/v1/models` entry says serves it. The gateway names an adapter's fingerprint, and a route's
+    production version with its fingerprint; vLLM names a LoRA adapter's directory (`root`, with a `parent`),
+    whose files are fingerprinted here when this machine can read them; the base model has none."""
+    model = str(entry["id"])
+    kind = entry.get("kind")
+    if kind == "adapter":
+        return ServedIdentity(model=model, version=model, fingerprint=_text(entry.get("fingerprint")))
+    if kind == "route":
+        return ServedIdentity(model=model, version=_text(entry.get("production")),
+                              fingerprint=_text(entry.get("production_fingerprint")))
+    root, parent = _text(entry.get("root")), _text(entry.get("parent"))
+    if kind is None and parent is not None and root is not None and (Path(root) / "adapter_config.json").is_file():
+        return ServedIdentity(model=model, version=model, fingerprint=adapter_fingerprint(Path(root)))
+    return ServedIdentity(model=model)
+
+
+def _text(value: object) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 def served_entries(config: RunConfig, served: Mapping[str, list[str]]) -> dict[str, Any]:

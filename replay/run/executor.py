@@ -4,7 +4,8 @@ A kind of run describes itself as a `Job`: its `run.json`, the results file its 
 items that file already holds, how to plan the rest, and a coroutine that turns one item into one line. The
 executor does everything else, once for all three, so a fix to resume or locking is made in one place:
 
-1. the served models are fetched and every arm's model checked (`replay.run.endpoint`);
+1. the served models are fetched and every arm's model checked (`replay.run.endpoint`), and what serves each arm
+   (its served identity: the version and the adapter weights' fingerprint) goes into `run.json`'s `served`;
 2. under the run directory's lock (one writer), a directory holding another run is refused with what changed,
    a torn last line is cut, and the whole plan is made before anything is written (a plan error writes nothing,
    so a corrected config is a new run, not a refused mix);
@@ -19,10 +20,11 @@ executor does everything else, once for all three, so a fix to resume or locking
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import deque
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -30,7 +32,7 @@ import aiohttp
 from pydantic import BaseModel
 
 from replay.run.config import RunConfig
-from replay.run.directory import check_resumable, check_run_dir, open_seal, prepare_run_dir, run_lock, seal_run
+from replay.run.directory import SERVED, check_resumable, check_run_dir, open_seal, prepare_run_dir, run_lock, seal_run
 from replay.run.endpoint import chat_session, check_served, fetch_served
 from replay.run.progress import Progress
 
@@ -125,9 +127,11 @@ async def execute(items: Sequence[Item], perform: Perform[Item], config: RunConf
 async def run_job(config: RunConfig, run_dir: Path, job_for: Callable[[Served, str | None], Job[Item]],
                   slots: asyncio.Semaphore | None = None) -> Executed:
     """The whole run (steps 1–4): `job_for` makes the job from what the endpoints serve and the engine's version."""
-    served, engine_version = await fetch_served(config)
+    served, engine_version, identities = await fetch_served(config)
     check_served(config, served)
     job = job_for(served, engine_version)
+    job = replace(job, manifest={**job.manifest, SERVED: {arm: json.loads(identity.model_dump_json())
+                                                          for arm, identity in identities.items()}})
     with run_lock(run_dir):
         items, done = open_run(job, run_dir)
         written, halted = await execute(items, job.perform, config, run_dir / job.results, job.label, slots)

@@ -20,10 +20,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.evidence import OutcomeItem, PairedOutcomes
+from core.attestation import ServedIdentity
+from core.evidence import EvidenceSubject, OutcomeItem, PairedOutcomes
 from core.names import excerpt
 from replay.analysis.compare import format_ci, format_p, format_points
-from replay.run.directory import RunError
+from replay.run.directory import SERVED, RunError, read_run_json
 from replay.sandbox.measures import Scores
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import CATEGORIES
@@ -97,30 +98,47 @@ def format_tables(pairs: Pairs) -> str:
     return "\n".join(lines)
 
 
-def evidence_files(pairs: Pairs) -> dict[str, PairedOutcomes]:
+def evidence_subject(run_dir: Path, pairs: Pairs) -> EvidenceSubject:
+    """The run the evidence comes from and what served its two arms, as its run.json records them."""
+    manifest = read_run_json(run_dir)
+    found = manifest.get(SERVED)
+    served: dict[str, object] = found if isinstance(found, dict) else {}
+    run_id = manifest.get("run_id")
+
+    def identity(arm: str) -> ServedIdentity | None:
+        recorded = served.get(arm)
+        return ServedIdentity.model_validate(recorded) if isinstance(recorded, dict) else None
+
+    return EvidenceSubject(run_id=run_id if isinstance(run_id, str) else None, baseline=identity(pairs.baseline),
+                           candidate=identity(pairs.candidate))
+
+
+def evidence_files(pairs: Pairs, subject: EvidenceSubject | None = None) -> dict[str, PairedOutcomes]:
     """Evidence key → paired outcomes, in the formats the gate conditions read."""
     def per_scenario(measure: str, read: Callable[[Scores], bool]) -> PairedOutcomes:
-        return PairedOutcomes(measure=measure, candidate=pairs.candidate, items=[
+        return PairedOutcomes(measure=measure, candidate=pairs.candidate, subject=subject, items=[
             OutcomeItem(id=sid, baseline=read(b), candidate=read(c), category=family)
             for sid, family, b, c in pairs.items])
 
     out = {
         "isolated_replay": per_scenario("task_completed", lambda s: s.task_completed),
         "unsupported_completion": per_scenario("unsupported_completion", lambda s: s.unsupported_completion),
-        "critical_failures": PairedOutcomes(measure="critical_failure", candidate=pairs.candidate, items=[
-            OutcomeItem(id=f"{sid}/{cat}", baseline=b.critical[cat], candidate=c.critical[cat], category=cat,
-                        note=", ".join(c.critical_hits))
-            for sid, _, b, c in pairs.items for cat in CATEGORIES]),
+        "critical_failures": PairedOutcomes(measure="critical_failure", candidate=pairs.candidate, subject=subject,
+                                            items=[OutcomeItem(id=f"{sid}/{cat}", baseline=b.critical[cat],
+                                                               candidate=c.critical[cat], category=cat,
+                                                               note=", ".join(c.critical_hits))
+                                                   for sid, _, b, c in pairs.items for cat in CATEGORIES]),
     }
     if pairs.endpoint_kind == "gateway":
         out["isolated_live_replay"] = per_scenario("live_replay_passed", passed)
     return out
 
 
-def write_evidence(pairs: Pairs, out_dir: Path) -> dict[str, Path]:
+def write_evidence(pairs: Pairs, out_dir: Path, subject: EvidenceSubject | None = None) -> dict[str, Path]:
+    """The evidence files for the gate; `subject` (`evidence_subject`) binds them to what served the two arms."""
     out_dir.mkdir(parents=True, exist_ok=True)
     written = {}
-    for key, outcomes in evidence_files(pairs).items():
+    for key, outcomes in evidence_files(pairs, subject).items():
         path = out_dir / EVIDENCE_FILES[key]
         tmp = path.with_suffix(".tmp")
         tmp.write_text(outcomes.model_dump_json(indent=2) + "\n", encoding="utf-8")

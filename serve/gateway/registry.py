@@ -13,7 +13,6 @@ and its files are fingerprinted so a later load under the same name refuses chan
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -26,6 +25,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, overload
 
+from core.attestation import ADAPTER_WEIGHT_FILES, adapter_fingerprint
 from core.jsonfile import JsonFileError, read_json_value
 from core.names import excerpt
 from core.sqlitedb import open_wal, transaction
@@ -37,7 +37,6 @@ BASE = ":base"  # how the base model is stored, so renaming the served base keep
 STORE = "gateway state store"
 """How errors name the state file (`gateway.state_db`): routes, adapters, the request and shadow logs (and the
 trials, serve/trials/store.py)."""
-WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 _PRUNE_EVERY = 1000  # log rows written between two prunes
 _FLUSH_AT = 1000  # buffered log rows that force a flush before the periodic one
 _MAX_PENDING = 100_000  # log rows kept for a retry while the store fails; the oldest go first
@@ -233,19 +232,6 @@ def now() -> str:
     return datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-def fingerprint(directory: Path) -> str:
-    """sha256 over the adapter's config and weights, to catch files changed under a registered name."""
-    digest = hashlib.sha256()
-    for name in ("adapter_config.json", *WEIGHT_FILES):
-        file = directory / name
-        if file.is_file():
-            digest.update(name.encode() + b"\0")
-            with file.open("rb") as handle:
-                for block in iter(lambda: handle.read(1 << 20), b""):
-                    digest.update(block)
-    return digest.hexdigest()
-
-
 def files_outside(directory: Path, root: Path) -> list[str]:
     """Entries of an adapter directory (symlinks included, at any depth) that resolve outside `root`."""
     outside = []
@@ -293,9 +279,9 @@ def inspect_adapter(path: str, root: Path, base_model: str, max_rank: int) -> Ad
     trained_on = str(config.get("base_model_name_or_path") or "")
     if Path(trained_on).name != base_model:
         raise AdapterError(f"{config_file}: trained on {trained_on!r}, but the base model is {base_model!r}")
-    if not any((resolved / name).is_file() for name in WEIGHT_FILES):
-        raise AdapterError(f"{resolved}: no {' or '.join(WEIGHT_FILES)}")
-    return AdapterFiles(resolved, rank, trained_on, fingerprint(resolved))
+    if not any((resolved / name).is_file() for name in ADAPTER_WEIGHT_FILES):
+        raise AdapterError(f"{resolved}: no {' or '.join(ADAPTER_WEIGHT_FILES)}")
+    return AdapterFiles(resolved, rank, trained_on, adapter_fingerprint(resolved))
 
 
 class LogWriteError(ServeError, RuntimeError):

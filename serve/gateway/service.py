@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from core.attestation import adapter_fingerprint
 from core.hosts import is_loopback
 from serve.errors import ServeError
 from serve.gateway.capture import Capture
@@ -25,7 +26,7 @@ from serve.gateway.config import GatewayConfig
 from serve.gateway.errors import GatewayError
 from serve.gateway.metrics import GatewayMetrics, parse_engine_metrics
 from serve.gateway.prefixcache import PrefixCache
-from serve.gateway.registry import Adapter, Registry, files_outside, fingerprint
+from serve.gateway.registry import Adapter, Registry, files_outside
 from serve.gateway.routing import ModelNotFoundError, ModelNotLoadedError, Resolution, resolve
 from serve.gateway.shadow import ShadowJob, ShadowRunner
 from serve.gateway.tenancy import Tenancy
@@ -208,7 +209,7 @@ class Gateway:
         if outside:
             raise FilesChangedError(f"files of {adapter.name!r} at {adapter.path} now resolve outside the adapter root "
                                     f"({', '.join(outside)}); register a checked copy under a new version name")
-        if await asyncio.to_thread(fingerprint, Path(adapter.path)) != adapter.fingerprint:
+        if await asyncio.to_thread(adapter_fingerprint, Path(adapter.path)) != adapter.fingerprint:
             raise FilesChangedError(f"the files of {adapter.name!r} at {adapter.path} changed since registration; "
                                     "register them under a new version name")
 

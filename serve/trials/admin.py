@@ -68,6 +68,8 @@ class GateBody(Body):
     conditions: int = Field(ge=0, le=10_000)
     window: WindowBody | None
     summary: str = Field(default="", max_length=2000)
+    weights: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
+    """The fingerprint of the candidate's adapter weights the verdict names (its `weights:` subject)."""
 
 
 def _error(exc: TrialError) -> GatewayError:
@@ -162,4 +164,5 @@ async def abort(trial_id: str, body: AbortBody, service: TrialsDep) -> dict[str,
 async def gate(trial_id: str, body: GateBody, service: TrialsDep) -> dict[str, Any]:
     window = VerdictWindow(body.window.trial, body.window.since, body.window.until) if body.window else None
     return await _event(service, trial_id, GateVerdict(body.passed, body.policy_sha256, body.candidate,
-                                                       body.conditions_passed, body.conditions, window, body.summary))
+                                                       body.conditions_passed, body.conditions, window, body.summary,
+                                                       body.weights))

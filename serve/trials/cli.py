@@ -133,9 +133,11 @@ def _gate_body(path: Path) -> dict[str, Any]:
             raise TrialError(f"{canary}: not canary evidence: {str(exc).splitlines()[0]}") from exc
         window = evidence.window.model_dump() if evidence.window is not None else None
     passed = sum(c.status == "pass" for c in verdict.conditions)
+    weights = next((s.digest.get("sha256") for s in statement.subject if s.name.startswith("weights:")), None)
     return {"passed": verdict.passed, "policy_sha256": verdict.policy_sha256, "candidate": verdict.candidate,
             "conditions_passed": passed, "conditions": len(verdict.conditions), "window": window,
-            "summary": f"{verdict.policy}: {passed}/{len(verdict.conditions)} conditions passed ({path})"[:2000]}
+            "summary": f"{verdict.policy}: {passed}/{len(verdict.conditions)} conditions passed ({path})"[:2000],
+            "weights": weights}
 
 
 def _line(status: StatusAnswer) -> str:

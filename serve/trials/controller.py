@@ -129,6 +129,12 @@ class Controller:
         if isinstance(event, GateVerdict) and event.window is not None and event.window.trial != trial_id:
             raise TrialError(f"the verdict does not bind to this trial: its evidence is trial "
                              f"{excerpt(event.window.trial)}'s, not {trial_id!r}'s")
+        if isinstance(event, GateVerdict) and event.weights is not None:
+            registered = self.registry.state.adapters.get(stored.candidate)
+            if registered is None or registered.fingerprint != event.weights:
+                have = "is not registered" if registered is None else f"has weights {registered.fingerprint[:12]}…"
+                raise TrialError(f"the verdict does not bind to this trial: it judged weights {event.weights[:12]}…, "
+                                 f"the trial's candidate {stored.candidate!r} {have}")
         after, actions = step(stored.policy, stored.gate_policy_sha256, before, event, self.clock())
         if Promote() in actions:
             self._apply(stored, after, Promote())

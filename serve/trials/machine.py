@@ -134,6 +134,8 @@ class GateVerdict:
     conditions: int
     window: VerdictWindow | None
     summary: str = ""
+    weights: str | None = None
+    """The candidate's adapter weights (fingerprint) the verdict was judged on; None: its run did not record them."""
 
 
 Event = Start | PreflightResult | Tick | Suspend | Resume | Abort | GateVerdict

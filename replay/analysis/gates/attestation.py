@@ -5,8 +5,10 @@ The predicate holds the verdict and its `inputs`: the policy file, the judged ru
 the suite's `decisions.jsonl` the run replayed (the digest its run.json recorded), and each evidence path (a run
 directory by its `results.jsonl`, a suite directory by its `decisions.jsonl`, any other directory by the digest of
 its files, a file by its bytes). The subject is the candidate, named by the digest of those inputs (the policy
-aside): what the verdict is about is exactly the evidence it was judged on. `verify` recomputes every digest
-from the files and names each one that changed or is gone.
+aside): what the verdict is about is exactly the evidence it was judged on; and, where the run recorded what
+served the candidate, its adapter weights by fingerprint (`weights:VERSION`), which a trial holds against the
+adapter it registered. `verify` recomputes every input's digest and the first subject's from the files and names
+each one that changed or is gone.
 """
 
 from __future__ import annotations
@@ -19,14 +21,23 @@ from pathlib import Path
 from pydantic import BaseModel, ValidationError
 
 from core.atomicwrite import write_text_atomic
-from core.attestation import VERDICT_PREDICATE, ResourceDescriptor, Statement, file_sha256, tree_sha256
+from core.attestation import (
+    VERDICT_PREDICATE,
+    ResourceDescriptor,
+    ServedIdentity,
+    Statement,
+    file_sha256,
+    tree_sha256,
+)
 from core.jsonfile import JsonFileError, read_json
 from replay.analysis.gates.context import GateError
 from replay.analysis.gates.policy import Verdict
-from replay.run.directory import RESULTS, read_run_json
+from replay.run.directory import RESULTS, RUN_JSON, SERVED, read_run_json
 from replay.suite import DECISIONS_JSONL
 
 POLICY, RESULTS_INPUT, SUITE, EVIDENCE = "policy", "results", "suite", "evidence:"
+WEIGHTS = "weights:"
+"""The prefix of the subject that names the candidate's adapter weights (by their fingerprint)."""
 
 
 class VerdictPredicate(BaseModel):
@@ -81,11 +92,28 @@ def subject_digest(inputs: list[ResourceDescriptor]) -> str:
     return hashlib.sha256("".join(lines).encode()).hexdigest()
 
 
+def candidate_weights(verdict: Verdict, run_dir: Path) -> ResourceDescriptor | None:
+    """The candidate's adapter weights by fingerprint, where the judged run recorded what served it."""
+    if not (run_dir / RUN_JSON).is_file():
+        return None
+    served = read_run_json(run_dir).get(SERVED)
+    found = served.get(verdict.candidate) if isinstance(served, dict) else None
+    if not isinstance(found, dict) or not isinstance(found.get("fingerprint"), str):
+        return None
+    identity = ServedIdentity.model_validate(found)
+    assert identity.fingerprint is not None
+    return ResourceDescriptor(name=f"{WEIGHTS}{identity.version or identity.model}",
+                              digest={"sha256": identity.fingerprint})
+
+
 def verdict_statement(verdict: Verdict, run_dir: Path) -> Statement:
+    """The candidate as the subject, by the digest of the judged inputs and, where known, by its weights."""
     inputs = verdict_inputs(verdict, run_dir)
-    subject = ResourceDescriptor(name=verdict.candidate, digest={"sha256": subject_digest(inputs)})
+    subject = [ResourceDescriptor(name=verdict.candidate, digest={"sha256": subject_digest(inputs)})]
+    weights = candidate_weights(verdict, run_dir)
     predicate = VerdictPredicate(verdict=verdict, inputs=inputs)
-    return Statement(subject=[subject], predicateType=VERDICT_PREDICATE, predicate=predicate.model_dump(mode="json"))
+    return Statement(subject=subject + ([weights] if weights else []), predicateType=VERDICT_PREDICATE,
+                     predicate=predicate.model_dump(mode="json"))
 
 
 def write_verdict(run_dir: str | Path, verdict: Verdict) -> Path:

@@ -12,7 +12,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from core.evidence import PairedOutcomes
+from core.evidence import EvidenceSubject, PairedOutcomes
 from core.jsonfile import JsonFileError
 from core.jsonfile import read_json as core_read_json
 from replay.analysis.compare import (
@@ -26,7 +26,7 @@ from replay.analysis.compare import (
     format_points,
 )
 from replay.errors import ReplayError
-from replay.run.directory import RUN_JSON, ResultsError, RunError, read_run_json
+from replay.run.directory import RUN_JSON, SERVED, ResultsError, RunError, read_run_json
 
 
 class Status(StrEnum):
@@ -107,7 +107,31 @@ def paired_outcomes(ctx: GateContext, key: str, measure: str) -> PairedOutcomes:
         raise MissingEvidenceError(f"evidence {key!r} is for candidate {outcomes.candidate!r}, not {ctx.candidate!r}")
     if not outcomes.items:
         raise MissingEvidenceError(f"evidence {key!r} has no items")
+    if outcomes.subject is not None:
+        check_served(ctx, key, outcomes.subject)
     return outcomes
+
+
+def check_served(ctx: GateContext, key: str, subject: EvidenceSubject) -> None:
+    """Evidence about other weights is not this run's: each arm the evidence names must have been served by the
+    same adapter weights (fingerprint) in the judged run, where both record it."""
+    if ctx.run_dir is None:
+        return
+    served = read_run_json(ctx.run_dir).get(SERVED)
+    served = served if isinstance(served, dict) else {}
+    for role, arm, identity in (("baseline", ctx.baseline, subject.baseline),
+                                ("candidate", ctx.candidate, subject.candidate)):
+        judged = served.get(arm)
+        if identity is None or not isinstance(judged, dict) or judged.get("fingerprint") == identity.fingerprint:
+            continue
+        raise MissingEvidenceError(
+            f"evidence {key!r} is about {role} {identity.model!r} served with weights {_short(identity.fingerprint)}, "
+            f"the judged run's {role} {arm!r} with {_short(judged.get('fingerprint'))}: it must be about the same "
+            "weights")
+
+
+def _short(fingerprint: object) -> str:
+    return f"{fingerprint[:12]}…" if isinstance(fingerprint, str) else "none (the base model)"
 
 
 @dataclass(frozen=True)

@@ -69,8 +69,10 @@ async def models(request: Request, gw: GatewayDep) -> dict[str, object]:
     state = gw.registry.state
     data: list[dict[str, object]] = []
     for route in state.routes.values():
+        production = state.adapters.get(route.production)
         data.append({"id": route.name, "object": "model", "created": 0, "owned_by": "worker-tier",
-                     "kind": "route", "production": route.production, "previous": route.previous,
+                     "kind": "route", "production": route.production,
+                     "production_fingerprint": production and production.fingerprint, "previous": route.previous,
                      "canary": route.canary and {"candidate": route.canary.candidate,
                                                  "percent": route.canary.percent,
                                                  "sticky_by": route.canary.sticky_by},
@@ -79,5 +81,6 @@ async def models(request: Request, gw: GatewayDep) -> dict[str, object]:
     data.append({"id": state.base, "object": "model", "created": 0, "owned_by": "worker-tier", "kind": "base"})
     for adapter in state.loaded():
         data.append({"id": adapter.name, "object": "model", "created": 0, "owned_by": "worker-tier",
-                     "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at})
+                     "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at,
+                     "fingerprint": adapter.fingerprint})
     return {"object": "list", "data": data}

@@ -96,3 +96,51 @@ def test_the_judged_run_under_any_evidence_key_never_passes_a_condition(
         if reads[key] is not None:
             assert verdict.status(reads[key]) is Status.NOT_RUN
     assert not verdict.passed
+
+
+# ── sandbox and other outcome evidence bound by what served the arms (issue 60 item 3) ─────────────────────
+
+WEIGHTS_A, WEIGHTS_B = "a" * 64, "b" * 64
+
+
+def served_run(tmp_path: Path, candidate_weights: str) -> Path:
+    """A judged run whose run.json records what served its arms, as the executor writes it."""
+    run = write_run(tmp_path / "run", strong_records())
+    manifest = json.loads((run / RUN_JSON).read_text())
+    manifest["served"] = {BASE: {"model": "worker-base"}, CANDIDATE: {"model": "mix", "version": "mix-v2",
+                                                                      "fingerprint": candidate_weights}}
+    (run / RUN_JSON).write_text(json.dumps(manifest))
+    return seal(run)
+
+
+def isolated(tmp_path: Path, candidate_weights: str | None) -> Path:
+    """`sandbox evidence`'s isolated-replay file, its subject naming the candidate's weights."""
+    subject = {"run_id": "sandbox", "baseline": {"model": "worker-base"},
+               "candidate": {"model": "mix", "version": "mix-v1", "fingerprint": candidate_weights}}
+    items = [{"id": f"t{i}", "baseline": True, "candidate": True} for i in range(10)]
+    path = tmp_path / f"isolated-{candidate_weights}.json"
+    path.write_text(json.dumps({"measure": "task_completed", "candidate": CANDIDATE, "items": items,
+                                "subject": subject}))
+    return path
+
+
+def isolated_status(tmp_path: Path, run: Path, evidence: Path) -> tuple[Status, str]:
+    policy = tmp_path / "isolated.toml"
+    policy.write_text('name = "iso"\nversion = "1"\n\n[[conditions]]\nid = "isolated"\ndescription = "d"\n'
+                      'kind = "isolated_replay_completion"\nevidence = "isolated_replay"\nmin_points = 0.0\n')
+    [result] = evaluate_gate(policy, run, BASE, CANDIDATE, {"isolated_replay": evidence}).conditions
+    return result.status, result.reason
+
+
+def test_evidence_about_other_weights_of_the_same_arm_name_is_not_judged(tmp_path: Path) -> None:
+    run = served_run(tmp_path, WEIGHTS_A)
+    got, reason = isolated_status(tmp_path, run, isolated(tmp_path, WEIGHTS_B))
+    assert got is Status.NOT_RUN
+    assert reason == ("evidence 'isolated_replay' is about candidate 'mix' served with weights bbbbbbbbbbbb…, the "
+                      "judged run's candidate 'strong' with aaaaaaaaaaaa…: it must be about the same weights")
+    assert isolated_status(tmp_path, run, isolated(tmp_path, WEIGHTS_A))[0] is Status.PASS
+
+
+def test_evidence_about_the_base_model_is_not_evidence_about_an_adapter(tmp_path: Path) -> None:
+    got, reason = isolated_status(tmp_path, served_run(tmp_path, WEIGHTS_A), isolated(tmp_path, None))
+    assert got is Status.NOT_RUN and "served with weights none (the base model)" in reason

@@ -136,6 +136,29 @@ def test_a_split_by_cluster_keeps_each_session_on_one_side(tmp_path, capsys):
     assert not (tmp_path / "lopsided").exists() or not any((tmp_path / "lopsided").rglob("*.jsonl"))
 
 
+def test_a_split_keeps_identical_decision_states_on_one_side(tmp_path):
+    """Issue 60: a session copied into another workspace (the same records) went to train under one seed and to
+    test under another; clusters that share a decision state are split as one."""
+    from tests.replay.corpus.test_claude_code import SUBAGENTS
+
+    root = tmp_path / "corpus"
+    for workspace in (WORKSPACE, "ws-copy"):  # two sessions, and each again in another workspace
+        shutil.copytree(DATA / WORKSPACE, root / workspace)
+        shutil.copytree(SUBAGENTS / WORKSPACE, root / workspace, dirs_exist_ok=True)
+    keys = keys_file(tmp_path)
+    keys.write_text(keys.read_text() + f'"ws-copy" = "{"5a" * 32}"\n')
+    split = 0
+    for seed in map(str, range(12)):
+        out = tmp_path / f"split-{seed}"
+        if replay_main(["suite", "build", "--from-corpus", str(root), "--keys", str(keys), "--out", str(out),
+                        "--test-fraction", "0.5", "--split-seed", seed]) != 0:
+            continue  # both sessions fell on one side: refused as lopsided
+        split += 1
+        side = {name: {d.session for d in load_suite(out / name).decisions} for name in ("train", "test")}
+        assert side["train"] and side["test"] and side["train"].isdisjoint(side["test"]), seed
+    assert split >= 3  # the check above ran, on several seeds
+
+
 def test_every_decision_says_its_thread_and_a_subagents_the_call_that_started_it(tmp_path):
     """A delegating session: its main loop's decisions are `main`; each subagent's carry the subagent's id and
     the main loop's `Agent` call that started it (its `.meta.json`), a `tool_use` id of the main file."""

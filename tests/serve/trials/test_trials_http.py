@@ -73,15 +73,18 @@ def test_a_candidate_answering_errors_is_aborted_by_the_controller(tmp_path: Pat
         assert 'worker_trial_phase{candidate="cand-v1",phase="aborted",route="worker",trial="t1"} 1.0' in metrics
 
 
-def statement(verdict: dict[str, Any]) -> str:
-    """A verdict as `worker-replay gate` writes it: the predicate of an in-toto Statement."""
-    return Statement(subject=[ResourceDescriptor(name=str(verdict["candidate"]), digest={"sha256": "0" * 64})],
-                     predicateType=VERDICT_PREDICATE, predicate={"verdict": verdict}).to_json()
+def statement(verdict: dict[str, Any], weights: str | None = None) -> str:
+    """A verdict as `worker-replay gate` writes it: the predicate of an in-toto Statement, its subject the
+    candidate (and its adapter weights, where the judged run recorded them)."""
+    subject = [ResourceDescriptor(name=str(verdict["candidate"]), digest={"sha256": "0" * 64})]
+    if weights is not None:
+        subject.append(ResourceDescriptor(name=f"weights:{verdict['candidate']}", digest={"sha256": weights}))
+    return Statement(subject=subject, predicateType=VERDICT_PREDICATE, predicate={"verdict": verdict}).to_json()
 
 
-def gate(tmp_path: Path, config: str, verdict: dict[str, Any]) -> int:
+def gate(tmp_path: Path, config: str, verdict: dict[str, Any], weights: str | None = None) -> int:
     path = tmp_path / "verdict.json"
-    path.write_text(statement(verdict))
+    path.write_text(statement(verdict, weights))
     return main(["trial", "gate", "t1", "--config", config, "--verdict", str(path)])
 
 
@@ -113,7 +116,10 @@ def test_a_healthy_candidate_reaches_the_gate_and_only_a_verdict_bound_to_the_tr
         wrong = gw.admin("POST", "/trials/t1/gate", {"passed": True, "policy_sha256": sha, "candidate": "other-v9",
                                                       "conditions_passed": 1, "conditions": 1, "window": None})
         assert wrong.status_code == 409 and "candidate 'other-v9'" in wrong.json()["error"]["message"]
-        assert gate(tmp_path, config, passing) == 0
+        assert gate(tmp_path, config, passing, weights="f" * 64) == 2  # a verdict on other weights of that name
+        assert "it judged weights ffffffffffff…, the trial's candidate 'cand-v1' has weights" in capsys.readouterr().err
+        [registered] = [a for a in gw.ok("GET", "/state")["adapters"] if a["name"] == "cand-v1"]
+        assert gate(tmp_path, config, passing, weights=registered["fingerprint"]) == 0
         assert status(gw)["phase"] == "promoted"
         route = gw.ok("GET", "/state")["routes"]["worker"]
         assert route["production"] == "cand-v1" and route["previous"] == "prod-v1" and route["canary"] is None
