@@ -1,6 +1,6 @@
 """`worker-replay memory stats` on 1,000 workspaces, as a ratio of reading every file of the same fleet once.
 
-The fleet is the test fleet's four shapes (tests/replay/memory/test_stats.py) spread over three roots, plus
+The fleet is the test fleet's four shapes (tests/replay/memory/test_counters.py) spread over three roots, plus
 a provenance log with dated histories in every workspace that has a memory tree, so churn is counted too.
 The baseline opens and reads every file of every workspace (the least any counter over the files costs);
 each side runs three times, alternating, and the medians are compared (ratio = baseline / stats: 1.0 means
@@ -21,8 +21,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from replay.memory.stats import fleet_stats  # noqa: E402
-from tests.replay.memory.test_stats import PLANS, write_workspace  # noqa: E402
+from replay.memory.counters import fleet_stats  # noqa: E402
+from tests.replay.memory.test_counters import PLANS, write_workspace  # noqa: E402
 
 ROOTS = 3
 RUNS = 3

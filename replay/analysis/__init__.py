@@ -1,7 +1,6 @@
 """Reading results: paired statistics, comparisons, pre-registered gates and reports.
 
 - `compare.py`: the paired comparison of two arms from `results.jsonl` alone
-- `power.py`: power of the gate's paired test and the decisions it needs (pure)
 - `stages.py`: the same arms on both sides of a stage (quantisation), each against itself (pure)
 - `plan.py`: `worker-replay plan`: a suite sized from a pilot run
 - `gates/`: pre-registered gate policies evaluated on a run

@@ -25,7 +25,8 @@ from core.names import excerpt
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE
 from replay.analysis.compare import ALL_POSITIVE, Comparison, CorrectnessRow, Measure, format_points
 from replay.analysis.gates import GateError, GatePolicy, PairedGain
-from replay.analysis.power import (
+from replay.stats import (
+    DEFAULT_CONFIDENCE,
     check_levels,
     decisions_needed,
     gate_power,
@@ -34,7 +35,6 @@ from replay.analysis.power import (
     signal_discordance,
     win_share,
 )
-from replay.stats import DEFAULT_CONFIDENCE
 
 DEFAULT_POWER = 0.8
 DEFAULT_ALPHA = round(1 - DEFAULT_CONFIDENCE, 12)

@@ -19,7 +19,7 @@ def _memory_check(args: argparse.Namespace) -> int:
 
 
 def _memory_stats(args: argparse.Namespace) -> int:
-    from replay.memory.stats import fleet_stats, format_fleet, textfile, write_textfile
+    from replay.memory.counters import fleet_stats, format_fleet, textfile, write_textfile
     from replay.qa.coverage import coverage_lines, coverage_textfile, fleet_coverage, read_modes
     from replay.qa.labels import read_labels
 

@@ -147,9 +147,11 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
                         keys: Mapping[str, bytes], since: str | None = None, until: str | None = None,
                         name: str = "corpus", version: str = "1",
                         rules: GuardRules | None = None,
-                        fits: Callable[[Decision], str | None] | None = None) -> list[BuildReport]:
+                        fits: Callable[[Decision], str | None] | None = None,
+                        split: bool = False) -> list[BuildReport]:
     """One suite per entry of `outs`, each of the calls whose cluster its filter takes (None: every cluster),
-    from one read of the corpus."""
+    from one read of the corpus. `split`: the filters split the corpus, so each is given a cluster's split group
+    (`split_groups`) instead of the cluster, and identical decision states never fall on two sides."""
     for out in outs:
         refuse_corpus_target(corpus, out)
         check_target_dir(out)
@@ -158,7 +160,7 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
     rows = corpus_decisions(corpus, rules or GuardRules(), read)
     where = f"{corpus.root}" + "".join(f" {word} {value}" for word, value in (("since", since), ("until", until))
                                        if value)
-    sides = split_groups(rows)
+    sides = split_groups(rows) if split else {cluster_of(row): cluster_of(row) for row in rows}
     selections = []
     for out, takes in outs.items():
         def include(row: CapturedDecision, takes: Callable[[str], bool] | None = takes) -> str | None:

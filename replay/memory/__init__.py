@@ -6,6 +6,6 @@
 - `ledger.py`: the provenance ledger: which results and verdicts depended on which rule
 - `lessons.py`: the lesson gate: promote, evict or hold each rule
 - `uptake.py`: rule uptake: does a rule move the chosen call (pure)
-- `stats.py`: `memory stats`: the fast loop's counters over a fleet
+- `counters.py`: `memory stats`: the fast loop's counters over a fleet
 - `churn.py`: rules added, merged and retired per ISO week; the git cross-check
 """

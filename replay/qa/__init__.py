@@ -12,7 +12,6 @@ The commands are `replay/cli/qa.py`.
 - `prompt.py`: reviewer replay's evidence-bound prompt and its `verdict` tool (pure)
 - `answer.py`: a reviewer's answer read into a verdict or a named outcome (pure)
 - `review.py`: `qa review`: the resumable, locked reviewer replay run
-- `stats.py`: Clopper–Pearson and Cohen's κ (pure)
 - `agreement.py`: `qa agree`: reviewer against people, the gate's evidence (pure)
 - `planted.py`: the planted reviewer, with known error rates
 - `coverage.py`: modes per workspace and the runs with a verdict and a disposition (`memory stats --qa-modes`)

@@ -9,7 +9,7 @@ on the runs that have both its verdict and a person's disposition:
   let through unseen (an escalation is no pass: it forces a human) — with its exact Clopper–Pearson interval;
 * the **escalation rate**: the share of labelled runs it escalated, with its Clopper–Pearson interval;
 * **Cohen's κ** of "the reviewer passes" against "people pass" (an escalation counts as not passing, as it is
-  in enforce mode), with the Fleiss–Cohen–Everitt asymptotic interval (replay/qa/stats.py);
+  in enforce mode), with the Fleiss–Cohen–Everitt asymptotic interval (replay/stats/binomial.py);
 
 and per pair of reviewers on the labelled runs both judged, the **exact McNemar test**: the runs where exactly
 one of the two passed-or-not as people did, two-sided binomial (½) on those (`replay.stats.sign_test`).
@@ -26,9 +26,8 @@ from pydantic import Field, model_validator
 from core.names import Name
 from core.records import Strict
 from replay.qa.labels import Disposition, LabelledRun, ReviewVerdict
-from replay.qa.stats import clopper_pearson, cohen_kappa
 from replay.qa.verdicts import Verdicts
-from replay.stats import DEFAULT_CONFIDENCE, sign_test
+from replay.stats import DEFAULT_CONFIDENCE, clopper_pearson, cohen_kappa, sign_test
 
 MAX_RUNS = 10**7
 """Counts above this are refused in an evidence file (far above any labelled set; it bounds the exact interval's

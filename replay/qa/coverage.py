@@ -20,7 +20,7 @@ from pydantic import Field, RootModel
 from core.jsonfile import JsonFileError, read_json
 from core.names import Name
 from core.records import Strict
-from replay.memory.stats import FleetStats, label_value
+from replay.memory.counters import FleetStats, label_value
 from replay.qa.errors import QAError
 from replay.qa.labels import LabelledRun, Mode
 

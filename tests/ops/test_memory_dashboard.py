@@ -27,13 +27,13 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from replay.memory.stats import HEADINGS
+from replay.memory.counters import HEADINGS
 from replay.qa.coverage import FleetCoverage
 from replay.qa.files import write_jsonl
 from replay.qa.labels import Disposition, LabelledRun, Mode, ReviewVerdict
 from tests.ops.prometheus_process import RunningPrometheus
 from tests.ops.promql import metric_names
-from tests.replay.memory.test_stats import PLANS, write_workspace
+from tests.replay.memory.test_counters import PLANS, write_workspace
 from tests.support.gateway_harness import wait_for
 
 REPO = Path(__file__).resolve().parents[2]

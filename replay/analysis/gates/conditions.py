@@ -42,11 +42,11 @@ from replay.analysis.gates.context import (
     run_identity,
 )
 from replay.qa.agreement import AgreementReport
-from replay.qa.stats import clopper_pearson
 from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     PairedComparison,
     RepeatComparison,
+    clopper_pearson,
     paired_comparison,
     rejects,
     repeat_comparison,

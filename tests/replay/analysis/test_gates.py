@@ -505,7 +505,7 @@ def _stats(points: float | None, ci_low: float | None = None, p: float = 0.5) ->
 def crafted(points: float | None = 0.0, ci_low: float | None = None, p: float = 0.5,
             relative: float | None = 0.25, repeat_p: float = 0.5, tokens: float = 1.0, latency: float = 1.0,
             p50: float = 1.0) -> Comparison:
-    """A comparison whose every row has the given numbers (the statistics are tested in test_stats)."""
+    """A comparison whose every row has the given numbers (the statistics are tested in tests/replay/stats/)."""
     rows = [CorrectnessRow(measure="joint", scope=scope, stats=_stats(points, ci_low, p))
             for scope in ("all_positive", "verified_recovery", "clean_trajectory_action", "verified_action")]
     repeat = RepeatComparison(n=100, baseline_repeats=20, candidate_repeats=15, fixes=6, regressions=1,

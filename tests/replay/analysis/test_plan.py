@@ -10,7 +10,7 @@ import pytest
 from replay.analysis.compare import Comparison, compare
 from replay.analysis.gates import GateError, load_policy
 from replay.analysis.plan import DEFAULT_ALPHA, DEFAULT_MAX_DECISIONS, Plan, PlanRow, format_plan, plan
-from replay.analysis.power import (
+from replay.stats import (
     decisions_needed,
     minimum_detectable_effect,
     noisy_discordance,

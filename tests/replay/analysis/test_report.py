@@ -462,7 +462,7 @@ def test_without_pairs_the_run_configs_first_arm_is_the_baseline(tmp_path: Path)
 def test_every_comparison_says_what_the_suite_detects_with_80_percent_power(report) -> None:
     """Beside each comparison: the minimum detectable effect over all positives at its own discordance
     (E13: q-only 25 of 264 discordant, mixed 33 of 264), computed by `power.minimum_detectable_effect`."""
-    from replay.analysis.power import minimum_detectable_effect
+    from replay.stats import minimum_detectable_effect
 
     run, _ = report
     doc, md = parse(run / "report.html"), (run / "report.md").read_text()

@@ -10,7 +10,6 @@ from typing import Any
 import pytest
 
 from core.tomlfile import ConfigError
-from replay.analysis.power import power_at
 from replay.calibration.calibrate import CALIBRATION_JSON, CALIBRATION_TXT, POWER_SVG, calibrate
 from replay.calibration.gate import calibrate_gate
 from replay.calibration.lesson import calibrate_lesson
@@ -19,7 +18,7 @@ from replay.calibration.results import LessonReport, Rate, RuleRates, UptakeRate
 from replay.calibration.simulate import Simulator
 from replay.calibration.spec import CalibrationError, CalibrationSpec, load_spec, with_pilot_noise
 from replay.cli import main
-from replay.stats import wilson_interval
+from replay.stats import power_at, wilson_interval
 from replay.suite import Suite
 from tests.support.e13 import e13_results, with_replicate
 

@@ -12,8 +12,8 @@ import pytest
 
 from replay.cli import main as replay_main
 from replay.memory.churn import WeekChurn, disagreements, first_date, git_churn, iso_week, record_churn
+from replay.memory.counters import format_churn
 from replay.memory.files import load_memory, memory_from_texts
-from replay.memory.stats import format_churn
 
 
 def rules_file(binding: list[str], retired: list[str] = ()) -> str:

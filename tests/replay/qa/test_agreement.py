@@ -17,8 +17,8 @@ from replay.qa.agreement import AgreementReport, AgreementRow, agreement, format
 from replay.qa.answer import ReviewOutcome
 from replay.qa.errors import QAError
 from replay.qa.labels import Disposition, LabelledRun, Mode, ReviewVerdict
-from replay.qa.stats import clopper_pearson
 from replay.qa.verdicts import ReviewerVerdictLine, gather, production_lines
+from replay.stats import clopper_pearson
 
 P, F, E = ReviewVerdict.PASS, ReviewVerdict.FAIL, ReviewVerdict.ESCALATE
 

@@ -19,7 +19,7 @@ from replay.qa.coverage import coverage_lines, qa_coverage, read_modes
 from replay.qa.errors import QAError
 from replay.qa.files import write_jsonl
 from replay.qa.labels import Disposition, LabelledRun, Mode, ReviewVerdict
-from tests.replay.memory.test_stats import PLANS, write_workspace
+from tests.replay.memory.test_counters import PLANS, write_workspace
 
 FLEET = {"host-A": ["ws-1", "ws-2", "ws-3"], "host-B": ["ws-4"]}
 

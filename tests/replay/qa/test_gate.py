@@ -17,8 +17,8 @@ from replay.cli.qa import evaluate_reviewer_gate
 from replay.qa.agreement import agreement
 from replay.qa.errors import QAError
 from replay.qa.labels import Disposition, LabelledRun, ReviewVerdict
-from replay.qa.stats import clopper_pearson
 from replay.qa.verdicts import ReviewerVerdictLine, gather
+from replay.stats import clopper_pearson
 
 ROOT = Path(__file__).resolve().parents[3]
 SHIPPED = ROOT / "configs" / "gates" / "reviewer-enforce.toml"

@@ -16,7 +16,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from replay.cli import main as replay_main
 from replay.memory.churn import WeekChurn
-from replay.memory.stats import fleet_stats, format_fleet, textfile
+from replay.memory.counters import fleet_stats, format_fleet, textfile
 from tests.support.hostile import special_files, within
 
 NOW = time.time()

@@ -19,7 +19,7 @@ from replay.stats import (
     wilson_interval,
     z_value,
 )
-from tests.replay.test_stats import reference_newcombe
+from tests.replay.stats.test_paired import reference_newcombe
 
 
 @pytest.mark.parametrize("alpha", [0.05, 1 / 64, 0.021484375, 1e-6, 0.999])

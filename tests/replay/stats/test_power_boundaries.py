@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import pytest
 
-from replay.analysis.power import (
+from replay.stats import (
     Needed,
     critical_losses,
     decisions_needed,
@@ -17,11 +17,12 @@ from replay.analysis.power import (
     noisy_discordance,
     power_at,
     power_curve,
+    rejects,
+    sign_test,
     sign_test_power,
     signal_discordance,
     win_share,
 )
-from replay.stats import rejects, sign_test
 
 
 def reference_critical(n: int, alpha: Fraction) -> int:

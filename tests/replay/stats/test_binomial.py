@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from replay.qa.agreement import MAX_RUNS
-from replay.qa.stats import clopper_pearson, cohen_kappa
+from replay.stats import clopper_pearson, cohen_kappa
 
 ALPHA = 0.05
 

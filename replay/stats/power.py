@@ -6,9 +6,9 @@ an effect of E points is 100·(π₊ − π₋) = 100·d·(2q − 1), where q = 
 discordant pairs the candidate wins. Among N decisions the number of discordant pairs is
 n ~ Binomial(N, d), and of those the wins are W ~ Binomial(n, q).
 
-Detecting the effect means the gates' exact two-sided sign test (`stats.sign_test`) rejects at α
+Detecting the effect means the gates' exact two-sided sign test (`paired.sign_test`) rejects at α
 in the candidate's favour (W > L). Its rejection region is computed with the test's own p-value
-(`stats.sign_test_p`), so power here and a verdict there cannot disagree at a boundary. Power at n
+(`paired.sign_test_p`), so power here and a verdict there cannot disagree at a boundary. Power at n
 pairs is exact; power at N decisions is Σₙ P(n | N) · power(n), summed where P(n | N) is not
 negligible (beyond 10 standard deviations and 10 pairs of the mean).
 
@@ -27,7 +27,7 @@ from math import ceil, floor, log, sqrt
 import numpy as np
 import numpy.typing as npt
 
-from replay.stats import rejects, sign_test_p
+from replay.stats.paired import rejects, sign_test_p
 
 MDE_TOLERANCE_POINTS = 0.001
 _WINDOW_SDS = 10.0

@@ -1,6 +1,6 @@
 """Power of the gate's paired test, checked against independent computations.
 
-The references here are written from the definitions, not from replay.analysis.power: the
+The references here are written from the definitions, not from replay.stats: the
 rejection region by calling the gates' own sign test on every split, power at n discordant
 pairs by summing exact binomial terms (Fractions) over that region, power at N decisions by
 enumerating every (wins, losses) of the trinomial, and a seeded Monte-Carlo of whole suites.
@@ -16,7 +16,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from replay.analysis.power import (
+from replay.stats import (
     critical_losses,
     decisions_needed,
     effect_points,
@@ -24,10 +24,10 @@ from replay.analysis.power import (
     minimum_detectable_effect,
     power_at,
     power_curve,
+    sign_test,
     sign_test_power,
     win_share,
 )
-from replay.stats import sign_test
 
 # ── independent references ──────────────────────────────────────────────────
 
