@@ -45,6 +45,7 @@ from replay.analysis.gates.inputs import Read
 from replay.analysis.gates.policy import (
     STATUS_LABEL,
     ConditionResult,
+    DisputedRule,
     GatePlan,
     GatePolicy,
     Verdict,
@@ -67,6 +68,7 @@ __all__ = [
     "Condition",
     "ConditionResult",
     "ConfirmationRun",
+    "DisputedRule",
     "FreshChronological",
     "GateContext",
     "GateError",
