@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -59,7 +60,7 @@ def seal(run_dir: Path) -> Path:
     tests whose results are hand-written or edited on purpose (bad lines, duplicates, an added arm), so that a
     reader's own check is what they reach."""
     path = run_dir / RUN_JSON
-    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"run_id": "test"}
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {"run_id": uuid.uuid4().hex}
     manifest.pop("seal", None)
     path.write_text(json.dumps(manifest) + "\n", encoding="utf-8")
     seal_run(run_dir, RESULTS)
