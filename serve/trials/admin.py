@@ -9,7 +9,7 @@
 | `POST /admin/trials/{id}/suspend` | – | candidate weight 0; the trial (and its maximum duration) keeps running. |
 | `POST /admin/trials/{id}/resume` | – | the current step again, its timer restarted. |
 | `POST /admin/trials/{id}/abort` | `{"reason"}` | end it; every cohort back to production. |
-| `POST /admin/trials/{id}/gate` | `{"passed", "policy_sha256", "candidate", "conditions_passed", "conditions", "window", "summary"}` | the production-candidate gate's verdict, while awaiting it. It must be for the trial's candidate, the gate policy the trial was started with and the trial's evidence window (the `window` of its `evidence` export, taken after it reached the gate); a pass needs every condition passed. Anything else is a 409 naming the mismatch. |
+| `POST /admin/trials/{id}/gate` | `{"passed", "policy_sha256", "candidate", "conditions_passed", "conditions", "window", "summary", "tainted_rule_ids"}` | the production-candidate gate's verdict, while awaiting it. It must be for the trial's candidate, the gate policy the trial was started with and the trial's evidence window (the `window` of its `evidence` export, taken after it reached the gate); a pass needs every condition passed. Anything else is a 409 naming the mismatch, and so is a verdict resting on a disputed rule (`tainted_rule_ids` not empty). |
 
 Errors: 404 unknown trial, 409 a change the trial's state refuses (or a preflight that fails, or a
 stored state that cannot be used), 422 a bad
@@ -68,6 +68,8 @@ class GateBody(Body):
     conditions: int = Field(ge=0, le=10_000)
     window: WindowBody | None
     summary: str = Field(default="", max_length=2000)
+    tainted_rule_ids: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=1000)
 
 
 def _error(exc: TrialError) -> GatewayError:
@@ -162,4 +164,5 @@ async def abort(trial_id: str, body: AbortBody, service: TrialsDep) -> dict[str,
 async def gate(trial_id: str, body: GateBody, service: TrialsDep) -> dict[str, Any]:
     window = VerdictWindow(body.window.trial, body.window.since, body.window.until) if body.window else None
     return await _event(service, trial_id, GateVerdict(body.passed, body.policy_sha256, body.candidate,
-                                                       body.conditions_passed, body.conditions, window, body.summary))
+                                                       body.conditions_passed, body.conditions, window, body.summary,
+                                                       tuple(body.tainted_rule_ids)))
