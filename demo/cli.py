@@ -7,13 +7,14 @@ import sys
 from pathlib import Path
 
 from core.cli import run_command
+from replay.cli.common import ledger_option
 from serve.engine.modelbuild import cache_dir
 
 
 def _run(args: argparse.Namespace) -> int:
     from demo.run import run_demo
 
-    return run_demo(args.out, quick=args.quick, verbose=args.verbose)
+    return run_demo(args.out, args.ledger, quick=args.quick, verbose=args.verbose)
 
 
 def _deferred(args: argparse.Namespace) -> int:
@@ -48,7 +49,7 @@ def _pack(args: argparse.Namespace) -> int:
 def _loop(args: argparse.Namespace) -> int:
     from demo.loop import run_loop
 
-    return run_loop(args.out, engine_url=args.engine_url)
+    return run_loop(args.out, args.ledger, engine_url=args.engine_url)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -61,6 +62,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--verbose", action="store_true",
                      help="print every table (they are always in the report and in RUN/demo.txt) and each "
                           "adapter training step")
+    ledger_option(run)
     run.set_defaults(func=_run)
     deferred = sub.add_parser("deferred", help="descriptor capture -> transcripts -> resolved, redacted suite "
                                                "-> replay of base and the recovery adapter")
@@ -75,6 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
     loop.add_argument("--out", type=Path, default=Path("runs/loop"), help="a fresh directory")
     loop.add_argument("--engine-url", default=None, metavar="URL",
                       help="an engine already serving the embedded model (default: start one)")
+    ledger_option(loop)
     loop.set_defaults(func=_loop)
     adapters = sub.add_parser("adapters", help="train and cache the demo's recovery and mix adapters (idempotent)")
     adapters.add_argument("--demo-dir", type=Path, default=None,

@@ -43,6 +43,7 @@ from demo.ledger import LEDGER, PLANTED, TOOL, scenario_for, write_ledger_pack
 from demo.run import admin, fresh_out, register_adapters, say, serving, started
 from replay.analysis.compare import ALL_POSITIVE, Comparison, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
+from replay.analysis.provenance import carried, record_comparison, record_gate, record_run
 from replay.analysis.report import report_run
 from replay.analysis.report.summary import gate_line
 from replay.analysis.stages import stage_arm, staged
@@ -54,6 +55,7 @@ from replay.curation.build import curate, open_inputs
 from replay.curation.chat import chat_messages
 from replay.curation.classes import DecisionClass
 from replay.curation.pool import read_pool
+from replay.memory.ledger import Ledger
 from replay.run.config import RunConfig
 from replay.run.decisions import run
 from replay.run.directory import load_results
@@ -211,11 +213,12 @@ def quantised_config(gateways: dict[str, str]) -> RunConfig:
                  {"name": "cand", "model": "worker", "base_url": f"{gateways['cand']}/v1"}]})
 
 
-def judge_quantised(high: Path, low: Path) -> str:
-    """production-candidate judged with the quantised run as its evidence; the line of `quantisation_survives`
-    (the other conditions need a live trial: not_run) and what quantisation changed per arm."""
-    verdict = evaluate_gate(PRODUCTION_GATE, high, "base", "cand", evidence={STAGE: low})
-    write_verdict(high, verdict)
+def judge_quantised(high: Path, low: Path, ledger: Ledger) -> str:
+    """production-candidate judged with the quantised run as its evidence (recorded in `ledger`); the line of
+    `quantisation_survives` (the other conditions need a live trial: not_run) and what quantisation changed per
+    arm."""
+    verdict = evaluate_gate(PRODUCTION_GATE, high, "base", "cand", evidence={STAGE: low}, disputes=ledger.disputes())
+    record_gate(ledger, high, verdict, write_verdict(high, verdict))
     [survives] = [c for c in verdict.conditions if c.id == "quantisation-survives"]
     if "points" in survives.evidence:
         high_points, low_points = (_points(survives.evidence.get(key)) for key in ("high_precision_points", "points"))
@@ -249,7 +252,8 @@ def _points(value: object) -> str:
     return f"{value:+.1f}" if isinstance(value, float | int) else "n/a"
 
 
-def run_loop(out: Path, engine_url: str | None = None) -> int:
+def run_loop(out: Path, ledger: Path, engine_url: str | None = None) -> int:
+    """The loop into `out`; its runs, comparison and gate verdicts go into the `ledger` file as any user's do."""
     fresh_out(out, "the loop")
     (out / "home").mkdir(parents=True)
     token, keys = secrets.token_hex(16), keys_file(out)
@@ -274,16 +278,21 @@ def run_loop(out: Path, engine_url: str | None = None) -> int:
         if status != 200:
             raise WorkerTierError(f"making {version} production of route {ROUTE} failed: HTTP {status} {body}")
         run(load_suite(held), replay_config(gateway_url), out / "run", label="[loop] replay")
-    comparison = compare(load_results(out / "run"), "base", "cand")
-    verdict = evaluate_gate(GATE, out / "run", "base", "cand")
-    write_verdict(out / "run", verdict)
+    with Ledger(ledger) as opened:
+        results, disputes = load_results(out / "run"), opened.disputes()
+        comparison = compare(results, "base", "cand", tainted=[d.ref for d in disputes])
+        record_comparison(opened, record_run(opened, out / "run"), comparison, carried(results, ("base", "cand")))
+        verdict = evaluate_gate(GATE, out / "run", "base", "cand", disputes=disputes)
+        record_gate(opened, out / "run", verdict, write_verdict(out / "run", verdict))
     print(f"held-out suite ({comparison.decisions} decisions): {repeat_line(comparison)}")
     print(f"gate {gate_line(verdict)}")
     checkpoints = quantise(adapter, out)
     with quantised_gateways(checkpoints, out) as gateways:
         run(load_suite(held), quantised_config(gateways), out / f"run-{STAGE}", label=f"[loop] {STAGE} replay")
-    print(judge_quantised(out / "run", out / f"run-{STAGE}"))
-    md, _ = report_run(out / "run", stages={STAGE: out / f"run-{STAGE}"})
+    with Ledger(ledger) as opened:
+        print(judge_quantised(out / "run", out / f"run-{STAGE}", opened))
+        md, _ = report_run(out / "run", stages={STAGE: out / f"run-{STAGE}"},
+                           tainted=[d.ref for d in opened.disputes()], ledger=opened)
     print(f"report: {md} (high precision and {STAGE} side by side)")
     print(f"everything: {out} (corpus, held-out-suite, pack, sandbox, set, adapters, run, merged, {STAGE}, "
           f"run-{STAGE})")

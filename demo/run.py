@@ -37,9 +37,10 @@ from demo.instrument import instrument_beside_model, instrument_verdict, planted
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
 from demo.pack import write_pack
 from demo.suite import write_demo
-from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, format_comparison
+from replay.analysis.compare import ALL_POSITIVE, Comparison, Tainted, compare, format_comparison
 from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
+from replay.analysis.provenance import carried, record_comparison, record_gate, record_run
 from replay.analysis.report import write_report
 from replay.analysis.report.summary import (
     Count,
@@ -52,12 +53,14 @@ from replay.analysis.report.summary import (
 )
 from replay.calibration.results import Calibration
 from replay.memory.files import load_memory, workspace_dirs
+from replay.memory.ledger import Ledger
 from replay.memory.lessons import (
     AblationEvidence,
     LessonVerdict,
     RuleVerdict,
     leave_one_out_verdicts,
     plan_lessons,
+    record_verdicts,
     trials_from_results,
 )
 from replay.memory.uptake import Uptake, concerns, uptake_table
@@ -462,13 +465,13 @@ def sandbox_evidence(sandbox_dir: Path, candidate: str) -> tuple[dict[str, Path]
 def demo_report(
     run_dir: Path, results: Sequence[ResultRecord], comparisons: Sequence[Comparison], verdicts: Sequence[GateVerdict],
     decisions: Sequence[Decision] = (), lessons: Sequence[RuleVerdict] | None = None,
-    uptake: Sequence[Uptake] | None = None,
+    uptake: Sequence[Uptake] | None = None, tainted: Tainted = (),
 ) -> tuple[Path, list[SummaryRow]]:
     """Write the report on the main arms and return the summary rows the console prints: both count
     changed calls against BASELINE, whatever order the runner wrote the results in."""
     main = [r for r in results if r.arm in MAIN_ARMS]
-    _, html = write_report(run_dir, comparisons, verdicts, main, decisions=decisions, lessons=lessons, uptake=uptake,
-                           baseline=BASELINE)
+    _, html = write_report(run_dir, comparisons, verdicts, main, decisions=decisions, tainted=tainted, lessons=lessons,
+                           uptake=uptake, baseline=BASELINE)
     return html, summary_rows(main, MAIN_ARMS, reference=BASELINE)
 
 
@@ -482,12 +485,18 @@ class Analysis:
     summary: str
 
 
-def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | None = None,
+def analyse(run_dir: Path, suite: Suite, memory_root: Path, ledger: Ledger, sandbox_dir: Path | None = None,
             calibration: Calibration | None = None) -> Analysis:
     """Compare, gate, judge the lessons and rule uptake, set `calibration` (planted) beside what the model did,
-    and write the report."""
+    and write the report. The run, its comparisons, gate and lesson verdicts go into `ledger` as any user's do, and
+    its disputed rules keep a gate from passing."""
     results = load_results(run_dir)
-    comparisons = [compare(results, BASELINE, arm) for arm in EFFECT_ARMS]
+    run_id = record_run(ledger, run_dir)
+    disputes = ledger.disputes()
+    tainted = [d.ref for d in disputes]
+    comparisons = [compare(results, BASELINE, arm, tainted=tainted) for arm in EFFECT_ARMS]
+    for comparison in comparisons:
+        record_comparison(ledger, run_id, comparison, carried(results, (BASELINE, comparison.candidate)))
     tables = [f"{format_comparison(c)}\n" for c in comparisons]
     verdicts = []
     for arm in (*ADAPTER_ARMS, "base+memory"):
@@ -495,11 +504,12 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
         if sandbox_dir is not None:
             evidence, sandbox_tables = sandbox_evidence(sandbox_dir, arm)
             tables.append(f"{sandbox_tables}\n")
-        verdict = evaluate_gate(SERIOUS_GATE, run_dir, BASELINE, arm, evidence=evidence)
-        write_verdict(run_dir, verdict)
+        verdict = evaluate_gate(SERIOUS_GATE, run_dir, BASELINE, arm, evidence=evidence, disputes=disputes)
+        record_gate(ledger, run_dir, verdict, write_verdict(run_dir, verdict))
         verdicts.append(verdict)
         tables.append(f"{format_verdict(verdict)}\n")
     plan = plan_lessons(results, workspace_dirs(memory_root), datetime.now(UTC).date())
+    record_verdicts(ledger, run_id, plan.verdicts)
     tables.append("Lesson gate (causal where an ablation arm exists: workspace vs workspace-minus:<id>; "
                   "else leave-one-out):")
     tables += ["  " + lesson.summary() for lesson in plan.verdicts]
@@ -511,7 +521,8 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, sandbox_dir: Path | 
         (run_dir / f"lessons-{workspace}.diff").write_text(diff)
     uptake = uptake_table(CLAIMS, uptake_pairs(results), results, suite.decisions)
     tables += ["", "Rule uptake (demo/claims.py says what each rule asks for):", format_uptake(uptake)]
-    html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake)
+    html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake,
+                             tainted)
     head = [format_summary(rows), noise_floor_line(rows, comparisons)]
     tables += ["", *head, "", measured_lines(rows, plan.verdicts)]
     if calibration is not None:
@@ -532,9 +543,9 @@ def lesson_line(lessons: Sequence[RuleVerdict]) -> str:
             f"{', '.join(sorted(HARMFUL_RULE_IDS))}; genuine rules evicted: {', '.join(sorted(innocent)) or 'none'}")
 
 
-def run_demo(out: Path, quick: bool = False, verbose: bool = False) -> int:
+def run_demo(out: Path, ledger: Path, quick: bool = False, verbose: bool = False) -> int:
     """The demo, its progress on stderr; on stdout what ran and what it found in a screen (`verbose`: every table
-    first), with where the report and the tables are."""
+    first), with where the report and the tables are. What it judged goes into the `ledger` file."""
     started = time.monotonic()
     out.mkdir(parents=True, exist_ok=True)
     suite, memory_root, data = demo_data(out, quick)
@@ -548,7 +559,8 @@ def run_demo(out: Path, quick: bool = False, verbose: bool = False) -> int:
         (sent, already), (ran, resumed) = asyncio.run(replay_beside_sandbox(suite, config, run_dir, pack,
                                                                             out / "sandbox"))
     calibration = planted_calibration(suite, memory_root, out / "calibration", pack)
-    found = analyse(run_dir, suite, memory_root, out / "sandbox", calibration)
+    with Ledger(ledger) as opened:
+        found = analyse(run_dir, suite, memory_root, opened, out / "sandbox", calibration)
     details = run_dir / DETAILS
     details.write_text(found.details + "\n", encoding="utf-8")
     if verbose:

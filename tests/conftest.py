@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import signal
 from collections.abc import Callable
 from pathlib import Path
@@ -29,6 +30,21 @@ def pytest_configure(config: pytest.Config) -> None:
     """SIGTERM (a CI job's timeout) unwinds the session like Ctrl-C: fixtures tear down, so the engine
     and every gateway or upstream a test started are stopped instead of outliving the run."""
     signal.signal(signal.SIGTERM, raise_terminated)
+
+
+@pytest.fixture(scope="session")
+def ledgers(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("ledgers")
+
+
+@pytest.fixture(autouse=True)
+def own_ledger(ledgers: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """`run`, `compare`, `report`, `gate` and the demo write the provenance ledger, by default runs/ledger.sqlite
+    in the working directory (the checkout, for the guide's test): each test's goes outside it, its own, and so
+    do the commands' its subprocesses run."""
+    path = ledgers / f"{hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:16]}.sqlite"
+    monkeypatch.setenv("WORKER_REPLAY_LEDGER", str(path))
+    return path
 
 
 @pytest.fixture(scope="session")

@@ -3,6 +3,7 @@
 - `compare.py`: the paired comparison of two arms from `results.jsonl` alone
 - `stages.py`: the same arms on both sides of a stage (quantisation), each against itself (pure)
 - `plan.py`: `worker-replay plan`: a suite sized from a pilot run
+- `provenance.py`: what compare, report and gate record in the outcome ledger (the run, its comparisons, verdicts)
 - `gates/`: pre-registered gate policies evaluated on a run
 - `report/`: `report.md`, `report.html` and the plot
 """

@@ -12,10 +12,10 @@ One module per command group, each registering its own subcommands with `add_par
 - `plan.py`: plan
 - `calibrate.py`: calibrate
 - `report.py`: report
-- `lessons.py`: lessons propose, trace, dispute
+- `lessons.py`: lessons propose, trace, dispute, undispute
 - `curate.py`: curate pool, build
 - `qa.py`: qa check, labels, review, agree, plant, gate (Stop-QA)
-- `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the tainted rules
+- `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the disputed rules
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What several `worker-replay` groups share: the ledger's default path, its `--ledger` option, the tainted rules."""
+"""What several `worker-replay` groups share: the ledger's default path, its `--ledger` option, the disputed rules."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import argparse
 import os
 from pathlib import Path
 
-from replay.memory.ledger import Ledger
+from replay.memory.ledger import Ledger, RuleRef
 
 
 def default_ledger() -> Path:
@@ -18,8 +18,9 @@ def ledger_option(p: argparse.ArgumentParser) -> None:
                    help="outcome/provenance ledger (default: $WORKER_REPLAY_LEDGER or runs/ledger.sqlite)")
 
 
-def tainted(args: argparse.Namespace) -> frozenset[str]:
+def tainted(args: argparse.Namespace) -> tuple[str | RuleRef, ...]:
+    """The rules disputed now, for a command that only reads the ledger (none when there is no ledger yet)."""
     if not args.ledger.exists():
-        return frozenset()
+        return ()
     with Ledger(args.ledger) as ledger:
-        return frozenset(ledger.tainted_rule_ids())
+        return tuple(d.ref for d in ledger.disputes())

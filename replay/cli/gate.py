@@ -1,6 +1,6 @@
-"""`worker-replay gate`: evaluate a pre-registered gate policy, write its verdict; with `--plan`, say
-first what each condition reads and whether it is there. `worker-replay verify`: recompute every digest a
-verdict names."""
+"""`worker-replay gate`: evaluate a pre-registered gate policy, write its verdict and record it in the ledger;
+with `--plan`, say first what each condition reads and whether it is there. `worker-replay verify`: recompute
+every digest a verdict names."""
 
 from __future__ import annotations
 
@@ -20,7 +20,9 @@ from replay.analysis.gates import (
     verify,
     write_verdict,
 )
-from replay.cli.common import ledger_option, tainted
+from replay.analysis.provenance import record_gate
+from replay.cli.common import ledger_option
+from replay.memory.ledger import Ledger
 
 DESCRIPTION = """Evaluate a pre-registered gate policy on a run; exit 0 only on pass. A condition whose input is
 missing is not_run, and not_run blocks the gate like a fail. `--plan` lists, before anything runs, what
@@ -28,7 +30,8 @@ each condition reads (the run's own results.jsonl, or an --evidence key and the 
 it) and whether it is there now. configs/gates/serious-candidate.toml cannot pass from a corpus alone:
 four of its conditions need sandbox evidence (`worker-replay sandbox evidence`) or a confirmation run.
 configs/gates/corpus-only.toml asks what a corpus alone can answer; it is not the serious-candidate
-gate."""
+gate. A verdict whose arms' results carried a rule disputed in the ledger (`worker-replay dispute`) does not
+pass: it names the rule and when it was disputed. Every verdict is recorded in the ledger (`trace`)."""
 
 
 def _gate(args: argparse.Namespace) -> int:
@@ -40,9 +43,11 @@ def _gate(args: argparse.Namespace) -> int:
                                         ("--candidate", args.candidate)) if value is None]
     if missing:
         raise GateError(f"gate needs {', '.join(missing)} (or --plan, to list what the policy reads)")
-    verdict = evaluate_gate(args.policy, args.run_dir, args.baseline, args.candidate, evidence=evidence,
-                            tainted=tainted(args))
-    path = write_verdict(args.run_dir, verdict)
+    with Ledger(args.ledger) as ledger:
+        verdict = evaluate_gate(args.policy, args.run_dir, args.baseline, args.candidate, evidence=evidence,
+                                disputes=ledger.disputes())
+        path = write_verdict(args.run_dir, verdict)
+        record_gate(ledger, args.run_dir, verdict, path)
     print(format_verdict(verdict))
     print(f"verdict written: {path}", file=sys.stderr)
     return 0 if verdict.passed else 1

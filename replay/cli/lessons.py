@@ -1,4 +1,4 @@
-"""`worker-replay lessons propose`, `trace`, `dispute`: the lesson gate and the provenance ledger."""
+"""`worker-replay lessons propose`, `trace`, `dispute`, `undispute`: the lesson gate and the provenance ledger."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from replay.analysis.provenance import record_run
 from replay.cli.common import ledger_option
 from replay.memory.files import workspace_dirs
 from replay.memory.ledger import Ledger
@@ -35,7 +36,7 @@ def _lessons_propose(args: argparse.Namespace) -> int:
         changed = apply_plan(plan, memory_dirs, today)
         print("applied: " + ", ".join(str(p) for p in changed) if changed else "nothing to apply")
     with Ledger(args.ledger) as ledger:
-        record_verdicts(ledger, args.run_dir.name, plan.verdicts)
+        record_verdicts(ledger, record_run(ledger, args.run_dir), plan.verdicts)
     return 0
 
 
@@ -51,6 +52,12 @@ def _dispute(args: argparse.Namespace) -> int:
     return 0
 
 
+def _undispute(args: argparse.Namespace) -> int:
+    with Ledger(args.ledger) as ledger:
+        print(ledger.undispute(args.rule_id, args.reason, workspace=args.workspace).format())
+    return 0
+
+
 def add_parser(sub: Any) -> None:
     lessons = sub.add_parser("lessons", help="the lesson gate").add_subparsers(dest="action", required=True)
     p = lessons.add_parser("propose", help="per-rule verdicts and the proposed memory edit (a diff)")
@@ -62,12 +69,16 @@ def add_parser(sub: Any) -> None:
     ledger_option(p)
     p.set_defaults(func=_lessons_propose)
 
-    for name, func, text in (("trace", _trace, "every run, result, comparison and verdict that used a rule"),
-                             ("dispute", _dispute, "mark everything that used a rule as needing a re-run")):
+    for name, func, text in (
+        ("trace", _trace, "every run, result, comparison and gate verdict that used a rule"),
+        ("dispute", _dispute, "mark everything that used a rule as needing a re-run; gates resting on it cannot pass"),
+        ("undispute", _undispute, "restore a disputed rule after review (its dispute stays in the ledger)"),
+    ):
         p = sub.add_parser(name, help=text)
         p.add_argument("rule_id", metavar="lc:<slug>", help="the rule's id")
         p.add_argument("--workspace", help="only the rule of this workspace (default: the id in any workspace)")
-        if name == "dispute":
-            p.add_argument("--reason", required=True, help="why it is disputed (kept in the ledger)")
+        if name != "trace":
+            reason = ("why it is disputed" if name == "dispute" else "what the review found") + " (kept in the ledger)"
+            p.add_argument("--reason", required=True, help=reason)
         ledger_option(p)
         p.set_defaults(func=func)

@@ -1,4 +1,5 @@
-"""`worker-replay report`: report.md and a self-contained report.html of a run."""
+"""`worker-replay report`: report.md and a self-contained report.html of a run; its comparisons recorded in the
+ledger."""
 
 from __future__ import annotations
 
@@ -11,10 +12,11 @@ from typing import Any
 from core.cli import pair_item
 from core.records import Decision
 from replay.analysis.report import report_run
-from replay.cli.common import ledger_option, tainted
+from replay.cli.common import ledger_option
 from replay.corpus.retrieval import SessionReads
 from replay.corpus.sources import FORMATS
 from replay.errors import ReplayError
+from replay.memory.ledger import Ledger
 from replay.run.directory import read_run_json
 from replay.suite import load_suite
 
@@ -25,9 +27,11 @@ def _report(args: argparse.Namespace) -> int:
     decisions = load_suite(suite_path).decisions if suite_path and Path(suite_path).is_dir() else ()
     # Default: the baseline (--baseline, else the run config's first arm) against every other arm.
     pairs = args.pair or None
-    md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions, tainted=tainted(args),
-                          baseline=args.baseline, reads=_session_reads(args, decisions),
-                          stages=None if args.quantised is None else {"quantised": args.quantised})
+    reads = _session_reads(args, decisions)
+    with Ledger(args.ledger) as ledger:
+        md, html = report_run(args.run_dir, pairs=pairs, decisions=decisions,
+                              tainted=[d.ref for d in ledger.disputes()], baseline=args.baseline, reads=reads,
+                              stages=None if args.quantised is None else {"quantised": args.quantised}, ledger=ledger)
     print(f"report: {md}\nreport: {html}")
     return 0
 

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from replay.analysis.provenance import record_run
 from replay.cli.common import ledger_option
 from replay.memory.ledger import Ledger
 from replay.run.config import load_run_config
@@ -18,7 +19,7 @@ def _run(args: argparse.Namespace) -> int:
     config = load_run_config(args.config)
     sent, already = run(suite, config, args.out)
     with Ledger(args.ledger) as ledger:
-        ledger.ingest_jsonl(args.out.name, args.out / "results.jsonl")
+        record_run(ledger, args.out)
     print(f"{args.out}: {sent} result(s) written, {already} already there (resumed)" if already
           else f"{args.out}: {sent} result(s) written")
     return 0

@@ -66,6 +66,7 @@ class _Config(BaseModel, extra="allow"):
 class _RunJson(BaseModel, extra="allow"):
     """What the readers of run.json rely on (the rest is a record for people and for `manifest_diff`)."""
 
+    run_id: str | None = None
     config: _Config | None = None
     suite: _Part | None = None
     pack: _Part | None = None
@@ -296,6 +297,14 @@ def check_seal(run_dir: Path, results: str, error: type[ReplayError] = ResultsEr
         raise error(f"{path}: changed after its run sealed it (sha256 {sha256[:12]}, sealed {seal.sha256[:12]}); "
                     "restore the file, or re-run into a new --out")
     return seal
+
+
+def run_identity(run_dir: Path) -> tuple[str, str]:
+    """(run_id, results sha256) of a sealed run, as the ledger knows it; `check_seal`'s refusals apply. A run
+    begun before run ids (sealed on a later resume) is known by its results' digest, `sha256:<hex>`."""
+    seal = check_seal(run_dir, RESULTS)
+    run_id = read_run_json(run_dir).get("run_id")
+    return (run_id if isinstance(run_id, str) and run_id else f"sha256:{seal.sha256}"), seal.sha256
 
 
 def load_results(run_dir: str | Path) -> list[ResultRecord]:

@@ -9,7 +9,7 @@
 | `POST /admin/trials/{id}/suspend` | – | candidate weight 0; the trial (and its maximum duration) keeps running. |
 | `POST /admin/trials/{id}/resume` | – | the current step again, its timer restarted. |
 | `POST /admin/trials/{id}/abort` | `{"reason"}` | end it; every cohort back to production. |
-| `POST /admin/trials/{id}/gate` | `{"passed", "policy_sha256", "candidate", "conditions_passed", "conditions", "window", "summary"}` | the production-candidate gate's verdict, while awaiting it. It must be for the trial's candidate, the gate policy the trial was started with and the trial's evidence window (the `window` of its `evidence` export, taken after it reached the gate); a pass needs every condition passed. Anything else is a 409 naming the mismatch. |
+| `POST /admin/trials/{id}/gate` | `{"passed", "policy_sha256", "candidate", "conditions_passed", "conditions", "window", "summary", "tainted_rule_ids", "weights"}` | the production-candidate gate's verdict, while awaiting it. It must be for the trial's candidate, the gate policy the trial was started with and the trial's evidence window (the `window` of its `evidence` export, taken after it reached the gate); a pass needs every condition passed. Anything else is a 409 naming the mismatch, and so is a verdict resting on a disputed rule (`tainted_rule_ids` not empty) or on other adapter weights than the candidate's registered fingerprint (`weights`). |
 
 Errors: 404 unknown trial, 409 a change the trial's state refuses (or a preflight that fails, or a
 stored state that cannot be used), 422 a bad
@@ -68,6 +68,8 @@ class GateBody(Body):
     conditions: int = Field(ge=0, le=10_000)
     window: WindowBody | None
     summary: str = Field(default="", max_length=2000)
+    tainted_rule_ids: list[Annotated[str, StringConstraints(min_length=1, max_length=200)]] = Field(
+        default_factory=list, max_length=1000)
     weights: Annotated[str, StringConstraints(pattern=r"^[0-9a-f]{64}$")] | None = None
     """The fingerprint of the candidate's adapter weights the verdict names (its `weights:` subject)."""
 
@@ -165,4 +167,4 @@ async def gate(trial_id: str, body: GateBody, service: TrialsDep) -> dict[str, A
     window = VerdictWindow(body.window.trial, body.window.since, body.window.until) if body.window else None
     return await _event(service, trial_id, GateVerdict(body.passed, body.policy_sha256, body.candidate,
                                                        body.conditions_passed, body.conditions, window, body.summary,
-                                                       body.weights))
+                                                       tuple(body.tainted_rule_ids), body.weights))

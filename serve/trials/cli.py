@@ -4,7 +4,8 @@ the command line (the gateway must be running; the token is the gateway config's
 `trial gate ID --verdict FILE` reads the verdict `worker-replay gate` wrote and sends what binds
 it: its candidate, its gate policy's sha256, how many conditions passed, and the evidence window
 of the canary evidence it was judged on (the `canary` file of its `evidence_paths`, as
-`trial evidence` wrote it); the gateway refuses a verdict that is not the trial's.
+`trial evidence` wrote it), and the disputed rules its results carried; the gateway refuses a verdict that is
+not the trial's, or that rests on a disputed rule.
 `trial evidence ID --out DIR` writes `canary.json` from the trial's own cohorts for that gate.
 
 Every failure — the gateway unreachable or answering something that is not the trial API's
@@ -50,6 +51,7 @@ class VerdictFile(BaseModel):
     passed: bool
     conditions: list[ConditionStatus]
     evidence_paths: dict[str, str] = {}
+    tainted_rule_ids: list[str] = []
 
 
 class VerdictStatement(BaseModel):
@@ -137,7 +139,7 @@ def _gate_body(path: Path) -> dict[str, Any]:
     return {"passed": verdict.passed, "policy_sha256": verdict.policy_sha256, "candidate": verdict.candidate,
             "conditions_passed": passed, "conditions": len(verdict.conditions), "window": window,
             "summary": f"{verdict.policy}: {passed}/{len(verdict.conditions)} conditions passed ({path})"[:2000],
-            "weights": weights}
+            "tainted_rule_ids": verdict.tainted_rule_ids, "weights": weights}
 
 
 def _line(status: StatusAnswer) -> str:

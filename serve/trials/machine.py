@@ -17,7 +17,9 @@ gateway and a restarted controller continues from exactly the state it persisted
   candidate (the trial's), one gate policy (the sha256 the trial was started with) and one
   evidence window (the trial's own export: from the trial's start to after it reached the
   gate); anything else is refused, naming the mismatch. A pass needs every condition passed
-  (at least one). A failed verdict holds the candidate (weight 0).
+  (at least one). A failed verdict holds the candidate (weight 0). A verdict that rests on a disputed
+  rule (its `tainted_rule_ids`, 004) is refused, pass or fail: it judged nothing the trial can rely on,
+  and the trial waits for one judged again.
 * Suspend takes the candidate's weight to 0 without ending the trial; resume restarts the
   current step's timer and counts. The maximum duration keeps running while suspended.
 * `aborted`, `expired`, `promoted` and `held` are terminal: every later event is ignored.
@@ -134,6 +136,8 @@ class GateVerdict:
     conditions: int
     window: VerdictWindow | None
     summary: str = ""
+    tainted_rule_ids: tuple[str, ...] = ()
+    """The disputed rules the judged results carried (the verdict file's `tainted_rule_ids`)."""
     weights: str | None = None
     """The candidate's adapter weights (fingerprint) the verdict was judged on; None: its run did not record them."""
 
@@ -248,6 +252,11 @@ def step(policy: TrialPolicy, policy_gate_sha256: str, state: TrialState, event:
             mismatch = verdict_mismatch(policy, policy_gate_sha256, state, event)
             if mismatch:
                 raise TrialError(f"the verdict does not bind to this trial: {mismatch}")
+            if event.tainted_rule_ids:
+                rules, more = event.tainted_rule_ids[:5], len(event.tainted_rule_ids) - 5
+                raise TrialError(f"the verdict rests on results that carried disputed rule(s) "
+                                 f"{', '.join(rules)}{f' and {more} more' if more > 0 else ''}: judge again once they "
+                                 "are restored after review (`worker-replay undispute`) or on arms re-run without them")
             if passed:
                 return replace(state, phase="promoted", reason=f"gate passed: {summary}"), [Promote()]
             return _end(state, "held", f"gate failed: {summary}")

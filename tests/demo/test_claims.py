@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from demo.claims import CLAIMS, UNCLAIMED
 from demo.memory import RULES
 from demo.run import (
     ABLATED_WORKSPACES,
+    SERIOUS_GATE,
     analyse,
     held_out_slice,
     quick_cell,
@@ -23,8 +25,10 @@ from demo.run import (
 )
 from demo.scenarios import KITS
 from demo.suite import write_demo
+from replay.cli import main as replay_main
 from replay.memory.files import load_memory
 from replay.memory.inject import inject, parse_condition
+from replay.memory.ledger import Ledger
 from replay.memory.uptake import RuleClaim, concerns, rejected_call, uptake_table
 from replay.suite import Suite, load_suite
 from tests.support.runs import write_sealed
@@ -129,10 +133,9 @@ def test_uptake_pairs_add_the_ablation_pair() -> None:
     assert uptake_pairs(results) == [("lc:helpdesk-api-flaky", "minus-helpdesk-api-flaky", "base+memory")]
 
 
-def test_analyse_tabulates_uptake_and_the_report_opens_with_the_answer(demo: Path, suite: Suite,
-                                                                       tmp_path: Path) -> None:
-    """The demo's analysis on made-up answers of every arm it runs (no engine): an arm that carried a claimed
-    rule obeys the first such rule, every other answer is no call."""
+def made_up_run(demo: Path, suite: Suite, tmp_path: Path) -> tuple[Path, Suite]:
+    """A sealed run of every arm the demo runs on its quick slice, with made-up answers (no engine): an arm that
+    carried a claimed rule obeys the first such rule, every other answer is no call."""
     quick = held_out_slice(suite, tmp_path / "quick", quick_cell)
     config = run_config("http://127.0.0.1:9", {"recovery": "r", "mix": "m"}, quick, demo / "memory")
     memories = {ws: load_memory(demo / "memory" / ws) for ws in RULES}
@@ -149,7 +152,15 @@ def test_analyse_tabulates_uptake_and_the_report_opens_with_the_answer(demo: Pat
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     write_sealed(run_dir, results)
-    found = analyse(run_dir, quick, demo / "memory")
+    return run_dir, quick
+
+
+def test_analyse_tabulates_uptake_and_the_report_opens_with_the_answer(demo: Path, suite: Suite,
+                                                                       tmp_path: Path) -> None:
+    """The demo's analysis on made-up answers of every arm it runs (no engine)."""
+    run_dir, quick = made_up_run(demo, suite, tmp_path)
+    with Ledger(tmp_path / "ledger.sqlite") as ledger:
+        found = analyse(run_dir, quick, demo / "memory", ledger)
     html, printed = found.html, found.details
     uptake = printed[printed.index("Rule uptake"):]
     assert printed.index("Lesson gate") < printed.index("Rule uptake") < printed.index("calls changed vs base")
@@ -163,3 +174,36 @@ def test_analyse_tabulates_uptake_and_the_report_opens_with_the_answer(demo: Pat
     md = html.with_suffix(".md").read_text()
     assert md.index("## Answer") < md.index("### Lesson verdicts") < md.index("### Rule uptake") < md.index("## Run")
     assert "| lc:closed-ticket-reopen | call reopen_ticket | minus-closed-ticket-reopen → base+memory |" in md
+
+
+def test_the_demo_writes_the_ledger_and_a_dispute_reaches_its_gate(demo: Path, suite: Suite, tmp_path: Path,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 66 after `make demo`: `trace` on a rule the demo's base+memory arm injected lists its results, the
+    comparison and the gate verdict of that arm; `dispute` marks them; the gate on that run then says why it
+    cannot pass."""
+    run_dir, quick = made_up_run(demo, suite, tmp_path)
+    ledger = tmp_path / "ledger.sqlite"
+    with Ledger(ledger) as opened:
+        analyse(run_dir, quick, demo / "memory", opened)
+    run_id = json.loads((run_dir / "run.json").read_text())["run_id"]
+    flaky = "lc:helpdesk-api-flaky"
+
+    assert replay_main(["trace", flaky, "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert f"run {run_id} ({run_dir.resolve()}):" in out and "base+memory (" in out
+    assert f"{run_id}: base vs base+memory" in out
+    assert f"{run_id}: gate serious-candidate: base+memory vs base at " in out
+    assert f"{run_id}: lesson ws-support/{flaky}" in out and "NEEDS RE-RUN" not in out
+
+    assert replay_main(["dispute", flaky, "--reason", "a vendor page, not the user", "--ledger", str(ledger)]) == 0
+    marked = [line for line in capsys.readouterr().out.splitlines() if line.startswith(("run ", "comparison ",
+                                                                                         "verdict "))]
+    assert marked and all(line.endswith("NEEDS RE-RUN") for line in marked)
+
+    code = replay_main(["gate", str(run_dir), "--policy", str(SERIOUS_GATE), "--baseline", "base", "--candidate",
+                        "base+memory", "--ledger", str(ledger)])
+    out = capsys.readouterr().out
+    verdict = json.loads((run_dir / "gate-serious-candidate-base_memory.json").read_text())
+    assert code == 1 and not verdict["passed"] and verdict["tainted_rule_ids"] == [flaky]
+    assert verdict["disputed"][0]["reason"] == "a vendor page, not the user"
+    assert f"cannot pass: rests on results that carried disputed rule(s) {flaky} (disputed " in out

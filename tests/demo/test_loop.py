@@ -23,7 +23,7 @@ pytestmark = pytest.mark.engine
 def test_the_loop_closes_from_a_recorded_failure_to_a_verdict(engine, tmp_path: Path,
                                                                capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "loop"
-    assert run_loop(out, engine_url=engine.base_url) == 0
+    assert run_loop(out, tmp_path / "ledger.sqlite", engine_url=engine.base_url) == 0
     captured = capsys.readouterr()
     screen = [line for line in (captured.out + captured.err).splitlines() if line.strip()]
     assert len(screen) <= 25, "\n".join(screen)

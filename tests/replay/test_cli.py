@@ -129,6 +129,7 @@ def test_report_baseline_option_names_the_reference_arm(run_dir, tmp_path, capsy
 
 @pytest.mark.parametrize("args, needles", [
     (["dispute", "lc:x", "--reason", " ", "--ledger", "l.sqlite"], ["lc:x", "needs a reason"]),
+    (["undispute", "lc:x", "--reason", "reviewed", "--ledger", "l.sqlite"], ["lc:x is not disputed"]),
     (["compare", "no-run", "--baseline", "a", "--candidate", "b", "--ledger", "l.sqlite"], ["no-run", "not found"]),
     (["gate", "no-run", "--policy", "no.toml", "--baseline", "a", "--candidate", "b", "--ledger", "l.sqlite"],
      ["no.toml"]),

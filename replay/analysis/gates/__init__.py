@@ -47,6 +47,7 @@ from replay.analysis.gates.inputs import Read
 from replay.analysis.gates.policy import (
     STATUS_LABEL,
     ConditionResult,
+    DisputedRule,
     GatePlan,
     GatePolicy,
     Verdict,
@@ -66,6 +67,7 @@ __all__ = [
     "Condition",
     "ConditionResult",
     "ConfirmationRun",
+    "DisputedRule",
     "FreshChronological",
     "GateContext",
     "GateError",

@@ -1,11 +1,15 @@
 """Policies and verdicts: loading a TOML policy (every problem a `GateError` naming the file and the
 condition), planning it (what each condition reads, and whether it is there), evaluating it into a
-`Verdict`, and writing, reading and formatting verdict files."""
+`Verdict`, and writing, reading and formatting verdict files.
+
+A verdict that rests on results which carried a disputed rule never passes, whatever its conditions say
+(004): it names the rules and when they were disputed, and passes again only once they are restored
+(`worker-replay undispute`) or the arms are re-run without them."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -18,6 +22,7 @@ from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainte
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
 from replay.analysis.gates.context import GateContext, GateError, MissingEvidenceError, Status, not_run
 from replay.analysis.gates.inputs import RUN_RESULTS, Read, condition_reads, run_read
+from replay.memory.ledger import Dispute
 
 
 class GatePolicy(Strict):
@@ -109,8 +114,19 @@ class ConditionResult(BaseModel):
     """For a condition not run: what it reads and whether that was there (what a user must supply)."""
 
 
+class DisputedRule(BaseModel):
+    """A disputed rule a verdict rests on, as the ledger held it when the verdict was reached."""
+
+    rule_id: str
+    workspace: str | None = None
+    """None: disputed in every workspace."""
+    reason: str
+    disputed_at: datetime
+
+
 class Verdict(BaseModel):
-    """Every condition's status and evidence; `passed` only if all passed."""
+    """Every condition's status and evidence; `passed` only if all passed and no disputed rule is among those
+    the judged results carried (`tainted_rule_ids`, with `disputed` saying when and why)."""
 
     policy: str
     policy_version: str
@@ -125,6 +141,7 @@ class Verdict(BaseModel):
     unused_evidence: list[str] = []
     comparisons_made: int
     tainted_rule_ids: list[str] = []
+    disputed: list[DisputedRule] = []
     noise_floor: NoiseFloor | None = None
     """The comparison's A/A discordance, where the run has a replicate arm. Evidence only: a condition
     judges it only where the policy says so."""
@@ -146,14 +163,19 @@ def evaluate(
     evidence: Mapping[str, str | Path] | None = None,
     tainted: Tainted = (),
     *,
+    disputes: Iterable[Dispute] = (),
     run_dir: str | Path | None = None,
     policy_path: str | Path | None = None,
     policy_sha256: str | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Verdict:
-    """Evaluate every condition of `policy` on a comparison (and the evidence files given)."""
+    """Evaluate every condition of `policy` on a comparison (and the evidence files given). `disputes` (the
+    ledger's) taint like `tainted` and date the verdict's disputed rules; the comparison must have been made with
+    them too (`evaluate_gate` does)."""
     paths = {key: Path(value) for key, value in (evidence or {}).items()}
-    ctx = GateContext(comparison, paths, tuple(tainted), None if run_dir is None else Path(run_dir))
+    disputes = tuple(disputes)
+    ctx = GateContext(comparison, paths, (*tainted, *(d.ref for d in disputes)),
+                      None if run_dir is None else Path(run_dir))
     run = Read(key=None, made_by=RUN_RESULTS.made_by, path=None if run_dir is None else str(run_dir), present=True)
     results = [_with_noise(_evaluate_one(condition, ctx, run), comparison.noise) for condition in policy.conditions]
     used = {key for condition in policy.conditions for key in condition.evidence_keys()}
@@ -166,12 +188,14 @@ def evaluate(
         run_dir=None if run_dir is None else str(run_dir),
         baseline=comparison.baseline,
         candidate=comparison.candidate,
-        passed=all(r.status is Status.PASS for r in results),
+        passed=all(r.status is Status.PASS for r in results) and not tainted_ids,
         conditions=results,
         evidence_paths={key: str(value) for key, value in paths.items()},
         unused_evidence=sorted(paths.keys() - used),
         comparisons_made=comparison.comparisons_made,
         tainted_rule_ids=tainted_ids,
+        disputed=[DisputedRule(rule_id=d.rule_id, workspace=d.workspace, reason=d.reason, disputed_at=d.disputed_at)
+                  for d in disputes if d.rule_id in tainted_ids],
         noise_floor=comparison.noise,
         evaluated_at=now(),
     )
@@ -215,13 +239,15 @@ def evaluate_gate(
     candidate: str,
     evidence: Mapping[str, str | Path] | None = None,
     tainted: Tainted = (),
+    disputes: Iterable[Dispute] = (),
 ) -> Verdict:
-    """Load the policy and the run's results, compare the two arms, and evaluate the gate."""
+    """Load the policy and the run's results, compare the two arms, and evaluate the gate (`disputes`: the
+    ledger's, which keep it from passing where the arms' results carried one)."""
     policy, sha256 = _read_policy(Path(policy_path))
-    comparison = compare_run(run_dir, baseline, candidate, tainted=tainted)
-    return evaluate(
-        policy, comparison, evidence, tainted, run_dir=run_dir, policy_path=policy_path, policy_sha256=sha256
-    )
+    disputes = tuple(disputes)
+    comparison = compare_run(run_dir, baseline, candidate, tainted=(*tainted, *(d.ref for d in disputes)))
+    return evaluate(policy, comparison, evidence, tainted, disputes=disputes, run_dir=run_dir,
+                    policy_path=policy_path, policy_sha256=sha256)
 
 
 class ConditionPlan(BaseModel):
@@ -289,6 +315,13 @@ def noise_line(noise: NoiseFloor) -> str:
             "no condition of this policy judges it")
 
 
+def _disputed_text(rule_id: str, dispute: DisputedRule | None) -> str:
+    if dispute is None:
+        return rule_id
+    scope = f" in {dispute.workspace}" if dispute.workspace else ""
+    return f"{rule_id} (disputed{scope} {dispute.disputed_at.astimezone(UTC):%Y-%m-%d %H:%M} UTC: {dispute.reason})"
+
+
 STATUS_LABEL = {Status.PASS: "pass", Status.FAIL: "FAIL", Status.NOT_RUN: "not run"}
 
 
@@ -296,10 +329,11 @@ def format_verdict(verdict: Verdict) -> str:
     """The verdict as text: the decision, then one line per condition with its evidence."""
     counts = verdict.counts()
     decision = "PASSED" if verdict.passed else "REJECTED"
+    disputed = f"; rests on disputed rule(s) {', '.join(verdict.tainted_rule_ids)}" if verdict.tainted_rule_ids else ""
     lines = [
         f"gate {verdict.policy} v{verdict.policy_version}: candidate {verdict.candidate!r} against "
         f"{verdict.baseline!r}: {decision} ({counts[Status.PASS]} pass, {counts[Status.FAIL]} fail, "
-        f"{counts[Status.NOT_RUN]} not run)",
+        f"{counts[Status.NOT_RUN]} not run{disputed})",
     ]
     width = max(len(c.id) for c in verdict.conditions)
     for c in verdict.conditions:
@@ -310,8 +344,10 @@ def format_verdict(verdict: Verdict) -> str:
     if verdict.unused_evidence:
         lines.append(f"evidence given but used by no condition: {', '.join(verdict.unused_evidence)}")
     if verdict.tainted_rule_ids:
-        disputed = ", ".join(verdict.tainted_rule_ids)
-        lines.append(f"† rests on results that carried disputed rule(s) {disputed}: re-run before relying on it")
+        dated = {d.rule_id: d for d in verdict.disputed}
+        rules = ", ".join(_disputed_text(rule_id, dated.get(rule_id)) for rule_id in verdict.tainted_rule_ids)
+        lines.append(f"† cannot pass: rests on results that carried disputed rule(s) {rules}; re-run the arms "
+                     "without them, or restore them after review (`worker-replay undispute`)")
     if verdict.noise_floor is not None:
         lines.append(noise_line(verdict.noise_floor))
     lines.append(f"{verdict.comparisons_made} paired tests in the comparison, uncorrected for multiple comparisons.")

@@ -28,6 +28,7 @@ from core.names import excerpt
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import Comparison, Tainted, arms_of, compare
 from replay.analysis.gates import Verdict, read_verdict
+from replay.analysis.provenance import carried, record_comparison, record_run
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
@@ -35,6 +36,7 @@ from replay.analysis.report.retrieval import Retrieval, retrieval_block
 from replay.analysis.report.summary import reference_arm, report_title
 from replay.analysis.stages import stage_pairs, staged
 from replay.corpus.retrieval import SessionReads
+from replay.memory.ledger import Ledger
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import Uptake
 from replay.run.directory import RESULTS, ResultsError, load_results, read_engine_settings, read_run_json
@@ -53,6 +55,7 @@ def report_run(
     baseline: str | None = None,
     reads: Mapping[tuple[str, str], SessionReads] | None = None,
     stages: Mapping[str, str | Path] | None = None,
+    ledger: Ledger | None = None,
 ) -> tuple[Path, Path]:
     """Report on a run directory, with every `gate-*.json` verdict already in it.
 
@@ -61,7 +64,8 @@ def report_run(
     named, else the comparisons' baseline. `reads` (what each decision's session read, by workspace
     and session: `replay.corpus.retrieval.decision_reads`) adds the retrieval block. `stages` (stage name → the
     run directory of the same arms on the same suite after it, e.g. `{"quantised": ...}`) puts that run's arms
-    beside these (`cand:quantised`) and compares each arm with itself across the stage (`analysis.stages`)."""
+    beside these (`cand:quantised`) and compares each arm with itself across the stage (`analysis.stages`).
+    `ledger`: the run (and each stage's run) and every comparison made are recorded in it."""
     results = load_results(run_dir)
     decisions, tainted = tuple(decisions), tuple(tainted)
     arms = arms_of(results)
@@ -77,6 +81,12 @@ def report_run(
         pairs = [*pairs, *stage_pairs(own, stage, arms_of(other))]
         results = [*results, *staged(other, stage)]
     comparisons = [compare(results, base, candidate, tainted=tainted) for base, candidate in pairs]
+    if ledger is not None:
+        for other_dir in (stages or {}).values():
+            record_run(ledger, other_dir)
+        run_id = record_run(ledger, run_dir)
+        for c in comparisons:
+            record_comparison(ledger, run_id, c, carried(results, (c.baseline, c.candidate)))
     verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
     retrieval = None if reads is None else retrieval_block(results, decisions, reads)
     return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted,

@@ -158,7 +158,8 @@ def gate_line(verdict: Verdict) -> str:
     failed = [c.id for c in verdict.conditions if c.status is Status.FAIL]
     not_run = [c.id for c in verdict.conditions if c.status is Status.NOT_RUN]
     decision = "PASS" if verdict.passed else "REJECT"
-    why = "; ".join(f"{label}: {', '.join(ids)}" for label, ids in (("failed", failed), ("not run", not_run)) if ids)
+    why = "; ".join(f"{label}: {', '.join(ids)}" for label, ids in
+                    (("failed", failed), ("not run", not_run), ("disputed rule(s)", verdict.tainted_rule_ids)) if ids)
     return (f"{verdict.candidate} against {verdict.baseline} ({verdict.policy} v{verdict.policy_version}): {decision}"
             + (f" ({why})" if why else ""))
 

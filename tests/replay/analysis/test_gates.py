@@ -1,4 +1,5 @@
-"""Pre-registered gates: 001's S1 verdict, policy validation, every condition kind, verdict files."""
+"""Pre-registered gates: 001's S1 verdict, policy validation, every condition kind, disputed rules, verdict
+files."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from core.keyset import key_set
 from core.records import ResultRecord
@@ -26,6 +28,7 @@ from replay.analysis.gates import (
     read_verdict,
     write_verdict,
 )
+from replay.memory.ledger import Dispute, RuleRef
 from replay.run.directory import load_results
 from replay.stats import Overhead, PairedComparison, RepeatComparison
 from tests.support.e13 import (
@@ -358,7 +361,77 @@ def test_tainted_results_mark_the_conditions_that_rest_on_them() -> None:
     verdict = evaluate(load_policy(SERIOUS), comparison, tainted={"lc:disputed"})
     assert {c.id for c in verdict.conditions if c.tainted_rule_ids} == {"paired-gain", "targeted-ci"}
     assert verdict.tainted_rule_ids == ["lc:disputed"]
-    assert "† rests on results that carried disputed rule(s) lc:disputed" in format_verdict(verdict)
+    assert "† cannot pass: rests on results that carried disputed rule(s) lc:disputed;" in format_verdict(verdict)
+
+
+# ── disputed rules: a verdict resting on one never passes (004; issue 66) ───
+
+
+AT = datetime(2026, 8, 21, 12, 0, tzinfo=UTC)
+RULES = ("lc:a", "lc:b", "lc:c")
+# Met by any comparison with a positive decision: what is judged here is the dispute alone.
+LENIENT = GatePolicy.model_validate({"name": "lenient", "version": "1", "conditions": [
+    {"id": "no-worse", "kind": "non_inferiority", "scope": "all_positive", "min_points": -100,
+     "description": "anything"}]})
+
+
+def carrying(records: list[ResultRecord], rule_id: str, decision_id: str) -> list[ResultRecord]:
+    """The records, the candidate's answer to `decision_id` having carried `rule_id`."""
+    return [r.model_copy(update={"injected_rule_ids": [rule_id]}) if (r.arm, r.decision_id) == (CANDIDATE, decision_id)
+            else r for r in records]
+
+
+def test_a_candidate_that_meets_every_condition_does_not_pass_on_a_disputed_rule(
+        tmp_path: Path, serious_evidence: dict[str, Path]) -> None:
+    run = write_run(tmp_path / "run", carrying(strong_records(), "lc:vendor-page", "verified_recovery-3"))
+    dispute = Dispute("lc:vendor-page", "ws-a", "a vendor page, not the user", AT)
+    verdict = evaluate_gate(SERIOUS, run, BASE, CANDIDATE, serious_evidence, disputes=[dispute])
+    assert {c.status for c in verdict.conditions} == {Status.PASS} and not verdict.passed
+    assert verdict.tainted_rule_ids == ["lc:vendor-page"]
+    assert [(d.rule_id, d.workspace, d.disputed_at) for d in verdict.disputed] == [("lc:vendor-page", "ws-a", AT)]
+    text = format_verdict(verdict)
+    assert "REJECTED (9 pass, 0 fail, 0 not run; rests on disputed rule(s) lc:vendor-page)" in text
+    assert ("cannot pass: rests on results that carried disputed rule(s) lc:vendor-page (disputed in ws-a "
+            "2026-08-21 12:00 UTC: a vendor page, not the user)") in text
+    assert evaluate_gate(SERIOUS, run, BASE, CANDIDATE, serious_evidence).passed  # restored: no dispute left
+
+
+def test_a_dispute_of_a_rule_in_another_workspace_or_one_no_result_carried_changes_nothing(
+        tmp_path: Path, serious_evidence: dict[str, Path]) -> None:
+    run = write_run(tmp_path / "run", carrying(strong_records(), "lc:x", "verified_recovery-3"))
+    elsewhere = [Dispute("lc:x", "ws-other", "bad", AT), Dispute("lc:unused", None, "bad", AT)]
+    verdict = evaluate_gate(SERIOUS, run, BASE, CANDIDATE, serious_evidence, disputes=elsewhere)
+    assert verdict.passed and verdict.tainted_rule_ids == [] and verdict.disputed == []
+
+
+@st.composite
+def judged(draw: st.DrawFn) -> tuple[list[ResultRecord], set[str | RuleRef]]:
+    """Two arms on the same positive decisions, each answer carrying some rules; some rules disputed, bare or in
+    one workspace."""
+    records = []
+    for i in range(draw(st.integers(1, 6))):
+        for arm in (BASE, CANDIDATE):
+            record = positive_record(arm, "verified_recovery", f"d-{i}", i, draw(st.booleans()), True)
+            rules = draw(st.lists(st.sampled_from(RULES), unique=True, max_size=2))
+            records.append(record.model_copy(update={"injected_rule_ids": rules}))
+    workspaces = sorted({r.workspace for r in records})
+    disputed = draw(st.sets(st.sampled_from(RULES) | st.builds(RuleRef, st.sampled_from(workspaces),
+                                                                st.sampled_from(RULES)), max_size=3))
+    return records, disputed
+
+
+@settings(max_examples=200)
+@given(judged())
+def test_no_verdict_passes_when_a_disputed_rule_is_among_its_arms_rules(case: tuple[list[ResultRecord],
+                                                                                   set[str | RuleRef]]) -> None:
+    records, disputed = case
+    verdict = evaluate(LENIENT, compare(records, BASE, CANDIDATE, tainted=disputed), tainted=disputed)
+    carried = {(r.workspace, rule) for r in records for rule in r.injected_rule_ids}
+    hit = sorted({rule for workspace, rule in carried
+                  if rule in disputed or RuleRef(workspace, rule) in disputed})
+    assert verdict.tainted_rule_ids == hit
+    assert verdict.passed == (not hit)  # the lenient condition itself always passes
+    assert verdict.conditions[0].status is Status.PASS
 
 
 # ── production conditions ───────────────────────────────────────────────────

@@ -13,6 +13,7 @@ import pytest
 from replay.analysis.compare import compare
 from replay.analysis.gates import (
     CONDITION_KINDS,
+    DisputedRule,
     GateError,
     Status,
     Verdict,
@@ -99,9 +100,11 @@ def verdict(**change: object) -> Verdict:
 
 
 def test_a_verdict_as_text() -> None:
-    text = format_verdict(verdict(unused_evidence=["a", "b"], tainted_rule_ids=["lc:x", "lc:y"]))
+    disputed = DisputedRule(rule_id="lc:x", reason="a vendor page", disputed_at=datetime(2026, 8, 20, 9, 30, tzinfo=UTC))
+    text = format_verdict(verdict(unused_evidence=["a", "b"], tainted_rule_ids=["lc:x", "lc:y"], disputed=[disputed]))
     assert text == "\n".join([
-        "gate serious v3: candidate 'cand' against 'base': REJECTED (1 pass, 1 fail, 1 not run)",
+        "gate serious v3: candidate 'cand' against 'base': REJECTED (1 pass, 1 fail, 1 not run; rests on disputed "
+        "rule(s) lc:x, lc:y)",
         "  [   pass] gain      gain described",
         "                      gain because",
         "  [   FAIL] ci-lower  ci-lower described †",
@@ -109,7 +112,8 @@ def test_a_verdict_as_text() -> None:
         "  [not run] run       run described",
         "                      run because",
         "evidence given but used by no condition: a, b",
-        "† rests on results that carried disputed rule(s) lc:x, lc:y: re-run before relying on it",
+        "† cannot pass: rests on results that carried disputed rule(s) lc:x (disputed 2026-08-20 09:30 UTC: a vendor "
+        "page), lc:y; re-run the arms without them, or restore them after review (`worker-replay undispute`)",
         "12 paired tests in the comparison, uncorrected for multiple comparisons.",
     ])
 

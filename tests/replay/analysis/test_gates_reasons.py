@@ -718,5 +718,6 @@ def test_evaluate_gate_hashes_the_policy_file_and_taints_the_run(tmp_path: Path)
     verdict = evaluate_gate(policy, run, BASE, CANDIDATE, {"confirmation": confirmation}, tainted={"lc:x"})
     assert verdict.policy_sha256 == hashlib.sha256(policy.read_bytes()).hexdigest()
     assert (verdict.policy_path, verdict.run_dir) == (str(policy), str(run))
-    assert verdict.tainted_rule_ids == ["lc:x"] and verdict.passed
+    assert verdict.tainted_rule_ids == ["lc:x"] and not verdict.passed  # every condition passed: the dispute refuses
+    assert {c.status for c in verdict.conditions} == {Status.PASS}
     assert [(c.tainted_rule_ids, c.evidence["tainted_results"]) for c in verdict.conditions] == [(["lc:x"], 40)] * 2

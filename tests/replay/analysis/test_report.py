@@ -266,7 +266,8 @@ def test_the_answer_comes_first(report) -> None:
     table_end = answer.index("| mixed |")
     assert answer[table_end:].splitlines()[2] == "![Joint correctness per stratum and arm](plot.svg)"
     line = ("q-only against base (serious-candidate v1): REJECT (failed: paired-gain, clean-non-inferiority; not run: "
-            "critical-failures, unsupported-completion, isolated-replay-completion, overhead, confirmation-run)")
+            "critical-failures, unsupported-completion, isolated-replay-completion, overhead, confirmation-run; "
+            "disputed rule(s): lc:disputed)")
     assert f"- {line}" in answer
 
 

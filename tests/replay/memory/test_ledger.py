@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import sqlite3
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
-from replay.memory.ledger import Ledger, LedgerError, RuleRef
+from replay.memory.ledger import Dispute, Ledger, LedgerError, RuleRef
 
 NOW = datetime(2026, 8, 21, 12, 0, tzinfo=UTC)
 
@@ -60,15 +60,21 @@ class TestIngest:
         assert [r.decision_id for r in ledger.trace("lc:a").results] == ["d3"]
         assert [r.correct for r in ledger.trace("lc:b").results] == [False, None]
 
-    def test_jsonl_ingest_and_bad_line(self, tmp_path: Path, ledger: Ledger) -> None:
-        path = tmp_path / "results.jsonl"
-        path.write_text(result("mem", "d9", ["lc:c"]).model_dump_json() + "\n\n")
-        assert ledger.ingest_jsonl("run-2", path) == 1
-        assert ledger.ingest_jsonl("run-2", path) == 1
-        assert [r.run_id for r in ledger.trace("lc:c").results] == ["run-2"]
-        path.write_text(result("mem", "d9", ["lc:c"]).model_dump_json() + "\n{\"arm\": 1}\n")
-        with pytest.raises(LedgerError, match=r"results.jsonl:2: not a result record"):
-            ledger.ingest_jsonl("run-2", path)
+    def test_a_run_is_ingested_once_per_seal_and_named_with_its_directory(self, tmp_path: Path) -> None:
+        with Ledger(tmp_path / "l.sqlite") as ledger:
+            assert not ledger.knows_run("r", "a" * 64)
+            assert ledger.ingest_run("r", tmp_path / "run", "a" * 64, [result("mem", "d1", ["lc:c"])]) == 1
+            assert ledger.knows_run("r", "a" * 64) and not ledger.knows_run("r", "b" * 64)
+            ledger.ingest_run("r", tmp_path / "run", "b" * 64, [result("mem", "d2", ["lc:c"])])  # resumed
+            trace = ledger.trace("lc:c")
+            assert [r.decision_id for r in trace.results] == ["d1", "d2"] and ledger.knows_run("r", "b" * 64)
+            assert trace.runs == {"r": str(tmp_path / "run")}
+            assert f"run r ({tmp_path / 'run'}): 2 result(s) in arm(s) mem (2)" in trace.format()
+
+    def test_rules_of_a_runs_arms(self, ledger: Ledger) -> None:
+        assert ledger.rules_of("run-1", ["mem"]) == {RuleRef("ws-a", "lc:a"), RuleRef("ws-a", "lc:b"),
+                                                     RuleRef("ws-b", "lc:a")}
+        assert ledger.rules_of("run-1", ["base"]) == frozenset() == ledger.rules_of("run-2", ["mem"])
 
 
 class TestTrace:
@@ -103,7 +109,7 @@ class TestTrace:
 
     def test_unused_rule_has_empty_trace(self, ledger: Ledger) -> None:
         trace = ledger.trace("lc:zzz")
-        assert (trace.results, trace.comparisons, trace.verdicts, trace.disputes) == ((), (), (), ())
+        assert (trace.results, trace.comparisons, trace.verdicts, trace.disputes, trace.reviews) == ((),) * 5
 
 
 class TestDispute:
@@ -128,20 +134,64 @@ class TestDispute:
         trace = ledger.dispute("lc:a", "bad", workspace="ws-b")
         assert [r.decision_id for r in trace.results] == ["d3"]
         assert {(r.decision_id, r.needs_rerun) for r in ledger.trace("lc:a").results} == {("d1", False), ("d3", True)}
-        assert ledger.is_tainted(["lc:a"], workspace="ws-b")
-        assert not ledger.is_tainted(["lc:a"], workspace="ws-a")
+        assert [d.ref for d in ledger.disputes()] == [RuleRef("ws-b", "lc:a")]
+        assert ledger.trace("lc:a", workspace="ws-a").disputes == ()
 
-    def test_tainted_ids_and_queries(self, ledger: Ledger) -> None:
-        assert ledger.tainted_rule_ids() == frozenset()
-        ledger.dispute("lc:b", "bad")
-        assert ledger.tainted_rule_ids() == {"lc:b"}
-        assert ledger.is_tainted(["lc:x", "lc:b"]) and not ledger.is_tainted(["lc:a"])
-        assert ledger.tainted_in("run-1") == {RuleRef("ws-a", "lc:b")}
-        assert ledger.tainted_in("run-1", arms=["base"]) == frozenset()
+    def test_disputes_now(self, ledger: Ledger) -> None:
+        assert ledger.disputes() == ()
+        ledger.dispute("lc:b", "bad", at=NOW)
+        assert ledger.disputes() == (Dispute("lc:b", None, "bad", NOW),)
+        assert ledger.disputes()[0].ref == "lc:b"
 
     def test_dispute_needs_a_reason(self, ledger: Ledger) -> None:
         with pytest.raises(LedgerError, match="needs a reason"):
             ledger.dispute("lc:a", "  ")
+        ledger.dispute("lc:a", "bad")
+        with pytest.raises(LedgerError, match="restoring lc:a needs a reason"):
+            ledger.undispute("lc:a", "")
+
+
+class TestUndispute:
+    def test_a_restored_rule_needs_no_re_run_and_its_dispute_stays_in_the_history(self, ledger: Ledger) -> None:
+        comparison = ledger.record_comparison("run-1", "base", "mem", {})
+        ledger.dispute("lc:a", "vendor claim", at=NOW)
+        trace = ledger.undispute("lc:a", "the user confirmed it", at=NOW + timedelta(hours=1))
+        assert trace.needs_rerun == 0 and trace.disputes == () and ledger.disputes() == ()
+        assert [(r.action, r.reason) for r in trace.reviews] == [("dispute", "vendor claim"),
+                                                                 ("undispute", "the user confirmed it")]
+        assert "disputed 2026-08-21 12:00: vendor claim\nrestored 2026-08-21 13:00: the user confirmed it" in trace.format()
+        assert [c.id for c in trace.comparisons] == [comparison]
+
+    def test_disputed_again_after_a_restoration(self, ledger: Ledger) -> None:
+        ledger.dispute("lc:a", "first")
+        ledger.undispute("lc:a", "fine")
+        trace = ledger.dispute("lc:a", "wrong after all")
+        assert trace.needs_rerun == 2 and [d.reason for d in trace.disputes] == ["wrong after all"]
+        assert [r.action for r in trace.reviews] == ["dispute", "undispute", "dispute"]
+
+    def test_only_the_dispute_of_the_same_scope_is_restored(self, ledger: Ledger) -> None:
+        with pytest.raises(LedgerError, match="lc:a is not disputed in every workspace$"):
+            ledger.undispute("lc:a", "fine")
+        ledger.dispute("lc:a", "bad", workspace="ws-b")
+        with pytest.raises(LedgerError, match="lc:a is not disputed in every workspace; its dispute to restore: "
+                                              "--workspace ws-b"):
+            ledger.undispute("lc:a", "fine")
+        with pytest.raises(LedgerError, match="not disputed in ws-a alone"):
+            ledger.undispute("lc:a", "fine", workspace="ws-a")
+        ledger.undispute("lc:a", "fine", workspace="ws-b")
+        assert ledger.disputes() == ()
+
+    def test_a_ledger_from_before_undispute_keeps_its_disputes(self, tmp_path: Path) -> None:
+        path = tmp_path / "old.sqlite"
+        with sqlite3.connect(path) as db:
+            db.execute("CREATE TABLE disputes (rule_id TEXT NOT NULL, workspace TEXT NOT NULL, reason TEXT NOT NULL, "
+                       "disputed_at TEXT NOT NULL, PRIMARY KEY (rule_id, workspace))")
+            db.execute("INSERT INTO disputes VALUES ('lc:a', 'ws-a', 'old reason', ?)", (NOW.isoformat(),))
+        db.close()
+        with Ledger(path) as ledger:
+            assert ledger.disputes() == (Dispute("lc:a", "ws-a", "old reason", NOW),)
+        with Ledger(path) as ledger:  # moved once
+            assert len(ledger.trace("lc:a").reviews) == 1
 
     def test_dispute_survives_reopening(self, tmp_path: Path) -> None:
         with Ledger(tmp_path / "l.sqlite") as ledger:
@@ -153,5 +203,5 @@ class TestDispute:
 
 def test_a_ledger_in_a_new_directory_is_created(tmp_path):
     with Ledger(tmp_path / "runs" / "ledger.sqlite") as ledger:
-        assert ledger.tainted_rule_ids() == frozenset()
+        assert ledger.disputes() == ()
     assert (tmp_path / "runs" / "ledger.sqlite").is_file()

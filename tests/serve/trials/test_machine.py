@@ -4,6 +4,7 @@ that analysis alone can never promote and terminal states stay terminal."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -200,6 +201,15 @@ def test_a_verdict_binds_to_one_candidate_one_policy_one_window_and_every_condit
     with pytest.raises(TrialError, match=re.escape(message)):
         step(POLICY, GATE, state, bad, 300)
     assert step(POLICY, GATE, state, verdict(), 300)[0].phase == "promoted"
+
+
+@pytest.mark.parametrize("passed", [True, False])
+def test_a_verdict_resting_on_a_disputed_rule_is_refused_and_the_trial_keeps_waiting(passed: bool) -> None:
+    """Pass or fail, a verdict judged on results that carried a disputed rule decides nothing (004)."""
+    state = at_gate()
+    with pytest.raises(TrialError, match=re.escape("rests on results that carried disputed rule(s) lc:a, lc:b")):
+        step(POLICY, GATE, state, replace(verdict(passed), tainted_rule_ids=("lc:a", "lc:b")), 300)
+    assert step(POLICY, GATE, state, verdict(passed), 300)[0].phase == ("promoted" if passed else "held")
 
 
 def test_a_step_never_advances_while_an_enforced_signal_has_seen_nothing_in_it() -> None:

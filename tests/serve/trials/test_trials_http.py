@@ -109,7 +109,9 @@ def test_a_healthy_candidate_reaches_the_gate_and_only_a_verdict_bound_to_the_tr
         for change, refusal in (({"policy_sha256": "0" * 64}, "it is for gate policy"),
                                 ({"candidate": "other-v9"}, "it is for candidate 'other-v9'"),
                                 ({"conditions": []}, "passes with 0 of 0 conditions passed"),
-                                ({"evidence_paths": {}}, "names no evidence window")):
+                                ({"evidence_paths": {}}, "names no evidence window"),
+                                ({"tainted_rule_ids": ["lc:x"]}, "rests on results that carried disputed rule(s) "
+                                                                  "lc:x")):
             assert gate(tmp_path, config, passing | change) == 2
             assert refusal in capsys.readouterr().err
             assert status(gw)["phase"] == "awaiting_gate"
