@@ -203,7 +203,7 @@ def test_the_demo_writes_the_ledger_and_a_dispute_reaches_its_gate(demo: Path, s
     code = replay_main(["gate", str(run_dir), "--policy", str(SERIOUS_GATE), "--baseline", "base", "--candidate",
                         "base+memory", "--ledger", str(ledger)])
     out = capsys.readouterr().out
-    verdict = json.loads((run_dir / "gate-serious-candidate-base_memory.json").read_text())
+    verdict = json.loads((run_dir / "gate-serious-candidate-base_memory.json").read_text())["predicate"]["verdict"]
     assert code == 1 and not verdict["passed"] and verdict["tainted_rule_ids"] == [flaky]
     assert verdict["disputed"][0]["reason"] == "a vendor page, not the user"
     assert f"cannot pass: rests on results that carried disputed rule(s) {flaky} (disputed " in out

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from core.records import ResultRecord
+from replay.analysis.gates import read_verdict
 from replay.analysis.provenance import record_run
 from replay.cli import main
 from replay.cli.common import default_ledger
@@ -101,13 +102,13 @@ def test_a_dispute_stops_the_gate_until_the_rule_is_restored_and_every_verdict_s
     gate = ["gate", str(run_dir), "--policy", str(policy), "--baseline", BASE, "--candidate", Q_ONLY,
             "--ledger", str(ledger)]
     verdict_file = run_dir / "gate-lenient-q-only.json"
-    assert cli(capsys, *gate)[0] == 0 and json.loads(verdict_file.read_text())["passed"]
+    assert cli(capsys, *gate)[0] == 0 and read_verdict(verdict_file).passed
 
     assert cli(capsys, "dispute", "lc:x", "--reason", "the user never said so", "--ledger", str(ledger))[0] == 0
     code, out = cli(capsys, *gate)
-    written = json.loads(verdict_file.read_text())
-    assert code == 1 and not written["passed"] and written["tainted_rule_ids"] == ["lc:x"]
-    assert written["disputed"][0]["reason"] == "the user never said so"
+    written = read_verdict(verdict_file)
+    assert code == 1 and not written.passed and written.tainted_rule_ids == ["lc:x"]
+    assert written.disputed[0].reason == "the user never said so"
     assert "REJECTED (1 pass, 0 fail, 0 not run; rests on disputed rule(s) lc:x)" in out
 
     code, out = cli(capsys, "trace", "lc:x", "--ledger", str(ledger))
@@ -116,7 +117,7 @@ def test_a_dispute_stops_the_gate_until_the_rule_is_restored_and_every_verdict_s
 
     code, out = cli(capsys, "undispute", "lc:x", "--reason", "the user confirmed it", "--ledger", str(ledger))
     assert code == 0 and "restored " in out and "disputed " in out and "NEEDS RE-RUN" not in out
-    assert cli(capsys, *gate)[0] == 0 and json.loads(verdict_file.read_text())["passed"]
+    assert cli(capsys, *gate)[0] == 0 and read_verdict(verdict_file).passed
     with Ledger(ledger) as opened:
         assert [v.verdict for v in opened.trace("lc:x").verdicts] == ["pass", "fail", "pass"]
 
@@ -128,10 +129,10 @@ def test_a_run_is_ingested_once_per_seal_and_one_without_a_run_id_is_known_by_it
         opened.dispute("lc:x", "bad")
         assert opened.trace("lc:x").results[0].needs_rerun
         assert record_run(opened, run_dir) == run_id(run_dir)  # nothing re-read: same seal
-        manifest = json.loads((run_dir / RUN_JSON).read_text())
+        manifest = json.loads((seal(run_dir) / RUN_JSON).read_text())
         del manifest["run_id"]
         (run_dir / RUN_JSON).write_text(json.dumps(manifest))
-        sealed = json.loads((seal(run_dir) / RUN_JSON).read_text())["seal"]["sha256"]
+        sealed = manifest["seal"]["sha256"]
         assert record_run(opened, run_dir) == f"sha256:{sealed}"
         assert opened.rules_of(f"sha256:{sealed}", [Q_ONLY]) == {RuleRef("ws-a", "lc:x")}
 
