@@ -440,8 +440,11 @@ _NOT_A_PERSON = frozenset(w.lower() for w in (
     "Open", "Opened", "Closed", "Done", "Pending", "Paid", "Unpaid", "Overdue", "Draft", "New", "Active", "Inactive",
     "Approved", "Rejected", "Cancelled", "Canceled", "Resolved", "Blocked", "Review", "Yes", "No", "True", "False",
     "Todo", "Backlog", "Progress", "Shipped", "Delivered", "Refunded",
-    # labels inside a value (`"full_name": "Name: Wei Zhang"`)
-    "Name", "Contact", "Attn"))
+    # labels inside a value (`"full_name": "Name: Wei Zhang"`, `contact=… and Tel. …`)
+    "Name", "Contact", "Attn", "Tel", "Phone", "Telefon", "Email", "E-Mail", "Mail", "Fax", "Mobile", "Mobil", "Ref",
+    "Re", "Fwd", "Nr", "Id", "Subject", "Betreff", "Address", "Adresse"))
+_OPAQUE = re.compile(r"<[A-Z]+_[0-9a-f]{8}>")
+"""A pseudonym (replay/privacy/redact.py)."""
 _TITLES = frozenset({"mr", "mrs", "ms", "mx", "miss", "dr", "prof", "herr", "frau", "madame", "monsieur", "señor",
                      "señora", "sir", "dame"})
 _VALUE_PART = re.compile(r"[^,;/|&()<>\[\]{}\n\t\"+=:@#]+")
@@ -484,8 +487,10 @@ def names_in_value(text: str) -> Iterator[Span]:
     `"to": ["Li Wei", "Ana Souza"]`): each part between separators (`,` `;` `/` `&` `<…>` `(…)`, `and`)
     that is one to five name words, particles between (`Jan van der Berg`), after any title (`Dr.`). Not a
     part holding a digit, an organisation's or a team's word (`Acme GmbH`, `Billing Team`) or a state
-    (`Open`, `Done`). Only the first `_WINDOW` characters are read."""
-    window = text[:_WINDOW]
+    (`Open`, `Done`). Only the first `_WINDOW` characters are read. A pseudonym is read as the value it
+    replaced would be, a word that is no name (`Kreditkarte <CARD_…>` as `Kreditkarte 4111 …`), so a second pass
+    finds what the first did."""
+    window = _OPAQUE.sub(lambda m: "0" * len(m.group()), text[:_WINDOW])
     for part in _VALUE_PART.finditer(window):
         pieces, at = [], part.start()
         for conjunction in _CONJUNCTION.finditer(window, part.start(), part.end()):
