@@ -167,3 +167,25 @@ def test_the_audit_refuses_a_set_and_a_suite_that_still_hold_either(corpus, tmp_
     assert "workspace names not looked for" in capsys.readouterr().out
     code, report = audit(tmp_path / "set", keys, capsys)
     assert code == 1 and f"{tmp_path / 'set' / 'provenance.jsonl'}:1: WORKSPACE at $.workspace" in report
+
+
+def test_a_build_whose_output_would_name_the_workspace_refuses_and_writes_nothing(corpus, tmp_path, capsys):
+    """The corpus read from a directory named after the tenant: the suite's manifest and the set's provenance and
+    manifest record where it was read, so the audit of what each build would write finds the name; each build
+    refuses in one line naming file, line and type, and writes nothing."""
+    root, keys, _ = corpus
+    moved = tmp_path / f"{TENANT}-exports" / "corpus"
+    shutil.copytree(root, moved)
+    assert main(["suite", "build", "--from-corpus", str(moved), "--keys", str(keys),
+                 "--out", str(tmp_path / "suite")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"{tmp_path / 'suite' / 'suite.toml'}:3: WORKSPACE" in error
+    assert not (tmp_path / "suite").exists()
+    policy = policy_file(tmp_path, 'size = 2\nshortfall = "fail"\nclean_from = ["verified_action"]\n[shares]\n'
+                                   "clean = 100\n")
+    assert main(["curate", "build", str(moved), "--keys", str(keys), "--policy", str(policy),
+                 "--out", str(tmp_path / "set")]) == 2
+    error = capsys.readouterr().err
+    assert error.count("\n") == 1 and f"{tmp_path / 'set' / 'provenance.jsonl'}:1: WORKSPACE at $.corpus" in error
+    assert "manifest.json" in error and survivors(error.replace(str(tmp_path), "")) == []
+    assert not (tmp_path / "set").exists()
