@@ -15,7 +15,8 @@
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * Messages streams: `scripts/bench_messages_stream.py` (first SSE event and whole stream, gateway vs direct).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
-* redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus).
+* redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus and on the planted set of
+  structured tool results).
 * noise floor: `scripts/bench_noise.py` (an A/A pair's discordance at 1, 4, 8, 16 in flight, and with
   vLLM's batch-invariant mode asked for).
 * fair share: `scripts/bench_fairshare.py` (quiet tenants' p50 latency beside a greedy one at 10x their rate,
