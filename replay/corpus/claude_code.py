@@ -100,7 +100,8 @@ class SessionFile:
     shapes: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[ApiRequestLine] = field(default_factory=list)
     paths: set[str] = field(default_factory=set)
-    """The working directories the runtime wrote on the file's lines (`cwd`): what redaction replaces."""
+    """The working directories the runtime wrote on its session's lines (`cwd`; a subagent's files' too, once read
+    with them): what redaction replaces in every call of the session."""
 
     @property
     def thread(self) -> str:
@@ -472,6 +473,9 @@ class ClaudeCodeDir:
             sub.agent = sub.agent or path.stem.removeprefix("agent-")
             sub.parent_call = _parent_call(path.with_suffix(".meta.json"))
             files.append(sub)
+        paths = set().union(*(f.paths for f in files))  # a subagent may run elsewhere; the main loop reads its output
+        for f in files:
+            f.paths = paths
         return files
 
     def sessions(self, refused: list[str]) -> Iterator[tuple[str, str, Path]]:

@@ -18,6 +18,7 @@ from core.capture import CaptureStore
 from core.records import Decision, DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
 from replay.analysis.report import report_run
 from replay.cli import main
+from replay.corpus.claude_code import ClaudeCodeDir
 from replay.privacy.redact import Pseudonymizer
 from replay.suite import load_suite
 from tests.support.curation import DATA, KEY, LOOKUP, WORKSPACE, keys_file, policy_file, session_path
@@ -189,3 +190,20 @@ def test_a_build_whose_output_would_name_the_workspace_refuses_and_writes_nothin
     assert error.count("\n") == 1 and f"{tmp_path / 'set' / 'provenance.jsonl'}:1: WORKSPACE at $.corpus" in error
     assert "manifest.json" in error and survivors(error.replace(str(tmp_path), "")) == []
     assert not (tmp_path / "set").exists()
+
+
+def test_a_path_a_subagent_ran_in_is_one_of_its_whole_sessions(tmp_path):
+    """The recorded subagent session, one subagent's `cwd` moved (a worktree of its own): every file of the
+    session, the main loop's too (it reads the subagent's output), knows both paths."""
+    source = DATA.parent / "claude-code-subagents"
+    shutil.copytree(source / WORKSPACE, tmp_path / WORKSPACE)
+    agent = sorted((tmp_path / WORKSPACE).rglob("agent-*.jsonl"))[0]
+    lines = [json.loads(line) for line in agent.read_text().splitlines()]
+    for line in lines:
+        if "cwd" in line:
+            line["cwd"] = "/tmp/live/sub1/worktree-a"
+    agent.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))
+    corpus = ClaudeCodeDir(tmp_path)
+    [(workspace, session, main_file)] = list(corpus.sessions([]))
+    files = corpus.read_with_subagents(workspace, session, main_file)
+    assert len(files) == 3 and all(f.paths == {"/tmp/live/sub1/home", "/tmp/live/sub1/worktree-a"} for f in files)
