@@ -29,9 +29,14 @@ well-kept library, and context rules, as Presidio's recognizers are built. Pure.
 * EMAIL: a pattern (local part, `@`, dotted domain with a TLD).
 * PERSON: only a name that a cue announces — a salutation or title (`Dear`, `Mr.`, `Ms.`, `Dr.`,
   `Herr`, `Frau`, `Madame`…) or a label (`Name:`, `Attn:`, `Contact person:`, `Ansprechpartner:`) —
-  followed by one to three capitalised words (`Dear Customer`, `Dear Sir` stay). A name anywhere
-  else (`ask Maria about it`) is not found: that needs an NER model (Presidio's default is a
-  downloaded spaCy model), which this project does not ship. Street addresses are not detected.
+  followed by one to three capitalised words (`Dear Customer`, `Dear Sir` stay); or a key that names a
+  person (`person_key`: `customer`, `assignee`, `to`, `created_by`, `first_name`…; `name` only in an
+  object that describes a person, `person_record`), in a JSON object (redact.py reads the key) or as a
+  `key: value` line or a quoted key in text (`keyed_persons`): each part of its value shaped as a name
+  (`names_in_value`: capitalised words of any cased script or words of a caseless one, particles
+  between; no digit, no organisation's, team's or state's word). A name anywhere else (`ask Maria
+  about it`) is not found: that needs an NER model (Presidio's default is a downloaded spaCy model),
+  which this project does not ship. Street addresses are not detected.
 
 Every pattern here is linear in the text: candidates start only where the lookbehind allows,
 repetitions are bounded or cannot overlap, and the plugins' own expressions (Python `re`, some
