@@ -37,6 +37,7 @@ from core.names import excerpt
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
 from core.tomlfile import read_toml
 from replay.errors import ReplayError
+from replay.privacy.audit import audit_directory
 from replay.privacy.redact import residuals
 from replay.suite_checks import check_across, check_decision
 
@@ -145,12 +146,14 @@ def check_privacy(suite_dir: Path | str) -> list[SuiteProblem]:
     return problems
 
 
-def freeze_suite(suite_dir: Path | str, at: datetime | None = None, *, synthetic: bool = False) -> FrozenManifest:
+def freeze_suite(suite_dir: Path | str, at: datetime | None = None, *, synthetic: bool = False,
+                 workspaces: frozenset[str] | None = None) -> FrozenManifest:
     """Write the `[frozen]` manifest into suite.toml (the only write to a suite).
 
-    Refuses an invalid suite, one that fails the privacy check (unless `synthetic`: its values
-    are invented, as the demo's generator's are), and an already-frozen one whose decisions
-    changed; freezing an unchanged frozen suite again returns its manifest and writes nothing.
+    Refuses an invalid suite, one in which the privacy audit (replay/privacy/audit.py, with the registered
+    `workspaces` when given) finds anything (unless `synthetic`: its values are invented, as the demo's
+    generator's are), and an already-frozen one whose decisions changed; freezing an unchanged frozen suite
+    again returns its manifest and writes nothing.
     """
     path = Path(suite_dir)
     manifest, decisions, problems = _read(path)
@@ -168,11 +171,11 @@ def freeze_suite(suite_dir: Path | str, at: datetime | None = None, *, synthetic
         raise SuiteError(f"refusing to freeze suite {path}: it is invalid", problems)
     if manifest.frozen is not None:
         return manifest.frozen
-    leaks = [] if synthetic else check_privacy(path)
-    if leaks:
-        raise SuiteError(f"refusing to freeze suite {path}: the privacy check finds {len(leaks)} detectable "
-                         "value(s); build it with workspace keys (suite build --keys) so they are pseudonymised, "
-                         "or, for invented values only, freeze with --synthetic", leaks)
+    audit = None if synthetic else audit_directory(path, workspaces)
+    if audit is not None and not audit.clean:
+        raise SuiteError(f"refusing to freeze suite {path}: {audit.refusal()}; build it with workspace keys "
+                         "(suite build --keys) so they are pseudonymised, or, for invented values only, freeze "
+                         "with --synthetic", [])
     actual = decisions_sha256(path)
     toml_path = path / SUITE_TOML
     write_frozen_block(toml_path, actual, "decisions", len(decisions), at)

@@ -15,7 +15,8 @@
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * Messages streams: `scripts/bench_messages_stream.py` (first SSE event and whole stream, gateway vs direct).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
-* redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus).
+* redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus and on the planted set of
+  structured tool results).
 * Stop-QA checks: `scripts/bench_qa_checks.py` (`count_mismatch` and `unacknowledged_tool_error`: recall and
   false findings on the labelled phrasings).
 * noise floor: `scripts/bench_noise.py` (an A/A pair's discordance at 1, 4, 8, 16 in flight, and with

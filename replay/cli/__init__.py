@@ -14,8 +14,10 @@ One module per command group, each registering its own subcommands with `add_par
 - `report.py`: report
 - `lessons.py`: lessons propose, trace, dispute, undispute
 - `curate.py`: curate pool, build
+- `privacy.py`: privacy audit
 - `qa.py`: qa check, labels, review, agree, plant, gate (Stop-QA)
-- `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the disputed rules
+- `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the disputed rules,
+  the registered workspace names
 """
 
 from __future__ import annotations
@@ -23,7 +25,22 @@ from __future__ import annotations
 import argparse
 
 from core.cli import run_command
-from replay.cli import calibrate, compare, corpus, curate, gate, lessons, memory, plan, qa, report, run, sandbox, suite
+from replay.cli import (
+    calibrate,
+    compare,
+    corpus,
+    curate,
+    gate,
+    lessons,
+    memory,
+    plan,
+    privacy,
+    qa,
+    report,
+    run,
+    sandbox,
+    suite,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -41,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_parser(sub)
     lessons.add_parser(sub)
     curate.add_parser(sub)
+    privacy.add_parser(sub)
     qa.add_parser(sub)
     return parser
 

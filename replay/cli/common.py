@@ -1,4 +1,5 @@
-"""What several `worker-replay` groups share: the ledger's default path, its `--ledger` option, the disputed rules."""
+"""What several `worker-replay` groups share: the ledger's default path, its `--ledger` option, the disputed rules,
+the registered workspace names a privacy check looks for."""
 
 from __future__ import annotations
 
@@ -24,3 +25,13 @@ def tainted(args: argparse.Namespace) -> tuple[str | RuleRef, ...]:
         return ()
     with Ledger(args.ledger) as ledger:
         return tuple(d.ref for d in ledger.disputes())
+
+
+def registered(keys: Path | None) -> frozenset[str] | None:
+    """The workspace names of the keys file (`--keys`, else $WORKER_REPLAY_PSEUDONYM_KEYS when set); None
+    without either: no workspace name is looked for."""
+    from replay.corpus.resolve import KEYS_ENV, load_keys
+
+    if keys is None and not os.environ.get(KEYS_ENV):
+        return None
+    return frozenset(load_keys(keys))

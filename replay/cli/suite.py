@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from replay.cli.common import registered
 from replay.corpus.sources import FORMATS
 from replay.errors import ReplayError
 from replay.suite import check_privacy, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
@@ -26,7 +27,7 @@ def _suite_validate(args: argparse.Namespace) -> int:
 
 
 def _suite_freeze(args: argparse.Namespace) -> int:
-    manifest = freeze_suite(args.dir, synthetic=args.synthetic)
+    manifest = freeze_suite(args.dir, synthetic=args.synthetic, workspaces=registered(args.keys))
     print(f"{args.dir}: frozen, {manifest.decisions} decisions, sha256 {manifest.sha256}")
     return 0
 
@@ -112,6 +113,9 @@ def add_parser(sub: Any) -> None:
         if name == "freeze":
             p.add_argument("--synthetic", action="store_true",
                            help="the suite's values are invented (a generated demo): skip the privacy check")
+            p.add_argument("--keys", type=Path, metavar="FILE",
+                           help="workspace pseudonym keys (default $WORKER_REPLAY_PSEUDONYM_KEYS when set): the "
+                                "privacy check also looks for every registered workspace name")
         p.set_defaults(func=func)
     p = suite.add_parser("build", help="a versioned suite from the gateway's capture store, or from the runtime's "
                                        "own session files")

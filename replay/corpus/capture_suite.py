@@ -22,7 +22,9 @@ state seen twice is kept once. A decision keeps the API it was captured on (`api
 in that API's own shape (Messages: `system`, `messages`, tools with `input_schema`), so replay sends
 it through the same API and the engine renders the same prompt. With workspace keys, every
 decision is redacted before it is written (replay/privacy/redact.py: typed pseudonyms, one key per
-workspace, never in the suite), and the written suite is run through the privacy check.
+workspace, never in the suite; every registered workspace name and the paths the runtime wrote for the session
+too), and the privacy audit (replay/privacy/audit.py) runs on what is about to be written: a suite in which it
+finds anything is not written.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ import shutil
 import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
@@ -48,8 +50,10 @@ from core.wire import WIRES, DecisionApi
 from replay.corpus.resolve import CaptureRefusal, RefusalReason, Verify, resolve
 from replay.corpus.transcripts import TranscriptSource
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from replay.privacy.redact import PSEUDONYM, Pseudonymizer
-from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, check_privacy, validate_suite
+from replay.privacy.audit import PrivacyAudit
+from replay.privacy.redact import PSEUDONYM, Pseudonymizer, request_paths
+from replay.privacy.tenants import NO_NAMES, TenantNames
+from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
 from replay.suite_checks import request_hash
 
 _BLOCKS = re.compile("|".join(f"{re.escape(o)}.*?{re.escape(c)}" for o, c in ((MEMORY_OPEN, MEMORY_CLOSE),
@@ -152,11 +156,14 @@ def to_decision(captured: CapturedDecision, stratum: str, request: dict[str, Any
 def redact_decision(decision: Decision, pseudonymizer: Pseudonymizer) -> Decision:
     """The decision with detected values pseudonymised: request, failed-action arguments, session
     and cluster (ids, strata, tool names and key sets are structure and stay). The session stays a
-    name: its pseudonyms are written without their angle brackets (`s-IP_99da6347`)."""
+    name: its pseudonyms are written without their angle brackets (`s-IP_99da6347`). The workspace's
+    name and paths are replaced in the text (request, arguments) only: session and cluster are
+    identifiers the platform's own tools join on, as the workspace is (replay/privacy/audit.py)."""
     data = decision.model_dump(mode="json", exclude_none=True)
-    for name in ("request", "cluster"):
-        data[name] = pseudonymizer.value(data[name])
-    data["session"] = PSEUDONYM.sub(lambda found: found.group(0)[1:-1], pseudonymizer.value(data["session"]))
+    identifiers = replace(pseudonymizer, names=NO_NAMES)  # the same counts
+    data["request"] = pseudonymizer.value(data["request"])
+    data["cluster"] = identifiers.value(data["cluster"])
+    data["session"] = PSEUDONYM.sub(lambda found: found.group(0)[1:-1], identifiers.value(data["session"]))
     if "arguments" in data.get("failed_action", {}):
         data["failed_action"]["arguments"] = pseudonymizer.value(data["failed_action"]["arguments"])
     return Decision.model_validate(data)
@@ -172,7 +179,7 @@ class BuildReport:
     resolved: int = 0  # descriptors resolved from the transcripts
     request_verified: int = 0  # of those, proven by the request hash (the rest by message hashes)
     redactions: dict[str, int] | None = None  # pseudonyms written, per type (None: not redacted)
-    residuals: list[str] = field(default_factory=list)  # the privacy check's findings in the written suite
+    workspaces: int = 0  # registered workspace names redaction and the privacy audit looked for
     unread: list[str] = field(default_factory=list)  # corpus files and calls that could not be read, with why
 
     def __str__(self) -> str:
@@ -191,9 +198,8 @@ class BuildReport:
             lines += [f"  unread: {line}" for line in self.unread]
         if self.redactions is not None:
             lines.append(f"redactions: {counts(self.redactions)}")
-            lines.append("privacy check: " + (f"{len(self.residuals)} residual value(s)" if self.residuals
-                                              else "clean"))
-            lines += [f"  {line}" for line in self.residuals]
+            lines.append(f"privacy check: clean (the audit of what was written, with {self.workspaces} registered "
+                         "workspace name(s))")
         return "\n".join(lines)
 
 
@@ -212,8 +218,17 @@ def build_suite(db: Path, out: Path, since: str | None = None, name: str = "capt
     refuse_corpus_target(transcripts, out)
     check_target_dir(out)
     where = f"{db}" + (f" since {since}" if since else "")
+    workspaces = registered_workspaces(keys, transcripts.root if transcripts is not None else None)
     return write_suite(read_decisions(db, since), out, f"captured decisions from {where}", where, name, version,
-                       transcripts=transcripts, keys=keys, verify=verify, fits=fits)
+                       transcripts=transcripts, keys=keys, verify=verify, fits=fits, workspaces=workspaces)
+
+
+def registered_workspaces(keys: Mapping[str, bytes] | None, corpus: Path | None) -> frozenset[str]:
+    """Every workspace name the platform registered: the keys file's, and the corpus's directory names."""
+    found = set(keys or ())
+    if corpus is not None and corpus.is_dir():
+        found |= {p.name for p in corpus.iterdir() if p.is_dir() and is_name(p.name)}
+    return frozenset(found)
 
 
 def refuse_corpus_target(corpus: TranscriptSource | None, out: Path) -> None:
@@ -231,16 +246,19 @@ class Selected:
     decisions: list[Decision]
     report: BuildReport
     redactions: Counter[str]
+    names: TenantNames = TenantNames()
+    """The registered workspace names the privacy audit looks for in what is written."""
 
 
 def write_suite(captured: Sequence[CapturedDecision], out: Path, source: str, where: str, name: str, version: str,
                 *, transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
                 verify: Verify = "request", include: Callable[[CapturedDecision], str | None] | None = None,
                 parent_calls: Mapping[tuple[str, str, str | None], str] | None = None,
-                fits: Callable[[Decision], str | None] | None = None) -> BuildReport:
+                fits: Callable[[Decision], str | None] | None = None,
+                workspaces: frozenset[str] = frozenset()) -> BuildReport:
     """The suite of the stratified decisions among `captured` (`select_decisions`), written to `out`."""
     selected = select_decisions(captured, out, where, transcripts=transcripts, keys=keys, verify=verify,
-                                include=include, parent_calls=parent_calls, fits=fits)
+                                include=include, parent_calls=parent_calls, fits=fits, workspaces=workspaces)
     return write_selected(selected, out, source, name, version, redacted=keys is not None)
 
 
@@ -248,9 +266,15 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
                      transcripts: TranscriptSource | None = None, keys: Mapping[str, bytes] | None = None,
                      verify: Verify = "request", include: Callable[[CapturedDecision], str | None] | None = None,
                      parent_calls: Mapping[tuple[str, str, str | None], str] | None = None,
-                     fits: Callable[[Decision], str | None] | None = None) -> Selected:
+                     fits: Callable[[Decision], str | None] | None = None,
+                     workspaces: frozenset[str] = frozenset(),
+                     runtime_paths: Mapping[tuple[str, str], set[str]] | None = None) -> Selected:
     """The stratified decisions among `captured` (each with its request, or a descriptor resolved from
-    `transcripts`), redacted with `keys`; a SuiteError naming every reason when none is left. Strata are read
+    `transcripts`), redacted with `keys`; a SuiteError naming every reason when none is left. Redaction also
+    replaces every registered workspace name (`workspaces`) and the paths the runtime wrote for the session
+    (`runtime_paths` by workspace and session, a record's own, and the request's environment blocks); the
+    privacy audit then runs on the decisions as they will be written, and a SuiteError in one line refuses
+    them when it finds anything. Strata are read
     from all of `captured`; `include` then says why a decision is left out of this suite (a time window, the
     other side of a split), or None to keep it; `fits` says the same of a decision as it would be written (a
     prompt the target engine cannot hold: `replay.corpus.context`).
@@ -280,6 +304,7 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
             request, arguments = item.request, item.chosen_arguments
             thread = item.thread if item.mode == CORPUS else None
             parent_call = (parent_calls or {}).get(thread_key(item))
+            paths = frozenset((runtime_paths or {}).get((item.workspace, item.session), ()))
         elif transcripts is None:
             skipped["descriptor only (no request stored)"] += 1
             continue
@@ -292,7 +317,7 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
             report.resolved += 1
             report.request_verified += resolved.request_verified
             request, arguments = resolved.request, resolved.arguments
-            thread, parent_call = resolved.thread, resolved.parent_call
+            thread, parent_call, paths = resolved.thread, resolved.parent_call, resolved.paths
         try:
             decision = to_decision(item, stratum, request, arguments, thread, parent_call)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
@@ -303,7 +328,8 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
                 refused[RefusalReason.NO_KEY] += 1
                 report.refusals.append(f"{item.id}: {RefusalReason.NO_KEY} {item.workspace!r}")
                 continue
-            pseudonymizer = Pseudonymizer(keys[item.workspace])
+            pseudonymizer = Pseudonymizer(keys[item.workspace],
+                                          names=TenantNames(workspaces, paths | request_paths(request)))
             decision = redact_decision(decision, pseudonymizer)
         state = request_hash(decision.request)
         if state in seen:
@@ -322,24 +348,37 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
         raise SuiteError(f"no decisions to build a suite for {out} from {where} ({why}); nothing written", [])
     report.strata, report.skipped, report.refused = (dict(Counter(d.stratum for d in decisions)), dict(skipped),
                                                      dict(refused))
-    return Selected(decisions, report, redactions)
+    names = TenantNames(workspaces)
+    if keys is not None:
+        report.workspaces = len(workspaces)
+        audit = PrivacyAudit(str(out))
+        audit.scan(str(out / DECISIONS_JSONL), (d.model_dump_json(exclude_none=True) for d in decisions), names,
+                   suite=True)
+        if not audit.clean:
+            raise SuiteError(f"refusing to write {out}: {audit.refusal()}; nothing written", [])
+    return Selected(decisions, report, redactions, names)
 
 
 def write_selected(selected: Selected, out: Path, source: str, name: str, version: str, *,
                    redacted: bool) -> BuildReport:
     """The selected decisions written to `out`: validated beside it first, so a suite that does not validate
-    leaves nothing; a redacted suite is run through the privacy check."""
+    leaves nothing; a redacted suite's manifest is audited too (its decisions were, when selected)."""
     decisions, report = selected.decisions, selected.report
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    manifest = (f"name = {json.dumps(name)}\nversion = {json.dumps(version)}\ndescription = {json.dumps(source)}\n"
+                f"created = {created}\n")
+    if redacted:
+        audit = PrivacyAudit(str(out))
+        audit.scan(str(out / SUITE_TOML), manifest.splitlines(), selected.names)
+        if not audit.clean:
+            raise SuiteError(f"refusing to write {out}: {audit.refusal()}; nothing written", [])
     out.parent.mkdir(parents=True, exist_ok=True)
     # Written and validated beside `out` first: a suite that does not validate leaves nothing.
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.build-", dir=out.parent))
     try:
         (staging / DECISIONS_JSONL).write_text(
             "".join(d.model_dump_json(exclude_none=True) + "\n" for d in decisions), encoding="utf-8")
-        (staging / SUITE_TOML).write_text(f"name = {json.dumps(name)}\nversion = {json.dumps(version)}\n"
-                                          f"description = {json.dumps(source)}\ncreated = {created}\n",
-                                          encoding="utf-8")
+        (staging / SUITE_TOML).write_text(manifest, encoding="utf-8")
         problems = [SuiteProblem(p.file.replace(str(staging), str(out)), p.line, p.reason)
                     for p in validate_suite(staging)]
         if problems:
@@ -353,7 +392,6 @@ def write_selected(selected: Selected, out: Path, source: str, name: str, versio
         shutil.rmtree(staging, ignore_errors=True)
     if redacted:
         report.redactions = dict(selected.redactions)
-        report.residuals = [str(p) for p in check_privacy(out)]
     return report
 
 

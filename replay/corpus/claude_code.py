@@ -99,6 +99,9 @@ class SessionFile:
     blobs: dict[str, dict[str, Any]] = field(default_factory=dict)
     shapes: dict[str, dict[str, Any]] = field(default_factory=dict)
     calls: list[ApiRequestLine] = field(default_factory=list)
+    paths: set[str] = field(default_factory=set)
+    """The working directories the runtime wrote on its session's lines (`cwd`; a subagent's files' too, once read
+    with them): what redaction replaces in every call of the session."""
 
     @property
     def thread(self) -> str:
@@ -224,6 +227,8 @@ def _take(parsed: SessionFile, number: int, record: dict[str, Any], conversation
         parsed.conversation.append((number, record))
     if conversation_only:
         return
+    if isinstance(record.get("cwd"), str):
+        parsed.paths.add(record["cwd"])
     if isinstance(record.get("uuid"), str):
         parsed.parents[record["uuid"]] = record.get("parentUuid")
     if kind == "api-request-blob" and isinstance(record.get("hash"), str) and isinstance(record.get("message"), dict):
@@ -309,7 +314,8 @@ def logged_calls(parsed: SessionFile) -> list[LoggedRequest]:
                                       thread=parsed.thread, parent_call=parsed.parent_call,
                                       captured_at=_text(record.get("timestamp")),
                                       mismatch=UNLOGGED,
-                                      model=recorded_model(parsed, found[0]) if found is not None else None))
+                                      model=recorded_model(parsed, found[0]) if found is not None else None,
+                                      paths=frozenset(parsed.paths)))
     return requests
 
 
@@ -345,7 +351,7 @@ def conversation_calls(parsed: SessionFile,
                                       captured_at=_text(first.get("timestamp")),
                                       mismatch="the record changed; it keeps the conversation only, without the "
                                                "system reminders the runtime sent",
-                                      model=recorded_model(parsed, number)))
+                                      model=recorded_model(parsed, number), paths=frozenset(parsed.paths)))
     return requests
 
 
@@ -467,6 +473,9 @@ class ClaudeCodeDir:
             sub.agent = sub.agent or path.stem.removeprefix("agent-")
             sub.parent_call = _parent_call(path.with_suffix(".meta.json"))
             files.append(sub)
+        paths = set().union(*(f.paths for f in files))  # a subagent may run elsewhere; the main loop reads its output
+        for f in files:
+            f.paths = paths
         return files
 
     def sessions(self, refused: list[str]) -> Iterator[tuple[str, str, Path]]:

@@ -33,6 +33,7 @@ from replay.corpus.capture_suite import (
     BuildReport,
     check_target_dir,
     refuse_corpus_target,
+    registered_workspaces,
     select_decisions,
     write_selected,
 )
@@ -50,6 +51,8 @@ class CorpusRead:
     unrebuilt_calls: list[str] = field(default_factory=list)
     parent_calls: dict[tuple[str, str, str | None], str] = field(default_factory=dict)
     """(workspace, session, thread) -> the `tool_use` id of the parent's call that started the subagent."""
+    paths: dict[tuple[str, str], set[str]] = field(default_factory=dict)
+    """(workspace, session) -> the paths the runtime wrote in the session's files (`cwd`): redaction replaces them."""
 
 
 class ToolOutcomes:
@@ -94,6 +97,7 @@ def session_calls(workspace: str, session: str, files: list[SessionFile], rules:
         read.unrebuilt_calls += [c.problem for c in f.calls if c.problem]
         if f.parent_call is not None:
             read.parent_calls[workspace, session, f.thread] = f.parent_call
+        read.paths.setdefault((workspace, session), set()).update(f.paths)
         for number, logged in enumerate(calls):
             if logged.answer is None or logged.captured_at is None:
                 continue
@@ -156,6 +160,7 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
         refuse_corpus_target(corpus, out)
         check_target_dir(out)
     read = CorpusRead()
+    workspaces = registered_workspaces(keys, corpus.root)
     window = in_window(since, until)
     rows = corpus_decisions(corpus, rules or GuardRules(), read)
     where = f"{corpus.root}" + "".join(f" {word} {value}" for word, value in (("since", since), ("until", until))
@@ -168,7 +173,8 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
                 return "outside the time window"
             return None if takes is None or takes(sides[cluster_of(row)]) else "in the other split (by session)"
         selections.append(select_decisions(rows, out, where, keys=keys, include=include,
-                                           parent_calls=read.parent_calls, fits=fits))
+                                           parent_calls=read.parent_calls, fits=fits, workspaces=workspaces,
+                                           runtime_paths=read.paths))
     reports = []
     for out, selected in zip(outs, selections, strict=True):  # every split chosen before any is written
         report = write_selected(selected, out, f"calls of the Claude Code corpus {where}", name, version,

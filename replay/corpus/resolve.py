@@ -85,6 +85,7 @@ class Resolved:
     thread: str | None = None  # the loop of the session the call was made in (`main`, a subagent's), if recorded
     parent_call: str | None = None  # a subagent's call: the parent's call that started it, if recorded
     conversation_only: bool = False  # rebuilt from the conversation alone (no request log)
+    paths: frozenset[str] = frozenset()  # the paths the runtime wrote for the session, where its record says
 
 
 def resolve(captured: CapturedDecision, source: TranscriptSource,
@@ -156,7 +157,8 @@ def resolve(captured: CapturedDecision, source: TranscriptSource,
                               f"{where}: the transcript's answer calls {tool!r} with keys {sorted(keys)}, "
                               f"the capture recorded {captured.chosen_tool!r} with {sorted(captured.chosen_keys)}")
     return Resolved(request.model_dump(exclude_none=True), call.arguments if call else None, verified, wire.api,
-                    thread=logged.thread, parent_call=logged.parent_call, conversation_only=logged.conversation_only)
+                    thread=logged.thread, parent_call=logged.parent_call, conversation_only=logged.conversation_only,
+                    paths=logged.paths)
 
 
 def _hashes(captured: CapturedDecision) -> Callable[[Any], str]:

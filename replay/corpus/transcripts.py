@@ -150,6 +150,9 @@ class LoggedRequest:
     """What a message that differs from the captured one means for this record, in words."""
     model: str | None = None
     """The model the record says made the answer (Claude Code's `message.model`); None when it does not say."""
+    paths: frozenset[str] = frozenset()
+    """The paths the runtime wrote for its session, where the record says (Claude Code's `cwd`): redaction
+    replaces them wherever they stand."""
 
 
 class Session(Protocol):

@@ -11,8 +11,10 @@ request and target as an earlier candidate (a duplicate).
 
 Then each class is drawn from its own candidates, in a seeded order, scarcest class first, under the caps (per
 cluster, per tool's share of the calls); the draw renders each example from the corpus again, redacted with
-the workspace's key, and refuses one whose redacted request is a decision of an excluded suite or that the
-privacy check still finds a value in. A class that cannot reach its ask fails the build, or (`shrink`) each
+the workspace's key (every registered workspace name and the paths the runtime wrote for the session too), and
+refuses one whose redacted request is a decision of an excluded suite or that the privacy check still finds a
+value in. The privacy audit (replay/privacy/audit.py) then reads the three files as they will be written, and
+the build writes nothing when it finds anything. A class that cannot reach its ask fails the build, or (`shrink`) each
 class is cut to what it could give and the draw is made again: the set shrinks to what exists, the manifest
 shows asked against got, and a class is never padded from another.
 """
@@ -43,13 +45,13 @@ from core.guard import GuardKind, GuardRules
 from core.keyset import canonical_json
 from core.records import REQUESTS
 from core.wire import WIRES, DecisionApi
-from replay.corpus.capture_suite import strip_request
+from replay.corpus.capture_suite import registered_workspaces, strip_request
 from replay.corpus.claude_code import RECENT, ClaudeCodeDir
 from replay.corpus.corpus_suite import CorpusRead, cluster_of
 from replay.corpus.resolve import load_keys
 from replay.curation.chat import chat_row, target_turn
 from replay.curation.classes import DecisionClass, MixClass, Origin
-from replay.curation.dataset import Provenance, check_out, snapshot, write_set
+from replay.curation.dataset import Provenance, check_out, set_lines, snapshot, write_set
 from replay.curation.errors import CurationError
 from replay.curation.policy import CurationPolicy, load_policy
 from replay.curation.pool import PoolDecision, open_corpora, read_pool, session_pool
@@ -65,7 +67,9 @@ from replay.curation.proofs import (
     read_runs,
     recorded_correction,
 )
-from replay.privacy.redact import Pseudonymizer, residuals
+from replay.privacy.audit import PrivacyAudit
+from replay.privacy.redact import Pseudonymizer, request_paths, residuals
+from replay.privacy.tenants import TenantNames
 from replay.suite import Suite, load_suite
 from replay.suite_checks import request_hash
 
@@ -136,6 +140,9 @@ class Inputs:
     excluded: Excluded
     runs: RunEvidence
     run_dirs: list[Path]
+    workspaces: frozenset[str] = frozenset()
+    """Every registered workspace name (the keys file's, the corpora's directory names): replaced wherever it
+    stands in what is written."""
 
 
 @dataclass
@@ -152,9 +159,11 @@ def open_inputs(corpora: Sequence[Path], shadow: Sequence[Path], keys: Path | No
                 excluded: Sequence[Path], runs: Sequence[Path]) -> Inputs:
     dirs = open_corpora([*corpora, *shadow])
     loaded, sha256 = load_policy(policy)
-    return Inputs(dirs, frozenset(range(len(corpora), len(dirs))), load_keys(keys), loaded,
+    workspace_keys = load_keys(keys)
+    workspaces = frozenset().union(*(registered_workspaces(workspace_keys, d.root) for d in dirs))
+    return Inputs(dirs, frozenset(range(len(corpora), len(dirs))), workspace_keys, loaded,
                   PolicyRef(path=str(policy), name=loaded.name, version=loaded.version, sha256=sha256),
-                  Excluded.load(excluded), read_runs(runs), list(runs))
+                  Excluded.load(excluded), read_runs(runs), list(runs), workspaces)
 
 
 def _next_calls(session: Sequence[PoolDecision]) -> dict[Key, NextCall]:
@@ -293,25 +302,27 @@ class Renderer:
         return self._sessions[key][decision_id]
 
     @staticmethod
-    def _suite_hash(api: DecisionApi, request: dict[str, Any], key: bytes) -> str:
-        """The request's hash as a suite of the same decision holds it: memory stripped, then redacted."""
+    def _suite_hash(api: DecisionApi, request: dict[str, Any], key: bytes, names: TenantNames) -> str:
+        """The request's hash as a suite of the same decision holds it: memory stripped, then redacted (a suite
+        built with the same keys file and corpus replaces the same names)."""
         stripped = REQUESTS[api].model_validate(strip_request(api, request)).model_dump(mode="json", exclude_none=True)
-        return request_hash(REQUESTS[api].model_validate(Pseudonymizer(key).value(stripped)))
+        return request_hash(REQUESTS[api].model_validate(Pseudonymizer(key, names=names).value(stripped)))
 
     def render(self, candidate: Candidate, drawn: Drawn) -> tuple[ChatTrainingRow, Provenance] | Refusal:
         d = self.decision(candidate)
         api = WIRES[cast(DecisionApi, d.row.api)].api
         request = dict(d.row.request or {})
+        names = TenantNames(self.inputs.workspaces, d.paths | request_paths(request))
         if candidate.mix_class is MixClass.POLICY:
             request = strip_request(api, request)
-        pseudonymizer = Pseudonymizer(self.inputs.keys[d.row.workspace])
-        if self._suite_hash(api, request, pseudonymizer.key) in self.inputs.excluded.requests:
+        pseudonymizer = Pseudonymizer(self.inputs.keys[d.row.workspace], names=names)
+        if self._suite_hash(api, request, pseudonymizer.key, names) in self.inputs.excluded.requests:
             return Refusal.EXCLUDED_SUITE_REQUEST
         text = d.answer.get("content") if candidate.tool is None else None
         row = chat_row(pseudonymizer.value(request),
                        target_turn(candidate.tool, pseudonymizer.value(_target_arguments(d, candidate)),
                                    pseudonymizer.text(text) if isinstance(text, str) else None))
-        if residuals(row.model_dump(mode="json")):
+        if residuals(row.model_dump(mode="json"), names=TenantNames(self.inputs.workspaces)):
             return Refusal.PRIVACY_CHECK_FAILED
         drawn.redactions.update(pseudonymizer.counts)
         return row, Provenance(example=len(drawn.rows) + 1, decision=d.row.id,
@@ -394,6 +405,11 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
         runs=[RunRef(path=str(r), kind="sandbox" if str(r) in inputs.runs.episodes else "replay",
                      results_sha256=file_sha256(r / "results.jsonl")) for r in inputs.run_dirs],
         train_sha256="")
+    audit = PrivacyAudit(str(out))
+    for name, lines in set_lines(drawn.rows, drawn.provenance, manifest).items():
+        audit.scan(str(out / name), lines.splitlines(), TenantNames(inputs.workspaces))
+    if not audit.clean:
+        raise CurationError(f"refusing to write {out}: {audit.refusal()}; nothing written")
     return write_set(out, drawn.rows, drawn.provenance, manifest)
 
 

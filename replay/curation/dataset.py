@@ -80,6 +80,16 @@ def check_out(out: Path, corpora: Sequence[ClaudeCodeDir]) -> None:
         raise CurationError(f"refusing to write into {out}: it exists and is not an empty directory")
 
 
+def set_lines(rows: Sequence[ChatTrainingRow], provenance: Sequence[Provenance],
+              manifest: CurationManifest) -> dict[str, str]:
+    """The three files' text, by name (the manifest's `train_sha256` is the one `train.jsonl`'s text hashes to):
+    what is written, and what the privacy audit reads before it is."""
+    train = "".join(_line(r) for r in rows)
+    manifest = manifest.model_copy(update={"train_sha256": hashlib.sha256(train.encode()).hexdigest()})
+    return {TRAIN_JSONL: train, PROVENANCE_JSONL: "".join(_line(p) for p in provenance),
+            MANIFEST_JSON: json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"}
+
+
 def write_set(out: Path, rows: Sequence[ChatTrainingRow], provenance: Sequence[Provenance],
               manifest: CurationManifest) -> CurationManifest:
     """Write the three files into a new directory beside `out`, then rename it into place: a failed write (a
@@ -87,11 +97,9 @@ def write_set(out: Path, rows: Sequence[ChatTrainingRow], provenance: Sequence[P
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        (staging / TRAIN_JSONL).write_text("".join(_line(r) for r in rows), encoding="utf-8")
-        (staging / PROVENANCE_JSONL).write_text("".join(_line(p) for p in provenance), encoding="utf-8")
+        for name, text in set_lines(rows, provenance, manifest).items():
+            (staging / name).write_text(text, encoding="utf-8")
         manifest = manifest.model_copy(update={"train_sha256": file_sha256(staging / TRAIN_JSONL)})
-        (staging / MANIFEST_JSON).write_text(json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True)
-                                             + "\n", encoding="utf-8")
         if out.exists():
             out.rmdir()
         os.replace(staging, out)

@@ -51,6 +51,8 @@ class PoolDecision:
     conversation_only: bool
     """Rebuilt without the request log: no system prompt, tools or reminders (never a training prompt)."""
     corpus: Path
+    paths: frozenset[str] = frozenset()
+    """The paths the runtime wrote for the session (`cwd`): redaction replaces them."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -80,7 +82,7 @@ def session_pool(corpus: Path, workspace: str, session: str, files: list[Session
     only the requests of the decisions it keeps)."""
     calls = list(session_calls(workspace, session, files, rules, read, hashed=False))
     classes = decision_classes([row for row, _ in calls])
-    return [PoolDecision(row, cls, logged.model, logged.answer or {}, logged.conversation_only, corpus)
+    return [PoolDecision(row, cls, logged.model, logged.answer or {}, logged.conversation_only, corpus, logged.paths)
             for (row, logged), cls in zip(calls, classes, strict=True)]
 
 

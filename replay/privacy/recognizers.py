@@ -29,9 +29,14 @@ well-kept library, and context rules, as Presidio's recognizers are built. Pure.
 * EMAIL: a pattern (local part, `@`, dotted domain with a TLD).
 * PERSON: only a name that a cue announces — a salutation or title (`Dear`, `Mr.`, `Ms.`, `Dr.`,
   `Herr`, `Frau`, `Madame`…) or a label (`Name:`, `Attn:`, `Contact person:`, `Ansprechpartner:`) —
-  followed by one to three capitalised words (`Dear Customer`, `Dear Sir` stay). A name anywhere
-  else (`ask Maria about it`) is not found: that needs an NER model (Presidio's default is a
-  downloaded spaCy model), which this project does not ship. Street addresses are not detected.
+  followed by one to three capitalised words (`Dear Customer`, `Dear Sir` stay); or a key that names a
+  person (`person_key`: `customer`, `assignee`, `to`, `created_by`, `first_name`…; `name` only in an
+  object that describes a person, `person_record`), in a JSON object (redact.py reads the key) or as a
+  `key: value` line or a quoted key in text (`keyed_persons`): each part of its value shaped as a name
+  (`names_in_value`: capitalised words of any cased script or words of a caseless one, particles
+  between; no digit, no organisation's, team's or state's word). A name anywhere else (`ask Maria
+  about it`) is not found: that needs an NER model (Presidio's default is a downloaded spaCy model),
+  which this project does not ship. Street addresses are not detected.
 
 Every pattern here is linear in the text: candidates start only where the lookbehind allows,
 repetitions are bounded or cannot overlap, and the plugins' own expressions (Python `re`, some
@@ -43,6 +48,7 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import unicodedata
 from collections.abc import Iterator
 
 import phonenumbers
@@ -357,6 +363,178 @@ def persons(text: str) -> Iterator[Span]:
     for m in _PERSON.finditer(text):
         if m.group(1).split()[0] not in _NOT_NAMES:
             yield m.span(1)
+    yield from keyed_persons(text)
+
+
+# --- person names under a key that names a person -------------------------------------------
+
+_PERSON_WORDS = frozenset({
+    "customer", "contact", "assignee", "owner", "reporter", "author", "recipient", "sender", "requester", "approver",
+    "reviewer", "employee", "patient", "user", "holder", "cardholder", "signatory", "attendee", "participant",
+    "guest", "person", "surname", "addressee", "beneficiary", "payee", "payer", "driver", "passenger"})
+"""A key whose last word is one of these names a person (`customer`, `billing_contact`, `ticket_assignees`)."""
+_WHOLE_KEYS = frozenset({"from", "to", "cc", "bcc", "attn", "contact_person", "ansprechpartner"})
+"""Keys that name a person only alone (`date_from`, `valid_to` do not)."""
+_NAME_HEADS = frozenset({"billing", "full", "first", "last", "given", "family", "middle", "maiden", "legal",
+                         "account", *_PERSON_WORDS})
+"""`<head>_name` names a person (`first_name`, `customer_name`); `file_name`, `product_name` do not."""
+_WEAK_KEYS = frozenset({"name", "names", "display_name", "fullname"})
+"""Keys that name a person only in an object that describes one (`customer.name`; a product's `name` does not)."""
+_RECORD_KEYS = frozenset({"email", "e_mail", "email_address", "mail", "phone", "phone_number", "mobile",
+                          "telephone", "tel", "first_name", "last_name", "surname", "given_name", "family_name",
+                          "date_of_birth", "dob", "birthday", "birth_date", "salutation", "gender", "pronouns"})
+"""Sibling keys that say an object describes a person."""
+_RECORD_TYPES = frozenset({"person", "user", "customer", "contact", "employee", "patient", "individual", "lead",
+                           "member", "people", "users", "customers", "contacts"})
+_TYPE_KEYS = ("type", "kind", "object", "entity", "role")
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
+_KEY_WORD = re.compile(r"[a-z0-9]+")
+
+
+def _key_words(key: str) -> list[str]:
+    """A key's words, lower case: `billingName`, `billing-name` and `BILLING_NAME` are `billing`, `name`."""
+    return _KEY_WORD.findall(_CAMEL.sub("_", key[:64]).lower())
+
+
+def _singular(word: str) -> str:
+    return word[:-1] if word.endswith("s") and word[:-1] in _PERSON_WORDS else word
+
+
+def person_key(key: str) -> bool:
+    """Whether a JSON key (or a `key: value` line's key) names a person: its value's names are found."""
+    words = _key_words(key)
+    if not words:
+        return False
+    joined = "_".join(words)
+    if joined in _WHOLE_KEYS or _singular(words[-1]) in _PERSON_WORDS:
+        return True
+    if len(words) >= 2 and words[-1] == "by":  # created_by, approved_by
+        return True
+    return len(words) >= 2 and words[-1] in ("name", "names") and _singular(words[-2]) in _NAME_HEADS
+
+
+def weak_person_key(key: str) -> bool:
+    """`name` and the like: a person's name only in an object that describes a person."""
+    return "_".join(_key_words(key)) in _WEAK_KEYS
+
+
+def person_record(value: dict[str, object]) -> bool:
+    """Whether an object describes a person: a sibling key such as `email` or `first_name`, or a `type`
+    (`kind`, `object`, `role`) of `person`, `customer`, `contact`…"""
+    for key, item in value.items():
+        if "_".join(_key_words(key)) in _RECORD_KEYS:
+            return True
+        if key.lower() in _TYPE_KEYS and isinstance(item, str) and item.strip().lower() in _RECORD_TYPES:
+            return True
+    return False
+
+
+_PARTICLES = frozenset({"van", "von", "de", "da", "del", "della", "der", "den", "di", "du", "le", "la", "zu", "ter",
+                        "ten", "bin", "binti", "ibn", "bint", "al", "el", "dos", "das", "do", "y", "e", "mac", "st"})
+_NOT_A_PERSON = frozenset(w.lower() for w in (
+    *_NOT_NAMES,
+    # organisations
+    "GmbH", "AG", "KG", "Inc", "Ltd", "LLC", "LLP", "Corp", "Corporation", "Company", "Co", "SA", "SAS", "SARL",
+    "BV", "NV", "plc", "SE", "Group", "Holding", "Holdings", "Bank", "University", "Foundation", "Institute",
+    "Association", "Services", "Solutions", "Systems", "Technologies", "Labs", "Studio", "Agency", "Store", "Shop",
+    # teams and roles
+    "Department", "Dept", "Desk", "Office", "Billing", "Finance", "Accounting", "Engineering", "Operations", "Ops",
+    "Marketing", "Legal", "Security", "Platform", "Helpdesk", "Service", "Bot", "Robot", "System", "Automation",
+    "Scheduler", "Unassigned", "Nobody", "Anonymous", "Everyone", "Unknown", "None", "Null", "Me", "Self",
+    # states and answers
+    "Open", "Opened", "Closed", "Done", "Pending", "Paid", "Unpaid", "Overdue", "Draft", "New", "Active", "Inactive",
+    "Approved", "Rejected", "Cancelled", "Canceled", "Resolved", "Blocked", "Review", "Yes", "No", "True", "False",
+    "Todo", "Backlog", "Progress", "Shipped", "Delivered", "Refunded",
+    # labels inside a value (`"full_name": "Name: Wei Zhang"`, `contact=… and Tel. …`)
+    "Name", "Contact", "Attn", "Tel", "Phone", "Telefon", "Email", "E-Mail", "Mail", "Fax", "Mobile", "Mobil", "Ref",
+    "Re", "Fwd", "Nr", "Id", "Subject", "Betreff", "Address", "Adresse"))
+_OPAQUE = re.compile(r"<[A-Z]+_[0-9a-f]{8}>")
+"""A pseudonym (replay/privacy/redact.py)."""
+_TITLES = frozenset({"mr", "mrs", "ms", "mx", "miss", "dr", "prof", "herr", "frau", "madame", "monsieur", "señor",
+                     "señora", "sir", "dame"})
+_VALUE_PART = re.compile(r"[^,;/|&()<>\[\]{}\n\t\"+=:@#]+")
+_CONJUNCTION = re.compile(r"\s+(?:and|und|et|y|e|og|och|en|i)\s+")
+_JOINERS = "'’.-·・"
+_WORD = re.compile(r"[^\s.'\"`*_][^\s\"`*]*[^\s'\"`*_]|[^\s.'\"`*_]")
+
+
+def _name_word(word: str) -> bool:
+    """A capitalised word of a cased script (`Jane`, `O'Brien`, `Łukasz`, `Γιώργος`, `J.`) or a word of a
+    caseless one (`王伟`, `김민준`, `محمد`, `प्रिया`); no digits. An upper-case word of two letters or more
+    is an acronym or an enum (`OPEN`, `EUR`), not a name."""
+    letters = [c for c in word if c not in _JOINERS]
+    if not letters or not all(c.isalpha() or unicodedata.category(c).startswith("M") for c in letters):
+        return False
+    first = letters[0]
+    if first.isupper():
+        return not (len(letters) > 1 and all(c.isupper() for c in letters if c.isalpha()))
+    return not first.islower() and not any(c.isupper() or c.islower() for c in letters)
+
+
+def _hyphenated(word: str) -> bool:
+    """`García-López`, `al-Hassan`, `Ji-woo`: a name word with particles or lower-case parts around it (a
+    romanised Korean given name's second syllable is lower case)."""
+    parts = word.split("-")
+    named = [i for i, p in enumerate(parts) if _name_word(p)]
+    return bool(named) and all(i in named or p.lower() in _PARTICLES or (i > named[0] and p.isalpha() and p.islower())
+                               for i, p in enumerate(parts))
+
+
+def _is_name(words: list[str]) -> bool:
+    """One to five words, each a name word or a particle (`van der Berg`), the last a name word."""
+    if not 1 <= len(words) <= 5 or any(w.strip(".").lower() in _NOT_A_PERSON for w in words):
+        return False
+    return _hyphenated(words[-1]) and all(_hyphenated(w) or w.lower() in _PARTICLES for w in words[:-1])
+
+
+def names_in_value(text: str) -> Iterator[Span]:
+    """The person names in a value a person key announces (`"customer": "Jane Roe, jane.roe@example.com"`,
+    `"to": ["Li Wei", "Ana Souza"]`): each part between separators (`,` `;` `/` `&` `<…>` `(…)`, `and`)
+    that is one to five name words, particles between (`Jan van der Berg`), after any title (`Dr.`). Not a
+    part holding a digit, an organisation's or a team's word (`Acme GmbH`, `Billing Team`) or a state
+    (`Open`, `Done`). Only the first `_WINDOW` characters are read. A pseudonym is read as the value it
+    replaced would be, a word that is no name (`Kreditkarte <CARD_…>` as `Kreditkarte 4111 …`), so a second pass
+    finds what the first did."""
+    window = _OPAQUE.sub(lambda m: "0" * len(m.group()), text[:_WINDOW])
+    for part in _VALUE_PART.finditer(window):
+        pieces, at = [], part.start()
+        for conjunction in _CONJUNCTION.finditer(window, part.start(), part.end()):
+            pieces.append((at, conjunction.start()))
+            at = conjunction.end()
+        pieces.append((at, part.end()))
+        for low, high in pieces:
+            words = [(w.start(), w.end()) for w in _WORD.finditer(window, low, high)]
+            while words and window[words[0][0]:words[0][1]].rstrip(".").lower() in _TITLES:
+                words = words[1:]
+            if words and _is_name([window[a:b] for a, b in words]):
+                yield words[0][0], words[-1][1]
+
+
+_KEY_LINE = re.compile(
+    r"(?im)(?:^[ \t]*(?:[-*][ \t]+)?|[\"'])"
+    r"(customer|contact(?:[ _]?person)?|assignee|owner|from|to|cc|bcc|reporter|author|recipient|sender|requester|"
+    r"approver|reviewer|employee|patient|user|holder|cardholder|signatory|attendee|participant|guest|surname|"
+    r"(?:billing|full|first|last|given|family|middle|maiden|legal|contact|customer|holder|recipient|sender|owner|"
+    r"author|assignee|user)[ _-]?name|(?:created|updated|assigned|approved|requested|reported|signed|submitted|"
+    r"modified|reviewed)[ _-]?by)s?[\"']?[ \t]*[:=][ \t]*")
+
+
+def keyed_persons(text: str) -> Iterator[Span]:
+    """Names after a person key in text: a `key: value` line (`Customer: Jane Roe`, `assigned_to: Li Wei`) or a
+    quoted key as JSON and Python write one (`"owner": "Ana Souza"`, in a tool result that is not whole JSON).
+    The value runs to its closing quote, or to the end of its line, at most `_WINDOW` characters."""
+    for m in _KEY_LINE.finditer(text):
+        at = m.end()
+        quote = text[at:at + 1]
+        if quote in ("\"", "'"):
+            close = text.find(quote, at + 1, at + 1 + _WINDOW)
+            end = close if close >= 0 else min(len(text), at + 1 + _WINDOW)
+            at += 1
+        else:
+            line_end = text.find("\n", at, at + _WINDOW)
+            end = line_end if line_end >= 0 else min(len(text), at + _WINDOW)
+        for start, stop in names_in_value(text[at:end]):
+            yield at + start, at + stop
 
 
 # --- phone numbers --------------------------------------------------------------------------

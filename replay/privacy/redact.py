@@ -16,10 +16,16 @@ The recognizers (replay/privacy/recognizers.py) follow Presidio's model — a ca
 from a well-kept library, context rules: `phonenumbers` for phone numbers, `python-stdnum` for
 IBAN and card check digits, `detect-secrets`' plugins for keys, tokens, private keys and
 `password: …` values, `ipaddress` for IP addresses, a pattern for e-mail, and person names only
-where a cue announces one (`Dear …`, `Mr. …`, `Name: …`). In a JSON object, the string under a
-key that names a secret (`password`, `api_key`, `client_secret`, …, the keyword plugin's list)
-is a SECRET whole. Overlaps go to the earlier type in `TYPES`. Names without a cue
-and street addresses are not detected: that needs an NER model, which this project does not ship.
+where a cue announces one (`Dear …`, `Mr. …`, `Name: …`, a `key: value` line whose key names a person).
+In a JSON object, the string under a key that names a secret (`password`, `api_key`, `client_secret`,
+…, the keyword plugin's list) is a SECRET whole, and the names in a value under a key that names a
+person (`customer`, `assignee`, `to`, `first_name`; `name` in an object that describes a person) are
+PERSONs. Names without a cue and street addresses are not detected: that needs an NER model, which this
+project does not ship.
+
+Beside what the recognizers find by shape, `TenantNames` (replay/privacy/tenants.py) finds by value what
+the platform knows names a tenant: the registered workspace names (WORKSPACE) and the paths the runtime
+wrote (PATH). Overlaps go to the earlier type in `KINDS`.
 """
 
 from __future__ import annotations
@@ -38,10 +44,25 @@ from detect_secrets.plugins.keyword import DENYLIST
 
 from core.jsonfile import parse_problem
 from replay.privacy import recognizers
-from replay.privacy.recognizers import PHONE_REGIONS, Span, card_number, keyword_value
+from replay.privacy.recognizers import (
+    PHONE_REGIONS,
+    Span,
+    card_number,
+    keyword_value,
+    person_key,
+    person_record,
+    weak_person_key,
+)
+from replay.privacy.tenants import NO_NAMES, TenantNames, environment_paths
 
 TYPES = ("EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE", "PERSON")
-PSEUDONYM = re.compile(r"<(?:" + "|".join(TYPES) + r")_[0-9a-f]{8}>")
+"""What the recognizers find by shape."""
+TENANT_TYPES = ("PATH", "WORKSPACE")
+"""What the platform knows names a tenant (replay/privacy/tenants.py)."""
+KINDS = ("PATH", "EMAIL", "SECRET", "IBAN", "CARD", "IP", "PHONE", "WORKSPACE", "PERSON")
+"""Every pseudonym type, in the order overlaps are settled: a path whole before the name in it, an e-mail
+address whole before a workspace name in its domain."""
+PSEUDONYM = re.compile(r"<(?:" + "|".join(KINDS) + r")_[0-9a-f]{8}>")
 _SECRET_KEY = re.compile(r"(?i)(?:" + "|".join(DENYLIST) + r")")
 
 
@@ -53,24 +74,55 @@ class RedactionFinding:
     value: str
 
 
-def _detectors(regions: tuple[str, ...]) -> tuple[tuple[str, Callable[[str], Iterator[Span]]], ...]:
-    return (("EMAIL", recognizers.emails), ("SECRET", recognizers.secrets), ("IBAN", recognizers.ibans),
-            ("CARD", recognizers.cards), ("IP", recognizers.ips),
-            ("PHONE", lambda text: recognizers.phones(text, regions)), ("PERSON", recognizers.persons))
+def _detectors(regions: tuple[str, ...], names: TenantNames,
+               person: bool) -> tuple[tuple[str, Callable[[str], Iterator[Span]]], ...]:
+    people: Callable[[str], Iterator[Span]] = recognizers.persons
+    if person:
+        def people(text: str) -> Iterator[Span]:
+            yield from recognizers.names_in_value(text)
+            yield from recognizers.persons(text)
+    return (("PATH", names.runtime_paths), ("EMAIL", recognizers.emails), ("SECRET", recognizers.secrets),
+            ("IBAN", recognizers.ibans), ("CARD", recognizers.cards), ("IP", recognizers.ips),
+            ("PHONE", lambda text: recognizers.phones(text, regions)), ("WORKSPACE", names.workspace_names),
+            ("PERSON", people))
 
 
-def find(text: str, regions: tuple[str, ...] = PHONE_REGIONS) -> list[RedactionFinding]:
+def find(text: str, regions: tuple[str, ...] = PHONE_REGIONS, names: TenantNames = NO_NAMES,
+         person: bool = False) -> list[RedactionFinding]:
     """Every detected value in `text`, in order, without overlaps (earlier types win);
-    pseudonyms already in the text are never findings. `regions`: whose national phone numbers."""
+    pseudonyms already in the text are never findings. `regions`: whose national phone numbers;
+    `names`: the tenant's registered names and runtime paths; `person`: the text is a value under a key
+    that names a person (its names are found without a cue in the text). A workspace name's value is its
+    registered spelling."""
     taken = [m.span() for m in PSEUDONYM.finditer(text)]  # disjoint, in order
     found: list[RedactionFinding] = []
-    for kind, detect in _detectors(regions):
+    for kind, detect in _detectors(regions, names, person):
         for start, end in detect(text):
             at = bisect.bisect_left(taken, (start, end))
             if (at == 0 or taken[at - 1][1] <= start) and (at == len(taken) or end <= taken[at][0]):
                 taken.insert(at, (start, end))
-                found.append(RedactionFinding(kind, start, end, text[start:end]))
+                value = names.spelled(text[start:end]) if kind == "WORKSPACE" else text[start:end]
+                found.append(RedactionFinding(kind, start, end, value))
     return sorted(found, key=lambda f: f.start)
+
+
+def request_paths(value: Any) -> set[str]:
+    """The working directories the environment blocks in a document name (every string, JSON ones as text):
+    a session's path is replaced wherever it stands, in the messages before its block too."""
+    if isinstance(value, dict):
+        return {p for v in value.values() for p in request_paths(v)}
+    if isinstance(value, list):
+        return {p for v in value for p in request_paths(v)}
+    if isinstance(value, str) and "Primary working directory:" in value:
+        return {value[start:end] for start, end in environment_paths(value)}
+    return set()
+
+
+def _person_children(value: dict[str, Any], person: bool) -> Callable[[str], bool]:
+    """Which keys of an object announce a person's name: one that names a person, and `name` in an object
+    that describes one (its siblings say so, or the key it sits under named a person)."""
+    describes = person or person_record(value)
+    return lambda key: person_key(key) or (describes and weak_person_key(key))
 
 
 def _card_number(value: int) -> bool:
@@ -94,13 +146,14 @@ class Pseudonymizer:
     key: bytes
     counts: Counter[str] = field(default_factory=Counter)
     regions: tuple[str, ...] = PHONE_REGIONS
+    names: TenantNames = NO_NAMES
 
     def pseudonym(self, kind: str, value: str) -> str:
         digest = hmac.new(self.key, f"{kind}:{value}".encode(), hashlib.sha256).hexdigest()
         return f"<{kind}_{digest[:8]}>"
 
-    def text(self, text: str) -> str:
-        findings = find(text, self.regions)
+    def text(self, text: str, person: bool = False) -> str:
+        findings = find(text, self.regions, self.names, person)
         if not findings:
             return text
         parts, at = [], 0
@@ -110,15 +163,17 @@ class Pseudonymizer:
             at = f.end
         return "".join([*parts, text[at:]])
 
-    def value(self, value: Any) -> Any:
-        """`value` with every detected value replaced; keys, lengths and types of containers kept."""
+    def value(self, value: Any, person: bool = False) -> Any:
+        """`value` with every detected value replaced; keys, lengths and types of containers kept. `person`:
+        the value sits under a key that names a person."""
         if isinstance(value, dict):
-            return {k: self._keyed(v) if secret_key(k) and isinstance(v, str) and _keyed_secret(v) else self.value(v)
-                    for k, v in value.items()}
+            names_person = _person_children(value, person)
+            return {k: self._keyed(v) if secret_key(k) and isinstance(v, str) and _keyed_secret(v)
+                    else self.value(v, names_person(k)) for k, v in value.items()}
         if isinstance(value, list):
-            return [self.value(v) for v in value]
+            return [self.value(v, person) for v in value]
         if isinstance(value, str):
-            return self._string(value)
+            return self._string(value, person)
         if isinstance(value, int) and not isinstance(value, bool) and _card_number(value):
             self.counts["CARD"] += 1
             return self.pseudonym("CARD", str(value))
@@ -128,14 +183,14 @@ class Pseudonymizer:
         self.counts["SECRET"] += 1
         return self.pseudonym("SECRET", value)
 
-    def _string(self, text: str) -> str:
+    def _string(self, text: str, person: bool) -> str:
         stripped = text.strip()
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
             decoded, _ = parse_problem(text)  # too deep or unreadable: searched as text
             if isinstance(decoded, (dict, list)):
-                redacted = self.value(decoded)
+                redacted = self.value(decoded, person)
                 return text if redacted == decoded else json.dumps(redacted, ensure_ascii=False)
-        return self.text(text)
+        return self.text(text, person)
 
 
 @dataclass(frozen=True)
@@ -146,28 +201,31 @@ class Residual:
     kind: str
 
 
-def residuals(value: Any, path: str = "$", regions: tuple[str, ...] = PHONE_REGIONS) -> list[Residual]:
+def residuals(value: Any, path: str = "$", regions: tuple[str, ...] = PHONE_REGIONS,
+              names: TenantNames = NO_NAMES, person: bool = False) -> list[Residual]:
     """Every detectable value in a JSON document — in values and in keys (a key cannot be
-    redacted, so a key that holds one fails the check) — with its JSON path."""
+    redacted, so a key that holds one fails the check) — with its JSON path; read with the key context
+    redaction reads (a secret's key, a person's key)."""
     if isinstance(value, dict):
         found = []
+        names_person = _person_children(value, person)
         for k, v in value.items():
             child = f"{path}.{k}" if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", k) else f"{path}[{json.dumps(k)}]"
-            found += [Residual(f"{child} (key)", f.kind) for f in find(k, regions)]
+            found += [Residual(f"{child} (key)", f.kind) for f in find(k, regions, names)]
             if secret_key(k) and isinstance(v, str) and _keyed_secret(v):
                 found.append(Residual(child, "SECRET"))
             else:
-                found += residuals(v, child, regions)
+                found += residuals(v, child, regions, names, names_person(k))
         return found
     if isinstance(value, list):
-        return [r for i, v in enumerate(value) for r in residuals(v, f"{path}[{i}]", regions)]
+        return [r for i, v in enumerate(value) for r in residuals(v, f"{path}[{i}]", regions, names, person)]
     if isinstance(value, str):
         stripped = value.strip()
         if stripped[:1] in ("{", "[") and stripped[-1:] in ("}", "]"):
             decoded, _ = parse_problem(value)  # a JSON string is checked as redaction saw it (keys as context)
             if isinstance(decoded, (dict, list)):
-                return [Residual(path, r.kind) for r in residuals(decoded, path, regions)]
-        return [Residual(path, f.kind) for f in find(value, regions)]
+                return [Residual(path, r.kind) for r in residuals(decoded, path, regions, names, person)]
+        return [Residual(path, f.kind) for f in find(value, regions, names, person)]
     if isinstance(value, int) and not isinstance(value, bool) and _card_number(value):
         return [Residual(path, "CARD")]
     return []

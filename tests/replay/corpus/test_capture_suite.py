@@ -14,7 +14,7 @@ from replay.cli import main
 from replay.corpus.capture_suite import assign_strata, build_suite, strip_memory
 from replay.corpus.resolve import load_keys
 from replay.corpus.transcripts import TranscriptDir
-from replay.suite import SuiteError, freeze_suite, load_suite
+from replay.suite import SuiteError, check_privacy, freeze_suite, load_suite
 from tests.support.deferred import answer, descriptor, messages_answer, tool_use, write_session
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object"}}} for n in ("search", "lookup")]
@@ -341,7 +341,7 @@ def test_a_session_id_that_holds_a_detectable_value_stays_a_name_when_redacted(t
     captured_ = [replace(d, id=f"g-{i}") for i, d in enumerate(captured_)]  # the gateway's ids hold no session
     report = build_suite(store(tmp_path / "capture.sqlite", captured_), tmp_path / "suite",
                          transcripts=TranscriptDir(corpus), keys={"ws-a": bytes.fromhex("a1" * 16)})
-    assert report.resolved == 2 and not report.residuals
+    assert report.resolved == 2 and check_privacy(tmp_path / "suite") == []
     sessions = {d.session for d in load_suite(tmp_path / "suite").decisions}
     assert len(sessions) == 1 and sessions.pop().startswith("s-IP_")
 
@@ -425,7 +425,7 @@ def test_messages_descriptors_become_a_suite_in_the_messages_shape(tmp_path, cap
     report = build_suite(store(tmp_path / "capture.sqlite", decisions), tmp_path / "suite",
                          transcripts=TranscriptDir(corpus), keys=keys)
     assert (report.resolved, report.refused) == (2, {"hash mismatch": 2})  # s-2's system prompt is not the one sent
-    assert report.strata == {"known_failure": 1, "verified_recovery": 1} and not report.residuals
+    assert report.strata == {"known_failure": 1, "verified_recovery": 1} and check_privacy(tmp_path / "suite") == []
     failed, recovery = load_suite(tmp_path / "suite").decisions
     assert (failed.api, recovery.api) == ("messages", "messages")
     assert recovery.request.system[0] == {"type": "text", "text": "You keep the ledger."}
