@@ -15,7 +15,7 @@ from replay.run.config import RunConfig
 from replay.run.decisions import WorkItem, perform
 from replay.run.directory import RESULTS, RUN_JSON, seal_run
 from replay.run.executor import execute
-from replay.suite import Suite, SuiteManifest, load_suite
+from replay.suite import Suite, SuiteManifest, freeze_suite, load_suite
 
 BASE = "worker-base"
 SUITE_SHA256 = "5" * 64
@@ -95,3 +95,29 @@ def judged_beside(evidence: Mapping[str, Path] | None) -> Path | None:
     if fresh and fresh_suite and (fresh / RESULTS).is_file() and (fresh_suite / "suite.toml").is_file():
         bind(fresh, fresh_suite)
     return write_sealed(next(iter(evidence.values())).parent / "judged", [])
+
+
+LENIENT_POLICY = """name = "lenient"
+version = "1"
+[[conditions]]
+id = "no-worse"
+kind = "non_inferiority"
+scope = "all_positive"
+min_points = -100
+description = "no worse than -100 points: met by any candidate"
+"""
+"""A one-condition gate policy any answers meet: for tests about what a verdict rests on, not what it judges."""
+
+
+def demo_slice(out: Path, demo_root: Path, strata: Sequence[str]) -> list[Decision]:
+    """One decision of each of `strata` from the demo suite, frozen as its own suite in `out`; returns them."""
+    from demo.suite import write_demo
+
+    suite_dir, _ = write_demo(demo_root, seed=0)
+    decisions = load_suite(suite_dir).decisions
+    picked = [next(d for d in decisions if d.stratum == s) for s in strata]
+    out.mkdir()
+    (out / "suite.toml").write_text(f'name = "{out.name}"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
+    (out / "decisions.jsonl").write_text("".join(d.model_dump_json(exclude_none=False) + "\n" for d in picked))
+    freeze_suite(out, synthetic=True)  # the demo suite's invented values
+    return picked

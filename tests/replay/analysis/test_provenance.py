@@ -19,17 +19,7 @@ from replay.memory.ledger import Ledger, RuleRef
 from replay.run.directory import RUN_JSON
 from tests.support.cli import ROOT
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results
-from tests.support.runs import seal, write_sealed
-
-LENIENT = """name = "lenient"
-version = "1"
-[[conditions]]
-id = "no-worse"
-kind = "non_inferiority"
-scope = "all_positive"
-min_points = -100
-description = "met by any candidate"
-"""
+from tests.support.runs import LENIENT_POLICY, seal, write_sealed
 
 
 def carrying(records: list[ResultRecord], rules: dict[tuple[str, str], list[str]]) -> list[ResultRecord]:
@@ -98,7 +88,7 @@ def test_gate_records_its_verdict_with_the_policy_the_outcome_and_the_arms_rules
 def test_a_dispute_stops_the_gate_until_the_rule_is_restored_and_every_verdict_stays_in_the_history(
         run_dir: Path, ledger: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     policy = tmp_path / "lenient.toml"
-    policy.write_text(LENIENT)
+    policy.write_text(LENIENT_POLICY)
     gate = ["gate", str(run_dir), "--policy", str(policy), "--baseline", BASE, "--candidate", Q_ONLY,
             "--ledger", str(ledger)]
     verdict_file = run_dir / "gate-lenient-q-only.json"

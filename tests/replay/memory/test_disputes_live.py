@@ -9,37 +9,21 @@ from pathlib import Path
 
 import pytest
 
-from demo.suite import write_demo
 from replay.cli import main as replay_main
 from replay.run.directory import RUN_JSON, load_results
-from replay.suite import freeze_suite, load_suite
 from serve.engine.launcher import EngineProcess
+from tests.support.runs import LENIENT_POLICY, demo_slice
 
 pytestmark = pytest.mark.engine
 PLANTED = "lc:confirm-ticket-id"
 STRATA = ("verified_recovery", "clean_trajectory_action")
-LENIENT = """name = "lenient"
-version = "1"
-[[conditions]]
-id = "no-worse"
-kind = "non_inferiority"
-scope = "all_positive"
-min_points = -100
-description = "the memory arm is no worse than -100 points: met by any answers"
-"""
 
 
 def planted_slice(root: Path) -> tuple[Path, Path]:
     """Two held-out decisions of the demo suite frozen as a suite, and a memory root where each of their
     workspaces holds the planted rule, authorised (`evidence:user-explicit`) so that it is injected."""
-    demo, _ = write_demo(root / "demo", seed=0)
-    decisions = load_suite(demo).decisions
-    picked = [next(d for d in decisions if d.stratum == s) for s in STRATA]
     suite = root / "suite"
-    suite.mkdir()
-    (suite / "suite.toml").write_text('name = "planted"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
-    (suite / "decisions.jsonl").write_text("".join(d.model_dump_json(exclude_none=False) + "\n" for d in picked))
-    freeze_suite(suite, synthetic=True)  # the demo suite's invented values
+    picked = demo_slice(suite, root / "demo", STRATA)
     memory = root / "memory"
     for workspace in {d.workspace for d in picked}:
         rules = memory / workspace / "rules"
@@ -73,7 +57,7 @@ model = "worker-base"
 memory = "workspace"
 """)
     policy = tmp_path / "lenient.toml"
-    policy.write_text(LENIENT)
+    policy.write_text(LENIENT_POLICY)
     run, ledger = tmp_path / "run", ["--ledger", str(tmp_path / "ledger.sqlite")]
     gate = ["gate", str(run), "--policy", str(policy), "--baseline", "base", "--candidate", "memory", *ledger]
 

@@ -12,8 +12,7 @@ from collections import Counter
 import pytest
 
 from core.records import ResultRecord
-from demo.suite import write_demo
-from replay.suite import freeze_suite, load_suite
+from tests.support.runs import demo_slice
 
 pytestmark = pytest.mark.engine
 STRATA = ("verified_recovery", "clean_trajectory_action", "verified_action", "known_failure")
@@ -23,15 +22,8 @@ STRATA = ("verified_recovery", "clean_trajectory_action", "verified_action", "kn
 def slice_suite(tmp_path_factory):
     """One decision of each held-out stratum from the demo suite, frozen as its own suite."""
     root = tmp_path_factory.mktemp("demo")
-    suite_dir, _ = write_demo(root / "demo", seed=0)
-    decisions = load_suite(suite_dir).decisions
-    picked = [next(d for d in decisions if d.stratum == s) for s in STRATA]
-    out = root / "slice"
-    out.mkdir()
-    (out / "suite.toml").write_text('name = "slice"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
-    (out / "decisions.jsonl").write_text("".join(d.model_dump_json(exclude_none=False) + "\n" for d in picked))
-    freeze_suite(out, synthetic=True)  # the demo suite's invented values
-    return out
+    demo_slice(root / "slice", root / "demo", STRATA)
+    return root / "slice"
 
 
 def write_config(path, engine, max_tokens=96):
