@@ -74,9 +74,7 @@ class Executed:
     """What one invocation did."""
 
     planned: int
-    """Items this invocation set out to do."""
-    written: int
-    """Lines it wrote (fewer than planned only when halted)."""
+    """Items this invocation set out to do (fewer were written only when it halted)."""
     done_before: Done
     """What the results file held when it started."""
     halted: str | None = None
@@ -126,7 +124,7 @@ async def execute(items: Sequence[Item], perform: Perform[Item], config: RunConf
 
 async def run_job(config: RunConfig, run_dir: Path, job_for: Callable[[Served, str | None], Job[Item]],
                   slots: asyncio.Semaphore | None = None) -> Executed:
-    """The whole run (steps 1–4): `job_for` makes the job from what the endpoints serve and the engine's version."""
+    """The whole run (steps 1–5): `job_for` makes the job from what the endpoints serve and the engine's version."""
     served, engine_version, identities = await fetch_served(config)
     check_served(config, served)
     job = job_for(served, engine_version)
@@ -134,7 +132,7 @@ async def run_job(config: RunConfig, run_dir: Path, job_for: Callable[[Served, s
                                                           for arm, identity in identities.items()}})
     with run_lock(run_dir):
         items, done = open_run(job, run_dir)
-        written, halted = await execute(items, job.perform, config, run_dir / job.results, job.label, slots)
+        _, halted = await execute(items, job.perform, config, run_dir / job.results, job.label, slots)
         if halted is None:
             seal_run(run_dir, job.results)
-    return Executed(planned=len(items), written=written, done_before=done, halted=halted)
+    return Executed(planned=len(items), done_before=done, halted=halted)
