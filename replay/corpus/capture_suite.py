@@ -331,11 +331,13 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
             pseudonymizer = Pseudonymizer(keys[item.workspace],
                                           names=TenantNames(workspaces, paths | request_paths(request)))
             decision = redact_decision(decision, pseudonymizer)
-        state = request_hash(decision.request)
-        if state in seen:
+        # A corpus call's state is its whole request before redaction: two tenants' copies of one session differ in
+        # their pseudonyms, not in their decision states, and share its decision ids.
+        state = item.request_sha256 if item.mode == CORPUS and item.request_sha256 else request_hash(decision.request)
+        if state in seen or decision.id in seen:
             skipped["same decision state as an earlier capture"] += 1
             continue
-        seen.add(state)
+        seen |= {state, decision.id}
         if fits is not None and (too_long := fits(decision)) is not None:
             skipped[too_long] += 1
             continue

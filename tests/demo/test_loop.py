@@ -12,6 +12,7 @@ import pytest
 
 from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, read_curated
 from demo.loop import EXPLORER, ROUTE, STAGE, run_loop
+from replay.analysis.gates import read_verdict
 from replay.run.directory import load_results
 from replay.sandbox.runner import load_sandbox_results
 from replay.suite import load_suite
@@ -50,7 +51,7 @@ def test_the_loop_closes_from_a_recorded_failure_to_a_verdict(engine, tmp_path: 
         d.id for d in held.decisions}
     assert {r.model for r in results} == {"worker", ROUTE}
     verdict = out / "run" / "gate-serious-candidate-cand.json"
-    assert json.loads(verdict.read_text())["candidate"] == "cand"
+    assert read_verdict(verdict).candidate == "cand"
     assert json.loads((out / "set" / MANIFEST_JSON).read_text())["excluded_suites"][0]["path"] == str(
         out / "held-out-suite")
 
@@ -59,8 +60,8 @@ def test_the_loop_closes_from_a_recorded_failure_to_a_verdict(engine, tmp_path: 
     assert {r.decision_id for r in quantised} == {d.id for d in held.decisions}
     [candidate_models] = json.loads((out / f"run-{STAGE}" / "run.json").read_text())["arm_endpoints"].values()
     assert "worker" in candidate_models, "the candidate's quantised build answered on its own engine"
-    production = json.loads((out / "run" / "gate-production-candidate-cand.json").read_text())
-    statuses = {c["id"]: c["status"] for c in production["conditions"]}
+    production = read_verdict(out / "run" / "gate-production-candidate-cand.json")
+    statuses = {c.id: c.status.value for c in production.conditions}
     survives = statuses.pop("quantisation-survives")
     positive = any(r.score.joint_correct is not None for r in results)
     assert survives in (("pass", "fail") if positive else ("not_run",)), "judged where the held-out session allows"

@@ -31,7 +31,6 @@ from replay.analysis.gates.context import (
     MissingEvidenceError,
     evidence_path,
     judge,
-    judged_run,
     not_run,
     other_run,
     paired_outcomes,
@@ -372,9 +371,6 @@ class FreshChronological(_OtherRunGain):
             raise MissingEvidenceError(f"evidence {self.evidence!r} replayed another suite than "
                                        f"{self.suite_evidence!r} (sha256 {fresh_run.suite_sha256[:12]}, {suite_path}: "
                                        f"{suite.sha256[:12]})")
-        if fresh_run.run_id == judged_run(ctx, self.evidence).run_id:
-            raise MissingEvidenceError(f"evidence {self.evidence!r} is the judged run itself (run_id "
-                                       f"{fresh_run.run_id}): it must be a run on decisions captured after the cut-off")
         cutoff = self.captured_after if self.captured_after.tzinfo else self.captured_after.replace(tzinfo=UTC)
         captured = {d.id: d.captured_at for d in suite.decisions}
         ids = {r.decision_id for r in records if r.arm == ctx.baseline}

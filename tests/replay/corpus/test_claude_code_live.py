@@ -17,6 +17,7 @@ import json
 
 import pytest
 
+from core.canonical import message_digest
 from core.capture import read_decisions
 from demo.agent import WORKSPACE, agent_session
 from replay.corpus.capture_suite import build_suite
@@ -70,8 +71,15 @@ def test_a_claude_code_session_resolves_from_its_own_files_and_replays_the_same_
             "arms": [{"name": "withheld", "model": "worker", "memory": "withheld"}]})
         run(suite, run_config, tmp_path / "run")
         replayed = wait_for(lambda: (rows := read_decisions(db)[3:]) and len(rows) == 2 and rows, "replay captures", 30)
-    by_turn = {len(d.message_hashes): d.message_hashes for d in captured}
-    assert [d.message_hashes for d in replayed] == [by_turn[len(d.message_hashes)] for d in replayed]
+    # the replay sends the suite's messages as frozen; they are the captured prompt but for the session's runtime
+    # paths (its working directory), which leave only as the tenant's pseudonyms (issue 65)
+    frozen = {len(d.request.messages): d.request.messages for d in suite.decisions}
+    assert [d.message_hashes for d in replayed] == [
+        [message_digest("messages", m) for m in frozen[len(d.message_hashes)]] for d in replayed]
     assert sorted(len(d.message_hashes) for d in replayed) == [2, 4]
+    for first in (d for d in captured if len(d.message_hashes) in frozen):
+        messages = frozen[len(first.message_hashes)]
+        changed = [m for m, h in zip(messages, first.message_hashes, strict=True) if message_digest("messages", m) != h]
+        assert all("<PATH_" in json.dumps(m) for m in changed), changed
     results = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
     assert {r["parsed"]["outcome"] for r in results} <= {"ok", "malformed_call"}

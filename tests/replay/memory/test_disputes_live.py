@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from replay.analysis.gates import read_verdict
 from replay.cli import main as replay_main
 from replay.run.directory import RUN_JSON, load_results
 from serve.engine.launcher import EngineProcess
@@ -67,7 +68,7 @@ memory = "workspace"
     assert replay_main(["compare", str(run), "--baseline", "base", "--candidate", "memory", *ledger]) == 0
     assert replay_main(gate) == 0
     verdict_file = run / "gate-lenient-memory.json"
-    assert json.loads(verdict_file.read_text())["passed"]
+    assert read_verdict(verdict_file).passed
     capsys.readouterr()
 
     assert replay_main(["dispute", PLANTED, "--reason", "the user never asked for it", *ledger]) == 0
@@ -82,7 +83,7 @@ memory = "workspace"
     assert trace[4].endswith(" -> pass  NEEDS RE-RUN")
 
     assert replay_main(gate) == 1
-    refused = json.loads(verdict_file.read_text())
-    assert not refused["passed"] and refused["tainted_rule_ids"] == [PLANTED]
-    assert refused["disputed"][0]["reason"] == "the user never asked for it"
+    refused = read_verdict(verdict_file)
+    assert not refused.passed and refused.tainted_rule_ids == [PLANTED]
+    assert refused.disputed[0].reason == "the user never asked for it"
     assert f"cannot pass: rests on results that carried disputed rule(s) {PLANTED} (disputed " in capsys.readouterr().out
