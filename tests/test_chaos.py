@@ -8,8 +8,6 @@ review kills are tests/replay/run/test_decisions_live.py and tests/replay/qa/tes
 from __future__ import annotations
 
 import json
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -26,16 +24,19 @@ from core.curated import CuratedSetError, read_curated
 from replay.qa.labels import read_labels
 from replay.qa.verdicts import VERDICTS, ReviewerVerdictLine
 from replay.run.directory import RESULTS, read_seal
-from replay.suite import freeze_suite
 from tests.replay.qa.test_review import labelled_corpus, review_command
-from tests.support.curation import copy_workspace, keys_file, policy_file
+from tests.support.chaos import (
+    CANDIDATE,
+    ENV,
+    curation_inputs,
+    frozen_suite,
+    kill_curate_build_mid_write,
+    killed,
+    lines,
+    run_config,
+)
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import GatewayProcess, wait_for, write_config
-from tests.support.runs import decision
-
-ROOT = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
-CANDIDATE = "cand-v1"
 
 
 @pytest.fixture
@@ -45,18 +46,9 @@ def fault() -> Iterator[FaultUpstream]:
         yield upstream
 
 
-def killed(proc: subprocess.Popen[str]) -> None:
-    proc.send_signal(signal.SIGKILL)
-    assert proc.wait(30) == -signal.SIGKILL
-
-
 def integrity(path: Path) -> str:
     with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
         return str(db.execute("PRAGMA integrity_check").fetchone()[0])
-
-
-def lines(path: Path) -> list[str]:
-    return path.read_text().splitlines() if path.exists() else []
 
 
 def column(path: Path, query: str) -> list[str]:
@@ -141,22 +133,10 @@ def test_a_gateway_killed_mid_traffic_three_times_loses_no_committed_row_and_dup
 # --- worker-replay run ---------------------------------------------------------------------------------------------
 
 
-def frozen_suite(directory: Path, decisions: int) -> Path:
-    directory.mkdir()
-    (directory / "suite.toml").write_text('name = "chaos"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
-    (directory / "decisions.jsonl").write_text(
-        "".join(decision(i).model_dump_json(exclude_none=False) + "\n" for i in range(decisions)))
-    freeze_suite(directory, synthetic=True)
-    return directory
-
-
 def test_a_replay_run_killed_mid_run_resumes_to_one_result_per_arm_and_decision_and_is_sealed(
         tmp_path: Path, fault: FaultUpstream) -> None:
     suite = frozen_suite(tmp_path / "suite", 4)
-    config = tmp_path / "run.toml"
-    config.write_text(f'[endpoint]\nbase_url = "{fault.url}/v1"\n[runner]\nconcurrency = 1\nretries = 0\n'
-                      f'[[arms]]\nname = "base"\nmodel = "worker-base"\n'
-                      f'[[arms]]\nname = "cand"\nmodel = "{CANDIDATE}"\n')
+    config = run_config(tmp_path / "run.toml", fault.url)
     out = tmp_path / "run"
     command = [sys.executable, "-m", "replay", "run", "--suite", str(suite), "--config", str(config),
                "--out", str(out)]
@@ -187,36 +167,12 @@ def test_a_replay_run_killed_mid_run_resumes_to_one_result_per_arm_and_decision_
 
 # --- worker-replay curate build ------------------------------------------------------------------------------------
 
-PAUSE_BEFORE_MANIFEST = """
-import pathlib, runpy, sys, time
-write_text = pathlib.Path.write_text
-def paused(self, *args, **kwargs):
-    if self.name == "manifest.json":
-        print("paused", flush=True)
-        time.sleep(600)
-    return write_text(self, *args, **kwargs)
-pathlib.Path.write_text = paused
-sys.argv = ["worker-replay", *sys.argv[1:]]
-runpy.run_module("replay", run_name="__main__", alter_sys=True)
-"""
-"""A fault injector in the process itself: `worker-replay` as typed, except that it stops for good right before
-writing manifest.json, so the kill lands with train.jsonl written and the manifest not."""
-
-
 def test_a_curate_build_killed_mid_write_leaves_nothing_a_reader_accepts_and_the_next_build_succeeds(
         tmp_path: Path) -> None:
-    copy_workspace(tmp_path / "corpus", "ws-w")
-    keys, policy = keys_file(tmp_path, ["ws-w"]), policy_file(
-        tmp_path, 'size = 2\nshortfall = "shrink"\nclean_from = ["verified_action"]\n[shares]\nclean = 100\n')
+    corpus, keys, policy = curation_inputs(tmp_path)
     out = tmp_path / "sets" / "set"
-    args = ["curate", "build", str(tmp_path / "corpus"), "--keys", str(keys), "--policy", str(policy),
-            "--out", str(out)]
-    first = subprocess.Popen([sys.executable, "-c", PAUSE_BEFORE_MANIFEST, *args], stdout=subprocess.PIPE,
-                             stderr=subprocess.DEVNULL, text=True, env=ENV)
-    try:
-        assert first.stdout is not None and first.stdout.readline() == "paused\n"
-    finally:
-        killed(first)
+    args = ["curate", "build", str(corpus), "--keys", str(keys), "--policy", str(policy), "--out", str(out)]
+    kill_curate_build_mid_write(args)
     assert not out.exists()
     [partial] = (tmp_path / "sets").iterdir()  # the build's staging directory, never renamed into place
     assert (partial / "train.jsonl").is_file() and not (partial / "manifest.json").exists()
