@@ -23,6 +23,7 @@ from replay.analysis.gates import read_verdict
 from replay.run.directory import load_results
 from replay.suite import load_suite
 from serve.engine.launcher import EngineProcess
+from tests.support.docblocks import shell_blocks
 from tests.support.gateway_harness import TOKEN, RunningGateway
 from tests.support.live import free_port
 
@@ -31,18 +32,11 @@ GUIDE = ROOT / "docs" / "guide.md"
 CORPUS = ROOT / "tests" / "replay" / "corpus" / "data" / "claude-code"
 CUTOFF = "2026-12-04T00:00:00Z"
 """Before the recorded sessions (2026-12-04T00:04Z): the suite takes every call they hold."""
-SKIP = "<!-- guide-test: skipped"
-BLOCK = re.compile(r"^```sh\n(.*?)^```", re.S | re.M)
 
 
 def guide_blocks() -> list[tuple[str, bool]]:
     """Each shell block of the page and whether the page marks it as skipped by this test."""
-    text = GUIDE.read_text(encoding="utf-8")
-    blocks = []
-    for match in BLOCK.finditer(text):
-        before = text[:match.start()].rstrip().splitlines()
-        blocks.append((match.group(1), bool(before) and before[-1].startswith(SKIP)))
-    return blocks
+    return shell_blocks(GUIDE, "<!-- guide-test: skipped")
 
 
 def test_only_the_set_up_blocks_are_skipped() -> None:

@@ -13,6 +13,8 @@ The behaviour is chosen per served model name with `behaviour[model] = mode`:
 * `deep`: HTTP 200 with JSON nested 100,000 levels deep;
 * `hang`: no answer until `release()` (then `ok`); `in_flight` counts the waiting requests and
   `abandoned` those whose client went away first (like vLLM, a handler is cancelled then);
+  `hang_after = N` makes every completion after the first N hang so, whatever the model's mode: a
+  client killed then is killed mid-run at a known point;
 * `break_stream`: a stream that sends one chunk and then drops the connection;
 * `endless_stream`: a stream that sends a chunk every 20 ms until the client goes away
   (`stream_disconnects` counts how many streams saw their client go);
@@ -68,6 +70,8 @@ class FaultUpstream:
         self.stream_disconnects = 0
         self.redirect_to: str | None = None
         self.served_by: dict[str, str] = {}
+        self.hang_after: int | None = None
+        self.completions = 0  # completion requests received (chat and completions)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._release: asyncio.Event | None = None
         self._runner: web.AppRunner | None = None
@@ -188,6 +192,9 @@ class FaultUpstream:
             return web.json_response({"error": {"message": f"The model `{model}` does not exist.", "code": 404}},
                                      status=404)
         mode = self.behaviour.get(model, "ok")
+        self.completions += 1
+        if self.hang_after is not None and self.completions > self.hang_after:
+            mode = "hang"
         chat = request.path.endswith("/chat/completions")
         if mode == "fail":
             return web.json_response({"error": {"message": "engine exploded", "type": "InternalServerError",
