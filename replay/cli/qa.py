@@ -44,10 +44,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _labels(args: argparse.Namespace) -> int:
+    from core.evidence import Disposition
     from core.guard import GuardRules
     from replay.qa.errors import QAError
     from replay.qa.files import write_jsonl
-    from replay.qa.labels import Disposition, build_labels, read_dispositions
+    from replay.qa.labels import build_labels, read_dispositions
     from replay.qa.run import Run, corpus_runs
 
     corpora = _corpora(args.corpora)
@@ -163,13 +164,13 @@ def evaluate_reviewer_gate(policy_path: Path, agreement_path: Path, reviewer: st
     it does not name, is a `QAError`, not a condition not run."""
     import hashlib
 
+    from core.evidence import AgreementReport
     from core.jsonfile import read_json
     from core.regularfile import read_regular_bytes
     from core.tomlfile import MAX_TOML_BYTES
     from replay.analysis.compare import Comparison
     from replay.analysis.gates import evaluate, load_policy
     from replay.analysis.gates.conditions import ReviewerAgreement
-    from replay.qa.agreement import AgreementReport
     from replay.qa.errors import QAError
     from replay.stats import overhead
 
