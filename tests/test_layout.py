@@ -2,7 +2,7 @@
 `serve` and `replay` import `core` and never each other, `demo` sits on top of all three.
 Inside them the arrows go one way too: no two modules import each other, directly or round a
 circle, and neither do two subpackages (`serve.gateway`, `replay.memory`, ...) or loose modules
-(`serve.cli`, `replay.run.decisions`, ...). Every import counts, also one inside a function or under
+(`serve.app`, `replay.run.decisions`, ...). Every import counts, also one inside a function or under
 `TYPE_CHECKING`. No module of `replay.analysis` imports `replay.qa` (a gate reads Stop-QA through
 `core/evidence.py`). No module is over 600 lines.
 
@@ -90,7 +90,7 @@ def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
 
 
 def unit(root: Path, module: str) -> str:
-    """A subpackage directly under a top package (`serve.gateway`), else the module itself (`serve.cli`)."""
+    """A subpackage directly under a top package (`serve.gateway`), else the module itself (`serve.app`)."""
     parts = module.split(".")
     if len(parts) > 2 or len(parts) == 2 and root.joinpath(*parts).is_dir():
         return ".".join(parts[:2])
