@@ -14,7 +14,7 @@ It imports neither `serve` nor `replay`; both import it.
 - `canonical.py`: the canonical form of a request and the hashes a descriptor is proven by
 - `capture.py`: the capture store the gateway writes and replay reads
 - `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`)
-- `evidence.py`: the gate evidence file formats
+- `evidence.py`: the gate evidence file formats (the reviewer agreement report included)
 - `attestation.py`: a gate verdict as an in-toto Statement over the digests of what it judged; file digests
 - `errors.py`: `WorkerTierError`, the one exception root
 - `names.py`: the one name type (workspace, session, route, adapter, model, trial and request ids)

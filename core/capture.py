@@ -151,12 +151,6 @@ class CapturedDecision:
     seq: int | None = None
 
 
-def session_key(decision: CapturedDecision) -> tuple[str, str]:
-    """What identifies a decision's session: session ids are the client's own, and two workspaces
-    (tenants) may use the same one, so a session is always grouped with its workspace."""
-    return decision.workspace, decision.session
-
-
 class Threaded(Protocol):
     """What names a decision's conversation: a captured decision, or an audit's lighter row."""
 

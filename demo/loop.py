@@ -54,6 +54,7 @@ from replay.corpus.corpus_suite import CorpusRead, build_corpus_suites
 from replay.curation.build import curate, open_inputs
 from replay.curation.chat import chat_messages
 from replay.curation.classes import DecisionClass
+from replay.curation.policy import CurationPolicy, load_policy
 from replay.curation.pool import read_pool
 from replay.memory.ledger import Ledger
 from replay.run.config import RunConfig
@@ -142,13 +143,30 @@ def prove(scenarios: list[Scenario], out: Path) -> Path:
 
 
 def loop_policy(out: Path) -> Path:
-    """The shipped S1.1 policy, shrunk to what exists and naming the planted explorer among the worker's models."""
-    text = POLICY.read_text(encoding="utf-8").replace('shortfall = "fail"', 'shortfall = "shrink"').replace(
-        'worker_models = ["worker", "worker-*",', f'worker_models = ["{EXPLORER}", "worker", "worker-*",')
+    """The shipped S1.1 policy, shrunk to what exists and naming the planted explorer among the worker's models:
+    changed on the parsed policy and written back as TOML, read back to check it says what was meant."""
+    shipped, _ = load_policy(POLICY)
+    policy = shipped.model_copy(update={"shortfall": "shrink",
+                                        "worker_models": [EXPLORER, *shipped.worker_models]})
     path = out / "policy.toml"
-    path.write_text("# worker-demo loop: configs/curation/s1.1.toml with shortfall = \"shrink\" and the planted "
-                    "explorer as a worker model\n" + text, encoding="utf-8")
+    path.write_text(f"# worker-demo loop: {POLICY.relative_to(REPO)} with shortfall = \"shrink\" and the planted "
+                    "explorer as a worker model\n" + policy_toml(policy), encoding="utf-8")
+    if load_policy(path)[0] != policy:
+        raise WorkerTierError(f"{path}: the loop's curation policy does not read back as written")
     return path
+
+
+def policy_toml(policy: CurationPolicy) -> str:
+    """A curation policy as TOML: its fields in order (None ones left out), `shares` as a table."""
+    data = policy.model_dump(mode="json", exclude_none=True)
+
+    def value(v: object) -> str:
+        return json.dumps(v, ensure_ascii=False)
+
+    lines = [f"{key} = {value(v)}" for key, v in data.items() if not isinstance(v, dict)]
+    for key, table in ((k, v) for k, v in data.items() if isinstance(v, dict)):
+        lines += ["", f"[{key}]", *(f"{name} = {value(v)}" for name, v in table.items())]
+    return "\n".join(lines) + "\n"
 
 
 def train(curated: Path, adapters: Path) -> tuple[Path, str]:

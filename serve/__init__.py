@@ -6,8 +6,7 @@ Inside, the arrows go `engine` ← `gateway` ← `trials`, and `app.py` wires th
 - `gateway/`: the running gateway: APIs, routing, registry, admin, shadow, capture, tenancy, metrics
 - `trials/`: progressive adapter trials: the sequential test, the state machine, its store and controller
 - `app.py`: the gateway's FastAPI app, the composition root of `worker-serve gateway`
-- `cli.py`: `worker-serve`
-- `adapter_cli.py`: `worker-serve adapter register|load|list`, over the admin API
+- `cli/`: `worker-serve`, one module per command group (model, adapter, engine, gateway, keys, evidence, trial)
 - `admin_client.py`: the admin API's client, for `adapter` and `trial`
 - `evidence.py`: production-gate evidence from the gateway's stores (`worker-serve evidence`)
 - `errors.py`: `ServeError`, the serving branch of the exception root

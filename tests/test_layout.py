@@ -2,8 +2,9 @@
 `serve` and `replay` import `core` and never each other, `demo` sits on top of all three.
 Inside them the arrows go one way too: no two modules import each other, directly or round a
 circle, and neither do two subpackages (`serve.gateway`, `replay.memory`, ...) or loose modules
-(`serve.cli`, `replay.run.decisions`, ...). Every import counts, also one inside a function or under
-`TYPE_CHECKING`. No module is over 600 lines.
+(`serve.app`, `replay.run.decisions`, ...). Every import counts, also one inside a function or under
+`TYPE_CHECKING`. No module of `replay.analysis` imports `replay.qa` (a gate reads Stop-QA through
+`core/evidence.py`). No module is over 600 lines.
 
 Every package's map is its `__init__.py` docstring (README's Layout points there): one line
 ``- `name.py`: what it holds`` per module and ``- `name/`: what it holds`` per subpackage. A module
@@ -89,7 +90,7 @@ def import_graph(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
 
 
 def unit(root: Path, module: str) -> str:
-    """A subpackage directly under a top package (`serve.gateway`), else the module itself (`serve.cli`)."""
+    """A subpackage directly under a top package (`serve.gateway`), else the module itself (`serve.app`)."""
     parts = module.split(".")
     if len(parts) > 2 or len(parts) == 2 and root.joinpath(*parts).is_dir():
         return ".".join(parts[:2])
@@ -151,6 +152,15 @@ def test_the_two_runners_share_their_parts_without_importing_each_other() -> Non
     sandbox = {m for m in graph if m.split(".")[:2] == ["replay", "sandbox"]}
     assert sorted(m for m in sandbox if "replay.run.decisions" in graph[m]) == []
     assert sorted(sandbox & set(graph["replay.run.decisions"])) == []
+
+
+def test_no_gate_reads_stop_qa_but_through_its_evidence_format() -> None:
+    """The gates judge files whose formats are `core/evidence.py`'s, the reviewer agreement report included:
+    no module of `replay.analysis` imports `replay.qa`."""
+    graph = import_graph(REPO)
+    analysis = {m for m in graph if m.split(".")[:2] == ["replay", "analysis"]}
+    assert {m: sorted(t for t in graph[m] if t.split(".")[:2] == ["replay", "qa"]) for m in sorted(analysis)
+            if any(t.split(".")[:2] == ["replay", "qa"] for t in graph[m])} == {}
 
 
 def test_no_module_is_over_600_lines() -> None:

@@ -16,8 +16,8 @@ One module per command group, each registering its own subcommands with `add_par
 - `curate.py`: curate pool, build
 - `privacy.py`: privacy audit
 - `qa.py`: qa check, labels, review, agree, plant, gate (Stop-QA)
-- `common.py`: what several groups share: the ledger's default path, the `--ledger` option, the disputed rules,
-  the registered workspace names
+- `common.py`: what several groups share: the `CORPUS...` positional, the ledger's default path, the `--ledger`
+  option, the disputed rules, the registered workspace names
 """
 
 from __future__ import annotations

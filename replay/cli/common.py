@@ -1,5 +1,5 @@
-"""What several `worker-replay` groups share: the ledger's default path, its `--ledger` option, the disputed rules,
-the registered workspace names a privacy check looks for."""
+"""What several `worker-replay` groups share: the `CORPUS...` positional, the ledger's default path, its `--ledger`
+option, the disputed rules, the registered workspace names a privacy check looks for."""
 
 from __future__ import annotations
 
@@ -8,6 +8,13 @@ import os
 from pathlib import Path
 
 from replay.memory.ledger import Ledger, RuleRef
+
+CORPUS_HELP = "a Claude Code corpus, read-only"
+
+
+def corpora_argument(p: argparse.ArgumentParser, help: str = CORPUS_HELP) -> None:
+    """`CORPUS...` as `args.corpora`: one or more Claude Code corpora, each only ever read."""
+    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS", help=help)
 
 
 def default_ledger() -> Path:

@@ -6,6 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from replay.cli.common import corpora_argument
+
 DEFAULT_POLICY = Path("configs/curation/s1.1.toml")
 
 
@@ -31,15 +33,14 @@ def add_parser(sub: Any) -> None:
     actions = curate.add_subparsers(dest="action", required=True)
     p = actions.add_parser("pool", help="decisions per class and origin, sessions, clusters, the top tools' share: "
                                         "what a corpus could give a training set (S18), before anything is written")
-    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS",
-                   help="a Claude Code corpus (<workspace>/projects/...), read-only")
+    corpora_argument(p, "a Claude Code corpus (<workspace>/projects/...), read-only")
     p.add_argument("--policy", type=Path, default=DEFAULT_POLICY,
                    help=f"the curation policy whose model patterns tell an answer's origin (default {DEFAULT_POLICY})")
     p.add_argument("--json", action="store_true", help="print the counts as JSON")
     p.set_defaults(func=_pool)
     p = actions.add_parser("build", help="draw the policy's mix from the corpus and the runs' proofs into "
                                          "train.jsonl, provenance.jsonl and manifest.json")
-    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS", help="a Claude Code corpus, read-only")
+    corpora_argument(p)
     p.add_argument("--keys", type=Path, metavar="FILE",
                    help="workspace pseudonym keys (TOML [keys], mode 600; default $WORKER_REPLAY_PSEUDONYM_KEYS): "
                         "every example is redacted with its workspace's key")

@@ -12,13 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from replay.cli.common import corpora_argument
+
 if TYPE_CHECKING:
-    from replay.analysis.gates import Verdict
     from replay.corpus.claude_code import ClaudeCodeDir
 
 DEFAULT_CONFIG = Path("configs/qa/checks.toml")
-PEOPLE = "people"
-"""The baseline a reviewer is judged against: the dispositions people gave."""
 DEFAULT_POLICY = Path("configs/gates/reviewer-enforce.toml")
 DEFAULT_REVIEWER = "qwen"
 
@@ -44,10 +43,11 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _labels(args: argparse.Namespace) -> int:
+    from core.evidence import Disposition
     from core.guard import GuardRules
     from replay.qa.errors import QAError
     from replay.qa.files import write_jsonl
-    from replay.qa.labels import Disposition, build_labels, read_dispositions
+    from replay.qa.labels import build_labels, read_dispositions
     from replay.qa.run import Run, corpus_runs
 
     corpora = _corpora(args.corpora)
@@ -143,6 +143,7 @@ def _plant(args: argparse.Namespace) -> int:
 def _gate(args: argparse.Namespace) -> int:
     from replay.analysis.gates import format_verdict, write_verdict
     from replay.qa.errors import QAError
+    from replay.qa.gate import evaluate_reviewer_gate
 
     verdict = evaluate_reviewer_gate(args.policy, args.agreement, args.reviewer)
     try:
@@ -154,58 +155,33 @@ def _gate(args: argparse.Namespace) -> int:
     return 0 if verdict.passed else 1
 
 
-def evaluate_reviewer_gate(policy_path: Path, agreement_path: Path, reviewer: str) -> Verdict:
-    """A reviewer judged by a pre-registered policy of `reviewer_agreement` conditions on `qa agree`'s evidence,
-    through the gates' own evaluation, so its verdict is a gate verdict like any other: candidate the reviewer,
-    baseline the people who labelled the runs. A reviewer is judged from labels, not from a replay run, so the
-    comparison beside it is empty, and a policy holding any other kind of condition is refused (it judges a
-    replay run: `worker-replay gate`). The agreement file is read first: a file that is not one, or a reviewer
-    it does not name, is a `QAError`, not a condition not run."""
-    import hashlib
-
-    from core.jsonfile import read_json
-    from core.regularfile import read_regular_bytes
-    from core.tomlfile import MAX_TOML_BYTES
-    from replay.analysis.compare import Comparison
-    from replay.analysis.gates import evaluate, load_policy
-    from replay.analysis.gates.conditions import ReviewerAgreement
-    from replay.qa.agreement import AgreementReport
-    from replay.qa.errors import QAError
-    from replay.stats import overhead
-
-    sha256 = hashlib.sha256(read_regular_bytes(policy_path, MAX_TOML_BYTES)).hexdigest()
-    policy = load_policy(policy_path)
-    others = [c.id for c in policy.conditions if not isinstance(c, ReviewerAgreement)]
-    if others:
-        raise QAError(f"{policy_path}: condition(s) {', '.join(others)} judge a replay run, not a reviewer: "
-                      "evaluate this policy with `worker-replay gate`")
-    report = read_json(agreement_path, AgreementReport)
-    known = sorted({r.reviewer for r in report.rows})
-    if reviewer not in known:
-        raise QAError(f"{agreement_path}: no verdicts of reviewer {reviewer!r} (it has: {', '.join(known) or 'none'})")
-    empty = Comparison(baseline=PEOPLE, candidate=reviewer, decisions=0, correctness=[], repeats=[],
-                       overhead=overhead([], [], [], []), comparisons_made=0)
-    evidence = {c.evidence: agreement_path for c in policy.conditions if isinstance(c, ReviewerAgreement)}
-    return evaluate(policy, empty, evidence, policy_path=policy_path, policy_sha256=sha256)
-
-
 def add_parser(sub: Any) -> None:
     qa = sub.add_parser("qa", help="Stop-QA: deterministic checks of finished runs, labelled runs, reviewer replay, "
                                    "reviewer agreement with people, the reviewer-enforce gate (DESIGN §13)")
     actions = qa.add_subparsers(dest="action", required=True)
+    _add_check(actions)
+    _add_labels(actions)
+    _add_review(actions)
+    _add_agree(actions)
+    _add_plant(actions)
+    _add_gate(actions)
+
+
+def _add_check(actions: Any) -> None:
     p = actions.add_parser("check", help="the deterministic checks (placeholder, unacknowledged_tool_error, "
                                          "count_mismatch) on every finished run: findings citing record ids, "
                                          "counts per workspace and kind")
-    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS",
-                   help="a Claude Code corpus (<workspace>/projects/...), read-only")
+    corpora_argument(p, "a Claude Code corpus (<workspace>/projects/...), read-only")
     p.add_argument("--config", type=Path, default=DEFAULT_CONFIG,
                    help=f"admission words, count nouns, the placeholders file (default {DEFAULT_CONFIG})")
     p.add_argument("--json", action="store_true", help="the findings, runs and counts as JSON")
     p.set_defaults(func=_check)
 
+
+def _add_labels(actions: Any) -> None:
     p = actions.add_parser("labels", help="reviews.jsonl: every finished run of the corpus, with the production "
                                           "reviewer's verdict per mode and a person's disposition where given")
-    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS", help="a Claude Code corpus, read-only")
+    corpora_argument(p)
     p.add_argument("--dispositions", type=Path, required=True, metavar="FILE",
                    help='JSONL: {"workspace", "session", "final_record"?, "disposition"?: "pass"|"fail", '
                         '"reviewer"?: {MODE: "pass"|"fail"|"escalate"}}')
@@ -213,11 +189,12 @@ def add_parser(sub: Any) -> None:
                    help="written atomically; never inside a corpus")
     p.set_defaults(func=_labels)
 
+
+def _add_review(actions: Any) -> None:
     p = actions.add_parser("review", help="reviewer replay: a served model judges every labelled run through the "
                                           "evidence-bound prompt and the forced `verdict` tool; one verdict line a "
                                           "run in OUT/verdicts.jsonl (resumable, one writer at a time)")
-    p.add_argument("corpora", type=Path, nargs="+", metavar="CORPUS",
-                   help="the Claude Code corpus the labels were made from, read-only")
+    corpora_argument(p, "the Claude Code corpus the labels were made from, read-only")
     p.add_argument("--labels", type=Path, required=True, metavar="REVIEWS.jsonl",
                    help="`qa labels` output: the runs judged, in its order")
     p.add_argument("--endpoint", required=True, metavar="URL",
@@ -238,6 +215,8 @@ def add_parser(sub: Any) -> None:
                    help="the run directory: run.json, verdicts.jsonl (re-run into it to resume)")
     p.set_defaults(func=_review)
 
+
+def _add_agree(actions: Any) -> None:
     p = actions.add_parser("agree", help="per reviewer, workspace and mode against people: confusion matrix, "
                                          "false-pass rate (exact CP), escalation rate, Cohen's kappa; reviewer "
                                          "pairs by the exact McNemar test")
@@ -251,6 +230,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--json", action="store_true", help="print the figures as JSON")
     p.set_defaults(func=_agree)
 
+
+def _add_plant(actions: Any) -> None:
     p = actions.add_parser("plant", help="the planted reviewer (no model): seeded verdicts with known false-pass, "
                                          "escalation and false-fail rates on the labelled runs, to calibrate "
                                          "`qa agree` and the gate")
@@ -266,6 +247,8 @@ def add_parser(sub: Any) -> None:
                    help="the verdicts file (reviewer `planted`), for `qa agree --verdicts`")
     p.set_defaults(func=_plant)
 
+
+def _add_gate(actions: Any) -> None:
     p = actions.add_parser("gate", help="judge a reviewer by a pre-registered reviewer_agreement policy; exit 0 "
                                         "only on pass, the verdict written beside the agreement file")
     p.add_argument("--policy", type=Path, default=DEFAULT_POLICY,

@@ -13,6 +13,7 @@ The commands are `replay/cli/qa.py`.
 - `answer.py`: a reviewer's answer read into a verdict or a named outcome (pure)
 - `review.py`: `qa review`: the resumable, locked reviewer replay run
 - `agreement.py`: `qa agree`: reviewer against people, the gate's evidence (pure)
+- `gate.py`: `qa gate`: a reviewer judged by a `reviewer_agreement` policy through the gates' evaluation
 - `planted.py`: the planted reviewer, with known error rates
 - `coverage.py`: modes per workspace and the runs with a verdict and a disposition (`memory stats --qa-modes`)
 - `files.py`: how Stop-QA's files are read and written

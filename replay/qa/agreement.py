@@ -1,5 +1,6 @@
 """Reviewer against people, exactly (DESIGN §13; `worker-replay qa agree`), pure: labelled runs and verdicts
-in, an `AgreementReport` out — the evidence file the `reviewer_agreement` gate condition reads.
+in, an `AgreementReport` out — the evidence file the `reviewer_agreement` gate condition reads (its format
+is `core/evidence.py`'s).
 
 Per reviewer (a role, or `production@<mode>`: replay/qa/labels.py) and per workspace, and over all of them,
 on the runs that have both its verdict and a person's disposition:
@@ -21,88 +22,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from itertools import combinations
 
-from pydantic import Field, model_validator
-
-from core.names import Name
-from core.records import Strict
-from replay.qa.labels import Disposition, LabelledRun, ReviewVerdict
+from core.evidence import AgreementReport, AgreementRow, Disposition, Matrix, PairRow, ReviewVerdict
+from replay.qa.labels import LabelledRun
 from replay.qa.verdicts import Verdicts
 from replay.stats import DEFAULT_CONFIDENCE, clopper_pearson, cohen_kappa, sign_test
-
-MAX_RUNS = 10**7
-"""Counts above this are refused in an evidence file (far above any labelled set; it bounds the exact interval's
-work)."""
-Matrix = dict[ReviewVerdict, dict[Disposition, int]]
-
-
-class AgreementRow(Strict):
-    reviewer: str
-    workspace: Name | None
-    """None: all workspaces."""
-    reviewed: int = Field(ge=0, le=MAX_RUNS)
-    """Runs with this reviewer's verdict, labelled by people or not."""
-    labelled: int = Field(ge=0, le=MAX_RUNS)
-    matrix: Matrix
-    """Reviewer verdict → people's disposition → runs."""
-    false_passes: int = Field(ge=0)
-    human_fails: int = Field(ge=0)
-    false_pass_rate: float | None
-    false_pass_ci: tuple[float, float]
-    escalations: int = Field(ge=0)
-    unusable: int = Field(0, ge=0)
-    """Of `escalations`, those a replayed reviewer's unusable answer forced (`qa review` outcome not `ok`): the
-    reviewer failing to answer rather than judging the run uncertain; what to fix differs (prompt, tokens)."""
-    escalation_rate: float | None
-    escalation_ci: tuple[float, float]
-    kappa: float | None
-    kappa_se: float | None
-    kappa_ci: tuple[float, float] | None
-
-    @model_validator(mode="after")
-    def _counts_are_the_matrix(self) -> AgreementRow:
-        """An evidence file is read back by a gate: its counts must be its matrix's."""
-        cells = {(v, d): self.matrix.get(v, {}).get(d, 0) for v in ReviewVerdict for d in Disposition}
-        if any(c < 0 for c in cells.values()):
-            raise ValueError("matrix counts must be ≥ 0")
-        derived = (sum(cells.values()), cells[ReviewVerdict.PASS, Disposition.FAIL],
-                   sum(c for (_, d), c in cells.items() if d is Disposition.FAIL),
-                   sum(c for (v, _), c in cells.items() if v is ReviewVerdict.ESCALATE))
-        if derived != (self.labelled, self.false_passes, self.human_fails, self.escalations):
-            raise ValueError(f"{self.reviewer}: labelled, false_passes, human_fails and escalations must be the "
-                             f"matrix's ({', '.join(map(str, derived))})")
-        if self.labelled > self.reviewed:
-            raise ValueError(f"{self.reviewer}: more labelled runs than reviewed ones")
-        if self.unusable > self.escalations:
-            raise ValueError(f"{self.reviewer}: more unusable answers than escalations")
-        return self
-
-
-class PairRow(Strict):
-    first: str
-    second: str
-    workspace: Name | None
-    runs: int = Field(ge=0)
-    """Labelled runs both judged."""
-    only_first_right: int = Field(ge=0)
-    only_second_right: int = Field(ge=0)
-    p_value: float
-    """Exact McNemar: two-sided binomial (½) on the discordant runs."""
-
-
-class AgreementReport(Strict):
-    """`qa agree --out FILE`: the gate's `reviewer_agreement` evidence."""
-
-    confidence: float = DEFAULT_CONFIDENCE
-    runs: int = Field(ge=0)
-    labelled: int = Field(ge=0)
-    """Runs with a person's disposition."""
-    unmatched_verdicts: int = Field(ge=0)
-    """Verdicts on runs the labels do not hold (or on another final record of them): not used."""
-    rows: list[AgreementRow]
-    pairs: list[PairRow]
-
-    def row(self, reviewer: str, workspace: str | None) -> AgreementRow | None:
-        return next((r for r in self.rows if r.reviewer == reviewer and r.workspace == workspace), None)
 
 
 def passed(verdict: ReviewVerdict) -> bool:

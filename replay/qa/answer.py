@@ -21,11 +21,11 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from core.evidence import ReviewVerdict
 from core.names import excerpt
 from core.records import ParseOutcome
 from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES, BadAnswerError
-from replay.qa.labels import ReviewVerdict
 from replay.qa.prompt import VERDICT_TOOL, verdict_tool
 
 

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator, model_validator
 
+from core.evidence import Disposition, ReviewVerdict
 from core.names import Name
 from core.records import Strict
 from replay.qa.errors import QAError
@@ -32,21 +33,6 @@ class Mode(StrEnum):
     SHADOW_DUAL = "shadow-dual"
     SHADOW_CASCADE = "shadow-cascade"
     ENFORCE_CASCADE = "enforce-cascade"
-
-
-class ReviewVerdict(StrEnum):
-    """A reviewer's verdict; `escalate` forces a human."""
-
-    PASS = "pass"
-    FAIL = "fail"
-    ESCALATE = "escalate"
-
-
-class Disposition(StrEnum):
-    """A person's disposition of a run."""
-
-    PASS = "pass"
-    FAIL = "fail"
 
 
 PRODUCTION = "production"

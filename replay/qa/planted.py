@@ -16,8 +16,9 @@ from collections.abc import Iterable
 
 from pydantic import Field, model_validator
 
+from core.evidence import Disposition, ReviewVerdict
 from core.records import Strict
-from replay.qa.labels import Disposition, LabelledRun, ReviewVerdict
+from replay.qa.labels import LabelledRun
 from replay.qa.verdicts import ReviewerVerdictLine
 
 PLANTED = "planted"

@@ -16,9 +16,9 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
+from core.evidence import ReviewVerdict
 from core.guard import tool_text
 from replay.qa.checks import Finding
-from replay.qa.labels import ReviewVerdict
 from replay.qa.run import Run, ThreadCall
 
 VERDICT_TOOL = "verdict"

@@ -12,12 +12,13 @@ from pathlib import Path
 
 from pydantic import Field, model_validator
 
+from core.evidence import ReviewVerdict
 from core.names import Name
 from core.records import Strict
 from replay.qa.answer import ReviewOutcome
 from replay.qa.errors import QAError
 from replay.qa.files import read_strict
-from replay.qa.labels import PRODUCTION, LabelledRun, Mode, ReviewVerdict, reviewer_key
+from replay.qa.labels import PRODUCTION, LabelledRun, Mode, reviewer_key
 
 VERDICTS = "verdicts.jsonl"
 """A reviewer replay run's verdicts, in its run directory."""

@@ -10,5 +10,4 @@ tests, aborting on its own and promoting only through the production-candidate g
 - `controller.py`: drives trials: events in, transitions persisted, actions on the registry
 - `service.py`: the trials inside the gateway: recovery, a look each interval, the Prometheus series
 - `admin.py`: the trials' admin API under `/admin/trials`
-- `cli.py`: `worker-serve trial …`
 """

@@ -199,9 +199,6 @@ class Controller:
         requests, signals, remembered = counts.since(_seen(stored, state))
         return self.handle(trial_id, Tick(requests, signals), _seen_json(state, remembered))
 
-    def look_all(self) -> dict[str, TrialState]:
-        return {trial_id: self.look(trial_id) for trial_id, _, _ in self.store.running()}
-
     def recover(self) -> list[str]:
         """At start-up: routing back to what every trial's stored state says. Never promotes.
 

@@ -51,6 +51,7 @@ from core.names import Name
 from core.records import Strict
 from core.tomlfile import ConfigError, parse_toml, read_regular
 from serve.errors import ServeError
+from serve.trials.sequential import bonferroni
 
 SignalName = Literal["server_errors", "tool_anomalies", "slow_requests", "shadow_disagreement"]
 SIGNALS: tuple[SignalName, ...] = ("server_errors", "tool_anomalies", "slow_requests", "shadow_disagreement")
@@ -141,7 +142,7 @@ class TrialPolicy(Finite):
 
     def alpha_per_signal(self) -> float:
         """Bonferroni: each enforced signal's test runs at α / (enforced signals)."""
-        return self.alpha / len(self.signals.enforced())
+        return bonferroni(self.alpha, len(self.signals.enforced()))
 
 
 class GateCondition(BaseModel):

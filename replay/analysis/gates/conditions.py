@@ -10,7 +10,7 @@ from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field
 
-from core.evidence import CanaryCohort, CanaryEvidence, RegistryEvidence
+from core.evidence import AgreementReport, CanaryCohort, CanaryEvidence, RegistryEvidence
 from core.names import Name
 from core.records import KNOWN_FAILURE, Strict
 from replay.analysis.compare import (
@@ -40,7 +40,6 @@ from replay.analysis.gates.context import (
     row_text,
     run_identity,
 )
-from replay.qa.agreement import AgreementReport
 from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     PairedComparison,
@@ -518,7 +517,7 @@ class RollbackReady(_Condition):
 
 
 class ReviewerAgreement(_Condition):
-    """Evidence: `worker-replay qa agree --out FILE` (`replay.qa.agreement.AgreementReport`); the candidate is a
+    """Evidence: `worker-replay qa agree --out FILE` (`core.evidence.AgreementReport`); the candidate is a
     reviewer as that file names it (`qwen`, `production@shadow-cascade`). Pass when it has at least
     `min_labelled` runs with a person's disposition (fewer: not_run) and the upper bound of the exact 95%
     Clopper–Pearson interval of its false-pass rate (passed, where people failed the run), recomputed here from

@@ -12,11 +12,12 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core.evidence import AgreementReport, AgreementRow, Disposition, ReviewVerdict
 from replay.cli import main
-from replay.qa.agreement import AgreementReport, AgreementRow, agreement, format_agreement
+from replay.qa.agreement import agreement, format_agreement
 from replay.qa.answer import ReviewOutcome
 from replay.qa.errors import QAError
-from replay.qa.labels import Disposition, LabelledRun, Mode, ReviewVerdict
+from replay.qa.labels import LabelledRun, Mode
 from replay.qa.verdicts import ReviewerVerdictLine, gather, production_lines
 from replay.stats import clopper_pearson
 
@@ -158,3 +159,9 @@ def test_escalations_forced_by_an_unusable_answer_are_counted_apart() -> None:
         agreement(RUNS, gather(RUNS, QWEN)))
     with pytest.raises(ValidationError, match="more unusable answers than escalations"):
         AgreementRow.model_validate({**row.model_dump(), "unusable": 4})
+
+
+def test_the_evidence_format_defaults_to_the_statistics_confidence() -> None:
+    """`core/evidence.py` cannot import `replay.stats`; its default confidence is the one `qa agree` uses."""
+    from replay.stats import DEFAULT_CONFIDENCE
+    assert AgreementReport.model_fields["confidence"].default == DEFAULT_CONFIDENCE

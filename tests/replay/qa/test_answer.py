@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from core.evidence import ReviewVerdict
 from replay.qa.answer import ReviewOutcome, read_answer
-from replay.qa.labels import ReviewVerdict
 
 HELD = {"toolu_1", "toolu_2", "final_answer"}
 

@@ -14,11 +14,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
+from core.evidence import Disposition, ReviewVerdict
 from replay.cli import main
 from replay.qa.coverage import coverage_lines, qa_coverage, read_modes
 from replay.qa.errors import QAError
 from replay.qa.files import write_jsonl
-from replay.qa.labels import Disposition, LabelledRun, Mode, ReviewVerdict
+from replay.qa.labels import LabelledRun, Mode
 from tests.replay.memory.test_counters import PLANS, write_workspace
 
 FLEET = {"host-A": ["ws-1", "ws-2", "ws-3"], "host-B": ["ws-4"]}

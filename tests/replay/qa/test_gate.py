@@ -10,13 +10,14 @@ from pathlib import Path
 
 import pytest
 
+from core.evidence import Disposition, ReviewVerdict
 from replay.analysis.gates import Status, load_policy
 from replay.analysis.gates.conditions import ReviewerAgreement
 from replay.cli import main
-from replay.cli.qa import evaluate_reviewer_gate
 from replay.qa.agreement import agreement
 from replay.qa.errors import QAError
-from replay.qa.labels import Disposition, LabelledRun, ReviewVerdict
+from replay.qa.gate import evaluate_reviewer_gate
+from replay.qa.labels import LabelledRun
 from replay.qa.verdicts import ReviewerVerdictLine, gather
 from replay.stats import clopper_pearson
 

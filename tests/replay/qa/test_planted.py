@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
+from core.evidence import Disposition
 from replay.analysis.gates import read_verdict
 from replay.cli import main
 from replay.qa.agreement import agreement
-from replay.qa.labels import Disposition, LabelledRun
+from replay.qa.labels import LabelledRun
 from replay.qa.planted import PLANTED, PlantedRates, planted_verdict, planted_verdicts
 from replay.qa.verdicts import gather
 

@@ -17,9 +17,10 @@ from pathlib import Path
 
 import pytest
 
+from core.evidence import ReviewVerdict
 from replay.cli import main
 from replay.qa.answer import ReviewOutcome
-from replay.qa.labels import ReviewVerdict, read_labels
+from replay.qa.labels import read_labels
 from replay.qa.review import reviewed
 from replay.qa.verdicts import VERDICTS, ReviewerVerdictLine
 from serve.engine.launcher import EngineProcess

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from replay.qa.agreement import MAX_RUNS
+from core.evidence import MAX_RUNS
 from replay.stats import clopper_pearson, cohen_kappa
 
 ALPHA = 0.05

@@ -1,5 +1,6 @@
-"""`worker-serve adapter register|load|list`: thin clients over the gateway's admin API
-(serve/gateway/endpoints/admin.py), so registering a candidate needs no curl recipe.
+"""`worker-serve adapter …`: make, train and merge LoRA adapters here (`make-random`, `train`, `merge`), and
+register, load and list them on a running gateway (`register`, `load`, `list`): thin clients over the gateway's
+admin API (serve/gateway/endpoints/admin.py), so registering a candidate needs no curl recipe.
 
 The gateway is `--gateway URL` (default `$WORKER_GATEWAY_URL`, else http://127.0.0.1:9000, where
 configs/gateway.toml listens); the bearer token is `$WORKER_GATEWAY_ADMIN_TOKEN`, the gateway's
@@ -13,13 +14,18 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from pathlib import Path
 from typing import Any
 
 import httpx
 from pydantic import BaseModel
 
+from core.atomicwrite import write_text_atomic
 from core.names import check_name
+from core.records import TrainingExample
 from serve.admin_client import AdminAnswer, Answer, admin_call
+from serve.cli.model import built_model
+from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR, MARKER
 from serve.errors import ServeError
 
 URL_ENV = "WORKER_GATEWAY_URL"
@@ -121,7 +127,83 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
-def add_actions(actions: Any) -> None:
+def _adapter_make_random(args: argparse.Namespace) -> int:
+    from serve.engine.adapters import make_random_adapter
+
+    model_dir = built_model(args.model)
+    out = make_random_adapter(model_dir, args.out, seed=args.seed, rank=args.rank)
+    print(f"adapter written: {out}")
+    return 0
+
+
+def _adapter_merge(args: argparse.Namespace) -> int:
+    from serve.engine.adapters import merge_adapter
+
+    out = merge_adapter(built_model(args.model), args.adapter, args.out)
+    print(f"merged model written: {out}")
+    print(f"next: worker-serve model quantize --model {out} --scheme w8a8-int8 --out {out}-w8a8-int8")
+    return 0
+
+
+def _adapter_train(args: argparse.Namespace) -> int:
+    from serve.engine.train import ChatExample, curated_examples, load_training, select_examples, train_adapter
+
+    model_dir = built_model(args.model)
+    data: dict[str, object] | None = None
+    examples: list[ChatExample] | list[TrainingExample]
+    if args.data.is_dir():
+        examples, data = curated_examples(args.data)
+        examples = examples[:args.examples] if args.examples else examples
+    elif args.select is None:
+        raise ServeError(f"{args.data}: a demo split (a train.jsonl file) needs --select recovery|mix")
+    else:
+        examples = select_examples(load_training(args.data), args.select, args.examples or DEMO_EXAMPLES, args.seed)
+    report = train_adapter(model_dir, examples, args.out, seed=args.seed, rank=args.rank, alpha=2 * args.rank,
+                           epochs=args.epochs, lr=args.lr, label=args.out.name)
+    record = {"base": str(model_dir), "data": data or {"path": str(args.data), "select": args.select},
+              "report": report.model_dump()}
+    write_text_atomic(args.out / MARKER, json.dumps(record, indent=2, sort_keys=True) + "\n")
+    print(f"adapter written: {args.out} ({report.summary()})")
+    return 0
+
+
+def add_parser(sub: Any) -> None:
+    """`adapter`: make, train and merge adapters here; register, load and list them on a gateway."""
+    adapter = sub.add_parser("adapter", help="LoRA adapters: make, train, merge; register, load, list on a gateway") \
+        .add_subparsers(dest="action", required=True)
+    rand = adapter.add_parser("make-random", help="write a seeded PEFT LoRA adapter for the embedded model")
+    rand.add_argument("--seed", type=int, required=True, help="seeds the random weights (same seed, same adapter)")
+    rand.add_argument("--rank", type=int, default=16, help="LoRA rank (default 16)")
+    rand.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
+    rand.add_argument("out", type=Path, help="the adapter directory to write")
+    rand.set_defaults(func=_adapter_make_random)
+    train = adapter.add_parser("train", help="train a seeded LoRA adapter on CPU: on a curated set (`worker-replay "
+                                             "curate build`'s directory) or a demo training split")
+    train.add_argument("--data", type=Path, required=True,
+                       help="a curated set's directory (manifest.json + train.jsonl, checked against each other), or "
+                            "a demo split's train.jsonl (TrainingExample lines)")
+    train.add_argument("--select", choices=["recovery", "mix"],
+                       help="a demo split only: recovery decisions only, or every stratum evenly")
+    train.add_argument("--seed", type=int, required=True, help="LoRA initialisation and example order")
+    train.add_argument("--rank", type=int, default=16, help="LoRA rank; alpha is twice the rank")
+    train.add_argument("--examples", type=int, default=None,
+                       help=f"at most this many examples (default: a curated set's all, a split's {DEMO_EXAMPLES})")
+    train.add_argument("--epochs", type=int, default=DEMO_EPOCHS, help="passes over the examples (E11: one)")
+    train.add_argument("--lr", type=float, default=DEMO_LR, help=f"peak learning rate, cosine decay ({DEMO_LR})")
+    train.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
+    train.add_argument("out", type=Path, help="the adapter directory to write")
+    train.set_defaults(func=_adapter_train)
+    merge = adapter.add_parser("merge", help="fold an adapter into its base: the full model `model quantize` reads "
+                                             "(the CPU engine serves no LoRA on a quantised model)")
+    merge.add_argument("adapter", type=Path, help="the PEFT adapter directory (trained on --model)")
+    merge.add_argument("--out", type=Path, required=True,
+                       help="the merged model's directory (written whole: an earlier one is replaced)")
+    merge.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")
+    merge.set_defaults(func=_adapter_merge)
+    _add_admin_actions(adapter)
+
+
+def _add_admin_actions(actions: Any) -> None:
     """`register`, `load` and `list` beside the other `worker-serve adapter` actions."""
     def action(name: str, help_: str) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_)
