@@ -139,9 +139,9 @@ class Excluded:
 
     suites: list[Suite]
     boundary: EvalBoundary
-    clusters: set[str] = field(default_factory=set)
-    requests: set[str] = field(default_factory=set)
-    near: NearDuplicates = field(default_factory=lambda: NearDuplicates([]))
+    clusters: set[str]
+    requests: set[str]
+    near: NearDuplicates
 
     @classmethod
     def load(cls, paths: Sequence[Path], policy: CurationPolicy, *, eval_boundary: bool = True) -> Excluded:

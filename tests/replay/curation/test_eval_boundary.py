@@ -93,6 +93,16 @@ def test_the_policys_suites_dir_is_the_registry_and_must_exist(tmp_path: Path, n
                   f"${SUITES_ENV}) is not a directory\n"
 
 
+def test_a_registered_suite_that_is_not_frozen_fails_the_build(tmp_path: Path, near_copy: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    suite = tmp_path / "registry" / "deferred-1" / "suite.toml"
+    suite.write_text(suite.read_text().split("[frozen]")[0])
+    assert main(argv(tmp_path, near_copy)) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {suite.parent}: not frozen") and err.count("\n") == 1
+    assert not (tmp_path / "set").exists()
+
+
 @settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(session=st.uuids(), workspace=st.sampled_from(["ws-x", "ws-r"]))
 def test_an_exact_copy_of_a_registered_suite_decision_never_reaches_the_set(
