@@ -49,6 +49,16 @@ class SuiteRef(Strict):
     decisions: int
 
 
+class EvalBoundary(Strict):
+    """Which registry of frozen suites the build excluded, or that it was told in so many words not to."""
+
+    suites_dir: str
+    registered: list[str] = Field(default_factory=list)
+    """The registered suites' directories (each also in `excluded_suites` unless `enforced` is false)."""
+    enforced: bool = True
+    """False only under `--no-eval-boundary`: the registered suites were not excluded."""
+
+
 class CorpusSnapshot(Strict):
     root: str
     files: int
@@ -80,6 +90,7 @@ class CurationManifest(Strict):
     """Known failures no run proved a correction for (no example, and no refusal)."""
     redactions: dict[str, int] = Field(default_factory=dict)
     excluded_suites: list[SuiteRef] = Field(default_factory=list)
+    eval_boundary: EvalBoundary
     corpora: list[CorpusSnapshot]
     runs: list[RunRef] = Field(default_factory=list)
     train_sha256: str

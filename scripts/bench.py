@@ -19,6 +19,8 @@
   structured tool results).
 * Stop-QA checks: `scripts/bench_qa_checks.py` (`count_mismatch` and `unacknowledged_tool_error`: recall and
   false findings on the labelled phrasings).
+* near-duplicates: `scripts/bench_near_duplicates.py` (curation's 8-gram rule: recall on planted near-copies of
+  suite decisions, false flags on the other decisions).
 * noise floor: `scripts/bench_noise.py` (an A/A pair's discordance at 1, 4, 8, 16 in flight, and with
   vLLM's batch-invariant mode asked for).
 * fair share: `scripts/bench_fairshare.py` (quiet tenants' p50 latency beside a greedy one at 10x their rate,
@@ -192,6 +194,7 @@ def main() -> int:
     parser.add_argument("--skip-quantized-engine", action="store_true")
     parser.add_argument("--skip-demo-phases", action="store_true")
     parser.add_argument("--skip-redact", action="store_true")
+    parser.add_argument("--skip-near-duplicates", action="store_true")
     parser.add_argument("--skip-noise", action="store_true")
     parser.add_argument("--skip-fairshare", action="store_true")
     parser.add_argument("--skip-corpus", action="store_true")
@@ -220,6 +223,8 @@ def main() -> int:
                                   (args.skip_redact, "redaction", "bench_redact.py"),
                                   (args.skip_qa_checks, "Stop-QA checks on labelled phrasings",
                                    "bench_qa_checks.py"),
+                                  (args.skip_near_duplicates, "near-duplicates on planted copies",
+                                   "bench_near_duplicates.py"),
                                   (args.skip_noise, "noise floor against concurrency", "bench_noise.py"),
                                   (args.skip_fairshare, "fair share", "bench_fairshare.py"),
                                   (args.skip_corpus, "corpus audit at S1's size", "bench_corpus.py"),

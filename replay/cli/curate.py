@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,12 @@ def _pool(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from replay.curation.build import curate, format_manifest, open_inputs
 
-    inputs = open_inputs(args.corpora, args.shadow, args.keys, args.policy, args.exclude_suite, args.runs)
+    if args.no_eval_boundary:
+        print("warning: --no-eval-boundary: the frozen suites registered in the suites directory are NOT excluded; "
+              "the set may hold their decisions or near-copies of them, and any candidate trained on it must not "
+              "be judged on them", file=sys.stderr)
+    inputs = open_inputs(args.corpora, args.shadow, args.keys, args.policy, args.exclude_suite, args.runs,
+                         eval_boundary=not args.no_eval_boundary)
     print(format_manifest(curate(inputs, args.out), args.out))
     return 0
 
@@ -52,7 +58,12 @@ def add_parser(sub: Any) -> None:
                    help="replay and sandbox runs over this corpus's decisions: their proven corrections and the "
                         "lesson gate's kept rules")
     p.add_argument("--exclude-suite", type=Path, nargs="+", default=[], metavar="SUITE",
-                   help="frozen suites no example may come from (their sessions and their requests)")
+                   help="frozen suites no example may come from (their sessions, their requests and near-copies "
+                        "of them), besides every suite registered in the suites directory")
+    p.add_argument("--no-eval-boundary", action="store_true",
+                   help="do NOT exclude the frozen suites registered in the suites directory (the policy's "
+                        "suites_dir, else $WORKER_REPLAY_SUITES, else suites/); printed as a warning and recorded "
+                        "in manifest.json")
     p.add_argument("--shadow", type=Path, nargs="+", default=[], metavar="CORPUS",
                    help="corpora recorded from shadow legs: refused unless the policy approves them by name")
     p.set_defaults(func=_build)

@@ -7,21 +7,25 @@ most — a proven correction of a known failure is `recovery`, a decision a kept
 with no call is `negative`, an action of the classes the policy's `clean_from` names is `clean` — and the
 boundaries refuse it, each refusal counted by reason: the target's origin is Claude's or unknown, the call was
 rebuilt without its request log, a shadow leg not approved, a session of an excluded frozen suite, or the same
-request and target as an earlier candidate (a duplicate).
+request and target as an earlier candidate (a duplicate). The excluded suites are those `--exclude-suite` names
+and, unless `--no-eval-boundary` says otherwise, every frozen suite registered in the suites directory (the
+eval boundary, `registry`).
 
 Then each class is drawn from its own candidates, in a seeded order, scarcest class first, under the caps (per
 cluster, per tool's share of the calls); the draw renders each example from the corpus again, redacted with
 the workspace's key (every registered workspace name and the paths the runtime wrote for the session too), and
-refuses one whose redacted request is a decision of an excluded suite or that the privacy check still finds a
-value in. The privacy audit (replay/privacy/audit.py) then reads the three files as they will be written, and
-the build writes nothing when it finds anything. A class that cannot reach its ask fails the build, or (`shrink`) each
-class is cut to what it could give and the draw is made again: the set shrinks to what exists, the manifest
-shows asked against got, and a class is never padded from another.
+refuses one whose redacted request is a decision of an excluded suite, or a near-copy of one by token 8-grams
+(replay/curation/near_duplicates.py), or that the privacy check still finds a value in. The privacy audit
+(replay/privacy/audit.py) then reads the three files as they will be written, and the build writes nothing when
+it finds anything. A class that cannot reach its ask fails the build, or (`shrink`) each class is cut to what it
+could give and the draw is made again: the set shrinks to what exists, the manifest shows asked against got,
+and a class is never padded from another.
 """
 
 from __future__ import annotations
 
 import hashlib
+import os
 import random
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -37,6 +41,7 @@ from core.curated import (
     ChatTrainingRow,
     ClassCount,
     CurationManifest,
+    EvalBoundary,
     PolicyRef,
     RunRef,
     SuiteRef,
@@ -53,6 +58,7 @@ from replay.curation.chat import chat_row, target_turn
 from replay.curation.classes import DecisionClass, MixClass, Origin
 from replay.curation.dataset import Provenance, check_out, set_lines, snapshot, write_set
 from replay.curation.errors import CurationError
+from replay.curation.near_duplicates import NearDuplicates, state_text
 from replay.curation.policy import CurationPolicy, load_policy
 from replay.curation.pool import PoolDecision, open_corpora, read_pool, session_pool
 from replay.curation.proofs import (
@@ -70,7 +76,7 @@ from replay.curation.proofs import (
 from replay.privacy.audit import PrivacyAudit
 from replay.privacy.redact import Pseudonymizer, request_paths, residuals
 from replay.privacy.tenants import TenantNames
-from replay.suite import Suite, load_suite
+from replay.suite import SUITE_TOML, Suite, load_suite
 from replay.suite_checks import request_hash
 
 DRAW_ORDER = (MixClass.RECOVERY, MixClass.POLICY, MixClass.NEGATIVE, MixClass.CLEAN)
@@ -84,6 +90,7 @@ class Refusal(StrEnum):
     SHADOW_UNAPPROVED = "shadow_unapproved"
     EXCLUDED_SUITE_SESSION = "excluded_suite_session"
     EXCLUDED_SUITE_REQUEST = "excluded_suite_request"
+    EXCLUDED_SUITE_NEAR_DUPLICATE = "excluded_suite_near_duplicate"
     DUPLICATE = "duplicate"
     NO_PSEUDONYM_KEY = "no_pseudonym_key"
     PRIVACY_CHECK_FAILED = "privacy_check_failed"
@@ -107,24 +114,52 @@ class Candidate:
     proof: Proof | None = None
 
 
+SUITES_ENV = "WORKER_REPLAY_SUITES"
+DEFAULT_SUITES = Path("suites")
+
+
+def registry(policy: CurationPolicy) -> tuple[Path, list[Path]]:
+    """The suites directory (the policy's `suites_dir`, else $WORKER_REPLAY_SUITES, else `suites`) and the
+    suites registered in it: each subdirectory holding a `suite.toml`. A directory named by the policy or the
+    environment must exist; the default may not (no suite is registered then)."""
+    named = policy.suites_dir or os.environ.get(SUITES_ENV)
+    directory = Path(named) if named else DEFAULT_SUITES
+    if not directory.is_dir():
+        if named:
+            raise CurationError(f"{directory}: the suites directory (the policy's suites_dir or ${SUITES_ENV}) "
+                                "is not a directory")
+        return directory, []
+    return directory, sorted(p.parent for p in directory.glob(f"*/{SUITE_TOML}"))
+
+
 @dataclass
 class Excluded:
-    """The frozen suites no example may come from: their sessions, and their requests as a suite holds them."""
+    """The frozen suites no example may come from: their sessions, their requests as a suite holds them, and
+    their decision states' n-grams (the near-duplicate rule)."""
 
     suites: list[Suite]
-    clusters: set[str] = field(default_factory=set)
-    requests: set[str] = field(default_factory=set)
+    boundary: EvalBoundary
+    clusters: set[str]
+    requests: set[str]
+    near: NearDuplicates
 
     @classmethod
-    def load(cls, paths: Sequence[Path]) -> Excluded:
-        suites = [load_suite(p) for p in paths]
+    def load(cls, paths: Sequence[Path], policy: CurationPolicy, *, eval_boundary: bool = True) -> Excluded:
+        """The suites named, and every suite registered unless `eval_boundary` is false."""
+        directory, registered = registry(policy)
+        chosen = {p.resolve(): p for p in [*paths, *(registered if eval_boundary else [])]}
+        suites = [load_suite(p) for p in chosen.values()]
         for suite in suites:
             if not suite.frozen:
                 raise CurationError(f"{suite.path}: not frozen; only a frozen suite can be excluded (its manifest "
                                     "proves which decisions it holds): run `worker-replay suite freeze` first")
-        return cls(suites, {f"{d.workspace}/{d.session}" for s in suites for d in s.decisions} |
-                   {d.cluster for s in suites for d in s.decisions},
-                   {request_hash(d.request) for s in suites for d in s.decisions})
+        decisions = [d for s in suites for d in s.decisions]
+        return cls(suites, EvalBoundary(suites_dir=str(directory), registered=[str(p) for p in registered],
+                                        enforced=eval_boundary),
+                   {f"{d.workspace}/{d.session}" for d in decisions} | {d.cluster for d in decisions},
+                   {request_hash(d.request) for d in decisions},
+                   NearDuplicates([state_text(d.request.model_dump(mode="json", exclude_none=True))
+                                   for d in decisions], policy.near_duplicate_ngram, policy.near_duplicate_threshold))
 
 
 @dataclass
@@ -156,14 +191,15 @@ class Pool:
 
 
 def open_inputs(corpora: Sequence[Path], shadow: Sequence[Path], keys: Path | None, policy: Path,
-                excluded: Sequence[Path], runs: Sequence[Path]) -> Inputs:
+                excluded: Sequence[Path], runs: Sequence[Path], *, eval_boundary: bool = True) -> Inputs:
+    """`eval_boundary=False` (`--no-eval-boundary`) leaves the registered suites out of the exclusion."""
     dirs = open_corpora([*corpora, *shadow])
     loaded, sha256 = load_policy(policy)
     workspace_keys = load_keys(keys)
     workspaces = frozenset().union(*(registered_workspaces(workspace_keys, d.root) for d in dirs))
     return Inputs(dirs, frozenset(range(len(corpora), len(dirs))), workspace_keys, loaded,
                   PolicyRef(path=str(policy), name=loaded.name, version=loaded.version, sha256=sha256),
-                  Excluded.load(excluded), read_runs(runs), list(runs), workspaces)
+                  Excluded.load(excluded, loaded, eval_boundary=eval_boundary), read_runs(runs), list(runs), workspaces)
 
 
 def _next_calls(session: Sequence[PoolDecision]) -> dict[Key, NextCall]:
@@ -302,11 +338,22 @@ class Renderer:
         return self._sessions[key][decision_id]
 
     @staticmethod
-    def _suite_hash(api: DecisionApi, request: dict[str, Any], key: bytes, names: TenantNames) -> str:
-        """The request's hash as a suite of the same decision holds it: memory stripped, then redacted (a suite
-        built with the same keys file and corpus replaces the same names)."""
+    def _as_suite_holds(api: DecisionApi, request: dict[str, Any], key: bytes, names: TenantNames) -> dict[str, Any]:
+        """The request as a suite of the same decision holds it: memory stripped, then redacted (a suite built
+        with the same keys file and corpus replaces the same names)."""
         stripped = REQUESTS[api].model_validate(strip_request(api, request)).model_dump(mode="json", exclude_none=True)
-        return request_hash(REQUESTS[api].model_validate(Pseudonymizer(key, names=names).value(stripped)))
+        redacted = REQUESTS[api].model_validate(Pseudonymizer(key, names=names).value(stripped))
+        return redacted.model_dump(mode="json", exclude_none=True)
+
+    def _boundary(self, api: DecisionApi, request: dict[str, Any], key: bytes, names: TenantNames) -> Refusal | None:
+        """The eval boundary's rules a drawn request meets: one of an excluded suite's decisions, or its
+        near-copy."""
+        held = self._as_suite_holds(api, request, key, names)
+        if request_hash(REQUESTS[api].model_validate(held)) in self.inputs.excluded.requests:
+            return Refusal.EXCLUDED_SUITE_REQUEST
+        if self.inputs.excluded.near.matches(state_text(held)):
+            return Refusal.EXCLUDED_SUITE_NEAR_DUPLICATE
+        return None
 
     def render(self, candidate: Candidate, drawn: Drawn) -> tuple[ChatTrainingRow, Provenance] | Refusal:
         d = self.decision(candidate)
@@ -316,8 +363,8 @@ class Renderer:
         if candidate.mix_class is MixClass.POLICY:
             request = strip_request(api, request)
         pseudonymizer = Pseudonymizer(self.inputs.keys[d.row.workspace], names=names)
-        if self._suite_hash(api, request, pseudonymizer.key, names) in self.inputs.excluded.requests:
-            return Refusal.EXCLUDED_SUITE_REQUEST
+        if (refusal := self._boundary(api, request, pseudonymizer.key, names)) is not None:
+            return refusal
         text = d.answer.get("content") if candidate.tool is None else None
         row = chat_row(pseudonymizer.value(request),
                        target_turn(candidate.tool, pseudonymizer.value(_target_arguments(d, candidate)),
@@ -368,8 +415,10 @@ def _shrunk(asks: Mapping[MixClass, int], got: Mapping[MixClass, int]) -> dict[M
 
 
 def _shortfall(asks: Mapping[MixClass, int], drawn: Drawn, pool: Pool) -> str:
-    return "; ".join(f"{c.value}: asked {n}, got {drawn.got[c]} of {len(pool.candidates[c])} candidates"
-                     for c, n in asks.items() if drawn.got[c] < n)
+    """The short classes, and what the boundaries refused (so a set the eval boundary emptied says so)."""
+    refused = ", ".join(f"{k} {v}" for k, v in sorted((pool.refusals + drawn.refusals).items()))
+    return "; ".join([*(f"{c.value}: asked {n}, got {drawn.got[c]} of {len(pool.candidates[c])} candidates"
+                        for c, n in asks.items() if drawn.got[c] < n), f"refused: {refused or 'none'}"])
 
 
 def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> CurationManifest:
@@ -401,6 +450,7 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
         redactions=dict(sorted(drawn.redactions.items())),
         excluded_suites=[SuiteRef(path=str(s.path), name=s.manifest.name, version=s.manifest.version, sha256=s.sha256,
                                   decisions=len(s.decisions)) for s in inputs.excluded.suites],
+        eval_boundary=inputs.excluded.boundary,
         corpora=[snapshot(c) for c in inputs.corpora],
         runs=[RunRef(path=str(r), kind="sandbox" if str(r) in inputs.runs.episodes else "replay",
                      results_sha256=file_sha256(r / "results.jsonl")) for r in inputs.run_dirs],
@@ -423,6 +473,13 @@ def format_manifest(manifest: CurationManifest, out: Path) -> str:
                           ("redacted", manifest.redactions)):
         if counts:
             lines.append(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    boundary, removed = manifest.eval_boundary, manifest.refusals
+    lines.append(f"  eval boundary: {len(manifest.excluded_suites)} suites excluded "
+                 f"({len(boundary.registered)} registered in {boundary.suites_dir}"
+                 + ("" if boundary.enforced else ", NOT excluded: --no-eval-boundary") + "); removed by session "
+                 f"{removed.get(Refusal.EXCLUDED_SUITE_SESSION, 0)}, request hash "
+                 f"{removed.get(Refusal.EXCLUDED_SUITE_REQUEST, 0)}, near-duplicate "
+                 f"{removed.get(Refusal.EXCLUDED_SUITE_NEAR_DUPLICATE, 0)}")
     if manifest.unproven_failures:
         lines.append(f"  known failures without a proven correction: {manifest.unproven_failures}")
     lines.append(f"  train.jsonl sha256 {manifest.train_sha256}")

@@ -85,17 +85,24 @@ def test_a_class_that_falls_short_fails_or_shrinks_and_is_never_padded(tmp_path:
         build(tmp_path, corpus, 'size = 6\nshortfall = "shrink"\n[shares]\nnegative = 100\n', out="none")
 
 
-def test_a_frozen_suite_excludes_its_sessions_and_its_requests(tmp_path: Path, corpus: Path) -> None:
-    held_out = tmp_path / "held-out"
+def held_out_suite(tmp_path: Path, name: str = "suite") -> Path:
+    """A frozen suite of the recorded workspace's decisions, as `suite build --from-corpus` makes it."""
+    held_out = tmp_path / f"held-out-{name}"
     copy_workspace(held_out, "ws-w")
-    build_corpus_suite(ClaudeCodeDir(held_out), tmp_path / "suite", keys={"ws-w": bytes.fromhex(KEY)})
-    freeze_suite(tmp_path / "suite")
-    manifest = build(tmp_path, corpus, CLEAN.format(size=1, shortfall="shrink"), exclude=[tmp_path / "suite"])
+    build_corpus_suite(ClaudeCodeDir(held_out), tmp_path / name, keys={"ws-w": bytes.fromhex(KEY)})
+    freeze_suite(tmp_path / name)
+    return tmp_path / name
+
+
+def test_a_frozen_suite_excludes_its_sessions_requests_and_near_copies(tmp_path: Path, corpus: Path) -> None:
     # ws-w's sessions are the suite's; ws-w2 holds the same requests in other sessions; ws-r's first retry
-    # starts from the suite's state (its request is one of the suite's decisions) and so is refused as well
-    assert manifest.refusals["excluded_suite_session"] == 2
-    assert manifest.refusals["excluded_suite_request"] == 3
-    assert manifest.examples == 1 and manifest.excluded_suites[0].decisions == 3
+    # starts from the suite's state (its request is one of the suite's decisions); ws-r's second retry is the
+    # suite's last decision with one id changed (INV-7 → INV-8): a near-copy (issue 60, case 6)
+    with pytest.raises(ValueError, match=r"no example could be drawn \(clean: asked 1, got 0 of 4 candidates; "
+                                         r"refused: claude_origin 2, excluded_suite_near_duplicate 1, "
+                                         r"excluded_suite_request 3, excluded_suite_session 2, unknown_origin 2\)"):
+        build(tmp_path, corpus, CLEAN.format(size=1, shortfall="shrink"), exclude=[held_out_suite(tmp_path)])
+    assert not (tmp_path / "set").exists()
 
 
 def test_a_shadow_leg_is_refused_until_the_policy_approves_its_source(tmp_path: Path) -> None:

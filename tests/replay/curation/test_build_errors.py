@@ -100,3 +100,4 @@ def test_a_good_build_through_the_cli_prints_asked_against_got(tmp_path: Path, c
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "1 examples" in out and "clean" in out and (tmp_path / "set" / "train.jsonl").is_file()
+    assert "eval boundary: 0 suites excluded (0 registered in " in out  # the conftest's empty registry
