@@ -68,6 +68,14 @@ def test_the_json_has_the_documented_top_level_keys(corpus: Path, capsys: pytest
     assert data["origins"] == {"worker": 3, "claude": 3, "unknown": 3}
 
 
+def test_the_shipped_policy_documents_every_key_with_its_default() -> None:
+    text = (Path(__file__).resolve().parents[3] / "configs" / "curation" / "s1.1.toml").read_text()
+    for name, info in CurationPolicy.model_fields.items():
+        doc = next((line for line in text.splitlines() if line.startswith(f"# {name} (")), None)
+        assert doc is not None, name
+        assert ("required" if info.is_required() else "default") in doc, name
+
+
 def test_a_corpus_that_is_not_one_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["curate", "pool", str(tmp_path / "absent")]) == 2
     assert capsys.readouterr().err.strip() == f"error: {tmp_path / 'absent'}: not a corpus (not a directory)"
