@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -104,7 +105,8 @@ def _gateway(args: argparse.Namespace) -> int:
     from serve.app import create_app
     from serve.gateway.config import load_gateway_config
 
-    config = load_gateway_config(args.config, port=args.port)
+    config = load_gateway_config(args.config, port=args.port, engine_urls=args.engine_url, state_db=args.state_db,
+                                 capture_db=args.capture_db)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     uvicorn.run(create_app(config), host=config.gateway.host, port=config.gateway.port, log_level=args.log_level)
     return 0
@@ -141,7 +143,7 @@ def _evidence(args: argparse.Namespace) -> int:
     from serve.evidence import export
     from serve.gateway.config import load_gateway_config
 
-    config = load_gateway_config(args.config)
+    config = load_gateway_config(args.config, state_db=args.state_db, capture_db=args.capture_db)
     result = export(config, args.route or config.gateway.default_route, args.out, args.candidate, args.since, args.arm)
     print(result.summary())
     files = " ".join(f"--evidence {key}={path}" for key, path in result.files().items())
@@ -216,11 +218,31 @@ def _add_engine_command(sub: Any) -> None:
     eng.set_defaults(func=_engine)
 
 
+def _engine_url(text: str) -> str:
+    """`--engine-url`: scheme and host only, as `[[upstreams]] url` takes it; anything else is a usage error."""
+    if not re.fullmatch(r"https?://[^/\s]+", text):
+        raise argparse.ArgumentTypeError(f"{text!r} is not an engine's base URL (scheme and host only, e.g. "
+                                         "http://127.0.0.1:8001)")
+    return text
+
+
+def _store_flags(parser: Any) -> None:
+    """The gateway's stores, so a second checkout on the same machine keeps its own without a copied config (or
+    set $WORKER_TIER_CACHE, which `{cache}` in the config names)."""
+    parser.add_argument("--state-db", type=Path, default=None, metavar="PATH",
+                        help="override gateway.state_db (routes, adapters, trials, request and shadow logs)")
+    parser.add_argument("--capture-db", type=Path, default=None, metavar="PATH", help="override capture.db")
+
+
 def _add_gateway_command(sub: Any) -> None:
     """`gateway`: the gateway from its config."""
     gw = sub.add_parser("gateway", help="start the OpenAI-compatible gateway from a TOML gateway config")
     gw.add_argument("--config", type=Path, required=True, help="the gateway's TOML config (configs/gateway.toml)")
     gw.add_argument("--port", type=int, default=None, help="override gateway.port")
+    gw.add_argument("--engine-url", action="append", default=[], type=_engine_url, metavar="URL",
+                    help="an engine's base URL (scheme and host, e.g. http://127.0.0.1:8001), replacing the "
+                         "config's [[upstreams]]; repeat it for replicas")
+    _store_flags(gw)
     gw.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"],
                     help="'warning' also silences the per-request access log")
     gw.set_defaults(func=_gateway)
@@ -247,6 +269,7 @@ def _add_evidence_command(sub: Any) -> None:
     ev.add_argument("--since", default=None, help="ISO time opening the window (default: the trial's start)")
     ev.add_argument("--arm", default=None, help="the candidate's arm name in the replay run, if not its version")
     ev.add_argument("--out", type=Path, required=True, help="directory for shadow.json, canary.json, registry.json")
+    _store_flags(ev)
     ev.set_defaults(func=_evidence)
 
 
