@@ -2,9 +2,10 @@
 Claude Code sessions (tests/replay/corpus/data/claude-code, the runtime's own files), the session's real engine,
 the real gateway started from configs/gateway.toml, and a real seeded LoRA adapter as the candidate.
 
-The page's two set-up blocks are the only ones skipped (each is marked on the page): the environment it asks the
-reader to set is set here to the fixtures, and the gateway it starts is started here from the same config file,
-changed in three values only (the engine's address, the port, the cache directory). A command on the page that
+The page's two set-up blocks and its second checkout's services are the only ones skipped (each is marked on the
+page): the environment it asks the reader to set is set here to the fixtures, the gateway it starts is started
+here from the same config file, changed in three values only (the engine's address, the port, the cache
+directory), and the second checkout's lines are run as typed with the server that would listen stubbed out. A command on the page that
 stops working, or stops writing what the next one reads, fails this test.
 """
 
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,13 +45,38 @@ def guide_blocks() -> list[tuple[str, bool]]:
 def test_only_the_set_up_blocks_are_skipped() -> None:
     """What the test leaves out is the environment and the services it provides itself, nothing else."""
     skipped = [block for block, skip in guide_blocks() if skip]
-    assert len(skipped) == 2
+    assert len(skipped) == 3  # the third, a second checkout's services, is started below with its server stubbed
     exported = re.findall(r"^export (\w+)=", skipped[0], re.M)
     assert exported == ["CORPUS", "MEMORY", "CANDIDATE", "CUTOFF", "WORK", "ENGINE", "WORKER_GATEWAY_URL",
                         "WORKER_GATEWAY_ADMIN_TOKEN"]  # each set by the test below
     assert skipped[1].split() == ["worker-serve", "engine", "--config", "configs/engine/cpu-smollm2.toml", "&",
                                   "worker-serve", "gateway", "--config", "configs/gateway.toml", "&"]
     assert len(guide_blocks()) - len(skipped) >= 6
+
+
+def test_a_second_checkouts_services_start_as_shown(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The page's block for a second checkout, each line as typed ($WORK set): the engine's command parsed (its
+    port), and the gateway built on its engine and stores, with the server that would listen stubbed out."""
+    from serve.cli import build_parser
+    from serve.cli import main as serve_main
+
+    block = [block for block, skip in guide_blocks() if skip][2]
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("WORK", str(tmp_path))
+    monkeypatch.setenv("WORKER_TIER_CACHE", str(tmp_path / "cache"))
+    lines = [shlex.split(os.path.expandvars(line)) for line in block.replace("\\\n", " ").splitlines()]
+    engine, gateway, exported = lines
+    assert engine[:2] == gateway[:1] + ["engine"] and engine[-1] == gateway[-1] == "&"
+    assert build_parser().parse_args(engine[1:-1]).port == 8001  # the engine itself is the session's, not started
+    started: dict[str, Any] = {}
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: started.update(app=app, **kw))
+    assert serve_main(gateway[1:-1]) == 0
+    config = started["app"].state.gateway.config
+    assert started["port"] == 9001 and [u.url for u in config.upstreams] == ["http://127.0.0.1:8001"]
+    assert (config.gateway.state_db, config.capture.db) == (tmp_path / "gateway" / "state.sqlite",
+                                                            tmp_path / "gateway" / "capture.sqlite")
+    assert config.gateway.state_db.is_file()  # opened where the flag says, before the server would listen
+    assert exported == ["export", "ENGINE=http://127.0.0.1:8001", "WORKER_GATEWAY_URL=http://127.0.0.1:9001"]
 
 
 def gateway_config(engine_url: str, port: int, cache: Path, out: Path) -> Path:

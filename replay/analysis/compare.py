@@ -416,9 +416,19 @@ def repeat_cells(row: RepeatRow) -> tuple[str, str, str, str, str]:
     s = row.stats
     rate = (lambda k: f"{k} ({100 * k / s.n:.0f}%)") if s.n else str
     pairs = f"{plural(s.fixes, 'fix', 'fixes')} / {plural(s.regressions, 'regression')}, p = {format_p(s.p_value)}"
-    relative = "" if s.relative_reduction is None else f" ({100 * s.relative_reduction:.0f}% fewer)"
-    ci, points = format_ci(s.ci_low, s.ci_high), format_points(s.points) + relative
+    ci, points = format_ci(s.ci_low, s.ci_high), format_points(s.points) + relative_change(s.relative_reduction)
     return rate(s.baseline_repeats), rate(s.candidate_repeats), pairs, ci, points
+
+
+def relative_change(reduction: float | None) -> str:
+    """A relative reduction of repeats in words: "(40% fewer)", "(167% more)" where the candidate repeats more
+    (a negative reduction is not "-167% fewer"), "(as many)", "(<1% more)"; empty when the baseline never repeated."""
+    if reduction is None:
+        return ""
+    if reduction == 0:
+        return " (as many)"
+    percent = round(100 * abs(reduction))
+    return f" ({percent or '<1'}% {'fewer' if reduction > 0 else 'more'})"
 
 
 def format_comparison(comparison: Comparison) -> str:

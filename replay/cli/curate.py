@@ -16,8 +16,9 @@ def _pool(args: argparse.Namespace) -> int:
     from replay.curation.policy import load_policy
     from replay.curation.pool import audit_pool, format_pool, open_corpora
 
-    report = audit_pool(open_corpora(args.corpora), load_policy(args.policy)[0])
-    print(report.model_dump_json(indent=2) if args.json else format_pool(report))
+    policy = load_policy(args.policy)[0]
+    report = audit_pool(open_corpora(args.corpora), policy)
+    print(report.model_dump_json(indent=2) if args.json else format_pool(report, policy))
     return 0
 
 

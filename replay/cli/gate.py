@@ -27,7 +27,9 @@ from replay.memory.ledger import Ledger
 DESCRIPTION = """Evaluate a pre-registered gate policy on a run; exit 0 only on pass. A condition whose input is
 missing is not_run, and not_run blocks the gate like a fail. `--plan` lists, before anything runs, what
 each condition reads (the run's own results.jsonl, or an --evidence key and the command that writes
-it) and whether it is there now. configs/gates/serious-candidate.toml cannot pass from a corpus alone:
+it) and whether it is there now, and, from the run's suite (or --suite DIR before a run), whether the
+suite holds the decisions each condition is scored on: a condition with none cannot pass on that suite.
+configs/gates/serious-candidate.toml cannot pass from a corpus alone:
 four of its conditions need sandbox evidence (`worker-replay sandbox evidence`) or a confirmation run.
 configs/gates/corpus-only.toml asks what a corpus alone can answer; it is not the serious-candidate
 gate. A verdict whose arms' results carried a rule disputed in the ledger (`worker-replay dispute`) does not
@@ -37,8 +39,10 @@ pass: it names the rule and when it was disputed. Every verdict is recorded in t
 def _gate(args: argparse.Namespace) -> int:
     evidence = dict(args.evidence)
     if args.plan:
-        print(format_plan(plan_gate(args.policy, args.run_dir, evidence, args.baseline, args.candidate)))
+        print(format_plan(plan_gate(args.policy, args.run_dir, evidence, args.baseline, args.candidate, args.suite)))
         return 0
+    if args.suite is not None:
+        raise GateError("--suite is read only with --plan (a verdict judges the run's own suite)")
     missing = [name for name, value in (("RUN_DIR", args.run_dir), ("--baseline", args.baseline),
                                         ("--candidate", args.candidate)) if value is None]
     if missing:
@@ -78,6 +82,9 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--plan", action="store_true",
                    help="judge nothing: per condition its id, kind, what it reads and whether that is there now "
                         "(RUN_DIR, --baseline and --candidate optional)")
+    p.add_argument("--suite", type=Path, metavar="DIR",
+                   help="with --plan: the suite whose decisions the conditions are scored on (default: the one "
+                        "RUN_DIR's run.json names), so a plan before any run says which conditions it cannot feed")
     ledger_option(p)
     p.set_defaults(func=_gate)
     v = sub.add_parser("verify", help="recompute every digest a gate verdict names (policy, results, suite, "

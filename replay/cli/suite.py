@@ -50,7 +50,8 @@ def _suite_build(args: argparse.Namespace) -> int:
         with _context(args) as fits:
             for report in build_corpus_suites(ClaudeCodeDir(args.from_corpus), outs, keys=corpus_keys, since=args.since,
                                               until=args.until, name=args.name, version=args.version, fits=fits,
-                                              split=args.test_fraction is not None):
+                                              split=None if args.test_fraction is None
+                                              else (args.test_fraction, args.split_seed)):
                 print(report)
             _print_context(fits)
         return 0

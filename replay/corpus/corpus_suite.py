@@ -18,7 +18,7 @@ session's decisions all land on one side), stably by a hash of the cluster.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +31,7 @@ from core.toolcalls import parse_response, request_schemas
 from core.wire import WIRES
 from replay.corpus.capture_suite import (
     BuildReport,
+    assign_strata,
     check_target_dir,
     refuse_corpus_target,
     registered_workspaces,
@@ -152,10 +153,12 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
                         name: str = "corpus", version: str = "1",
                         rules: GuardRules | None = None,
                         fits: Callable[[Decision], str | None] | None = None,
-                        split: bool = False) -> list[BuildReport]:
+                        split: tuple[float, str] | None = None) -> list[BuildReport]:
     """One suite per entry of `outs`, each of the calls whose cluster its filter takes (None: every cluster),
-    from one read of the corpus. `split`: the filters split the corpus, so each is given a cluster's split group
-    (`split_groups`) instead of the cluster, and identical decision states never fall on two sides."""
+    from one read of the corpus. `split` (the test fraction and seed the filters were made with,
+    `in_test_split`): the filters split the corpus, so each is given a cluster's split group (`split_groups`)
+    instead of the cluster, identical decision states never fall on two sides, and a split that leaves a side
+    empty is refused with the seeds that would not."""
     for out in outs:
         refuse_corpus_target(corpus, out)
         check_target_dir(out)
@@ -165,16 +168,22 @@ def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str
     rows = corpus_decisions(corpus, rules or GuardRules(), read)
     where = f"{corpus.root}" + "".join(f" {word} {value}" for word, value in (("since", since), ("until", until))
                                        if value)
-    sides = split_groups(rows) if split else {cluster_of(row): cluster_of(row) for row in rows}
+    sides = split_groups(rows) if split is not None else {cluster_of(row): cluster_of(row) for row in rows}
     selections = []
     for out, takes in outs.items():
         def include(row: CapturedDecision, takes: Callable[[str], bool] | None = takes) -> str | None:
             if not window(row):
                 return "outside the time window"
             return None if takes is None or takes(sides[cluster_of(row)]) else "in the other split (by session)"
-        selections.append(select_decisions(rows, out, where, keys=keys, include=include,
-                                           parent_calls=read.parent_calls, fits=fits, workspaces=workspaces,
-                                           runtime_paths=read.paths))
+        try:
+            selections.append(select_decisions(rows, out, where, keys=keys, include=include,
+                                               parent_calls=read.parent_calls, fits=fits, workspaces=workspaces,
+                                               runtime_paths=read.paths))
+        except SuiteError:
+            if split is not None:  # an empty side: the groups of the decisions in the window say which seeds split
+                one_sided(sorted({sides[cluster_of(row)] for row, stratum in zip(rows, assign_strata(rows), strict=True)
+                                  if stratum is not None and window(row)}), *split)
+            raise
     reports = []
     for out, selected in zip(outs, selections, strict=True):  # every split chosen before any is written
         report = write_selected(selected, out, f"calls of the Claude Code corpus {where}", name, version,
@@ -205,6 +214,29 @@ def split_groups(rows: Iterable[CapturedDecision]) -> dict[str, str]:
             low, high = sorted((root(cluster), root(other)))
             parent[high] = low
     return {cluster: root(cluster) for cluster in parent}
+
+
+SEEDS_TRIED = 100
+"""How many split seeds ("0", "1", …) a one-sided split's refusal tries, to suggest some that split."""
+
+
+def one_sided(groups: Sequence[str], fraction: float, seed: str) -> None:
+    """Refuse a split that puts every split group on one side (a suite would be empty), naming the seeds (and,
+    with none, that the corpus is too small) that put some on each."""
+    test = in_test_split(fraction, seed)
+    sides = {test(group) for group in groups}
+    if len(sides) != 1:
+        return
+    side = "test" if sides == {True} else "train"
+    where = (f"--test-fraction {fraction:g} with --split-seed {seed!r} puts all {len(groups)} split group(s) "
+             "(sessions, those sharing a decision state joined) on the " + side + " side, so the other would be empty")
+    if len(groups) < 2:
+        raise SuiteError(f"{where}; one group cannot be split: build one suite without --test-fraction "
+                         "(or split on time with --since/--until); nothing written", [])
+    seeds = [s for s in map(str, range(SEEDS_TRIED)) if len({in_test_split(fraction, s)(g) for g in groups}) == 2]
+    fix = (f"--split-seed {', '.join(seeds[:5])} give both sides" if seeds else
+           f"no --split-seed of 0–{SEEDS_TRIED - 1} gives both sides; try a --test-fraction nearer 0.5")
+    raise SuiteError(f"{where}; {fix}; nothing written", [])
 
 
 def cluster_of(row: CapturedDecision) -> str:

@@ -436,11 +436,12 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
         if inputs.policy.shortfall == "fail":
             raise CurationError(f"{inputs.policy_ref.path}: classes fall short ({shortfall}); "
                                 "the policy says `shortfall = \"fail\"`, so nothing was written (`shrink` keeps "
-                                "the mix at the size that exists)")
+                                "the mix at the size that exists)" + _why_short(inputs, pool, drawn, asks))
         asks, shrunk = _shrunk(asks, drawn.got), True
         drawn = draw(pool, asks, inputs.policy, renderer)
     if not drawn.rows:
-        raise CurationError(f"{inputs.policy_ref.path}: no example could be drawn ({shortfall}); nothing was written")
+        raise CurationError(f"{inputs.policy_ref.path}: no example could be drawn ({shortfall}); nothing was written"
+                            + _why_short(inputs, pool, drawn, asked))
     manifest = CurationManifest(
         policy=inputs.policy_ref, seed=inputs.policy.seed, shrunk=shrunk,
         classes={c.value: ClassCount(asked=asked.get(c, 0), got=drawn.got[c], candidates=len(pool.candidates[c]))
@@ -463,16 +464,42 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
     return write_set(out, drawn.rows, drawn.provenance, manifest)
 
 
+def _why_short(inputs: Inputs, pool: Pool, drawn: Drawn, asks: Mapping[MixClass, int]) -> str:
+    """A failed build's counts, as a written one's manifest shows them, and, where a class that needs proofs got
+    none, the runs that would make them."""
+    lines = _count_lines(dict(pool.refusals + drawn.refusals), dict(drawn.capped), {}, pool.unproven)
+    if asks.get(MixClass.RECOVERY, 0) and not pool.candidates[MixClass.RECOVERY]:
+        given = f" ({len(inputs.run_dirs)} run(s) given prove none)" if inputs.run_dirs else " (no --runs given)"
+        lines.append(f"  recovery has no proven correction{given}: replay a suite of this corpus (`worker-replay "
+                     "suite build --from-corpus`, then `worker-replay run`: an arm that chooses a session's own next "
+                     "successful call proves it) or run a scenario pack that reproduces its known failures "
+                     "(`worker-replay sandbox run`), and give the run directories to --runs")
+    if asks.get(MixClass.POLICY, 0) and not pool.candidates[MixClass.POLICY]:
+        lines.append("  policy has no kept rule's win: it needs a run in --runs whose arms carry a rule and its "
+                     "ablation (`workspace-minus:<id>`) and where the lesson gate keeps it (`worker-replay lessons "
+                     "propose`)")
+    return "".join(f"\n{line}" for line in lines)
+
+
+def _count_lines(refusals: Mapping[str, int], capped: Mapping[str, int], redactions: Mapping[str, int],
+                 unproven: int) -> list[str]:
+    """What a build refused, passed over and redacted: the same lines whether it wrote a set or failed."""
+    lines = []
+    for title, counts in (("refused", refusals), ("passed over for the caps", capped), ("redacted", redactions)):
+        if counts:
+            lines.append(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+    if unproven:
+        lines.append(f"  known failures without a proven correction: {unproven}")
+    return lines
+
+
 def format_manifest(manifest: CurationManifest, out: Path) -> str:
     """What a build wrote, asked against got per class, and what it refused."""
     lines = [f"{out}: {manifest.examples} examples under {manifest.policy.name} v{manifest.policy.version}"
              + (" (shrunk: a class fell short)" if manifest.shrunk else ""),
              f"  {'class':<10} {'asked':>6} {'got':>6} {'candidates':>10}"]
     lines += [f"  {c:<10} {n.asked:>6} {n.got:>6} {n.candidates:>10}" for c, n in manifest.classes.items()]
-    for title, counts in (("refused", manifest.refusals), ("passed over for the caps", manifest.capped),
-                          ("redacted", manifest.redactions)):
-        if counts:
-            lines.append(f"  {title}: " + ", ".join(f"{k} {v}" for k, v in counts.items()))
+    lines += _count_lines(manifest.refusals, manifest.capped, manifest.redactions, manifest.unproven_failures)
     boundary, removed = manifest.eval_boundary, manifest.refusals
     lines.append(f"  eval boundary: {len(manifest.excluded_suites)} suites excluded "
                  f"({len(boundary.registered)} registered in {boundary.suites_dir}"
@@ -480,7 +507,5 @@ def format_manifest(manifest: CurationManifest, out: Path) -> str:
                  f"{removed.get(Refusal.EXCLUDED_SUITE_SESSION, 0)}, request hash "
                  f"{removed.get(Refusal.EXCLUDED_SUITE_REQUEST, 0)}, near-duplicate "
                  f"{removed.get(Refusal.EXCLUDED_SUITE_NEAR_DUPLICATE, 0)}")
-    if manifest.unproven_failures:
-        lines.append(f"  known failures without a proven correction: {manifest.unproven_failures}")
     lines.append(f"  train.jsonl sha256 {manifest.train_sha256}")
     return "\n".join(lines)

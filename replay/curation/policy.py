@@ -33,7 +33,8 @@ class CurationPolicy(Strict):
     max_per_cluster: int | None = Field(default=None, gt=0)
     """At most this many examples of one cluster (session): one long task does not fill a class."""
     max_tool_share: float | None = Field(default=None, gt=0, le=1)
-    """At most this share of the set's calls to one tool ("coverage, not volume, is limiting")."""
+    """At most int(share × `size`) examples (≥ 1) whose target is one tool ("coverage, not volume, is limiting"):
+    a share of the size asked, so a shrunk set is not cut again by its own smallness."""
     worker_models: list[str] = Field(min_length=1)
     """Model names (fnmatch patterns) that are the worker's own: only their answers are targets."""
     claude_models: list[str] = Field(default_factory=lambda: ["claude-*", "anthropic/*"])

@@ -109,8 +109,12 @@ class PoolAudit(Strict):
     classes: dict[DecisionClass, int] = Field(default_factory=dict)
     origins: dict[Origin, int] = Field(default_factory=dict)
     """Classed decisions by the origin of their answer (the policy's model patterns)."""
-    trainable: dict[DecisionClass, int] = Field(default_factory=dict)
-    """Classed decisions of the worker's own answers, rebuilt with their request log: what a target can be."""
+    examples: dict[DecisionClass, int] = Field(default_factory=dict)
+    """Classed decisions that could become an example under the policy: the worker's own answers, rebuilt with
+    their request log, of a class the policy fills (`clean_from`, or `no_tool` for negative). A known failure
+    never can by itself: it becomes `recovery` only with a proof from a run (`curate build --runs`)."""
+    cannot: dict[DecisionClass, dict[str, int]] = Field(default_factory=dict)
+    """Per class, the rest by why (the first reason that applies, in `CANNOT`'s order)."""
     conversation_only: int = 0
     top_tools: list[ToolActions] = Field(default_factory=list)
     top_tools_share: float = 0.0
@@ -118,6 +122,33 @@ class PoolAudit(Strict):
     models: dict[str, int] = Field(default_factory=dict)
     """Classed decisions by the model their record names (`(none)` where it names none)."""
     refused: list[str] = Field(default_factory=list)
+
+
+CANNOT = {
+    "no_proof": "a known failure becomes recovery only when a run proves its correction",
+    "claude_origin": "Claude's answer (refused pending legal review, S14)",
+    "unknown_origin": "the record names no model, or one neither the policy's worker_models nor claude_models match",
+    "no_request_log": "rebuilt without its request log (no prompt to train on)",
+    "not_in_clean_from": "a successful action of a class the policy's clean_from leaves out",
+}
+"""Why a classed decision cannot become an example, in the order they are tried."""
+
+FILLS = {DecisionClass.NO_TOOL: "negative", DecisionClass.KNOWN_FAILURE: "recovery"}
+"""The mix class each decision class fills (the successful actions fill `clean` where `clean_from` names them)."""
+
+
+def cannot_reason(decision_class: DecisionClass, origin: Origin, conversation_only: bool,
+                  policy: CurationPolicy) -> str | None:
+    """Why a decision cannot become an example as the corpus alone stands (None: it could), a `CANNOT` key."""
+    if decision_class is DecisionClass.KNOWN_FAILURE:
+        return "no_proof"
+    if origin is not Origin.WORKER:
+        return f"{origin.value}_origin"
+    if conversation_only:
+        return "no_request_log"
+    if decision_class is not DecisionClass.NO_TOOL and decision_class not in policy.clean_from:
+        return "not_in_clean_from"
+    return None
 
 
 def open_corpora(roots: Sequence[Path]) -> list[ClaudeCodeDir]:
@@ -131,8 +162,9 @@ def open_corpora(roots: Sequence[Path]) -> list[ClaudeCodeDir]:
 def audit_pool(corpora: Sequence[ClaudeCodeDir], policy: CurationPolicy, rules: GuardRules | None = None) -> PoolAudit:
     """The pool's counts, one session at a time."""
     read = CorpusRead()
-    classes, origins, trainable, tools, models = (Counter[DecisionClass](), Counter[Origin](),
-                                                  Counter[DecisionClass](), Counter[str](), Counter[str]())
+    classes, origins, examples, tools, models = (Counter[DecisionClass](), Counter[Origin](),
+                                                 Counter[DecisionClass](), Counter[str](), Counter[str]())
+    cannot: dict[DecisionClass, Counter[str]] = {c: Counter() for c in DecisionClass}
     report = PoolAudit(corpora=[str(c.root) for c in corpora])
     for session in (s for corpus in corpora for s in read_pool(corpus, rules or GuardRules(), read)):
         report.sessions += 1
@@ -145,15 +177,19 @@ def audit_pool(corpora: Sequence[ClaudeCodeDir], policy: CurationPolicy, rules: 
             origins[origin] += 1
             models[d.model or "(none)"] += 1
             report.conversation_only += d.conversation_only
-            if origin is Origin.WORKER and not d.conversation_only:
-                trainable[d.decision_class] += 1
+            reason = cannot_reason(d.decision_class, origin, d.conversation_only, policy)
+            if reason is None:
+                examples[d.decision_class] += 1
+            else:
+                cannot[d.decision_class][reason] += 1
             if d.row.chosen_tool is not None:
                 tools[d.row.chosen_tool] += 1
     actions = sum(tools.values())
     report.decisions = sum(classes.values())
     report.classes = {c: classes[c] for c in DecisionClass}
     report.origins = {o: origins[o] for o in Origin}
-    report.trainable = {c: trainable[c] for c in DecisionClass}
+    report.examples = {c: examples[c] for c in DecisionClass}
+    report.cannot = {c: {r: cannot[c][r] for r in CANNOT if cannot[c][r]} for c in DecisionClass}
     report.models = dict(sorted(models.items()))
     report.top_tools = [ToolActions(tool=t, actions=n, share=round(n / actions, 4))
                         for t, n in tools.most_common(TOP_TOOLS)]
@@ -162,15 +198,31 @@ def audit_pool(corpora: Sequence[ClaudeCodeDir], policy: CurationPolicy, rules: 
     return report
 
 
-def format_pool(report: PoolAudit) -> str:
-    """The pool audit as a table: per class, all decisions and the trainable ones (the worker's own)."""
-    lines = [f"pool of {', '.join(report.corpora)}: {report.sessions} sessions, {report.clusters} clusters, "
-             f"{report.decisions} classed decisions",
-             f"  {'class':<16} {'decisions':>9} {'trainable':>9}"]
-    lines += [f"  {c.value:<16} {report.classes.get(c, 0):>9,} {report.trainable.get(c, 0):>9,}" for c in DecisionClass]
-    lines.append("  origin of the answers: " + ", ".join(f"{o.value} {n:,}" for o, n in report.origins.items())
-                 + (f"; {report.conversation_only:,} rebuilt without their request log (no prompt to train on)"
-                    if report.conversation_only else ""))
+def format_pool(report: PoolAudit, policy: CurationPolicy) -> str:
+    """The pool audit as a table: per class, its decisions, how many could become an example and of which mix
+    class, and why the rest cannot; then what would make the rest count."""
+    lines = [f"pool of {', '.join(report.corpora)}: {report.sessions} sessions, {report.clusters} clusters "
+             "(sessions with a classed decision; a cluster is one task, so a build takes at most max_per_cluster "
+             f"of its decisions), {report.decisions} classed decisions",
+             f"  {'class':<16} {'decisions':>9} {'could be':>8}  {'as':<9} why the rest cannot"]
+    for c in DecisionClass:
+        fills = FILLS.get(c, "clean" if c in policy.clean_from else "-")
+        why = ", ".join(f"{reason} {n:,}" for reason, n in report.cannot.get(c, {}).items())
+        lines.append(f"  {c.value:<16} {report.classes.get(c, 0):>9,} {report.examples.get(c, 0):>8,}  {fills:<9} "
+                     f"{why}".rstrip())
+    reasons = {r for why in report.cannot.values() for r in why}
+    lines += [f"    {r}: {text}" for r, text in CANNOT.items() if r in reasons]
+    lines.append("  origin of the answers: " + ", ".join(f"{o.value} {n:,}" for o, n in report.origins.items()))
+    if "no_proof" in reasons:
+        lines.append("  a known failure is proven by a replay run of a suite of this corpus (`worker-replay run`: an "
+                     "arm that chooses the session's own next successful call) or a sandbox run of a scenario that "
+                     "reproduces it (`worker-replay sandbox run`); give the run directories to `curate build --runs`")
+    if "not_in_clean_from" in reasons:
+        lines.append('  clean_from = ["clean", "verified_action"] in the policy lets the worker\'s successful actions '
+                     "in a session with a failure fill clean (configs/curation/s1.1.toml documents every key)")
+    lines.append("  a build may still refuse a candidate at its boundaries (a session of an excluded suite, a "
+                 "duplicate, a workspace without a pseudonym key, the privacy check) or pass it over for the caps; "
+                 "policy examples come only from the lesson gate's kept rules in --runs")
     if report.top_tools:
         lines.append(f"  top {len(report.top_tools)} tools take {100 * report.top_tools_share:.1f}% of the actions: "
                      + ", ".join(f"{t.tool} {100 * t.share:.1f}%" for t in report.top_tools))

@@ -3,6 +3,7 @@ counts per workspace and kind (`--json`: `CheckReport`)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable
 
 from pydantic import Field
@@ -54,6 +55,31 @@ def check_corpora(corpora: list[ClaudeCodeDir], rules: CheckRules, guard: GuardR
     return report
 
 
+WHY_UNCHECKED = {
+    "a tool result": "the run stopped on a tool's result (max turns, a crash, a session cut short)",
+    "the runtime's API-error message": "the runtime's API call failed and it wrote its own error as the answer",
+    "a tool call": "the last answer asked for a tool and nothing answered it",
+    "a user prompt": "a prompt was never answered",
+}
+"""What each way a thread can end without a final answer means, for the tally a report ends with."""
+
+
+def _why_unchecked(report: CheckReport) -> list[str]:
+    """The sessions without a finished run counted by how their thread ends (the reason without its record), so
+    a corpus where nothing was checked says why in one line rather than one per session."""
+    if not report.unchecked:
+        return []
+    ends = Counter(u.reason.split(" (record ")[0] for u in report.unchecked)
+    lines = [f"  {len(report.unchecked)} session(s) without a finished run (Stop-QA judges a run by its final "
+             "answer), by how the thread ends:"]
+    for reason, n in ends.most_common():
+        end = reason.removeprefix("no final answer: the thread ends in ")
+        lines.append(f"    {n} {reason}" + (f": {WHY_UNCHECKED[end]}" if end in WHY_UNCHECKED else ""))
+    if not report.runs:
+        lines.append("  nothing was checked: no session ends in a final answer with text")
+    return lines
+
+
 def format_check(report: CheckReport) -> str:
     kinds = list(FindingKind)
     lines = [f"qa check: {report.runs} finished run(s) in {len(report.counts)} workspace(s), "
@@ -67,5 +93,6 @@ def format_check(report: CheckReport) -> str:
         lines += [f"  {workspace:<{width}}  " + "  ".join(f"{counts[k]:>{len(k)}}" for k in kinds)
                   for workspace, counts in sorted(report.counts.items())]
     lines += [f"  not checked: {u.workspace}/{u.session}: {u.reason}" for u in report.unchecked]
+    lines += _why_unchecked(report)
     lines += [f"  unreadable: {reason}" for reason in report.refused]
     return "\n".join(lines)

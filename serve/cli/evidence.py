@@ -6,12 +6,14 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from serve.cli.gateway import store_flags
+
 
 def _evidence(args: argparse.Namespace) -> int:
     from serve.evidence import export
     from serve.gateway.config import load_gateway_config
 
-    config = load_gateway_config(args.config)
+    config = load_gateway_config(args.config, state_db=args.state_db, capture_db=args.capture_db)
     result = export(config, args.route or config.gateway.default_route, args.out, args.candidate, args.since, args.arm)
     print(result.summary())
     files = " ".join(f"--evidence {key}={path}" for key, path in result.files().items())
@@ -29,4 +31,5 @@ def add_parser(sub: Any) -> None:
     ev.add_argument("--since", default=None, help="ISO time opening the window (default: the trial's start)")
     ev.add_argument("--arm", default=None, help="the candidate's arm name in the replay run, if not its version")
     ev.add_argument("--out", type=Path, required=True, help="directory for shadow.json, canary.json, registry.json")
+    store_flags(ev)
     ev.set_defaults(func=_evidence)

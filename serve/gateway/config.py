@@ -9,6 +9,7 @@ refuses every call.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -260,16 +261,23 @@ class GatewayConfig(Strict):
         return self
 
 
-def load_gateway_config(path: Path, port: int | None = None) -> GatewayConfig:
-    """Parse and validate; expand `{cache}` and resolve relative paths beside the file."""
+def load_gateway_config(path: Path, port: int | None = None, *, engine_urls: Sequence[str] = (),
+                        state_db: Path | None = None, capture_db: Path | None = None) -> GatewayConfig:
+    """Parse and validate; expand `{cache}` and resolve relative paths beside the file. The overrides are what a
+    second checkout on the same machine changes without copying the file: `engine_urls` replace the
+    `[[upstreams]]` (named engine-0, engine-1, …), `state_db` and `capture_db` the stores (as given, from the
+    working directory)."""
     config = load_toml(path, GatewayConfig, "gateway config")
-    gateway = config.gateway.model_copy(update={
-        "state_db": _resolve(path, config.gateway.state_db), **({"port": port} if port is not None else {})})
+    gateway = config.gateway.model_copy(update={"state_db": state_db or _resolve(path, config.gateway.state_db),
+                                                **({"port": port} if port is not None else {})})
     adapters = config.adapters.model_copy(update={"root": _resolve(path, config.adapters.root)})
-    capture = config.capture.model_copy(update={"db": _resolve(path, config.capture.db)})
+    capture = config.capture.model_copy(update={"db": capture_db or _resolve(path, config.capture.db)})
     keys_file = config.auth.keys_file
     auth = config.auth.model_copy(update={"keys_file": None if keys_file is None else _resolve(path, keys_file)})
-    return config.model_copy(update={"gateway": gateway, "adapters": adapters, "capture": capture, "auth": auth})
+    update: dict[str, object] = {"gateway": gateway, "adapters": adapters, "capture": capture, "auth": auth}
+    if engine_urls:
+        update["upstreams"] = [UpstreamConfig(name=f"engine-{i}", url=url) for i, url in enumerate(engine_urls)]
+    return config.model_copy(update=update)
 
 
 def _resolve(config_path: Path, value: Path) -> Path:

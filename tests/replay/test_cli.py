@@ -10,7 +10,7 @@ import pytest
 from replay.cli import main
 from tests.support.cli import assert_one_error_line, run_cli
 from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
-from tests.support.runs import seal, write_sealed
+from tests.support.runs import decision, seal, write_sealed
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -62,6 +62,19 @@ def test_gate_plan_says_what_each_condition_reads_without_judging(run_dir, tmp_p
     assert "missing now: critical-failures, unsupported-completion, isolated-replay-completion;" in out
     assert_one_error_line(run_cli("replay", "gate", "--policy", policy, cwd=tmp_path),
                           "gate needs RUN_DIR, --baseline, --candidate (or --plan")
+    assert_one_error_line(run_cli("replay", "gate", str(run_dir), "--policy", policy, "--suite", str(tmp_path),
+                                  cwd=tmp_path), "--suite is read only with --plan")
+
+
+def test_gate_plan_reads_the_suite_given(tmp_path, capsys):
+    suite = tmp_path / "suite"
+    suite.mkdir()
+    (suite / "suite.toml").write_text('name = "t"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
+    (suite / "decisions.jsonl").write_text(decision(1).model_dump_json(exclude_none=True) + "\n")
+    code, out, _ = cli(capsys, "gate", "--plan", "--policy", str(ROOT / "configs/gates/corpus-only.toml"),
+                       "--suite", str(suite))
+    assert code == 0 and f"suite {suite}:" in out
+    assert "cannot pass on this suite, whatever the candidate does: repeat-reduction (it holds 0 known_failure" in out
 
 
 def test_gate_help_names_the_plan_and_the_corpus_only_policy(capsys):

@@ -1,10 +1,14 @@
 """What a condition reads and whether it is there now. `not_run` blocks a gate like a fail, and a corpus
 alone produces none of the sandbox or confirmation evidence, so `worker-replay gate --plan` lists each
-condition's inputs before anything runs, and a verdict names them beside every condition not run."""
+condition's inputs before anything runs, and a verdict names them beside every condition not run.
+
+A condition judged from the run's own results can only be fed by decisions the suite holds: a targeted CI
+on `verified_recovery` with no such decision is `not_run` whatever the candidate does. `suite_feed` counts
+them, so the plan says "cannot pass on this suite" before anything runs."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -12,10 +16,19 @@ from typing import Literal
 from pydantic import BaseModel
 
 from core.errors import WorkerTierError
+from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision
 from core.regularfile import open_regular
-from replay.analysis.compare import arms_of
-from replay.analysis.gates.conditions import AnyCondition
+from replay.analysis.compare import ALL_POSITIVE, arms_of
+from replay.analysis.gates.conditions import (
+    AnyCondition,
+    NonInferiority,
+    OverheadLimit,
+    PairedGain,
+    RepeatReduction,
+    TargetedCi,
+)
 from replay.run.directory import load_results
+from replay.stats import sign_test
 
 
 @dataclass(frozen=True)
@@ -121,3 +134,66 @@ def _problem(source: Source, path: Path, arms: list[str]) -> str:
         return str(exc)
     absent = [arm for arm in arms if arm not in present]
     return f"{path} has no results for arm(s) {', '.join(absent)}" if absent else ""
+
+
+class SuiteFeed(BaseModel):
+    """What a condition judged from the run's results needs from the suite, and how much of it the suite holds."""
+
+    needs: str
+    """The decisions it is judged on, in words (`verified_recovery decisions with a target`)."""
+    minimum: int
+    """The fewest such decisions with which it could pass at all (its `max_p` needs that many paired wins)."""
+    held: int
+
+    @property
+    def can_pass(self) -> bool:
+        return self.held >= self.minimum
+
+    def text(self) -> str:
+        """`holds N NEEDS[, needs ≥ M]`, and why it cannot pass when it cannot."""
+        at_least = f" (≥ {self.minimum} for its max_p, even if every one were a win)" if self.minimum > 1 else ""
+        verdict = "" if self.can_pass else ": cannot pass on this suite"
+        return f"the suite holds {self.held} {self.needs}{at_least}{verdict}"
+
+
+def _needs(condition: AnyCondition) -> tuple[str, Callable[[Decision], bool]] | None:
+    """The decisions `condition` is scored on (as core/scoring.py scores them), or None when it reads no
+    decision of the suite (evidence from elsewhere)."""
+    if isinstance(condition, PairedGain | NonInferiority | TargetedCi):
+        scope = condition.stratum if isinstance(condition, TargetedCi) else condition.scope
+        if scope == ALL_POSITIVE:
+            return ("held-out positive decisions (a target, not known_failure or "
+                    f"{'/'.join(HELD_OUT_EXCLUDED)})",
+                    lambda d: d.target is not None and d.stratum not in (*HELD_OUT_EXCLUDED, KNOWN_FAILURE))
+        return f"{scope} decisions with a target", lambda d: d.target is not None and d.stratum == scope
+    if isinstance(condition, RepeatReduction):
+        stratum = condition.stratum
+        if condition.level == "exact":
+            return (f"{stratum} decisions with a failed action whose arguments are kept (exact repeats)",
+                    lambda d: d.stratum == stratum and d.failed_action is not None
+                    and d.failed_action.arguments is not None)
+        return (f"{stratum} decisions with a failed action",
+                lambda d: d.stratum == stratum and d.failed_action is not None)
+    if isinstance(condition, OverheadLimit):
+        return "decisions", lambda d: True
+    return None
+
+
+def _minimum(condition: AnyCondition) -> int:
+    """1, or for a `max_p` the fewest decisions whose paired wins alone reach it (the exact sign test)."""
+    max_p = getattr(condition, "max_p", None)
+    if max_p is None:
+        return 1
+    n = 1
+    while sign_test(n, 0) > max_p:
+        n += 1
+    return n
+
+
+def suite_feed(condition: AnyCondition, decisions: Sequence[Decision]) -> SuiteFeed | None:
+    """How many of the suite's decisions `condition` could be judged on; None when it reads none."""
+    needs = _needs(condition)
+    if needs is None:
+        return None
+    words, counts = needs
+    return SuiteFeed(needs=words, minimum=_minimum(condition), held=sum(1 for d in decisions if counts(d)))

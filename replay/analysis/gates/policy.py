@@ -16,13 +16,16 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from core.records import BUILTIN_STRATA, Strict
+from core.records import BUILTIN_STRATA, Decision, Strict
 from core.tomlfile import toml_problem
 from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainted, compare_run
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
 from replay.analysis.gates.context import GateContext, GateError, MissingEvidenceError, Status, not_run
-from replay.analysis.gates.inputs import RUN_RESULTS, Read, condition_reads, run_read
+from replay.analysis.gates.inputs import RUN_RESULTS, Read, SuiteFeed, condition_reads, run_read, suite_feed
+from replay.errors import ReplayError
 from replay.memory.ledger import Dispute
+from replay.run.directory import read_run_json
+from replay.suite import load_suite
 
 
 class GatePolicy(Strict):
@@ -254,6 +257,9 @@ class ConditionPlan(BaseModel):
     id: str
     kind: str
     reads: list[Read]
+    suite: SuiteFeed | None = None
+    """What it needs of the suite's decisions and how many the suite holds; None when it reads none, or no
+    suite was read."""
 
 
 class GatePlan(BaseModel):
@@ -264,22 +270,47 @@ class GatePlan(BaseModel):
     run_dir: str | None
     conditions: list[ConditionPlan]
     unused_evidence: list[str]
+    suite: str | None = None
+    """The suite read (`--suite`, else the one RUN_DIR's run.json names); None: none was."""
+    suite_problem: str = ""
+    """Why no suite was read."""
 
 
 def plan_gate(policy_path: str | Path, run_dir: str | Path | None = None,
               evidence: Mapping[str, str | Path] | None = None, baseline: str | None = None,
-              candidate: str | None = None) -> GatePlan:
+              candidate: str | None = None, suite: str | Path | None = None) -> GatePlan:
     """Each condition's inputs: its evidence keys (given and readable?) or the run's own results (there,
-    with the arms named?), so a user sees which conditions would be `not_run` before running anything."""
+    with the arms named?), and what it needs of the suite's decisions (`suite`, else the suite RUN_DIR's
+    run.json names), so a user sees which conditions would be `not_run` before running anything."""
     policy = load_policy(policy_path)
     paths = {key: Path(value) for key, value in (evidence or {}).items()}
     run = run_read(None if run_dir is None else Path(run_dir), baseline, candidate)
     used = {key for condition in policy.conditions for key in condition.evidence_keys()}
+    suite_path, decisions, problem = _plan_suite(None if run_dir is None else Path(run_dir),
+                                                 None if suite is None else Path(suite))
     return GatePlan(
         policy=policy.name, policy_version=policy.version, run_dir=None if run_dir is None else str(run_dir),
-        conditions=[ConditionPlan(id=c.id, kind=c.kind, reads=condition_reads(c, run, paths, baseline, candidate))
+        conditions=[ConditionPlan(id=c.id, kind=c.kind, reads=condition_reads(c, run, paths, baseline, candidate),
+                                  suite=None if decisions is None else suite_feed(c, decisions))
                     for c in policy.conditions],
-        unused_evidence=sorted(paths.keys() - used))
+        unused_evidence=sorted(paths.keys() - used), suite=None if suite_path is None else str(suite_path),
+        suite_problem=problem)
+
+
+def _plan_suite(run_dir: Path | None, suite: Path | None) -> tuple[Path | None, list[Decision] | None, str]:
+    """(the suite's path, its decisions, why none were read): `suite` when given, else RUN_DIR's run.json's."""
+    if suite is None and run_dir is not None:
+        named = read_run_json(run_dir).get("suite")
+        path = named.get("path") if isinstance(named, dict) else None
+        suite = None if path is None else Path(path)
+        if suite is None:
+            return None, None, f"{run_dir} names no suite (no run.json yet); give --suite DIR"
+    if suite is None:
+        return None, None, "no RUN_DIR or --suite given"
+    try:
+        return suite, list(load_suite(suite).decisions), ""
+    except (ReplayError, OSError) as exc:
+        return suite, None, str(exc).splitlines()[0]
 
 
 def format_plan(plan: GatePlan) -> str:
@@ -293,6 +324,7 @@ def format_plan(plan: GatePlan) -> str:
     widths = [max(len(row[column]) for row in rows) for column in range(3)]
     lines += ["  " + "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths, strict=False)), row[3]])
               for row in rows]
+    lines += _suite_lines(plan)
     missing = [c.id for c in plan.conditions if any(r.present is False for r in c.reads)]
     elsewhere = [c.id for c in plan.conditions if any(r.key is not None for r in c.reads)]
     if plan.unused_evidence:
@@ -305,6 +337,24 @@ def format_plan(plan: GatePlan) -> str:
                      f"({', '.join(elsewhere)}); configs/gates/corpus-only.toml is the question a corpus alone "
                      "can answer")
     return "\n".join(lines)
+
+
+def _suite_lines(plan: GatePlan) -> list[str]:
+    """Per condition judged from the run's results, what it needs of the suite and whether the suite holds it;
+    then the conditions the suite cannot feed, which fix the verdict before any candidate runs."""
+    if plan.suite is None or plan.suite_problem:
+        where = f" {plan.suite}" if plan.suite is not None else ""
+        return [f"suite{where} not read ({plan.suite_problem}): whether it can feed each condition is not checked"]
+    lines = [f"suite {plan.suite}: what each condition judged from the run's results is scored on"]
+    width = max(len(c.id) for c in plan.conditions)
+    lines += [f"  {c.id:<{width}}  {c.suite.text()}" for c in plan.conditions if c.suite is not None]
+    starved = [f"{c.id} (it holds {c.suite.held} {c.suite.needs})" for c in plan.conditions
+               if c.suite is not None and not c.suite.can_pass]
+    if starved:
+        lines.append(f"cannot pass on this suite, whatever the candidate does: {'; '.join(starved)}; build a suite "
+                     "that holds them (`worker-replay suite stats` counts a suite's strata) or choose a policy "
+                     "that does not ask for them")
+    return lines
 
 
 def noise_line(noise: NoiseFloor) -> str:

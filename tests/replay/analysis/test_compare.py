@@ -9,7 +9,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from core.records import ResultRecord
-from replay.analysis.compare import ALL_POSITIVE, Comparison, compare, compare_run, format_comparison
+from replay.analysis.compare import (
+    ALL_POSITIVE,
+    Comparison,
+    compare,
+    compare_run,
+    format_comparison,
+    relative_change,
+)
 from replay.memory.ledger import RuleRef
 from replay.run.directory import ResultsError, RunError, load_results, read_run_json
 from tests.support.e13 import ARMS, BASE, MIXED, Q_ONLY, e13_results, positive_record, with_replicate
@@ -297,3 +304,10 @@ def test_a_breakdown_by_thread_splits_the_main_loop_from_the_subagents(tmp_path:
                  "--by", "thread"]) == 0
     out = capsys.readouterr().out
     assert "by thread:" in out and "  subagent, joint (" in out and "  main, joint (" in out
+
+
+@pytest.mark.parametrize(("reduction", "text"), [
+    (0.4, " (40% fewer)"), (-5 / 3, " (167% more)"), (0.0, " (as many)"), (-0.001, " (<1% more)"), (None, ""),
+])
+def test_a_relative_change_of_repeats_reads_as_words(reduction: float | None, text: str) -> None:
+    assert relative_change(reduction) == text

@@ -23,7 +23,7 @@ from replay.analysis.gates import (
 )
 from replay.analysis.gates.inputs import SOURCES, sources
 from tests.support.e13 import ARMS, BASE, Q_ONLY, e13_results
-from tests.support.runs import write_sealed
+from tests.support.runs import bind, decision, write_sealed
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -115,3 +115,51 @@ def test_a_condition_with_two_evidence_keys_lists_both() -> None:
     data = json.loads(plan_gate(PRODUCTION).model_dump_json())
     fresh = next(c for c in data["conditions"] if c["id"] == "fresh-chronological")
     assert [r["key"] for r in fresh["reads"]] == ["fresh", "fresh_suite"]
+
+
+def _suite_of(path: Path, strata: list[str]) -> Path:
+    """A suite whose decisions are of `strata` in that order (positives with a target, known_failure with a
+    failed call whose arguments are kept)."""
+    path.mkdir()
+    (path / "suite.toml").write_text('name = "t"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
+    lines = []
+    for i, stratum in enumerate(strata):
+        d = decision(i).model_dump(mode="json", exclude_none=True) | {"stratum": stratum}
+        if stratum == "known_failure":
+            d.pop("target")
+            d["failed_action"] = {"tool": "list_invoices", "arguments": {}}
+        lines.append(json.dumps(d))
+    (path / "decisions.jsonl").write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_the_plan_says_which_conditions_the_suite_cannot_feed_before_any_run(tmp_path: Path) -> None:
+    suite = _suite_of(tmp_path / "suite", ["verified_action", "verified_action", "known_failure"])
+    plan = plan_gate(CORPUS_ONLY, suite=suite)
+    feed = {c.id: (c.suite.held, c.suite.can_pass) for c in plan.conditions if c.suite is not None}
+    assert feed == {"paired-gain": (2, True), "repeat-reduction": (1, True), "targeted-ci": (0, False),
+                    "clean-non-inferiority": (0, False), "overhead": (3, True)}
+    text = format_plan(plan)
+    assert ("cannot pass on this suite, whatever the candidate does: targeted-ci (it holds 0 verified_recovery "
+            "decisions with a target); clean-non-inferiority (it holds 0 clean_trajectory_action decisions with a "
+            "target)") in text
+    assert "paired-gain            the suite holds 2 held-out positive decisions" in text
+
+
+def test_the_plan_reads_the_suite_the_run_names_and_says_when_none_is_read(run_dir: Path, tmp_path: Path) -> None:
+    assert "not read (no RUN_DIR or --suite given)" in format_plan(plan_gate(CORPUS_ONLY))
+    assert "names no suite (no run.json yet); give --suite DIR" in format_plan(plan_gate(CORPUS_ONLY, tmp_path))
+    bind(run_dir, _suite_of(tmp_path / "suite", ["verified_recovery", "clean_trajectory_action"]))
+    plan = plan_gate(CORPUS_ONLY, run_dir)
+    assert plan.suite == str(tmp_path / "suite")
+    assert [c.id for c in plan.conditions if c.suite is not None and not c.suite.can_pass] == ["repeat-reduction"]
+
+
+def test_a_max_p_asks_for_as_many_decisions_as_its_sign_test_needs(tmp_path: Path) -> None:
+    policy = tmp_path / "p.toml"
+    policy.write_text('name = "p"\nversion = "1"\n[[conditions]]\nid = "gain"\nkind = "paired_gain"\n'
+                      'description = "d"\nmin_points = 1\nmax_p = 0.05\n')
+    suite = _suite_of(tmp_path / "suite", ["verified_action"] * 5)
+    gain = plan_gate(policy, suite=suite).conditions[0].suite
+    assert gain is not None and (gain.minimum, gain.held, gain.can_pass) == (6, 5, False)  # 5/0 → p 0.0625
+    assert "(≥ 6 for its max_p, even if every one were a win): cannot pass on this suite" in gain.text()

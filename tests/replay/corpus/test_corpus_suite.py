@@ -131,8 +131,9 @@ def test_a_split_by_cluster_keeps_each_session_on_one_side(tmp_path, capsys):
     one_side = next(s for s in map(str, range(100)) if len({in_test_split(0.5, s)(c) for c in clusters}) == 1)
     assert replay_main(["suite", "build", "--from-corpus", str(root), "--keys", str(keys_file(tmp_path)),
                         "--out", str(tmp_path / "lopsided"), "--test-fraction", "0.5", "--split-seed", one_side]) == 2
-    err = capsys.readouterr().err  # the empty side is named with its reason, and neither side is written
-    assert "in the other split (by session)" in err and "nothing written" in err and err.count("\n") == 1
+    err = capsys.readouterr().err  # the empty side is named with the seeds that split, and neither side is written
+    assert f"--split-seed {one_side!r} puts all 2 split group(s)" in err and "nothing written" in err
+    assert f"--split-seed {seed}" in err and err.count("\n") == 1  # the first seed that splits is offered
     assert not (tmp_path / "lopsided").exists() or not any((tmp_path / "lopsided").rglob("*.jsonl"))
 
 

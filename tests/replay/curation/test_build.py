@@ -85,6 +85,20 @@ def test_a_class_that_falls_short_fails_or_shrinks_and_is_never_padded(tmp_path:
         build(tmp_path, corpus, 'size = 6\nshortfall = "shrink"\n[shares]\nnegative = 100\n', out="none")
 
 
+def test_a_failed_build_shows_its_counts_and_the_runs_that_would_prove_a_correction(tmp_path: Path,
+                                                                                   corpus: Path) -> None:
+    policy = 'size = 4\nclean_from = ["verified_action"]\n[shares]\nclean = 50\nrecovery = 50\n'
+    with pytest.raises(ValueError) as failed:
+        build(tmp_path, corpus, policy)
+    text = str(failed.value)
+    assert "recovery: asked 2, got 0 of 0 candidates" in text
+    assert "\n  refused: claude_origin 2, duplicate 2, unknown_origin 2\n" in text  # as a written set's manifest
+    assert "\n  known failures without a proven correction: 5\n" in text
+    assert "recovery has no proven correction (no --runs given)" in text
+    assert "`worker-replay run`" in text and "`worker-replay sandbox run`" in text
+    assert not (tmp_path / "set").exists()
+
+
 def held_out_suite(tmp_path: Path, name: str = "suite") -> Path:
     """A frozen suite of the recorded workspace's decisions, as `suite build --from-corpus` makes it."""
     held_out = tmp_path / f"held-out-{name}"

@@ -34,10 +34,30 @@ def test_every_count_of_the_pool(corpus: Path) -> None:
     assert (report.sessions, report.clusters, report.decisions) == (6, 3, 9)
     assert report.classes == {"clean": 0, "verified_action": 6, "recovery": 0, "known_failure": 3, "no_tool": 0}
     assert report.origins == {"worker": 3, "claude": 3, "unknown": 3}
-    assert report.trainable == {"clean": 0, "verified_action": 2, "recovery": 0, "known_failure": 1, "no_tool": 0}
+    assert report.examples == {"clean": 0, "verified_action": 0, "recovery": 0, "known_failure": 0, "no_tool": 0}
+    assert {c: why for c, why in report.cannot.items() if why} == {
+        "verified_action": {"claude_origin": 2, "unknown_origin": 2, "not_in_clean_from": 2},
+        "known_failure": {"no_proof": 3}}
     assert report.models == {"(none)": 3, "claude-sonnet-4-5-20250929": 3, "worker-base": 3}
     assert [(t.tool, t.actions) for t in report.top_tools] == [("mcp__inv__lookup", 9)]
     assert report.top_tools_share == 1.0 and report.refused == []
+
+
+def test_the_pool_says_what_could_become_an_example_and_why_the_rest_cannot(
+        corpus: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    widened = POLICY.model_copy(update={"clean_from": [DecisionClass.CLEAN, DecisionClass.VERIFIED_ACTION]})
+    report = audit_pool([ClaudeCodeDir(corpus)], widened)
+    assert report.examples["verified_action"] == 2 and "not_in_clean_from" not in report.cannot["verified_action"]
+    policy = tmp_path / "p.toml"
+    policy.write_text('name = "t"\nsize = 1\nworker_models = ["worker-*"]\n[shares]\nclean = 100\n')
+    assert main(["curate", "pool", str(corpus), "--policy", str(policy)]) == 0
+    out = capsys.readouterr().out
+    assert "3 clusters (sessions with a classed decision; a cluster is one task" in out
+    row = next(line.split() for line in out.splitlines() if line.lstrip().startswith("verified_action "))
+    assert row == ["verified_action", "6", "0", "-", "claude_origin", "2,", "unknown_origin", "2,",
+                   "not_in_clean_from", "2"]
+    assert "known_failure 3 0 recovery no_proof 3" in " ".join(out.split())
+    assert 'clean_from = ["clean", "verified_action"]' in out and "`curate build --runs`" in out
 
 
 def test_the_json_has_the_documented_top_level_keys(corpus: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -46,6 +66,14 @@ def test_the_json_has_the_documented_top_level_keys(corpus: Path, capsys: pytest
     data = json.loads(capsys.readouterr().out)
     assert {"sessions", "clusters", "classes", "origins", "top_tools_share"} <= data.keys()
     assert data["origins"] == {"worker": 3, "claude": 3, "unknown": 3}
+
+
+def test_the_shipped_policy_documents_every_key_with_its_default() -> None:
+    text = (Path(__file__).resolve().parents[3] / "configs" / "curation" / "s1.1.toml").read_text()
+    for name, info in CurationPolicy.model_fields.items():
+        doc = next((line for line in text.splitlines() if line.startswith(f"# {name} (")), None)
+        assert doc is not None, name
+        assert ("required" if info.is_required() else "default") in doc, name
 
 
 def test_a_corpus_that_is_not_one_is_one_error_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

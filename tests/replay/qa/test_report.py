@@ -61,6 +61,16 @@ def test_the_text_lists_findings_counts_and_what_was_not_checked(corpus: Path,
     assert f"not checked: ws-b/{LOOKUP}: no final answer: the thread ends in a tool result" in out
 
 
+def test_a_corpus_with_no_finished_run_says_how_its_threads_end(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    copy_workspace(tmp_path, "ws-b")  # both recorded sessions stop on a tool's result
+    assert main(["qa", "check", str(tmp_path), "--config", CONFIG]) == 0
+    out = capsys.readouterr().out
+    assert ("\n    2 no final answer: the thread ends in a tool result: the run stopped on a tool's result (max turns, "
+            "a crash, a session cut short)\n") in out
+    assert out.rstrip().endswith("nothing was checked: no session ends in a final answer with text")
+
+
 def test_an_unreadable_session_is_listed_and_the_others_checked(tmp_path: Path,
                                                                 capsys: pytest.CaptureFixture[str]) -> None:
     copy_workspace(tmp_path, "ws-a")

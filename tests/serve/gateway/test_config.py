@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import pytest
 
 from serve.cli import main
 from serve.engine.launcher import ConfigError
-from serve.gateway.config import load_gateway_config
+from serve.gateway.config import GatewayConfig, load_gateway_config
 from serve.gateway.fairshare import ShareLimits
+from tests.support.cli import run_cli
 
 SHIPPED = Path(__file__).resolve().parents[3] / "configs" / "gateway.toml"
 MINIMAL = """[gateway]
@@ -161,3 +163,35 @@ def test_the_prefix_cache_scope_defaults_to_workspace_with_client_keys(tmp_path,
 def test_an_unknown_prefix_cache_scope_is_named_with_its_line(tmp_path):
     with pytest.raises(ConfigError, match=r"gateway.toml:2: gateway.prefix_cache_scope"):
         load_gateway_config(write(tmp_path, MINIMAL.replace("[gateway]\n", '[gateway]\nprefix_cache_scope = "tenant"\n')))
+
+
+def test_a_second_checkout_moves_the_engine_and_the_stores_by_flag(monkeypatch, tmp_path):
+    """`worker-serve gateway --engine-url --state-db --capture-db`: another engine and stores, the file unchanged."""
+    monkeypatch.setenv("WORKER_TIER_CACHE", str(tmp_path / "cache"))
+    started: dict[str, object] = {}
+    monkeypatch.setattr("serve.app.create_app", lambda config: config)
+    monkeypatch.setattr("uvicorn.run", lambda app, **kw: started.update(config=app, **kw))
+    assert main(["gateway", "--config", str(SHIPPED), "--port", "9100", "--engine-url", "http://127.0.0.1:8001",
+                 "--engine-url", "http://127.0.0.1:8002", "--state-db", str(tmp_path / "gw.sqlite"),
+                 "--capture-db", str(tmp_path / "capture.sqlite")]) == 0
+    config = cast(GatewayConfig, started["config"])
+    assert started["port"] == 9100
+    assert [(u.name, u.url) for u in config.upstreams] == [
+        ("engine-0", "http://127.0.0.1:8001"), ("engine-1", "http://127.0.0.1:8002")]
+    assert config.gateway.state_db == tmp_path / "gw.sqlite"
+    assert config.capture.db == tmp_path / "capture.sqlite"
+    unchanged = load_gateway_config(SHIPPED)
+    assert [u.url for u in unchanged.upstreams] == ["http://127.0.0.1:8000"]
+    assert unchanged.gateway.state_db == tmp_path / "cache" / "gateway" / "state.sqlite"
+
+
+def test_an_engine_url_with_a_path_is_a_usage_error(tmp_path):
+    result = run_cli("serve", "gateway", "--config", str(SHIPPED), "--engine-url", "http://127.0.0.1:8001/v1",
+                     cwd=tmp_path)
+    assert result.returncode == 2 and "is not an engine's base URL (scheme and host only" in result.stderr
+
+
+def test_evidence_reads_the_stores_the_gateway_was_started_with(tmp_path):
+    result = run_cli("serve", "evidence", "--config", str(SHIPPED), "--state-db", str(tmp_path / "other.sqlite"),
+                     "--out", str(tmp_path / "ev"), cwd=tmp_path)
+    assert result.returncode == 2 and f"no gateway state at {tmp_path / 'other.sqlite'}" in result.stderr
