@@ -5,7 +5,8 @@ The predicate holds the verdict and its `inputs`: the policy file, the judged ru
 the suite's `decisions.jsonl` the run replayed (the digest its run.json recorded), and each evidence path (a run
 directory by its `results.jsonl`, a suite directory by its `decisions.jsonl`, any other directory by the digest of
 its files, a file by its bytes). The subject is the candidate, named by the digest of those inputs (the policy
-aside): what the verdict is about is exactly the evidence it was judged on; and, where the run recorded what
+aside): what the verdict is about is exactly the evidence it was judged on (the predicate lists every memory
+rule id the two judged arms' results carried beside them); and, where the run recorded what
 served the candidate, its adapter weights by fingerprint (`weights:VERSION`), which a trial holds against the
 adapter it registered. `verify` recomputes every input's digest and the first subject's from the files and names
 each one that changed or is gone.
@@ -32,7 +33,7 @@ from core.attestation import (
 from core.jsonfile import JsonFileError, read_json
 from replay.analysis.gates.context import GateError
 from replay.analysis.gates.policy import Verdict
-from replay.run.directory import RESULTS, RUN_JSON, SERVED, read_run_json
+from replay.run.directory import RESULTS, RUN_JSON, SERVED, load_results, read_run_json
 from replay.suite import DECISIONS_JSONL
 
 POLICY, RESULTS_INPUT, SUITE, EVIDENCE = "policy", "results", "suite", "evidence:"
@@ -45,6 +46,9 @@ class VerdictPredicate(BaseModel):
 
     verdict: Verdict
     inputs: list[ResourceDescriptor]
+    rule_ids: list[str] = []
+    """Every memory rule the two judged arms' results carried: what a later dispute of any of them reaches (the
+    ledger's `trace` finds the verdict by them too)."""
 
 
 def verdict_filename(policy: str, candidate: str) -> str:
@@ -111,7 +115,9 @@ def verdict_statement(verdict: Verdict, run_dir: Path) -> Statement:
     inputs = verdict_inputs(verdict, run_dir)
     subject = [ResourceDescriptor(name=verdict.candidate, digest={"sha256": subject_digest(inputs)})]
     weights = candidate_weights(verdict, run_dir)
-    predicate = VerdictPredicate(verdict=verdict, inputs=inputs)
+    rule_ids = sorted({rule for r in load_results(run_dir) if r.arm in (verdict.baseline, verdict.candidate)
+                       for rule in r.injected_rule_ids}) if (run_dir / RESULTS).is_file() else []
+    predicate = VerdictPredicate(verdict=verdict, inputs=inputs, rule_ids=rule_ids)
     return Statement(subject=subject + ([weights] if weights else []), predicateType=VERDICT_PREDICATE,
                      predicate=predicate.model_dump(mode="json"))
 

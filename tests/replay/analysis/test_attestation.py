@@ -13,11 +13,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.attestation import STATEMENT_TYPE, VERDICT_PREDICATE
-from replay.analysis.gates import read_verdict
+from replay.analysis.gates import read_verdict, write_verdict
 from replay.cli import main
+from replay.run.directory import load_results
 from tests.replay.analysis.test_gates import CANDIDATE, strong_records, write_run, write_suite
 from tests.support.e13 import BASE
-from tests.support.runs import bind
+from tests.support.runs import bind, write_sealed
 
 ROOT = Path(__file__).resolve().parents[3]
 INPUTS = ("policy", "results", "suite", "evidence:confirmation")
@@ -104,3 +105,16 @@ def test_what_is_not_a_verdict_is_one_error_line(tmp_path: Path, capsys: pytest.
     assert len(err) == 1 and err[0].startswith("error: ") and str(path) in err[0]
     assert main(["verify", str(tmp_path / "absent.json")]) == 2
     assert "absent.json" in capsys.readouterr().err
+
+
+def test_the_statement_lists_every_rule_the_judged_arms_carried(tmp_path: Path,
+                                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 66: the verdict names what a later dispute would reach, not only what was disputed when it was
+    reached."""
+    verdict = judged(tmp_path, capsys)
+    run = verdict.parent
+    records = [r.model_copy(update={"injected_rule_ids": ["lc:b", "lc:a"] if r.arm == CANDIDATE else
+                                    ["lc:a"]}) for r in load_results(run)]
+    write_sealed(run, records)
+    write_verdict(run, read_verdict(verdict))
+    assert json.loads(verdict.read_text())["predicate"]["rule_ids"] == ["lc:a", "lc:b"]
