@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -60,18 +61,29 @@ def snapshot(corpus: ClaudeCodeDir) -> CorpusSnapshot:
                           files_sha256=hashlib.sha256("".join(entries).encode()).hexdigest())
 
 
+def _ignored(tree: Path, path: Path) -> bool:
+    """Whether the git work tree `tree` ignores `path` (False where git cannot say: refused, as before)."""
+    try:
+        return subprocess.run(["git", "-C", str(tree), "check-ignore", "-q", "--", str(path)], capture_output=True,
+                              timeout=30, check=False).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
 def _line(model: Strict) -> str:
     return json.dumps(model.model_dump(mode="json", exclude_none=True), ensure_ascii=False, sort_keys=True) + "\n"
 
 
 def check_out(out: Path, corpora: Sequence[ClaudeCodeDir]) -> None:
-    """Refuse an output the set must not go to: inside a git work tree (training data never enters git), inside
-    a corpus (only ever read), or a directory that already holds something."""
+    """Refuse an output the set must not go to: inside a git work tree where git would track it (training data
+    never enters git; a path the tree ignores, like a checkout's `runs/`, is not tracked), inside a corpus (only
+    ever read), or a directory that already holds something."""
     resolved = out.resolve()
     for parent in (resolved, *resolved.parents):
-        if (parent / ".git").exists():
-            raise CurationError(f"refusing to write into {out}: it is inside the git work tree {parent}; a "
-                                "training set is built from production records and never enters git")
+        if (parent / ".git").exists() and not _ignored(parent, resolved):
+            raise CurationError(f"refusing to write into {out}: it is inside the git work tree {parent}, which "
+                                "does not ignore it; a training set is built from production records and never "
+                                "enters git (write it elsewhere, or under a path the tree ignores)")
     for corpus in corpora:
         if corpus.holds(out):
             raise CurationError(f"refusing to write into {out}: it is inside the corpus {corpus.root}, which is "

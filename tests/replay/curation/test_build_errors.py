@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -84,13 +85,23 @@ def test_bad_input_is_one_error_line_and_writes_nothing(case: str, tmp_path: Pat
     assert not (tmp_path / "set").exists()
 
 
-def test_an_output_inside_a_git_work_tree_is_refused(tmp_path: Path, corpus: Path,
-                                                     capsys: pytest.CaptureFixture[str]) -> None:
-    out = REPO / "runs" / "curated-must-not-exist"
-    argv = ["curate", "build", str(corpus), "--policy", str(policy_file(tmp_path, GOOD)), "--keys",
-            str(keys_file(tmp_path, ["ws-w"])), "--out", str(out)]
-    assert main(argv) == 2
-    assert "inside the git work tree" in capsys.readouterr().err and not out.exists()
+def test_an_output_git_would_track_is_refused_and_one_it_ignores_is_not(tmp_path: Path, corpus: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """Training data never enters git: refused where the work tree would track it; a path it ignores (a
+    checkout's `runs/`, where `worker-demo loop` writes by default) cannot enter it by `git add`."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    subprocess.run(["git", "init", "-q", str(tree)], check=True)
+    (tree / ".gitignore").write_text("/runs/\n")
+    (tree / "runs").mkdir()
+
+    def build(out: Path) -> int:
+        return main(["curate", "build", str(corpus), "--policy", str(policy_file(tmp_path, GOOD)), "--keys",
+                     str(keys_file(tmp_path, ["ws-w"])), "--out", str(out)])
+
+    assert build(tree / "curated") == 2
+    assert "inside the git work tree" in capsys.readouterr().err and not (tree / "curated").exists()
+    assert build(tree / "runs" / "curated") == 0 and (tree / "runs" / "curated" / "train.jsonl").is_file()
 
 
 def test_a_good_build_through_the_cli_prints_asked_against_got(tmp_path: Path, corpus: Path,
