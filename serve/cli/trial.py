@@ -7,6 +7,7 @@ of the canary evidence it was judged on (the `canary` file of its `evidence_path
 `trial evidence` wrote it), and the disputed rules its results carried; the gateway refuses a verdict that is
 not the trial's, or that rests on a disputed rule.
 `trial evidence ID --out DIR` writes `canary.json` from the trial's own cohorts for that gate.
+The gateway is the config's `[gateway]` address, or `--gateway URL` for one started elsewhere (another port).
 
 Every failure — the gateway unreachable or answering something that is not the trial API's
 JSON, a file that cannot be read or written — is one `error:` line and exit 2.
@@ -106,7 +107,8 @@ def _call(args: argparse.Namespace, method: str, path: str, model: type[Answer],
     if not token:
         raise TrialError(f"{args.config}: no admin token (set ${config.admin.token_env} or admin.token)")
     host = "127.0.0.1" if config.gateway.host in ("0.0.0.0", "::") else config.gateway.host
-    return admin_call(f"http://{host}:{config.gateway.port}", f"/admin/trials{path}", token, method, model, body,
+    url = args.gateway or f"http://{host}:{config.gateway.port}"
+    return admin_call(url.rstrip("/"), f"/admin/trials{path}", token, method, model, body,
                       timeout=60, what="the trial API", error=TrialError)
 
 
@@ -198,7 +200,11 @@ def add_parser(sub: Any) -> None:
 
     def action(name: str, help_: str, needs_id: bool = True) -> argparse.ArgumentParser:
         p: argparse.ArgumentParser = actions.add_parser(name, help=help_)
-        p.add_argument("--config", type=Path, default=Path("configs/gateway.toml"), help="the gateway's config")
+        p.add_argument("--config", type=Path, default=Path("configs/gateway.toml"),
+                       help="the gateway's config (its admin token, and its address unless --gateway)")
+        p.add_argument("--gateway", metavar="URL", default=None,
+                       help="the gateway's address when it is not the config's [gateway] host and port (a second "
+                            "checkout's gateway on another port)")
         if needs_id:
             p.add_argument("id", help="the trial's name")
         p.set_defaults(func=run)

@@ -179,6 +179,20 @@ def test_the_command_line_drives_a_trial_through_the_admin_api(tmp_path: Path, r
         assert main(["trial", "status", "nope", "--config", config]) == 2
 
 
+def test_gateway_names_a_gateway_on_another_port_than_the_configs(tmp_path: Path, root: Path, fault: FaultUpstream,
+                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    """A second checkout's gateway: its config's port has nothing listening, `--gateway` reaches the real one."""
+    with start_gateway(tmp_path, root, [fault]) as gw:
+        setup(gw, root)
+        elsewhere = write_config(tmp_path / "other", [fault.url], root, port=9)
+        assert main(["trial", "status", "--config", str(elsewhere)]) == 2
+        assert "cannot be reached" in capsys.readouterr().err
+        assert main(["trial", "start", "t1", "--config", str(elsewhere), "--gateway", gw.url + "/",
+                     "--policy", str(policy(tmp_path))]) == 0
+        assert "trial t1 (cand-v1 on worker): step" in capsys.readouterr().out
+        assert main(["trial", "status", "t1", "--config", str(elsewhere), "--gateway", gw.url]) == 0
+
+
 def test_a_gateway_killed_9_resumes_its_trial_in_a_step_and_at_the_gate_and_never_promotes(
         tmp_path: Path, root: Path, fault: FaultUpstream) -> None:
     """`worker-serve gateway` as its own process, SIGKILLed twice: mid-step the trial comes back in
