@@ -14,7 +14,7 @@
 - `deferred.py`: `worker-demo deferred`: the deferred-replay loop
 - `agent.py`: `worker-demo agent`: one Claude Agent SDK session through the gateway, replayed
 - `loop.py`: `worker-demo loop`: the slow loop closed on CPU, from a failure to a verdict
-- `ledger.py`: the slow loop's sandbox world: an invoice lookup with a failure planted
+- `loop_world.py`: the slow loop's sandbox world: an invoice lookup with a failure planted
 - `gpucheck/`: the GPU path proven in one command (`scripts/gpu_check.sh`)
 - `__main__.py`: `python -m demo`
 """

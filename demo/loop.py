@@ -1,7 +1,7 @@
 """`worker-demo loop`: the slow loop closed on CPU, from a failure to a verdict (DESIGN §12; 001 S22).
 
 1. **A failure, recorded by the runtime.** Two Claude Agent SDK sessions run through the gateway against the
-   real engine; their MCP tool is the planted ledger world (demo/ledger.py: INV-7 was merged into INV-8), so
+   real engine; their MCP tool is the planted invoice world (demo/loop_world.py: INV-7 was merged into INV-8), so
    Claude Code's own session files hold real failed calls. The first session is for training, the second is
    held out: its suite is frozen before anything is trained, and curation may take nothing from it.
 2. **Its correction, proven `executed`.** Each of the training session's known failures becomes a scenario on
@@ -39,7 +39,7 @@ from core.errors import WorkerTierError
 from core.guard import GuardRules
 from core.process import free_port
 from demo.agent import WORKSPACE, agent_session
-from demo.ledger import LEDGER, PLANTED, TOOL, scenario_for, write_ledger_pack
+from demo.loop_world import LOOP_WORLD, PLANTED, TOOL, scenario_for, write_loop_pack
 from demo.run import admin, fresh_out, register_adapters, say, serving, started
 from replay.analysis.compare import ALL_POSITIVE, Comparison, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
@@ -93,10 +93,10 @@ class Sessions:
 
 
 def record_sessions(gateway_url: str, out: Path) -> Sessions:
-    """Two Agent SDK sessions on the planted ledger; Claude Code writes them under `out/corpus`."""
+    """Two Agent SDK sessions on the planted invoice world; Claude Code writes them under `out/corpus`."""
     runs, calls = [], []
     for _ in range(2):
-        episode = Episode.start(LEDGER, PLANTED, [TOOL], datetime(2026, 12, 1, tzinfo=UTC), 0)
+        episode = Episode.start(LOOP_WORLD, PLANTED, [TOOL], datetime(2026, 12, 1, tzinfo=UTC), 0)
         runs.append(asyncio.run(agent_session(gateway_url, out / "home", out / "corpus", world=episode)))
         calls += [str(args.get("id")) for args in runs[-1].executed]
     if not all(r.session for r in runs):
@@ -132,7 +132,7 @@ def known_failure_scenarios(corpus: Path, session: str) -> list[Scenario]:
 
 def prove(scenarios: list[Scenario], out: Path) -> Path:
     """Sandbox episodes of the planted explorer on every scenario, through the real sandbox runner."""
-    pack = load_pack(write_ledger_pack(out / "pack", scenarios))
+    pack = load_pack(write_loop_pack(out / "pack", scenarios))
     episodes = PlantedEpisodes(EpisodeScripts(pack), (PackArmBehaviour(model=EXPLORER, complete=1.0),), 0)
     spec = PlantedSpec(arms=[ArmBehaviour(model=EXPLORER, right=1.0)])
     with serve_planted(spec, [], episodes) as endpoint:

@@ -1,6 +1,6 @@
 """Does a final answer claim that the task is done? The general success-claim detector (DESIGN §8).
 
-A scenario's claims are verb-specific patterns ("refund … issued") backed by a ledger call.
+A scenario's claims are verb-specific patterns ("refund … issued") backed by a call in the action log.
 Unsupported completion also counts an answer that "claims success on a task that did not
 complete": "Done, I've completed that for you." names no verb a scenario lists, so the measures
 ask this detector too.

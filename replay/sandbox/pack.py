@@ -216,7 +216,7 @@ def start_episode(world: World, scenario: Scenario) -> Episode:
 def trajectory_of(episode: Episode, start: JSON, final_answer: str | None, ended_by: EndedBy,
                   turns: Sequence[Turn] = ()) -> Trajectory:
     end = episode.snapshot()
-    return Trajectory(turns=list(turns), ledger=list(episode.ledger), final_answer=final_answer, ended_by=ended_by,
+    return Trajectory(turns=list(turns), ledger=list(episode.actions), final_answer=final_answer, ended_by=ended_by,
                       start_state=start, end_state=end, end_state_hash=state_hash(end))
 
 

@@ -5,7 +5,7 @@ retries (`replay.run.endpoint`) and tool-call parser (`core.toolcalls`) as `work
 episode asks the model for its next message; its calls run in the scenario's world and their
 results are appended; it ends on a final answer without a call, the world's `done`, or a limit.
 Each result holds the whole trajectory (per turn: the messages appended since the last request,
-the raw answer, the parsed calls; the ledger; the end state and its hash) and its scores.
+the raw answer, the parsed calls; the action log; the end state and its hash) and its scores.
 The executor of `worker-replay run` (`replay.run.executor`) appends `results.jsonl` one episode at a time, so a
 run killed at any point resumes with exactly one result per (arm, scenario); a changed config, pack or endpoint
 kind is refused with what changed. The run directory is `worker-replay run`'s (`replay.run.directory`): one
@@ -62,7 +62,7 @@ class SandboxResult(Strict):
     trajectory: Trajectory
     scores: Scores
     episode_s: float  # wall time of the episode, model included
-    sandbox_s: float  # of which: world execution, ledger and scoring
+    sandbox_s: float  # of which: world execution, action log and scoring
     finished_at: datetime
 
 
@@ -166,12 +166,12 @@ async def run_episode(session: aiohttp.ClientSession, url: str, config: RunConfi
         tick = time.perf_counter()
         stop: EndedBy | None = None
         for call_id, call in zip(ids, parsed.calls, strict=True):
-            if len(episode.ledger) >= scenario.limits.max_steps:
+            if len(episode.actions) >= scenario.limits.max_steps:
                 stop = "max_steps"
                 break
             result = episode.call(call.tool, call.arguments)
             messages.append({"role": "tool", "tool_call_id": call_id, "content": json.dumps(result)})
-        errors = sum(1 for e in episode.ledger if not e.ok)
+        errors = sum(1 for e in episode.actions if not e.ok)
         sandbox_s += time.perf_counter() - tick
         if stop is None and episode.ctx.done:
             stop = "done"

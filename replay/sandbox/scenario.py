@@ -16,7 +16,7 @@ from pydantic import ConfigDict, Field, model_validator
 from core.names import NAME_MAX_CHARS, Name
 from core.patterns import Pattern
 from core.records import Strict
-from replay.sandbox.world import JSON, LedgerEntry
+from replay.sandbox.world import JSON, ActionRecord
 
 Category = Literal["rule", "privacy", "security"]
 CATEGORIES: tuple[Category, ...] = ("rule", "privacy", "security")
@@ -44,7 +44,7 @@ class Success(Strict):
 
 
 class Requirement(Strict):
-    """What backs a claim: a ledger call of `tool` with this `ok`, its arguments a superset of `arguments`."""
+    """What backs a claim: a logged call of `tool` with this `ok`, its arguments a superset of `arguments`."""
 
     tool: str
     ok: bool = True
@@ -137,10 +137,11 @@ class Turn(Strict):
 
 
 class Trajectory(Strict):
-    """Everything the measures read: the ledger, the final answer, how the episode ended, the states."""
+    """Everything the measures read: the action log (its key `ledger` is DESIGN §8's), the final answer, how the
+    episode ended, the states."""
 
     turns: list[Turn] = Field(default_factory=list)
-    ledger: list[LedgerEntry]
+    ledger: list[ActionRecord]
     final_answer: str | None
     ended_by: EndedBy
     start_state: JSON

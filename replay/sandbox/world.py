@@ -13,7 +13,7 @@ code `internal`) into an `{"error": {...}}` tool result that `core.guard` classi
 
 Determinism: the clock is frozen at the scenario's `clock`, ids and randomness come from
 `random.Random(seed)`, tools do no I/O. Every episode starts from a fresh validation of the
-initial state, and every call is appended to the episode's ledger with the canonical
+initial state, and every call is appended to the episode's action log with the canonical
 arguments, the guard's kind and the sha256 of the canonical state before and after.
 """
 
@@ -317,7 +317,7 @@ def under(path: str, prefix: str) -> bool:
     return path == prefix or path.startswith((prefix + ".", prefix + "["))
 
 
-# --- episodes and the ledger ---------------------------------------------------------------
+# --- episodes and their action log --------------------------------------------------------
 
 
 def _json_text(text: str) -> str:
@@ -327,7 +327,9 @@ def _json_text(text: str) -> str:
     return text
 
 
-class LedgerEntry(Strict):
+class ActionRecord(Strict):
+    """One call of an episode's action log (DESIGN §8 calls the log the episode's ledger: a trajectory's `ledger`)."""
+
     step: int
     tool: str
     arguments: Annotated[str, AfterValidator(_json_text)]
@@ -345,13 +347,13 @@ class LedgerEntry(Strict):
 
 @dataclass
 class Episode:
-    """One run of a world from its initial state: call tools, read the ledger and the end state."""
+    """One run of a world from its initial state: call tools, read the action log and the end state."""
 
     world: World
     allowlist: frozenset[str]
     state: Strict
     ctx: Context
-    ledger: list[LedgerEntry] = field(default_factory=list)
+    actions: list[ActionRecord] = field(default_factory=list)
 
     @classmethod
     def start(cls, world: World, initial_state: Mapping[str, Any], allowlist: list[str], clock: datetime,
@@ -363,7 +365,7 @@ class Episode:
         return state_json(self.state)
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
-        """Run one call; the result is what the model is shown, and the call is in the ledger."""
+        """Run one call; the result is what the model is shown, and the call is in the action log."""
         before = self.snapshot()
         t = self.world.tools.get(name)
         allowed = t is not None and name in self.allowlist
@@ -376,8 +378,8 @@ class Episode:
             result, error_code = self._run(t, arguments, before)
         after = self.snapshot()
         kind = classify(json.dumps(result), GUARD, name)
-        self.ledger.append(LedgerEntry(
-            step=len(self.ledger) + 1, tool=name, arguments=canonical_json(dict(arguments)), allowed=allowed,
+        self.actions.append(ActionRecord(
+            step=len(self.actions) + 1, tool=name, arguments=canonical_json(dict(arguments)), allowed=allowed,
             outbound=bool(t and t.outbound), ok=error_code is None and kind not in FAILURES, kind=kind,
             error_code=error_code, result=canonical_value(result),
             state_before=state_hash(before), state_after=state_hash(after),

@@ -117,7 +117,7 @@ def test_tool_changes_state_or_refuses_with_a_classified_error(world: str, name:
                                                                 changes: str | None, bad: dict[str, Any]) -> None:
     ep = episode(world)
     result = ep.call(name, good)
-    ok = ep.ledger[-1]
+    ok = ep.actions[-1]
     assert ok.ok and classify(json.dumps(result), GuardRules(), name) == "ok" or ok.kind in ("empty_result", "no_op")
     if changes is None:
         assert ok.state_before == ok.state_after
@@ -130,7 +130,7 @@ def test_tool_changes_state_or_refuses_with_a_classified_error(world: str, name:
 def test_demo_rejections_read_as_the_suite_recorded_them() -> None:
     sup = episode("support")
     assert sup.call("send_email", CASES[13][4])["error"]["code"] == "permission_denied"
-    assert sup.ledger[-1].kind == "blocked"
+    assert sup.actions[-1].kind == "blocked"
     inv = episode("invoicing")
     assert "drafts cannot be sent" in inv.call("send_invoice", CASES[5][4])["error"]["message"]
     sales = episode("sales")
@@ -141,14 +141,14 @@ def test_demo_rejections_read_as_the_suite_recorded_them() -> None:
 
 
 @pytest.mark.parametrize("world", sorted(STATES))
-def test_the_same_calls_on_the_same_seed_give_byte_identical_ledgers(world: str) -> None:
+def test_the_same_calls_on_the_same_seed_give_byte_identical_action_logs(world: str) -> None:
     calls = [(c[1], c[2]) for c in CASES if c[0] == world] + [(c[1], c[4]) for c in CASES if c[0] == world]
 
     def run(seed: int) -> str:
         ep = episode(world, seed)
         for name, args in calls:
             ep.call(name, args)
-        return "\n".join(e.model_dump_json() for e in ep.ledger)
+        return "\n".join(e.model_dump_json() for e in ep.actions)
 
     assert run(11) == run(11)
 
@@ -162,8 +162,8 @@ def test_any_sequence_of_calls_is_deterministic_and_never_raises(picks: list[tup
         for index, good in picks:
             world, name, ok_args, _, bad_args = CASES[index]
             eps[world].call(name, ok_args if good else bad_args)
-        ledgers = "\n".join(e.model_dump_json() for ep in eps.values() for e in ep.ledger)
-        return ledgers, json.dumps([ep.snapshot() for ep in eps.values()], sort_keys=True)
+        logs = "\n".join(e.model_dump_json() for ep in eps.values() for e in ep.actions)
+        return logs, json.dumps([ep.snapshot() for ep in eps.values()], sort_keys=True)
 
     assert run() == run()
 

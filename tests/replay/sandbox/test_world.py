@@ -1,4 +1,4 @@
-"""The world framework: generated schemas, dispatch by allowlist, errors as results, ledger, determinism."""
+"""The world framework: generated schemas, dispatch by allowlist, errors as results, the action log, determinism."""
 
 from __future__ import annotations
 
@@ -79,11 +79,11 @@ def test_schema_is_generated_from_the_argument_model() -> None:
     assert add.schema()["function"]["strict"] is True
 
 
-def test_a_call_changes_state_and_is_in_the_ledger_with_hashes() -> None:
+def test_a_call_changes_state_and_is_in_the_action_log_with_hashes() -> None:
     ep = start()
     before = state_hash(ep.snapshot())
     assert ep.call("add", {"by": 2, "name": "a"}) == {"name": "a", "value": 3}
-    entry = ep.ledger[0]
+    entry = ep.actions[0]
     assert (entry.step, entry.tool, entry.ok, entry.kind) == (1, "add", True, "ok")
     assert entry.arguments == '{"by":2,"name":"a"}'
     assert entry.state_before == before and entry.state_after == state_hash(ep.snapshot()) != before
@@ -103,9 +103,9 @@ def test_failures_are_results_the_guard_classifies_and_roll_back() -> None:
     kinds = [classify(json.dumps(o), GuardRules()) for o in outcomes]
     assert all(k in FAILURES for k in kinds)
     assert kinds[3] == kinds[4] == kinds[5] == "blocked"
-    assert [e.kind for e in ep.ledger] == kinds and not any(e.ok for e in ep.ledger)
-    assert [e.allowed for e in ep.ledger] == [True, True, True, False, False, True]
-    assert all(e.state_before == e.state_after and not e.changes for e in ep.ledger)
+    assert [e.kind for e in ep.actions] == kinds and not any(e.ok for e in ep.actions)
+    assert [e.allowed for e in ep.actions] == [True, True, True, False, False, True]
+    assert all(e.state_before == e.state_after and not e.changes for e in ep.actions)
     assert ep.snapshot() == {"items": {"a": 1}}
 
 
@@ -115,15 +115,15 @@ def test_each_episode_starts_from_a_fresh_state() -> None:
     assert start().snapshot() == {"items": {"a": 1}}
 
 
-def test_same_calls_on_the_same_seed_give_byte_identical_ledgers() -> None:
-    def ledger(seed: int) -> str:
+def test_same_calls_on_the_same_seed_give_byte_identical_action_logs() -> None:
+    def action_log(seed: int) -> str:
         ep = start(seed=seed)
         for call in (("mint", {"from": "x"}), ("add", {"name": "", "by": 4}), ("add", {"name": "a", "by": -2})):
             ep.call(*call)
-        return "\n".join(e.model_dump_json() for e in ep.ledger)
+        return "\n".join(e.model_dump_json() for e in ep.actions)
 
-    assert ledger(7) == ledger(7)
-    assert ledger(7) != ledger(8)  # ids come from the seed
+    assert action_log(7) == action_log(7)
+    assert action_log(7) != action_log(8)  # ids come from the seed
 
 
 def test_leaves_keep_empty_containers() -> None:
@@ -140,7 +140,7 @@ def test_a_tool_bug_is_an_error_result_not_a_crash() -> None:
     ep = Episode.start(World("buggy", Counter, {"divide": divide}), {"items": {"a": 1}}, ["divide"], CLOCK, 1)
     result = ep.call("divide", {"name": "a", "by": 1})
     assert result["error"]["code"] == "internal" and "ZeroDivisionError" in result["error"]["message"]
-    assert ep.ledger[0].kind == "failed" and ep.snapshot() == {"items": {"a": 1}}
+    assert ep.actions[0].kind == "failed" and ep.snapshot() == {"items": {"a": 1}}
 
 
 def test_prose_fields_come_from_the_state_model_and_may_not_clash() -> None:

@@ -26,13 +26,13 @@ TOOL = "mcp__inv__lookup"
 CREATED = datetime(2026, 12, 1, tzinfo=UTC)
 
 
-class LedgerInvoice(Strict):
+class LoopInvoice(Strict):
     status: Literal["paid", "open"]
     merged_into: str | None = None
 
 
-class LedgerState(Strict):
-    invoices: dict[str, LedgerInvoice]
+class LoopState(Strict):
+    invoices: dict[str, LoopInvoice]
     viewed: dict[str, bool] = Field(default_factory=dict)
     """Invoices looked up successfully: what a lookup task changes, so completing it shows in the state."""
 
@@ -46,7 +46,7 @@ class LookupArgs(Args):
 
 
 @tool("Look up one invoice by its id.")
-def mcp__inv__lookup(state: LedgerState, args: LookupArgs, ctx: Context) -> dict[str, Any]:
+def mcp__inv__lookup(state: LoopState, args: LookupArgs, ctx: Context) -> dict[str, Any]:
     invoice = state.invoices[args.id]
     if invoice.merged_into is not None:
         raise ToolFailureError("merged",
@@ -56,8 +56,10 @@ def mcp__inv__lookup(state: LedgerState, args: LookupArgs, ctx: Context) -> dict
     return {"id": args.id, "status": invoice.status}
 
 
-LEDGER = World("ledger", LedgerState, {TOOL: mcp__inv__lookup})
-WORLDS = {LEDGER.name: LEDGER}
+# The world's name in the scenarios the loop writes: kept from before the module was named for the loop, so the
+# files the loop writes (its pack's scenarios.jsonl and the digests that name it) did not change.
+LOOP_WORLD = World("ledger", LoopState, {TOOL: mcp__inv__lookup})
+WORLDS = {LOOP_WORLD.name: LOOP_WORLD}
 
 
 def scenario_for(decision: str, workspace: str, messages: list[dict[str, Any]], failed: dict[str, Any],
@@ -66,7 +68,7 @@ def scenario_for(decision: str, workspace: str, messages: list[dict[str, Any]], 
     is the corrected call, the broken variant the failed one."""
     invoice = str(corrected.get("id"))
     return Scenario.model_validate({
-        "id": f"loop-{decision}"[:100].replace(".", "-"), "world": LEDGER.name, "workspace": workspace,
+        "id": f"loop-{decision}"[:100].replace(".", "-"), "world": LOOP_WORLD.name, "workspace": workspace,
         "policy_family": "recover-after-rejection", "clock": CREATED, "seed": 0, "initial_state": PLANTED,
         "messages": messages, "tools": [TOOL], "decision": decision,
         "oracle": [{"tool": TOOL, "arguments": corrected}], "broken": [{"tool": TOOL, "arguments": failed}],
@@ -76,12 +78,12 @@ def scenario_for(decision: str, workspace: str, messages: list[dict[str, Any]], 
                     "may_change": ["viewed"]}})
 
 
-def write_ledger_pack(out_dir: Path, scenarios: list[Scenario]) -> Path:
+def write_loop_pack(out_dir: Path, scenarios: list[Scenario]) -> Path:
     """A frozen pack of the loop's scenarios (its worlds: this module's)."""
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / PACK_TOML).write_text(
         f'name = "loop-ledger"\nversion = "1"\ndescription = "Known failures of the loop\'s corpus, on the planted '
-        f'ledger"\ncreated = {CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")}\nworlds = "demo.ledger"\n', encoding="utf-8")
+        f'ledger"\ncreated = {CREATED.strftime("%Y-%m-%dT%H:%M:%SZ")}\nworlds = "{__name__}"\n', encoding="utf-8")
     (out_dir / SCENARIOS_JSONL).write_text("".join(json.dumps(s.model_dump(mode="json", by_alias=True)) + "\n"
                                                    for s in scenarios), encoding="utf-8")
     freeze_pack(out_dir, at=CREATED)
