@@ -1,7 +1,8 @@
 """The demo, on top of both halves: synthetic workspaces and suite, trained demo adapters, the full run.
 
 - `cli.py`: `worker-demo`
-- `run.py`: `worker-demo run`: engine, gateway, the memory-arm replay, compare, gates, lessons, report
+- `run.py`: `worker-demo run`: the memory-arm replay beside the sandbox, compare, gates, lessons, report
+- `serving.py`: the services every demo command starts (engine, gateway, its adapters), its output and progress
 - `suite.py`: the deterministic demo: a frozen suite, a disjoint training split, workspace memory
 - `scenarios/`: the demo workspaces' decision situations, one module per workspace
 - `worlds/`: the demo workspaces as sandbox worlds, one module per workspace

@@ -130,7 +130,7 @@ async def agent_session(gateway_url: str, home: Path, corpus: Path | None = None
 
 
 def run_agent(out: Path) -> int:
-    from demo.run import fresh_out, say, serving
+    from demo.serving import fresh_out, say, serving
 
     fresh_out(out, "the agent demo")
     if importlib.util.find_spec("claude_agent_sdk") is None:

@@ -141,7 +141,7 @@ def http_post(gateway_url: str) -> Post:
 
 
 def run_deferred(out: Path) -> int:
-    from demo.run import fresh_out, say, serving
+    from demo.serving import fresh_out, say, serving
 
     fresh_out(out, "the deferred demo")
     transcripts, db = out / "transcripts", (out / "gateway" / "capture.sqlite").absolute()  # for the gateway

@@ -40,7 +40,7 @@ from core.guard import GuardRules
 from core.process import free_port
 from demo.agent import WORKSPACE, agent_session
 from demo.loop_world import LOOP_WORLD, PLANTED, TOOL, scenario_for, write_loop_pack
-from demo.run import admin, fresh_out, register_adapters, say, serving, started
+from demo.serving import admin, fresh_out, register_adapters, say, serving, started
 from replay.analysis.compare import ALL_POSITIVE, Comparison, compare
 from replay.analysis.gates import evaluate_gate, write_verdict
 from replay.analysis.provenance import carried, record_comparison, record_gate, record_run

@@ -20,7 +20,7 @@ from demo.gpucheck.context import CheckFailedError, Done, GpuCheckContext, StepS
 from demo.gpucheck.plan import Figure
 from serve.gateway.metrics import parse_engine_metrics
 
-UPSTREAM = "engine-0"  # the one upstream of the check's gateway (demo.run.gateway_config)
+UPSTREAM = "engine-0"  # the one upstream of the check's gateway (demo.serving.gateway_config)
 # A long shared system prompt, so the repeated request's prefix spans whole KV-cache blocks.
 PREFIX_TEXT = " ".join(f"Rule {i}: answer briefly, name the tool you would call and why." for i in range(40))
 

@@ -19,7 +19,7 @@ from demo.gpucheck.context import (
     log_tail,
     run_bounded,
 )
-from demo.run import gateway_config
+from demo.serving import gateway_config
 from serve.engine.launcher import (
     EngineConfig,
     EngineProcess,

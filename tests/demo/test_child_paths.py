@@ -18,7 +18,7 @@ import pytest
 from core.process import ServiceProcess
 from demo.agent import WORKSPACE, agent_session, run_agent
 from demo.deferred import run_deferred
-from demo.run import register_adapters, serving
+from demo.serving import register_adapters, serving
 from serve.engine.launcher import load_engine_config, server_command
 from serve.engine.modelbuild import cache_dir
 from serve.gateway.config import load_gateway_config
@@ -47,8 +47,8 @@ def test_the_gateway_reads_its_state_and_adapters_where_the_demo_meant(cwd: Path
         launched.extend(services.values())
         yield [0.0] * len(services)
 
-    monkeypatch.setattr("demo.run.started", started)
-    monkeypatch.setattr("demo.run.register_adapters", lambda *_: {})
+    monkeypatch.setattr("demo.serving.started", started)
+    monkeypatch.setattr("demo.serving.register_adapters", lambda *_: {})
     with serving(OUT, {}, engine_url="http://127.0.0.1:9", adapter_root=OUT / "adapters"):
         pass
     [gateway] = launched
@@ -86,7 +86,7 @@ def test_the_capture_store_each_demo_names_to_the_gateway_is_absolute(cwd: Path,
         extras.append(gateway_extra)
         raise Stop
 
-    monkeypatch.setattr("demo.run.serving", serving)
+    monkeypatch.setattr("demo.serving.serving", serving)
     monkeypatch.setattr("demo.deferred.build_demo_adapters", lambda *_: {"recovery": cwd / "recovery"})
     monkeypatch.setattr("demo.deferred.cached_demo_dir", lambda _: cwd)
     with pytest.raises(Stop):
@@ -103,7 +103,7 @@ def test_an_adapter_is_registered_at_the_gateway_by_its_absolute_path(cwd: Path,
         bodies.append(body)
         return {"GET": (200, {"adapters": []}), "POST": (201 if path == "/admin/adapters" else 200, {})}[method]
 
-    monkeypatch.setattr("demo.run.admin", admin)
+    monkeypatch.setattr("demo.serving.admin", admin)
     adapter = OUT / "adapters" / "loop-cand"
     adapter.mkdir(parents=True)
     (adapter / "adapter_model.safetensors").write_bytes(b"weights")

@@ -17,7 +17,7 @@ import sys, time
 from pathlib import Path
 import serve.engine.launcher as launcher
 launcher.SERVER_MODULE = {module!r}
-import demo.run, demo.deferred
+import demo.run, demo.deferred, demo.serving
 
 def serving_then_wait(*_args, **_kwargs):
     Path({ready!r}).touch()
@@ -25,7 +25,7 @@ def serving_then_wait(*_args, **_kwargs):
 
 demo.run.build_demo_adapters = lambda *a, **k: {{}}
 demo.deferred.build_demo_adapters = lambda *a, **k: {{"recovery": Path("unused")}}
-demo.run.register_adapters = lambda *a, **k: {{}}
+demo.serving.register_adapters = lambda *a, **k: {{}}
 demo.run.run_config = serving_then_wait
 demo.deferred.play = serving_then_wait
 from demo.cli import main
