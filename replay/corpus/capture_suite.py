@@ -47,7 +47,7 @@ from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
 from core.tomlfile import read_toml
 from core.wire import WIRES, DecisionApi
-from replay.corpus.resolve import CaptureRefusal, RefusalReason, Verify, resolve
+from replay.corpus.resolve import CaptureRefusal, RefusalReason, Resolved, Verify, resolve
 from replay.corpus.transcripts import TranscriptSource
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
 from replay.privacy.audit import PrivacyAudit
@@ -288,49 +288,29 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
     redactions = Counter[str]()
     decisions = []
     for item, stratum in zip(captured, assign_strata(captured), strict=True):
-        if include is not None and (left_out := include(item)) is not None:
+        if (left_out := why_left_out(item, stratum, include)) is not None:
             skipped[left_out] += 1
             continue
-        if stratum is None:
-            skipped["no verdict from its outcome"] += 1
+        assert stratum is not None  # why_left_out leaves out a capture without one
+        source = request_of(item, transcripts, verify, parent_calls, runtime_paths)
+        if isinstance(source, str):
+            skipped[source] += 1
             continue
-        if not (is_name(item.workspace) and is_name(item.session)):
-            skipped["workspace or session is not a name"] += 1
+        if isinstance(source, CaptureRefusal):
+            refused[source.reason] += 1
+            report.refusals.append(f"{item.id}: {source.reason}: {source.detail}")
             continue
-        if item.api not in WIRES:
-            skipped[f"captured on the {excerpt(item.api)} API, which replay does not send"] += 1
-            continue
-        if item.request is not None:
-            request, arguments = item.request, item.chosen_arguments
-            thread = item.thread if item.mode == CORPUS else None
-            parent_call = (parent_calls or {}).get(thread_key(item))
-            paths = frozenset((runtime_paths or {}).get((item.workspace, item.session), ()))
-        elif transcripts is None:
-            skipped["descriptor only (no request stored)"] += 1
-            continue
-        else:
-            resolved = resolve(item, transcripts, verify)
-            if isinstance(resolved, CaptureRefusal):
-                refused[resolved.reason] += 1
-                report.refusals.append(f"{item.id}: {resolved.reason}: {resolved.detail}")
-                continue
+        if item.request is None:
             report.resolved += 1
-            report.request_verified += resolved.request_verified
-            request, arguments = resolved.request, resolved.arguments
-            thread, parent_call, paths = resolved.thread, resolved.parent_call, resolved.paths
-        try:
-            decision = to_decision(item, stratum, request, arguments, thread, parent_call)
-        except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
-            raise SuiteError(f"{where}: decision {item.id}: its stored request is not a {item.api} request "
-                             f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
+            report.request_verified += source.request_verified
+        decision = decision_of(item, stratum, source, where)
+        counts = Counter[str]()
         if keys is not None:
             if item.workspace not in keys:
                 refused[RefusalReason.NO_KEY] += 1
                 report.refusals.append(f"{item.id}: {RefusalReason.NO_KEY} {item.workspace!r}")
                 continue
-            pseudonymizer = Pseudonymizer(keys[item.workspace],
-                                          names=TenantNames(workspaces, paths | request_paths(request)))
-            decision = redact_decision(decision, pseudonymizer)
+            decision, counts = redacted(decision, keys[item.workspace], workspaces, source)
         # A corpus call's state is its whole request before redaction: two tenants' copies of one session differ in
         # their pseudonyms, not in their decision states, and share its decision ids.
         state = item.request_sha256 if item.mode == CORPUS and item.request_sha256 else request_hash(decision.request)
@@ -342,8 +322,7 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
             skipped[too_long] += 1
             continue
         decisions.append(decision)
-        if keys is not None:
-            redactions += pseudonymizer.counts
+        redactions += counts
     if not decisions:
         reasons = {**skipped, **{f"refused: {r}": n for r, n in refused.items()}}
         why = ", ".join(f"{n} {reason}" for reason, n in sorted(reasons.items())) or "the store holds no captures"
@@ -353,12 +332,69 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
     names = TenantNames(workspaces)
     if keys is not None:
         report.workspaces = len(workspaces)
-        audit = PrivacyAudit(str(out))
-        audit.scan(str(out / DECISIONS_JSONL), (d.model_dump_json(exclude_none=True) for d in decisions), names,
-                   suite=True)
-        if not audit.clean:
-            raise SuiteError(f"refusing to write {out}: {audit.refusal()}; nothing written", [])
+        audit_decisions(decisions, out, names)
     return Selected(decisions, report, redactions, names)
+
+
+def why_left_out(item: CapturedDecision, stratum: str | None,
+                 include: Callable[[CapturedDecision], str | None] | None) -> str | None:
+    """Why a capture is no decision of this suite, read before its request: outside the suite (`include`), no
+    stratum, ids that are no names, or an API replay does not send; None to go on."""
+    if include is not None and (left_out := include(item)) is not None:
+        return left_out
+    if stratum is None:
+        return "no verdict from its outcome"
+    if not (is_name(item.workspace) and is_name(item.session)):
+        return "workspace or session is not a name"
+    if item.api not in WIRES:
+        return f"captured on the {excerpt(item.api)} API, which replay does not send"
+    return None
+
+
+def request_of(item: CapturedDecision, transcripts: TranscriptSource | None, verify: Verify,
+               parent_calls: Mapping[tuple[str, str, str | None], str] | None,
+               runtime_paths: Mapping[tuple[str, str], set[str]] | None) -> Resolved | CaptureRefusal | str:
+    """A capture's request with its thread and the paths the runtime wrote for its session: its own (a `full`
+    capture, a corpus row), else a descriptor's as `transcripts` prove it (a refusal says why they do not); a
+    string says why it is left out. A corpus row's thread is its own, a gateway's thread id is none (see
+    `select_decisions`)."""
+    if item.request is not None:
+        assert item.api in WIRES  # why_left_out leaves out the others
+        return Resolved(item.request, item.chosen_arguments, request_verified=False, api=WIRES[item.api].api,
+                        thread=item.thread if item.mode == CORPUS else None,
+                        parent_call=(parent_calls or {}).get(thread_key(item)),
+                        paths=frozenset((runtime_paths or {}).get((item.workspace, item.session), ())))
+    if transcripts is None:
+        return "descriptor only (no request stored)"
+    return resolve(item, transcripts, verify)
+
+
+def decision_of(item: CapturedDecision, stratum: str, source: Resolved, where: str) -> Decision:
+    """The suite decision of a capture and its request; a request that is not one of its API is a SuiteError."""
+    try:
+        return to_decision(item, stratum, source.request, source.arguments, source.thread, source.parent_call)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:  # ValidationError is a ValueError
+        raise SuiteError(f"{where}: decision {item.id}: its stored request is not a {item.api} request "
+                         f"({excerpt(str(exc).splitlines()[0] if str(exc) else type(exc).__name__)})", []) from None
+
+
+def redacted(decision: Decision, key: bytes, workspaces: frozenset[str],
+             source: Resolved) -> tuple[Decision, Counter[str]]:
+    """The decision redacted with its workspace's key, every registered workspace name and the paths the runtime
+    wrote for its session (its record's, the request's environment blocks) replaced too; and the pseudonyms
+    written, per type."""
+    pseudonymizer = Pseudonymizer(key, names=TenantNames(workspaces, source.paths | request_paths(source.request)))
+    return redact_decision(decision, pseudonymizer), pseudonymizer.counts
+
+
+def audit_decisions(decisions: Sequence[Decision], out: Path, names: TenantNames) -> None:
+    """The privacy audit of the decisions as they will be written; a SuiteError in one line when it finds
+    anything."""
+    audit = PrivacyAudit(str(out))
+    audit.scan(str(out / DECISIONS_JSONL), (d.model_dump_json(exclude_none=True) for d in decisions), names,
+               suite=True)
+    if not audit.clean:
+        raise SuiteError(f"refusing to write {out}: {audit.refusal()}; nothing written", [])
 
 
 def write_selected(selected: Selected, out: Path, source: str, name: str, version: str, *,
