@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from core.attestation import file_sha256
 from core.errors import WorkerTierError
@@ -78,7 +78,8 @@ class CurationManifest(Strict):
     policy: PolicyRef
     seed: int
     shrunk: bool
-    """The policy said `shrink` and a class fell short: every class was cut alike."""
+    """The policy said `shrink` and a class fell short: every class was cut alike (by the share of its ask the
+    shortest got; a class that got nothing left out), so `got` keeps the mix of `asked`."""
     classes: dict[str, ClassCount]
     """Per class of the mix (`clean`, `recovery`, `policy`, `negative`)."""
     examples: int
@@ -98,6 +99,28 @@ class CurationManifest(Strict):
 
 class CuratedSetError(WorkerTierError, ValueError):
     """A directory that is not a curated set as its manifest describes it (the message names the file)."""
+
+
+class ExampleClass(BaseModel):
+    """What the trainer reads of a `provenance.jsonl` line (replay/curation/dataset.py writes the whole record):
+    which line of `train.jsonl` it describes and that example's class of the mix."""
+
+    model_config = ConfigDict(extra="ignore")
+    example: int
+    mix_class: str
+
+
+def read_classes(directory: Path, rows: int) -> list[str]:
+    """Each row's class of the mix, in `train.jsonl`'s order, from `provenance.jsonl`: one line per row,
+    numbered 1 to `rows` (else the set is not one build's)."""
+    path = directory / PROVENANCE_JSONL
+    if not path.is_file():
+        raise CuratedSetError(f"{directory}: not a curated set (it needs {PROVENANCE_JSONL} beside {TRAIN_JSONL})")
+    lines = read_jsonl_strict(path, ExampleClass, "a provenance line")
+    if [line.example for line in lines] != list(range(1, rows + 1)):
+        raise CuratedSetError(f"{path}: its lines do not number the {rows} rows of {TRAIN_JSONL} in order; the set "
+                              "was changed after it was built; build it again")
+    return [line.mix_class for line in lines]
 
 
 def read_curated(directory: Path) -> tuple[CurationManifest, str, list[ChatTrainingRow]]:

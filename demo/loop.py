@@ -147,14 +147,17 @@ def loop_policy(out: Path) -> Path:
     changed on the parsed policy and written back as TOML, read back to check it says what was meant. Its
     near-duplicate rule is off, and the screen says so: the loop's two Agent SDK sessions run one task, so the
     rule refuses every correction the training session holds (the held-out session repeats its states). Session
-    and request-hash exclusion still hold; the verdict is on the same task, as the screen's line says."""
+    and request-hash exclusion still hold; the verdict is on the same task, as the screen's line says. Its
+    per-tool cap is off too: every correction calls the ledger's one lookup, and the cap, a share of the set's
+    calls, would cut the set to one example."""
     shipped, _ = load_policy(POLICY)
     policy = shipped.model_copy(update={"shortfall": "shrink", "worker_models": [EXPLORER, *shipped.worker_models],
-                                        "near_duplicate_threshold": 1.0})
+                                        "near_duplicate_threshold": 1.0, "max_tool_share": None})
     path = out / "policy.toml"
     path.write_text(f"# worker-demo loop: {POLICY.relative_to(REPO)} with shortfall = \"shrink\", the planted "
                     "explorer as a worker model, and the near-duplicate rule off: the loop's two sessions are one "
-                    "task, so every correction is a near-copy of a held-out decision\n" + policy_toml(policy),
+                    "task, so every correction is a near-copy of a held-out decision; no per-tool cap: every "
+                    "correction calls the one lookup\n" + policy_toml(policy),
                     encoding="utf-8")
     if load_policy(path)[0] != policy:
         raise WorkerTierError(f"{path}: the loop's curation policy does not read back as written")
@@ -294,7 +297,8 @@ def run_loop(out: Path, ledger: Path, engine_url: str | None = None) -> int:
         manifest = curate(open_inputs([out / "corpus"], [], keys, loop_policy(out), [held], [sandbox]), out / "set")
         got = ", ".join(f"{c} {n.got}/{n.asked}" for c, n in manifest.classes.items())
         say(f"curated {manifest.examples} examples ({got}); refused: {dict(manifest.refusals) or 'none'}; "
-            "near-duplicate rule off (the held-out session repeats the training session's task)")
+            "near-duplicate rule off (the held-out session repeats the training session's task), no tool cap "
+            "(every correction calls the one lookup)")
         adapter, summary = train(out / "set", out / "adapters")
         say(f"trained {adapter.name}: {summary}")
         version = register_adapters(gateway_url, token, {"cand": adapter})["cand"]

@@ -2,24 +2,27 @@
 (DESIGN §12; 001 §4.3, E11, S14).
 
 One pass over the corpus classes every decision (replay/curation/pool.py) and keeps, per decision, only what
-choosing needs: its mix class, cluster, target tool and proof. Each decision is a candidate of one class at
-most — a proven correction of a known failure is `recovery`, a decision a kept rule won is `policy`, an answer
-with no call is `negative`, an action of the classes the policy's `clean_from` names is `clean` — and the
-boundaries refuse it, each refusal counted by reason: the target's origin is Claude's or unknown, the call was
-rebuilt without its request log, a shadow leg not approved, a session of an excluded frozen suite, or the same
-request and target as an earlier candidate (a duplicate). The excluded suites are those `--exclude-suite` names
-and, unless `--no-eval-boundary` says otherwise, every frozen suite registered in the suites directory (the
-eval boundary, `registry`).
+choosing needs: its mix class, cluster, target tool and proof. Each decision is a candidate of one class at most —
+a proven correction of a known failure is `recovery`, a decision a kept rule won is `policy`, an answer with no
+call is `negative`, an action of the classes the policy's `clean_from` names is `clean` — and the boundaries
+refuse it, each refusal counted by reason: the target's origin is Claude's or unknown, the call was rebuilt
+without its request log, a shadow leg not approved, a session of an excluded frozen suite, or the same request and
+target as an earlier candidate (a duplicate), or a target that repeats a call whose ok result the prompt already
+holds (a redundant repeat, replay/curation/repeats.py). A proven correction attaches to a known failure only: it
+is what makes a `recovery`, and proves nothing of any other decision. The excluded suites are those
+`--exclude-suite` names and, unless `--no-eval-boundary` says otherwise, every frozen suite registered in the suites
+directory (the eval boundary, `registry`).
 
 Then each class is drawn from its own candidates, in a seeded order, scarcest class first, under the caps (per
-cluster, per tool's share of the calls); the draw renders each example from the corpus again, redacted with
-the workspace's key (every registered workspace name and the paths the runtime wrote for the session too), and
-refuses one whose redacted request is a decision of an excluded suite, or a near-copy of one by token 8-grams
-(replay/curation/near_duplicates.py), or that the privacy check still finds a value in. The privacy audit
-(replay/privacy/audit.py) then reads the three files as they will be written, and the build writes nothing when
-it finds anything. A class that cannot reach its ask fails the build, or (`shrink`) each class is cut to what it
-could give and the draw is made again: the set shrinks to what exists, the manifest shows asked against got,
-and a class is never padded from another.
+cluster, per tool's share of the calls the set asks for); the draw renders each example from the corpus again,
+redacted with the workspace's key (every registered workspace name and the paths the runtime wrote for the session
+too), and refuses one whose redacted request is a decision of an excluded suite, or a near-copy of one by token
+8-grams (replay/curation/near_duplicates.py), or that the privacy check still finds a value in. The privacy audit
+(replay/privacy/audit.py) then reads the three files as they will be written, and the build writes nothing when it
+finds anything. A class that cannot reach its ask fails the build, or (`shrink`) every class is cut alike, by the
+share of its ask the shortest class got (a class that got nothing left out), and the draw is made again: the set
+shrinks to what exists with the mix kept, the manifest shows asked against got, and a class is never padded from
+another.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from fractions import Fraction
 from pathlib import Path
 from typing import Any, cast
 
@@ -48,7 +52,7 @@ from core.curated import (
 )
 from core.guard import GuardKind, GuardRules
 from core.keyset import canonical_json
-from core.records import REQUESTS
+from core.records import REQUESTS, ResultRecord
 from core.wire import WIRES, DecisionApi
 from replay.corpus.capture_suite import registered_workspaces, strip_request
 from replay.corpus.claude_code import RECENT, ClaudeCodeDir
@@ -73,6 +77,7 @@ from replay.curation.proofs import (
     read_runs,
     recorded_correction,
 )
+from replay.curation.repeats import redundant
 from replay.privacy.audit import PrivacyAudit
 from replay.privacy.redact import Pseudonymizer, request_paths, residuals
 from replay.privacy.tenants import TenantNames
@@ -96,6 +101,7 @@ class Refusal(StrEnum):
     PRIVACY_CHECK_FAILED = "privacy_check_failed"
     CORRECTION_NOT_OFFERED = "correction_not_offered"
     NOT_A_CORRECTION = "not_a_correction"
+    REDUNDANT_REPEAT = "redundant_repeat"
 
 
 @dataclass(frozen=True)
@@ -215,6 +221,16 @@ def _next_calls(session: Sequence[PoolDecision]) -> dict[Key, NextCall]:
     return found
 
 
+def _correction(d: PoolDecision, executed: Mapping[Key, Correction],
+                answers: Mapping[Key, list[tuple[str, ResultRecord]]],
+                after: Mapping[Key, NextCall]) -> Correction | None:
+    """A proven correction of `d`, when `d` is a known failure: a correction proves `recovery` only (an episode
+    of a scenario that names a `no_tool` or successful decision corrects nothing there)."""
+    if d.decision_class is not DecisionClass.KNOWN_FAILURE:
+        return None
+    return executed.get(d.key) or recorded_correction(answers.get(d.key, []), after.get(d.key))
+
+
 def _mix_class(d: PoolDecision, policy: CurationPolicy, wins: Mapping[Key, Proof],
                correction: Correction | None) -> MixClass | None:
     if d.decision_class is DecisionClass.KNOWN_FAILURE:
@@ -227,8 +243,9 @@ def _mix_class(d: PoolDecision, policy: CurationPolicy, wins: Mapping[Key, Proof
 
 
 def _boundary(d: PoolDecision, candidate: Candidate, inputs: Inputs, failed: CapturedDecision | None,
-              seen: set[str]) -> Refusal | None:
-    """The first boundary a candidate crosses (S14), or None."""
+              seen: set[str], rules: GuardRules) -> Refusal | None:
+    """The first boundary a candidate crosses (S14, and a target the prompt already holds the answer of), or
+    None."""
     origin = inputs.policy.origin(candidate.model or None)
     if origin is Origin.CLAUDE:
         return Refusal.CLAUDE_ORIGIN
@@ -248,6 +265,8 @@ def _boundary(d: PoolDecision, candidate: Candidate, inputs: Inputs, failed: Cap
         if (candidate.correction.tool, canonical_json(candidate.correction.arguments)) == \
                 (failed.chosen_tool, canonical_json(failed.chosen_arguments or {})):
             return Refusal.NOT_A_CORRECTION
+    if redundant(d.row.request or {}, candidate.tool, _target_arguments(d, candidate), rules):
+        return Refusal.REDUNDANT_REPEAT
     target = (candidate.tool, canonical_json(_target_arguments(d, candidate)), d.answer.get("content")
               if candidate.tool is None else None)
     request = request_digest(cast(DecisionApi, d.row.api), d.row.request or {})
@@ -275,7 +294,7 @@ def gather(inputs: Inputs, rules: GuardRules) -> Pool:
             after = _next_calls(session)
             for d in session:
                 pool.keys.add(d.key)
-                correction = executed.get(d.key) or recorded_correction(answers.get(d.key, []), after.get(d.key))
+                correction = _correction(d, executed, answers, after)
                 mix = _mix_class(d, inputs.policy, wins, correction)
                 if mix is None:
                     pool.unproven += d.decision_class is DecisionClass.KNOWN_FAILURE
@@ -285,7 +304,7 @@ def gather(inputs: Inputs, rules: GuardRules) -> Pool:
                                       correction.tool if correction else d.row.chosen_tool,
                                       (correction.model if correction else d.model) or "", correction,
                                       correction.proof if correction else wins.get(d.key))
-                refusal = _boundary(d, candidate, inputs, d.row if correction else None, seen)
+                refusal = _boundary(d, candidate, inputs, d.row if correction else None, seen, rules)
                 if refusal is None:
                     pool.candidates[mix].append(candidate)
                 else:
@@ -379,11 +398,21 @@ class Renderer:
                                proof=candidate.proof)
 
 
+def tool_limit(policy: CurationPolicy, asks: Mapping[MixClass, int]) -> int | None:
+    """The most examples one tool may be the target of: `max_tool_share` of the calls the set asks for (every
+    class but `negative`, whose targets are answers), at least 1. A set drawn in full holds those calls, so no
+    tool is more than that share of its calls (S18 counts a tool's share of actions)."""
+    if policy.max_tool_share is None:
+        return None
+    calls = sum(n for c, n in asks.items() if c is not MixClass.NEGATIVE)
+    return max(1, int(Fraction(str(policy.max_tool_share)) * calls))
+
+
 def draw(pool: Pool, asks: Mapping[MixClass, int], policy: CurationPolicy, renderer: Renderer) -> Drawn:
-    """Each class from its own candidates, in a seeded order, scarcest first, under the caps. The per-tool cap
-    is a share of the policy's size, so a set shrunk to what exists is not cut again by its own smallness."""
+    """Each class from its own candidates, in a seeded order, scarcest first, under the caps (the per-tool cap
+    of the calls these asks hold: a shrunk set's own)."""
     drawn, per_cluster, per_tool = Drawn(), Counter[str](), Counter[str]()
-    tool_limit = max(1, int(policy.max_tool_share * policy.size)) if policy.max_tool_share is not None else None
+    limit = tool_limit(policy, asks)
     for mix in DRAW_ORDER:
         order = sorted(pool.candidates[mix], key=lambda c: c.key)
         random.Random(f"{policy.seed}:{mix.value}").shuffle(order)
@@ -393,7 +422,7 @@ def draw(pool: Pool, asks: Mapping[MixClass, int], policy: CurationPolicy, rende
             if policy.max_per_cluster is not None and per_cluster[candidate.cluster] >= policy.max_per_cluster:
                 drawn.capped["cluster"] += 1
                 continue
-            if tool_limit is not None and candidate.tool is not None and per_tool[candidate.tool] >= tool_limit:
+            if limit is not None and candidate.tool is not None and per_tool[candidate.tool] >= limit:
                 drawn.capped["tool"] += 1
                 continue
             rendered = renderer.render(candidate, drawn)
@@ -410,8 +439,12 @@ def draw(pool: Pool, asks: Mapping[MixClass, int], policy: CurationPolicy, rende
 
 
 def _shrunk(asks: Mapping[MixClass, int], got: Mapping[MixClass, int]) -> dict[MixClass, int]:
-    """Each class cut to what it could give: the set shrinks to what exists, and no class fills another's room."""
-    return {c: min(n, got.get(c, 0)) for c, n in asks.items()}
+    """Every class cut alike, by the share of its ask that the shortest class got (rounded down), so the classes
+    keep their shares of the set; a class that got nothing is left out (asked 0) rather than emptying the set.
+    No class fills another's room."""
+    gave = {c: n for c, n in asks.items() if n and got.get(c, 0)}
+    factor = min((Fraction(min(got[c], n), n) for c, n in gave.items()), default=Fraction(0))
+    return {c: int(n * factor) if c in gave else 0 for c, n in asks.items()}
 
 
 def _shortfall(asks: Mapping[MixClass, int], drawn: Drawn, pool: Pool) -> str:
@@ -435,8 +468,9 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
         shortfall = _shortfall(asks, drawn, pool)
         if inputs.policy.shortfall == "fail":
             raise CurationError(f"{inputs.policy_ref.path}: classes fall short ({shortfall}); "
-                                "the policy says `shortfall = \"fail\"`, so nothing was written (`shrink` keeps "
-                                "the mix at the size that exists)" + _why_short(inputs, pool, drawn, asks))
+                                "the policy says `shortfall = \"fail\"`, so nothing was written (`shrink` cuts "
+                                "every class alike to the size the shortest allows, leaving out a class with none)"
+                                + _why_short(inputs, pool, drawn, asks))
         asks, shrunk = _shrunk(asks, drawn.got), True
         drawn = draw(pool, asks, inputs.policy, renderer)
     if not drawn.rows:
@@ -496,7 +530,8 @@ def _count_lines(refusals: Mapping[str, int], capped: Mapping[str, int], redacti
 def format_manifest(manifest: CurationManifest, out: Path) -> str:
     """What a build wrote, asked against got per class, and what it refused."""
     lines = [f"{out}: {manifest.examples} examples under {manifest.policy.name} v{manifest.policy.version}"
-             + (" (shrunk: a class fell short)" if manifest.shrunk else ""),
+             + (" (shrunk: a class fell short, so every class was cut alike; asked is the policy's)"
+                if manifest.shrunk else ""),
              f"  {'class':<10} {'asked':>6} {'got':>6} {'candidates':>10}"]
     lines += [f"  {c:<10} {n.asked:>6} {n.got:>6} {n.candidates:>10}" for c, n in manifest.classes.items()]
     lines += _count_lines(manifest.refusals, manifest.capped, manifest.redactions, manifest.unproven_failures)

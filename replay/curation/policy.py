@@ -2,7 +2,7 @@
 
 E11's mix for the S1.1 pilot is the shipped one (`configs/curation/s1.1.toml`). The shares are of the set's
 size and must sum to 100; each class is filled from its own pool only (a shortfall fails the build, or shrinks
-the short classes to what they hold, as `shortfall` says — it never pads one class with another). Origin is
+every class alike so the mix is kept, as `shortfall` says — it never pads one class with another). Origin is
 decided by the model name the record gives for the answer: the worker's own patterns, or Claude's; a name
 matching neither, or no name at all, is unknown origin, refused like Claude (absence excludes, never assumes).
 """
@@ -33,8 +33,8 @@ class CurationPolicy(Strict):
     max_per_cluster: int | None = Field(default=None, gt=0)
     """At most this many examples of one cluster (session): one long task does not fill a class."""
     max_tool_share: float | None = Field(default=None, gt=0, le=1)
-    """At most int(share × `size`) examples (≥ 1) whose target is one tool ("coverage, not volume, is limiting"):
-    a share of the size asked, so a shrunk set is not cut again by its own smallness."""
+    """No tool the target of more than this share of the set's calls (its examples but `negative`'s answers),
+    int(share × calls), at least 1: S18 found five tools taking 84% of actions ("coverage, not volume")."""
     worker_models: list[str] = Field(min_length=1)
     """Model names (fnmatch patterns) that are the worker's own: only their answers are targets."""
     claude_models: list[str] = Field(default_factory=lambda: ["claude-*", "anthropic/*"])

@@ -29,6 +29,7 @@ from replay.corpus.corpus_suite import CorpusRead, session_calls
 from replay.curation.classes import DecisionClass, Origin
 from replay.curation.errors import CurationError
 from replay.curation.policy import CurationPolicy
+from replay.curation.repeats import redundant
 
 TOP_TOOLS = 5
 """S18 reads the share of actions the top five tools take."""
@@ -130,6 +131,7 @@ CANNOT = {
     "unknown_origin": "the record names no model, or one neither the policy's worker_models nor claude_models match",
     "no_request_log": "rebuilt without its request log (no prompt to train on)",
     "not_in_clean_from": "a successful action of a class the policy's clean_from leaves out",
+    "redundant_repeat": "makes again, with the same values, a call whose ok result its prompt holds",
 }
 """Why a classed decision cannot become an example, in the order they are tried."""
 
@@ -139,7 +141,8 @@ FILLS = {DecisionClass.NO_TOOL: "negative", DecisionClass.KNOWN_FAILURE: "recove
 
 def cannot_reason(decision_class: DecisionClass, origin: Origin, conversation_only: bool,
                   policy: CurationPolicy) -> str | None:
-    """Why a decision cannot become an example as the corpus alone stands (None: it could), a `CANNOT` key."""
+    """Why a decision cannot become an example as the corpus alone stands (None: it could), a `CANNOT` key
+    (all but `redundant_repeat`, which reads the prompt: `audit_pool` tries it last, on what passed these)."""
     if decision_class is DecisionClass.KNOWN_FAILURE:
         return "no_proof"
     if origin is not Origin.WORKER:
@@ -161,12 +164,12 @@ def open_corpora(roots: Sequence[Path]) -> list[ClaudeCodeDir]:
 
 def audit_pool(corpora: Sequence[ClaudeCodeDir], policy: CurationPolicy, rules: GuardRules | None = None) -> PoolAudit:
     """The pool's counts, one session at a time."""
-    read = CorpusRead()
+    read, rules = CorpusRead(), rules or GuardRules()
     classes, origins, examples, tools, models = (Counter[DecisionClass](), Counter[Origin](),
                                                  Counter[DecisionClass](), Counter[str](), Counter[str]())
     cannot: dict[DecisionClass, Counter[str]] = {c: Counter() for c in DecisionClass}
     report = PoolAudit(corpora=[str(c.root) for c in corpora])
-    for session in (s for corpus in corpora for s in read_pool(corpus, rules or GuardRules(), read)):
+    for session in (s for corpus in corpora for s in read_pool(corpus, rules, read)):
         report.sessions += 1
         classed = [d for d in session if d.decision_class is not None]
         report.clusters += bool(classed)
@@ -178,6 +181,9 @@ def audit_pool(corpora: Sequence[ClaudeCodeDir], policy: CurationPolicy, rules: 
             models[d.model or "(none)"] += 1
             report.conversation_only += d.conversation_only
             reason = cannot_reason(d.decision_class, origin, d.conversation_only, policy)
+            if reason is None and redundant(d.row.request or {}, d.row.chosen_tool, d.row.chosen_arguments or {},
+                                            rules):
+                reason = "redundant_repeat"
             if reason is None:
                 examples[d.decision_class] += 1
             else:

@@ -14,6 +14,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ from core.names import check_name
 from core.records import TrainingExample
 from serve.admin_client import AdminAnswer, Answer, admin_call
 from serve.cli.model import built_model
-from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR, MARKER
+from serve.engine.train import DEMO_EPOCHS, DEMO_EXAMPLES, DEMO_LR, DEMO_MAX_LEN, MARKER, ChatExample, TrainReport
 from serve.errors import ServeError
 
 URL_ENV = "WORKER_GATEWAY_URL"
@@ -146,25 +148,52 @@ def _adapter_merge(args: argparse.Namespace) -> int:
 
 
 def _adapter_train(args: argparse.Namespace) -> int:
-    from serve.engine.train import ChatExample, curated_examples, load_training, select_examples, train_adapter
+    from serve.engine.train import (
+        curated_examples,
+        load_training,
+        select_examples,
+        stratified,
+        train_adapter,
+    )
 
+    for flag, value in (("--examples", args.examples), ("--max-len", args.max_len)):
+        if value is not None and value < 1:
+            raise ServeError(f"{flag} {value}: must be at least 1")
     model_dir = built_model(args.model)
     data: dict[str, object] | None = None
     examples: list[ChatExample] | list[TrainingExample]
     if args.data.is_dir():
         examples, data = curated_examples(args.data)
-        examples = examples[:args.examples] if args.examples else examples
+        if args.examples:
+            every, examples = examples, stratified(examples, args.examples, args.seed)
+            print(chosen_line(every, examples))
     elif args.select is None:
         raise ServeError(f"{args.data}: a demo split (a train.jsonl file) needs --select recovery|mix")
     else:
         examples = select_examples(load_training(args.data), args.select, args.examples or DEMO_EXAMPLES, args.seed)
     report = train_adapter(model_dir, examples, args.out, seed=args.seed, rank=args.rank, alpha=2 * args.rank,
-                           epochs=args.epochs, lr=args.lr, label=args.out.name)
+                           epochs=args.epochs, lr=args.lr, max_len=args.max_len, label=args.out.name)
     record = {"base": str(model_dir), "data": data or {"path": str(args.data), "select": args.select},
               "report": report.model_dump()}
     write_text_atomic(args.out / MARKER, json.dumps(record, indent=2, sort_keys=True) + "\n")
     print(f"adapter written: {args.out} ({report.summary()})")
+    if report.skipped:
+        print(skipped_line(report))
     return 0
+
+
+def chosen_line(every: Sequence[ChatExample], chosen: Sequence[ChatExample]) -> str:
+    """What `--examples` took of a curated set, per class, in the set's order of classes."""
+    got = Counter(e.mix_class for e in chosen)
+    return (f"examples: {len(chosen)} of {len(every)}, each class in its share of the set: "
+            + ", ".join(f"{c} {got[c]} of {n}" for c, n in Counter(e.mix_class for e in every).items()))
+
+
+def skipped_line(report: TrainReport) -> str:
+    """The examples training left out for length, on screen as in the adapter's record."""
+    return (f"skipped {report.skipped_too_long} of {report.examples + report.skipped_too_long} examples longer than "
+            f"--max-len {report.max_len} tokens (never truncated: a cut prompt loses its tools): "
+            f"{', '.join(report.skipped)}; raise --max-len to train on them")
 
 
 def add_parser(sub: Any) -> None:
@@ -187,7 +216,12 @@ def add_parser(sub: Any) -> None:
     train.add_argument("--seed", type=int, required=True, help="LoRA initialisation and example order")
     train.add_argument("--rank", type=int, default=16, help="LoRA rank; alpha is twice the rank")
     train.add_argument("--examples", type=int, default=None,
-                       help=f"at most this many examples (default: a curated set's all, a split's {DEMO_EXAMPLES})")
+                       help="at most this many examples (default: a curated set's all, a split's "
+                            f"{DEMO_EXAMPLES}); of a curated set, each class in its share of the set, drawn within "
+                            "the class in the order --seed fixes")
+    train.add_argument("--max-len", type=int, default=DEMO_MAX_LEN,
+                       help=f"longest example in tokens, prompt and answer (default {DEMO_MAX_LEN}); a longer one is "
+                            "skipped, never truncated, and named on screen and in the adapter's record")
     train.add_argument("--epochs", type=int, default=DEMO_EPOCHS, help="passes over the examples (E11: one)")
     train.add_argument("--lr", type=float, default=DEMO_LR, help=f"peak learning rate, cosine decay ({DEMO_LR})")
     train.add_argument("--model", type=Path, default=None, help="base model directory (default: the embedded model)")

@@ -32,7 +32,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from core.curated import TRAIN_JSONL, CuratedSetError, read_curated
+from core.curated import TRAIN_JSONL, CuratedSetError, read_classes, read_curated
 from core.jsonfile import JsonFileError, read_jsonl_strict
 from core.records import TrainingExample
 from serve.engine.adapters import TARGET_MODULES
@@ -73,6 +73,8 @@ class TrainReport(BaseModel):
     model_config = ConfigDict(extra="forbid")
     examples: int
     skipped_too_long: int
+    skipped: list[str] = []
+    """The examples left out for length: each id with its token count (never truncated: see `train_adapter`)."""
     answer_tokens: int
     steps: int
     epochs: int
@@ -156,6 +158,8 @@ class ChatExample:
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None
     turn: dict[str, Any]
+    mix_class: str | None = None
+    """A curated row's class of the mix (its provenance line); None for a demo split's example."""
 
 
 def chat_example(example: TrainingExample | ChatExample) -> ChatExample:
@@ -175,10 +179,12 @@ def curated_examples(directory: Path) -> tuple[list[ChatExample], dict[str, Any]
     manifest's sha256 and `train.jsonl`'s (a set changed after it was built is refused, naming the file)."""
     try:
         manifest, manifest_sha256, rows = read_curated(directory)
+        classes = read_classes(directory, len(rows))
     except (CuratedSetError, JsonFileError) as exc:
         raise TrainDataError(str(exc)) from exc
-    examples = [ChatExample(f"{directory.name}:{number}", row.messages[:-1], row.tools or None, row.messages[-1])
-                for number, row in enumerate(rows, 1)]
+    examples = [ChatExample(f"{directory.name}:{number}", row.messages[:-1], row.tools or None, row.messages[-1],
+                            mix_class)
+                for number, (row, mix_class) in enumerate(zip(rows, classes, strict=True), 1)]
     for example in examples:
         if example.turn.get("role") != "assistant":
             raise TrainDataError(f"{directory / TRAIN_JSONL}:{example.id.rpartition(':')[2]}: the last message is "
@@ -186,6 +192,27 @@ def curated_examples(directory: Path) -> tuple[list[ChatExample], dict[str, Any]
     return examples, {"path": str(directory), "manifest_sha256": manifest_sha256,
                       "train_sha256": manifest.train_sha256, "policy": manifest.policy.model_dump(),
                       "examples": manifest.examples}
+
+
+def stratified(examples: Sequence[ChatExample], limit: int, seed: int) -> list[ChatExample]:
+    """`limit` of a curated set's examples with each class in its share of the set (largest remainder; ties to
+    the class first in the set), drawn within a class in an order `seed` fixes; kept in the set's order. A set is
+    written scarcest class first, so its first rows would be all one class."""
+    if limit >= len(examples):
+        return list(examples)
+    by_class: dict[str | None, list[ChatExample]] = {}
+    for example in examples:
+        by_class.setdefault(example.mix_class, []).append(example)
+    exact = {c: limit * len(rows) / len(examples) for c, rows in by_class.items()}
+    counts = {c: int(v) for c, v in exact.items()}
+    for c in sorted(exact, key=lambda c: counts[c] - exact[c])[:limit - sum(counts.values())]:
+        counts[c] += 1
+    chosen: set[str] = set()
+    for c, rows in by_class.items():
+        order = list(rows)
+        Random(f"{seed}:{c}").shuffle(order)
+        chosen.update(e.id for e in order[:counts[c]])
+    return [e for e in examples if e.id in chosen]
 
 
 def render_example(tokenizer: Any, template: str, example: TrainingExample | ChatExample) -> tuple[str, str]:
@@ -293,9 +320,9 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExam
     """Train a LoRA adapter on `examples` and save it with PEFT to `out_dir`.
 
     Deterministic in `seed` (LoRA initialisation and the per-epoch example order); examples
-    longer than `max_len` tokens are skipped and counted, never truncated: a cut prompt would
-    teach the model to answer without its tools. `base_states`, when given, is filled with the
-    base model's system-turn states and reused for the first epoch, so several adapters trained
+    longer than `max_len` tokens are skipped, counted and named with their lengths (`skipped`), never
+    truncated: a cut prompt would teach the model to answer without its tools. `base_states`, when given, is
+    filled with the base model's system-turn states and reused for the first epoch, so several adapters trained
     on one workspace set compute them once (PEFT starts B at zero: a fresh adapter is the base).
     `on_step` gets a line per optimiser step; None trains silently (no weight-loading bar either).
     """
@@ -307,8 +334,12 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExam
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     encoded = [encode(tokenizer, template, e) for e in examples]
     kept = [item for item in encoded if item.length <= max_len]
+    skipped = [f"{chat_example(e).id} ({item.length} tokens)" for e, item in zip(examples, encoded, strict=True)
+               if item.length > max_len]
     if not kept:
-        raise TrainDataError(f"all {len(encoded)} examples are longer than max_len={max_len} tokens")
+        raise TrainDataError(f"all {len(encoded)} examples are longer than --max-len {max_len} tokens (never "
+                             f"truncated): {', '.join(skipped[:5])}{', ...' if len(skipped) > 5 else ''}; "
+                             "raise --max-len")
     torch.manual_seed(seed)
     model = _lora_model(model_dir, rank, alpha, quiet=on_step is None)
     params = [p for p in model.parameters() if p.requires_grad]
@@ -348,7 +379,7 @@ def train_adapter(model_dir: Path, examples: Sequence[TrainingExample | ChatExam
     out_dir.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(str(out_dir), safe_serialization=True)
     return TrainReport(
-        examples=len(kept), skipped_too_long=len(encoded) - len(kept),
+        examples=len(kept), skipped_too_long=len(skipped), skipped=skipped,
         answer_tokens=sum(item.answer_len for item in kept), steps=total, epochs=epochs, batch_size=batch_size,
         seed=seed, rank=rank, alpha=alpha, lr=lr, max_len=max_len, decision_weight=decision_weight,
         threads=torch.get_num_threads(),

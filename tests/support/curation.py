@@ -66,7 +66,7 @@ def plant_retry_value(path: Path, session: str, call: int, arguments: dict[str, 
             if isinstance(block, dict) and block.get("id") == target_id:
                 block["input"] = arguments
     text = "".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines)
-    assert text.count(old_hash) >= 1
+    assert text.count(old_hash) >= 1 or call == len(uses) - 1  # the last answer is in no later request
     path.write_text(text.replace(old_hash, new_hash))
 
 
@@ -81,3 +81,15 @@ def policy_file(tmp_path: Path, text: str, name: str = "policy.toml") -> Path:
     path = tmp_path / name
     path.write_text('name = "test"\nworker_models = ["worker", "worker-*"]\n' + text)
     return path
+
+
+def plant_final_answer(path: Path, text: str) -> None:
+    """Make the session's last answer a text with no call (a `no_tool` decision), its tool result dropped: the
+    last answer is in no later request, so the request log still rebuilds every call."""
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    last = max(i for i, line in enumerate(lines) if line.get("type") == "assistant")
+    [use] = [b for b in lines[last]["message"]["content"] if b.get("type") == "tool_use"]
+    lines[last]["message"]["content"] = [{"type": "text", "text": text}]
+    lines = [line for line in lines if not any(isinstance(b, dict) and b.get("tool_use_id") == use["id"]
+                                               for b in (line.get("message") or {}).get("content") or [])]
+    path.write_text("".join(json.dumps(line, separators=(",", ":")) + "\n" for line in lines))

@@ -21,7 +21,16 @@ from replay.cli import main
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.privacy.redact import Pseudonymizer
 from replay.suite import load_suite
-from tests.support.curation import DATA, KEY, LOOKUP, WORKSPACE, keys_file, policy_file, session_path
+from tests.support.curation import (
+    DATA,
+    KEY,
+    LOOKUP,
+    WORKSPACE,
+    keys_file,
+    plant_retry_value,
+    policy_file,
+    session_path,
+)
 from tests.support.runs import write_sealed
 from tests.support.tenant_session import EMAIL, PERSON, PHONE, tenant_captures, tenant_session
 
@@ -120,7 +129,12 @@ def test_a_report_shows_the_request_text_without_them(corpus, tmp_path, capsys):
 
 
 def test_a_curated_set_keeps_neither_in_train_or_provenance(corpus, tmp_path, capsys):
-    root, keys, _ = corpus
+    fixture, keys, _ = corpus
+    # the third call looks up another invoice: not a repeat of the lookup its prompt holds the answer (and the
+    # customer's name) of, so it is an example
+    root = tmp_path / "corpus"
+    shutil.copytree(fixture, root)
+    plant_retry_value(session_path(root, TENANT, LOOKUP), LOOKUP, 2, {"id": "INV-8"})
     policy = policy_file(tmp_path, 'size = 2\nshortfall = "fail"\nclean_from = ["verified_action"]\n[shares]\n'
                                    "clean = 100\n")
     assert main(["curate", "build", str(root), "--keys", str(keys), "--policy", str(policy),
@@ -182,7 +196,8 @@ def test_a_build_whose_output_would_name_the_workspace_refuses_and_writes_nothin
     error = capsys.readouterr().err
     assert error.count("\n") == 1 and f"{tmp_path / 'suite' / 'suite.toml'}:3: WORKSPACE" in error
     assert not (tmp_path / "suite").exists()
-    policy = policy_file(tmp_path, 'size = 2\nshortfall = "fail"\nclean_from = ["verified_action"]\n[shares]\n'
+    # size 1: of the session's two verified actions, the second repeats a lookup its prompt holds the answer of
+    policy = policy_file(tmp_path, 'size = 1\nshortfall = "fail"\nclean_from = ["verified_action"]\n[shares]\n'
                                    "clean = 100\n")
     assert main(["curate", "build", str(moved), "--keys", str(keys), "--policy", str(policy),
                  "--out", str(tmp_path / "set")]) == 2
