@@ -27,17 +27,18 @@ def adapter_dir(tmp_path: Path, weights: bytes) -> Path:
 
 def test_each_kind_of_models_entry_names_what_serves_it(tmp_path: Path) -> None:
     lora = adapter_dir(tmp_path, b"\x01\x02")
-    assert served_identity({"id": "mix-v1", "kind": "adapter", "fingerprint": "a" * 64}) == \
-        ServedIdentity(model="mix-v1", version="mix-v1", fingerprint="a" * 64)
+    # the gateway: an adapter's fingerprint and directory (`root`, as vLLM names it), a route's production's
+    assert served_identity({"id": "mix-v1", "kind": "adapter", "fingerprint": "a" * 64, "root": "/a/mix"}) == \
+        ServedIdentity(model="mix-v1", version="mix-v1", fingerprint="a" * 64, root="/a/mix")
     assert served_identity({"id": "worker", "kind": "route", "production": "mix-v1",
-                            "production_fingerprint": "a" * 64}) == \
-        ServedIdentity(model="worker", version="mix-v1", fingerprint="a" * 64)
+                            "production_fingerprint": "a" * 64, "production_root": "/a/mix"}) == \
+        ServedIdentity(model="worker", version="mix-v1", fingerprint="a" * 64, root="/a/mix")
     assert served_identity({"id": "worker", "kind": "route", "production": "base", "production_fingerprint": None}) \
         == ServedIdentity(model="worker", version="base")
     assert served_identity({"id": "worker-base", "kind": "base"}) == ServedIdentity(model="worker-base")
     # vLLM: a LoRA module names its directory and its parent; this machine reads and fingerprints it
     assert served_identity({"id": "mix", "root": str(lora), "parent": "worker-base"}) == \
-        ServedIdentity(model="mix", version="mix", fingerprint=adapter_fingerprint(lora))
+        ServedIdentity(model="mix", version="mix", fingerprint=adapter_fingerprint(lora), root=str(lora))
     assert served_identity({"id": "worker-base", "root": "/models/SmolLM2", "parent": None}) == \
         ServedIdentity(model="worker-base")
     assert served_identity({"id": "mix", "root": str(tmp_path / "elsewhere"), "parent": "worker-base"}) == \
@@ -55,7 +56,7 @@ def test_a_run_records_what_served_each_arm(tmp_path: Path) -> None:
     with FaultUpstream() as upstream:
         run(suite(tmp_path), config(f"{upstream.url}/v1"), tmp_path / "run")
     assert read_run_json(tmp_path / "run")["served"] == {"base": {"model": BASE, "version": None,
-                                                                  "fingerprint": None}}
+                                                                  "fingerprint": None, "root": None}}
 
 
 def test_a_resume_against_other_weights_under_the_same_name_is_refused(tmp_path: Path) -> None:
