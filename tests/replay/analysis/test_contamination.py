@@ -16,6 +16,7 @@ from replay.analysis.contamination import (
     corpus_session,
     rule_counts,
 )
+from tests.support.planted_overlap import measure
 
 TASK = "look up invoice INV-7 for Globex and send the overdue reminder to their accounts payable team today"
 OTHER = "archive every paid invoice of the last quarter and tell finance which customers still owe us money"
@@ -135,3 +136,16 @@ def test_a_verbatim_copy_of_a_decision_always_reaches_it_below_a_threshold_of_on
               for i, d in enumerate(decisions)]
     reached = {c.decision for c in contamination(decisions, copies, n, min(threshold, 0.99))}
     assert reached >= {d.id for d in decisions if d.text}
+
+
+def test_recall_on_planted_rows_of_known_overlap() -> None:
+    """BENCHMARKS.md's table (seed 0). A row holding every word of a decision always reaches it; one holding a
+    contiguous half or less never can: k of a decision's L words hold k - 7 of its L - 7 word 8-grams, never more
+    than half when k <= L / 2. Between, short decisions fall first (their n-gram share is below their word share)."""
+    rows = measure(seed=0)
+    assert [(r.overlap, r.found) for r in rows] == [
+        (1.0, 84), (0.9, 78), (0.8, 71), (0.7, 67), (0.6, 30), (0.5, 0), (0.4, 0), (0.3, 0)]
+    assert all(r.planted == 84 and r.unrelated == 6972 for r in rows)
+    # other-task decisions a planted row reaches: the demo generator's rewordings of one state (as curation's own
+    # benchmark finds), never more than one in a thousand
+    assert [r.flagged for r in rows] == [6, 4, 1, 3, 0, 0, 0, 0]

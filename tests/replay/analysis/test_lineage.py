@@ -33,6 +33,7 @@ from tests.support.curation import (
     session_path,
 )
 from tests.support.e13 import positive_record
+from tests.support.fault_upstream import BASE, FaultUpstream
 from tests.support.runs import LENIENT_POLICY, write_sealed
 
 GAIN_POLICY = """name = "gain"
@@ -181,3 +182,32 @@ def test_a_changed_link_of_the_chain_is_one_error_line_naming_the_file(
     assert err.startswith(f"error: {named}")
     assert link == "weights" or f"(the training lineage that {weights / MARKER} names)" in err
     assert err.count("\n") == 1 and not list(run_dir.glob("gate-*.json"))
+
+
+def test_run_and_report_show_each_arms_contamination(tmp_path: Path, suite: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """`worker-replay run` against an engine that serves the candidate as vLLM lists a LoRA (its directory as
+    `root`; the engine itself a named fault injector answering every request), then `report`."""
+    corpus = tmp_path / "corpus"
+    copy_workspace(corpus, "ws-r")
+    weights = adapter(tmp_path, curated_set(tmp_path, corpus))
+    run_dir, config = tmp_path / "run", tmp_path / "run.toml"
+    with FaultUpstream() as upstream:
+        upstream.adapters["cand"] = str(weights)
+        config.write_text(f'[endpoint]\nbase_url = "{upstream.url}/v1"\ntimeout_s = 10\n[runner]\nretries = 0\n'
+                          f'[[arms]]\nname = "base"\nmodel = "{BASE}"\nmemory = "withheld"\n'
+                          '[[arms]]\nname = "cand"\nmodel = "cand"\nmemory = "withheld"\n')
+        capsys.readouterr()
+        assert main(["run", "--suite", str(suite), "--config", str(config), "--out", str(run_dir),
+                     "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
+    out = capsys.readouterr().out.splitlines()
+    line = (f"contamination: arm 'cand' (trained on the curated set {tmp_path / 'set'}): 3 of 3 suite decisions its "
+            "training data reaches (session 3, request 2, near-duplicate 3): " + ", ".join(SESSION_DECISIONS))
+    assert out[-2:] == ["contamination: arm 'base': no lineage (the base model, or weights the endpoint does not "
+                        "name): not checked", line]
+    assert main(["report", str(run_dir), "--ledger", str(tmp_path / "ledger.sqlite")]) == 0
+    markdown = (run_dir / "report.md").read_text()
+    assert "## Training contamination" in markdown and f"- {line}" in markdown
+    html = (run_dir / "report.html").read_text()
+    assert 'data-arm="cand" data-checked="true" data-contaminated="3"' in html
+    assert 'data-arm="base" data-checked="false" data-contaminated="0"' in html
