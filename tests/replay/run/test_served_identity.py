@@ -13,6 +13,7 @@ from replay.run.decisions import run
 from replay.run.directory import RUN_JSON, RunError, manifest_diff, read_run_json
 from replay.run.endpoint import served_identity
 from tests.support.fault_upstream import BASE, FaultUpstream
+from tests.support.gateway_harness import fake_adapter, start_gateway
 from tests.support.runs import config, suite
 
 
@@ -70,3 +71,24 @@ def test_a_resume_against_other_weights_under_the_same_name_is_refused(tmp_path:
         (tmp_path / "run" / RUN_JSON).write_text(json.dumps(manifest))
         with pytest.raises(RunError, match=r"served weights\.base: 'a{64}' -> None"):
             run(suite(tmp_path), config(f"{upstream.url}/v1"), tmp_path / "run")
+
+
+def test_a_run_through_the_gateway_records_each_adapters_directory(tmp_path: Path) -> None:
+    """The gateway's `/v1/models` names a loaded adapter's directory (`root`, as vLLM does) and a route's
+    production's (`production_root`); the run records it beside the fingerprint: where the candidate's training
+    lineage starts."""
+    root = tmp_path / "adapters"
+    with FaultUpstream() as upstream, start_gateway(tmp_path, root, [upstream]) as gw:
+        weights = fake_adapter(root, "cand-v1")
+        gw.ok("POST", "/adapters", {"name": "cand-v1", "path": "cand-v1"})
+        gw.ok("POST", "/adapters/cand-v1/load")
+        gw.ok("POST", "/routes/worker/production", {"version": "cand-v1"})
+        arms = [{"name": "cand", "model": "cand-v1", "memory": "withheld"},
+                {"name": "route", "model": "worker", "memory": "withheld"}]
+        run(suite(tmp_path), config(f"{gw.url}/v1", arms=arms), tmp_path / "run")
+    served = read_run_json(tmp_path / "run")["served"]
+    fingerprint = adapter_fingerprint(weights)
+    assert served == {"cand": {"model": "cand-v1", "version": "cand-v1", "fingerprint": fingerprint,
+                               "root": str(weights.resolve())},
+                      "route": {"model": "worker", "version": "cand-v1", "fingerprint": fingerprint,
+                                "root": str(weights.resolve())}}
