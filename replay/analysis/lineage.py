@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.attestation import ServedIdentity, adapter_fingerprint, file_sha256
 from core.chat import chat_messages
-from core.curated import PROVENANCE_JSONL, TRAIN_RECORD, CuratedData, read_curated
+from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, TRAIN_JSONL, TRAIN_RECORD, CuratedData, read_curated
 from core.errors import WorkerTierError
 from core.jsonfile import JsonFileError, read_json_value, read_jsonl_strict
 from core.names import excerpt
@@ -59,6 +60,8 @@ class ArmContamination(BaseModel):
     threshold: float | None = None
     decisions: int = 0
     """Suite decisions checked."""
+    files: dict[str, str] = {}
+    """Every file of the chain followed (absolute path → sha256): the record, the set's three files, the policy."""
     rule_counts: dict[str, int] = {}
     contaminated: list[Contaminated] = []
 
@@ -132,9 +135,19 @@ def _training_data(arm: str, identity: ServedIdentity) -> tuple[Path, CuratedDat
         raise LineageError(f"{record_path}: not a training record ({excerpt(str(exc).splitlines()[0])})") from None
 
 
-def source_rows(record_path: Path, data: CuratedData) -> tuple[list[SourceRow], int, float, str]:
-    """The set's rows with their provenance, and the policy's n-gram rule, every digest checked; and the
-    manifest's sha256."""
+@dataclass(frozen=True)
+class TrainingSet:
+    """A curated set as the chain reached it: its rows with their provenance, the policy's n-gram rule, and every
+    file followed with its digest (the verdict lists them as inputs, so `verify` sees a later change)."""
+
+    rows: list[SourceRow]
+    ngram: int
+    threshold: float
+    files: dict[str, str]
+
+
+def source_rows(record_path: Path, data: CuratedData) -> TrainingSet:
+    """The set's rows with their provenance, and the policy's n-gram rule, every digest checked."""
     directory = Path(data.path)
     try:
         manifest, manifest_sha256, rows = read_curated(directory)
@@ -157,7 +170,12 @@ def source_rows(record_path: Path, data: CuratedData) -> tuple[list[SourceRow], 
     sources = [SourceRow(example=p.example, decision=p.decision, session=corpus_session(p.decision),
                          request_sha256=p.request_sha256, text=state_text({"messages": row.messages[:-1]}))
                for row, p in zip(rows, provenance, strict=True)]
-    return sources, policy.near_duplicate_ngram, policy.near_duplicate_threshold, manifest_sha256
+    files = {record_path: file_sha256(record_path), directory / MANIFEST_JSON: manifest_sha256,
+             directory / TRAIN_JSONL: manifest.train_sha256,
+             directory / PROVENANCE_JSONL: file_sha256(directory / PROVENANCE_JSONL),
+             Path(manifest.policy.path): policy_sha256}
+    return TrainingSet(sources, policy.near_duplicate_ngram, policy.near_duplicate_threshold,
+                       {str(path.resolve()): sha256 for path, sha256 in files.items()})
 
 
 def chat_state(decision: Decision) -> str:
@@ -179,11 +197,12 @@ def check_arm(arm: str, found: tuple[Path, CuratedData], decisions: Sequence[Jud
     """One arm's contamination on the suite's decisions, from its training record and curated set
     (LineageError where a digest of the chain fails)."""
     record_path, data = found
-    rows, ngram, threshold, manifest_sha256 = source_rows(record_path, data)
-    hits = contamination(decisions, rows, ngram, threshold)
+    chain = source_rows(record_path, data)
+    hits = contamination(decisions, chain.rows, chain.ngram, chain.threshold)
     return ArmContamination(arm=arm, checked=True, note=f"trained on the curated set {data.path}",
-                            curated_set=data.path, manifest_sha256=manifest_sha256, ngram=ngram, threshold=threshold,
-                            decisions=len(decisions), rule_counts=rule_counts(hits), contaminated=hits)
+                            curated_set=data.path, manifest_sha256=data.manifest_sha256, ngram=chain.ngram,
+                            threshold=chain.threshold, files=chain.files, decisions=len(decisions),
+                            rule_counts=rule_counts(hits), contaminated=hits)
 
 
 def check_run(run_dir: Path, arms: Sequence[str]) -> list[ArmContamination]:

@@ -138,6 +138,13 @@ def test_a_suite_wholly_in_the_training_data_leaves_nothing_to_judge(tmp_path: P
     assert recorded is not None and [c.decision for c in recorded.contaminated] == SESSION_DECISIONS
     assert recorded.manifest_sha256 is not None and recorded.ngram == 8 and recorded.threshold == 0.5
     assert read_verdict(path).passed is False
+    # every file of the chain is an input of the verdict: `verify` names the one changed after it
+    assert main(["verify", str(path)]) == 0
+    capsys.readouterr()
+    train = tmp_path / "set" / TRAIN_JSONL
+    train.write_text(train.read_text() + "\n")
+    assert main(["verify", str(path)]) == 1
+    assert f"  CHANGED lineage:train.jsonl  {train}" in capsys.readouterr().out
 
 
 def test_a_copy_in_another_session_is_found_by_its_request_and_its_ngrams(tmp_path: Path, suite: Path) -> None:
