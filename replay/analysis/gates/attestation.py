@@ -1,16 +1,16 @@
 """Verdict files: the verdict as an in-toto Statement over the digests of everything it judged, read back, and
 verified (`worker-replay verify`).
 
-The predicate holds the verdict and its `inputs`: the policy file, the judged run's `results.jsonl` (sealed),
-the suite's `decisions.jsonl` the run replayed (the digest its run.json recorded), and each evidence path (a run
+The predicate holds the verdict and its `inputs`: the policy file, the judged run's `results.jsonl` (sealed), the
+suite's `decisions.jsonl` the run replayed (the digest its run.json recorded), and each evidence path (a run
 directory by its `results.jsonl`, a suite directory by its `decisions.jsonl`, any other directory by the digest of
-its files, a file by its bytes), and every file of the candidate's training lineage the contamination check
-followed (`lineage:`: its training record, the curated set's three files, the curation policy). The subject is the candidate, named by the digest of those inputs (the policy
-aside): what the verdict is about is exactly the evidence it was judged on (the predicate lists every memory
-rule id the two judged arms' results carried beside them); and, where the run recorded what
-served the candidate, its adapter weights by fingerprint (`weights:VERSION`), which a trial holds against the
-adapter it registered. `verify` recomputes every input's digest and the first subject's from the files and names
-each one that changed or is gone.
+its files, a file by its bytes), and every file of the candidate's training lineage the contamination check followed
+(`lineage:`: its training record, the curated set's three files, the curation policy). The subject is the candidate,
+named by the digest of those inputs (the policy aside): what the verdict is about is exactly the evidence it was
+judged on (the predicate lists every memory rule id the two judged arms' results carried beside them); and, where
+the run recorded what served the candidate, its adapter weights by fingerprint (`weights:VERSION`), which a trial
+holds against the adapter it registered. `verify` recomputes every input's digest and the first subject's from the
+files and names each one that changed or is gone.
 """
 
 from __future__ import annotations
