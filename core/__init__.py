@@ -14,7 +14,7 @@ It imports neither `serve` nor `replay`; both import it.
 - `canonical.py`: the canonical form of a request and the hashes a descriptor is proven by
 - `capture.py`: the capture store the gateway writes and replay reads
 - `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`) and the adapter's training record
-- `chat.py`: a decision as the chat row trainers read (curation writes it; the contamination check reads it)
+- `chatrow.py`: a decision as the chat row trainers read (curation writes it; the contamination check reads it)
 - `near_duplicates.py`: the near-duplicate rule (word 8-grams of a decision state): curation's eval boundary and
   the gate's contamination check apply the same one
 - `evidence.py`: the gate evidence file formats (the reviewer agreement report included)

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from core.chat import chat_messages
+from core.chatrow import chat_messages
 from core.errors import WorkerTierError
 from core.guard import GuardRules
 from core.process import free_port

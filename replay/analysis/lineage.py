@@ -21,7 +21,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from core.attestation import ServedIdentity, adapter_fingerprint, file_sha256
-from core.chat import chat_messages
+from core.chatrow import chat_messages
 from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, TRAIN_JSONL, TRAIN_RECORD, CuratedData, read_curated
 from core.errors import WorkerTierError
 from core.jsonfile import JsonFileError, read_json_value, read_jsonl_strict
@@ -180,7 +180,7 @@ def source_rows(record_path: Path, data: CuratedData) -> TrainingSet:
 
 def chat_state(decision: Decision) -> str:
     """A decision's state text as a training row would hold it: a Messages request's turns converted to chat as
-    curation renders them (core/chat.py), so a call's name and arguments, and a turn's tool results and
+    curation renders them (core/chatrow.py), so a call's name and arguments, and a turn's tool results and
     text, come in the same order on both sides of the comparison."""
     request = decision.request.model_dump(mode="json", exclude_none=True)
     return state_text({"messages": chat_messages(request)} if decision.api == "messages" else request)

@@ -37,7 +37,7 @@ from typing import Any, cast
 from core.attestation import file_sha256
 from core.canonical import request_digest
 from core.capture import CapturedDecision, thread_key
-from core.chat import chat_row, target_turn
+from core.chatrow import chat_row, target_turn
 from core.curated import (
     ChatTrainingRow,
     ClassCount,
