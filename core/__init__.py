@@ -13,7 +13,10 @@ It imports neither `serve` nor `replay`; both import it.
 - `wireshapes.py`: the wire shapes `wire.py` reads (untrusted, every value checked) and builds, as TypedDicts
 - `canonical.py`: the canonical form of a request and the hashes a descriptor is proven by
 - `capture.py`: the capture store the gateway writes and replay reads
-- `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`)
+- `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`) and the adapter's training record
+- `chatrow.py`: a decision as the chat row trainers read (curation writes it; the contamination check reads it)
+- `near_duplicates.py`: the near-duplicate rule (word 8-grams of a decision state): curation's eval boundary and
+  the gate's contamination check apply the same one
 - `evidence.py`: the gate evidence file formats (the reviewer agreement report included)
 - `attestation.py`: a gate verdict as an in-toto Statement over the digests of what it judged; file digests
 - `errors.py`: `WorkerTierError`, the one exception root

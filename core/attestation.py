@@ -55,6 +55,9 @@ class ServedIdentity(BaseModel):
     model: str
     version: str | None = None
     fingerprint: str | None = None
+    root: str | None = None
+    """The adapter's directory as the endpoint names it (vLLM's `root`, the gateway's too): where its training
+    record (`worker-tier-train.json`) leads to the data it learned, for the contamination check."""
 
 
 def adapter_fingerprint(directory: Path) -> str:

@@ -95,6 +95,24 @@ class CurationManifest(Strict):
     corpora: list[CorpusSnapshot]
     runs: list[RunRef] = Field(default_factory=list)
     train_sha256: str
+    provenance_sha256: str | None = None
+    """`provenance.jsonl`'s sha256 (sets built before it lack it): the lineage a gate reads is the one built."""
+
+
+TRAIN_RECORD = "worker-tier-train.json"
+"""The record `worker-serve adapter train` writes beside an adapter (serve/engine/train.py's MARKER)."""
+
+
+class CuratedData(BaseModel):
+    """A training record's `data` when the adapter learned a curated set: the set and the digests it had (what
+    else the record says is the trainer's own)."""
+
+    model_config = ConfigDict(extra="ignore")
+    path: str
+    manifest_sha256: str
+    train_sha256: str
+    policy: PolicyRef
+    examples: int
 
 
 class CuratedSetError(WorkerTierError, ValueError):

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from core.chatrow import chat_messages
 from core.errors import WorkerTierError
 from core.guard import GuardRules
 from core.process import free_port
@@ -52,7 +53,6 @@ from replay.calibration.planted import ArmBehaviour, PlantedSpec, serve_planted
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.corpus_suite import CorpusRead, build_corpus_suites
 from replay.curation.build import curate, open_inputs
-from replay.curation.chat import chat_messages
 from replay.curation.classes import DecisionClass
 from replay.curation.policy import CurationPolicy, load_policy
 from replay.curation.pool import read_pool

@@ -21,6 +21,8 @@
   false findings on the labelled phrasings).
 * near-duplicates: `scripts/bench_near_duplicates.py` (curation's 8-gram rule: recall on planted near-copies of
   suite decisions, false flags on the other decisions).
+* contamination: `scripts/bench_contamination.py` (the gate's check of a candidate's training rows against the
+  suite: recall on planted rows of known overlap, false flags on other tasks' decisions).
 * noise floor: `scripts/bench_noise.py` (an A/A pair's discordance at 1, 4, 8, 16 in flight, and with
   vLLM's batch-invariant mode asked for).
 * fair share: `scripts/bench_fairshare.py` (quiet tenants' p50 latency beside a greedy one at 10x their rate,
@@ -195,6 +197,7 @@ def main() -> int:
     parser.add_argument("--skip-demo-phases", action="store_true")
     parser.add_argument("--skip-redact", action="store_true")
     parser.add_argument("--skip-near-duplicates", action="store_true")
+    parser.add_argument("--skip-contamination", action="store_true")
     parser.add_argument("--skip-noise", action="store_true")
     parser.add_argument("--skip-fairshare", action="store_true")
     parser.add_argument("--skip-corpus", action="store_true")
@@ -225,6 +228,8 @@ def main() -> int:
                                    "bench_qa_checks.py"),
                                   (args.skip_near_duplicates, "near-duplicates on planted copies",
                                    "bench_near_duplicates.py"),
+                                  (args.skip_contamination, "contamination on planted rows of known overlap",
+                                   "bench_contamination.py"),
                                   (args.skip_noise, "noise floor against concurrency", "bench_noise.py"),
                                   (args.skip_fairshare, "fair share", "bench_fairshare.py"),
                                   (args.skip_corpus, "corpus audit at S1's size", "bench_corpus.py"),

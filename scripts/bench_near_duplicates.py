@@ -1,4 +1,4 @@
-"""Recall and false flags of curation's near-duplicate rule (replay/curation/near_duplicates.py) on planted
+"""Recall and false flags of curation's near-duplicate rule (core/near_duplicates.py) on planted
 near-copies of the demo suite's 84 decisions (tests/support/near_copies.py: an id changed, a sentence reworded,
 whitespace changed, all three), as a markdown table for Tülu 3's setting (8-grams, > 50%) and beside it.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from replay.curation.near_duplicates import NGRAM, THRESHOLD  # noqa: E402
+from core.near_duplicates import NGRAM, THRESHOLD  # noqa: E402
 from tests.support.near_copies import EDITS, measure  # noqa: E402
 
 SETTINGS = ((NGRAM, THRESHOLD), (8, 0.3), (6, 0.5), (4, 0.5))

@@ -258,7 +258,6 @@ STILL_SHARED = {
     "base.py": ("demo/scenarios/base.py", "serve/gateway/apis/base.py"),
     "calibrate.py": ("replay/calibration/calibrate.py", "serve/trials/calibrate.py"),
     "capture.py": ("core/capture.py", "serve/gateway/capture.py"),
-    "chat.py": ("replay/curation/chat.py", "serve/gateway/apis/chat.py"),
     "checks.py": ("replay/memory/checks.py", "replay/qa/checks.py"),
     "claims.py": ("demo/claims.py", "replay/sandbox/claims.py"),
     "cli.py": ("core/cli.py", "demo/cli.py"),

@@ -13,7 +13,7 @@ counted as tainted so no table shows them as clean.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, get_args
@@ -148,14 +148,16 @@ class _Pair:
 
 
 def compare(
-    results: Iterable[ResultRecord], baseline: str, candidate: str, by: By | None = None, tainted: Tainted = ()
+    results: Iterable[ResultRecord], baseline: str, candidate: str, by: By | None = None, tainted: Tainted = (),
+    excluded: Collection[str] = (),
 ) -> Comparison:
-    """Pair the two arms on the same decisions and compute every row (see the module doc)."""
+    """Pair the two arms on the same decisions and compute every row (see the module doc); the decisions
+    `excluded` names (those the candidate's training data reaches: `analysis.lineage`) are left out."""
     records = list(results)
     if by is not None and by not in BY_FIELDS:
         raise ResultsError(f"unknown breakdown {by!r}: choose one of {', '.join(BY_FIELDS)}")
     disputed = _Disputed.of(tainted)
-    pairs = _pair(records, baseline, candidate, disputed)
+    pairs = [p for p in _pair(records, baseline, candidate, disputed) if p.baseline.decision_id not in excluded]
     correctness = [
         _correctness_row(measure, scope, members)
         for measure in ("joint", "tool")

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from replay.analysis.lineage import check_run
 from replay.analysis.provenance import record_run
 from replay.cli.common import ledger_option
 from replay.memory.ledger import Ledger
@@ -22,6 +23,8 @@ def _run(args: argparse.Namespace) -> int:
         record_run(ledger, args.out)
     print(f"{args.out}: {sent} result(s) written, {already} already there (resumed)" if already
           else f"{args.out}: {sent} result(s) written")
+    for check in check_run(args.out, [arm.name for arm in config.arms]):
+        print(check.line())
     return 0
 
 

@@ -5,8 +5,6 @@ corrections, every example with its provenance.
 - `policy.py`: a curation policy (`configs/curation/*.toml`)
 - `pool.py`: `curate pool`: what a corpus could give a training set
 - `proofs.py`: replay-proven corrections and the lesson gate's kept rules, from run directories
-- `chat.py`: a decision as the chat row trainers read
-- `near_duplicates.py`: the eval boundary's near-duplicate rule (word 8-grams of a decision state)
 - `repeats.py`: redundant repeats: a target that makes again a call its prompt holds the ok answer of
 - `build.py`: `curate build`: the training set itself
 - `dataset.py`: the files a curated set is: `train.jsonl`, `provenance.jsonl`, `manifest.json`

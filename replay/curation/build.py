@@ -17,7 +17,7 @@ Then each class is drawn from its own candidates, in a seeded order, scarcest cl
 cluster, per tool's share of the calls the set asks for); the draw renders each example from the corpus again,
 redacted with the workspace's key (every registered workspace name and the paths the runtime wrote for the session
 too), and refuses one whose redacted request is a decision of an excluded suite, or a near-copy of one by token
-8-grams (replay/curation/near_duplicates.py), or that the privacy check still finds a value in. The privacy audit
+8-grams (core/near_duplicates.py), or that the privacy check still finds a value in. The privacy audit
 (replay/privacy/audit.py) then reads the three files as they will be written, and the build writes nothing when it
 finds anything. A class that cannot reach its ask fails the build, or (`shrink`) every class is cut alike, by the
 share of its ask the shortest class got (a class that got nothing left out), and the draw is made again: the set
@@ -41,6 +41,7 @@ from typing import Any, cast
 from core.attestation import file_sha256
 from core.canonical import request_digest
 from core.capture import CapturedDecision, thread_key
+from core.chatrow import chat_row, target_turn
 from core.curated import (
     ChatTrainingRow,
     ClassCount,
@@ -52,17 +53,16 @@ from core.curated import (
 )
 from core.guard import GuardKind, GuardRules
 from core.keyset import canonical_json
+from core.near_duplicates import NearDuplicates, state_text
 from core.records import REQUESTS, ResultRecord
 from core.wire import WIRES, DecisionApi
 from replay.corpus.capture_suite import registered_workspaces, strip_request
 from replay.corpus.claude_code import RECENT, ClaudeCodeDir
 from replay.corpus.corpus_suite import CorpusRead, cluster_of
 from replay.corpus.resolve import load_keys
-from replay.curation.chat import chat_row, target_turn
 from replay.curation.classes import DecisionClass, MixClass, Origin
 from replay.curation.dataset import Provenance, check_out, set_lines, snapshot, write_set
 from replay.curation.errors import CurationError
-from replay.curation.near_duplicates import NearDuplicates, state_text
 from replay.curation.policy import CurationPolicy, load_policy
 from replay.curation.pool import PoolDecision, open_corpora, read_pool, session_pool
 from replay.curation.proofs import (
@@ -364,15 +364,17 @@ class Renderer:
         redacted = REQUESTS[api].model_validate(Pseudonymizer(key, names=names).value(stripped))
         return redacted.model_dump(mode="json", exclude_none=True)
 
-    def _boundary(self, api: DecisionApi, request: dict[str, Any], key: bytes, names: TenantNames) -> Refusal | None:
-        """The eval boundary's rules a drawn request meets: one of an excluded suite's decisions, or its
-        near-copy."""
+    def _boundary(self, api: DecisionApi, request: dict[str, Any], key: bytes,
+                  names: TenantNames) -> tuple[Refusal | None, str]:
+        """The eval boundary's rule a drawn request meets (one of an excluded suite's decisions, or its near-copy;
+        None: neither), and its request hash as a suite holds it (provenance records it for a later check)."""
         held = self._as_suite_holds(api, request, key, names)
-        if request_hash(REQUESTS[api].model_validate(held)) in self.inputs.excluded.requests:
-            return Refusal.EXCLUDED_SUITE_REQUEST
+        digest = request_hash(REQUESTS[api].model_validate(held))
+        if digest in self.inputs.excluded.requests:
+            return Refusal.EXCLUDED_SUITE_REQUEST, digest
         if self.inputs.excluded.near.matches(state_text(held)):
-            return Refusal.EXCLUDED_SUITE_NEAR_DUPLICATE
-        return None
+            return Refusal.EXCLUDED_SUITE_NEAR_DUPLICATE, digest
+        return None, digest
 
     def render(self, candidate: Candidate, drawn: Drawn) -> tuple[ChatTrainingRow, Provenance] | Refusal:
         d = self.decision(candidate)
@@ -382,7 +384,8 @@ class Renderer:
         if candidate.mix_class is MixClass.POLICY:
             request = strip_request(api, request)
         pseudonymizer = Pseudonymizer(self.inputs.keys[d.row.workspace], names=names)
-        if (refusal := self._boundary(api, request, pseudonymizer.key, names)) is not None:
+        refusal, digest = self._boundary(api, request, pseudonymizer.key, names)
+        if refusal is not None:
             return refusal
         text = d.answer.get("content") if candidate.tool is None else None
         row = chat_row(pseudonymizer.value(request),
@@ -395,7 +398,7 @@ class Renderer:
                                workspace=pseudonymizer.pseudonym("WORKSPACE", d.row.workspace),
                                corpus=str(d.corpus), mix_class=candidate.mix_class,
                                decision_class=candidate.decision_class, origin_model=candidate.model,
-                               proof=candidate.proof)
+                               proof=candidate.proof, request_sha256=digest)
 
 
 def tool_limit(policy: CurationPolicy, asks: Mapping[MixClass, int]) -> int | None:

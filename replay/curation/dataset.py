@@ -48,6 +48,9 @@ class Provenance(Strict):
     origin_model: str
     """The model that made the target (the worker's own, by the policy)."""
     proof: Proof | None = None
+    request_sha256: str | None = None
+    """The canonical request hash of its prompt as a suite of the same decision holds it (memory stripped,
+    redacted): what `gate` compares a suite's decisions with (sets built before it lack it)."""
 
 
 def snapshot(corpus: ClaudeCodeDir) -> CorpusSnapshot:
@@ -96,9 +99,10 @@ def set_lines(rows: Sequence[ChatTrainingRow], provenance: Sequence[Provenance],
               manifest: CurationManifest) -> dict[str, str]:
     """The three files' text, by name (the manifest's `train_sha256` is the one `train.jsonl`'s text hashes to):
     what is written, and what the privacy audit reads before it is."""
-    train = "".join(_line(r) for r in rows)
-    manifest = manifest.model_copy(update={"train_sha256": hashlib.sha256(train.encode()).hexdigest()})
-    return {TRAIN_JSONL: train, PROVENANCE_JSONL: "".join(_line(p) for p in provenance),
+    train, sources = "".join(_line(r) for r in rows), "".join(_line(p) for p in provenance)
+    manifest = manifest.model_copy(update={"train_sha256": hashlib.sha256(train.encode()).hexdigest(),
+                                           "provenance_sha256": hashlib.sha256(sources.encode()).hexdigest()})
+    return {TRAIN_JSONL: train, PROVENANCE_JSONL: sources,
             MANIFEST_JSON: json.dumps(manifest.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"}
 
 
@@ -111,7 +115,8 @@ def write_set(out: Path, rows: Sequence[ChatTrainingRow], provenance: Sequence[P
     try:
         for name, text in set_lines(rows, provenance, manifest).items():
             (staging / name).write_text(text, encoding="utf-8")
-        manifest = manifest.model_copy(update={"train_sha256": file_sha256(staging / TRAIN_JSONL)})
+        manifest = manifest.model_copy(update={"train_sha256": file_sha256(staging / TRAIN_JSONL),
+                                               "provenance_sha256": file_sha256(staging / PROVENANCE_JSONL)})
         if out.exists():
             out.rmdir()
         os.replace(staging, out)

@@ -140,17 +140,20 @@ async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[
 def served_identity(entry: dict[str, Any]) -> ServedIdentity:
     """What a `/v1/models` entry says serves it. The gateway names an adapter's fingerprint, and a route's
     production version with its fingerprint; vLLM names a LoRA adapter's directory (`root`, with a `parent`),
-    whose files are fingerprinted here when this machine can read them; the base model has none."""
+    whose files are fingerprinted here when this machine can read them; the base model has none. Each names the
+adapter's directory (`root`; a route its production's, `production_root`), where its training lineage starts."""
     model = str(entry["id"])
     kind = entry.get("kind")
     if kind == "adapter":
-        return ServedIdentity(model=model, version=model, fingerprint=_text(entry.get("fingerprint")))
+        return ServedIdentity(model=model, version=model, fingerprint=_text(entry.get("fingerprint")),
+                              root=_text(entry.get("root")))
     if kind == "route":
         return ServedIdentity(model=model, version=_text(entry.get("production")),
-                              fingerprint=_text(entry.get("production_fingerprint")))
+                              fingerprint=_text(entry.get("production_fingerprint")),
+                              root=_text(entry.get("production_root")))
     root, parent = _text(entry.get("root")), _text(entry.get("parent"))
     if kind is None and parent is not None and root is not None and (Path(root) / "adapter_config.json").is_file():
-        return ServedIdentity(model=model, version=model, fingerprint=adapter_fingerprint(Path(root)))
+        return ServedIdentity(model=model, version=model, fingerprint=adapter_fingerprint(Path(root)), root=root)
     return ServedIdentity(model=model)
 
 

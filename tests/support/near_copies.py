@@ -1,5 +1,5 @@
 """Planted near-copies of suite decisions, for the near-duplicate rule's recall and false-positive rate
-(replay/curation/near_duplicates.py; `scripts/bench_near_duplicates.py`).
+(core/near_duplicates.py; `scripts/bench_near_duplicates.py`).
 
 The population is the demo suite's 84 generated decisions (invoicing tasks of one agent, each its own
 conversation). A near-copy is a decision's request as another session would hold it, with one small edit of a
@@ -17,8 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.near_duplicates import NGRAM, THRESHOLD, NearDuplicates, state_text
 from demo.suite import build_demo
-from replay.curation.near_duplicates import NGRAM, THRESHOLD, NearDuplicates, state_text
 
 IDENTIFIER = re.compile(r"\b(?:[A-Z]{2,}-[\d-]+|cus_\d+|\d{3,})\b")
 FILLERS = ("please", "now", "also", "quickly", "again")

@@ -1,15 +1,16 @@
 """Verdict files: the verdict as an in-toto Statement over the digests of everything it judged, read back, and
 verified (`worker-replay verify`).
 
-The predicate holds the verdict and its `inputs`: the policy file, the judged run's `results.jsonl` (sealed),
-the suite's `decisions.jsonl` the run replayed (the digest its run.json recorded), and each evidence path (a run
+The predicate holds the verdict and its `inputs`: the policy file, the judged run's `results.jsonl` (sealed), the
+suite's `decisions.jsonl` the run replayed (the digest its run.json recorded), and each evidence path (a run
 directory by its `results.jsonl`, a suite directory by its `decisions.jsonl`, any other directory by the digest of
-its files, a file by its bytes). The subject is the candidate, named by the digest of those inputs (the policy
-aside): what the verdict is about is exactly the evidence it was judged on (the predicate lists every memory
-rule id the two judged arms' results carried beside them); and, where the run recorded what
-served the candidate, its adapter weights by fingerprint (`weights:VERSION`), which a trial holds against the
-adapter it registered. `verify` recomputes every input's digest and the first subject's from the files and names
-each one that changed or is gone.
+its files, a file by its bytes), and every file of the candidate's training lineage the contamination check followed
+(`lineage:`: its training record, the curated set's three files, the curation policy). The subject is the candidate,
+named by the digest of those inputs (the policy aside): what the verdict is about is exactly the evidence it was
+judged on (the predicate lists every memory rule id the two judged arms' results carried beside them); and, where
+the run recorded what served the candidate, its adapter weights by fingerprint (`weights:VERSION`), which a trial
+holds against the adapter it registered. `verify` recomputes every input's digest and the first subject's from the
+files and names each one that changed or is gone.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ from replay.run.directory import RESULTS, RUN_JSON, SERVED, load_results, read_r
 from replay.suite import DECISIONS_JSONL
 
 POLICY, RESULTS_INPUT, SUITE, EVIDENCE = "policy", "results", "suite", "evidence:"
+LINEAGE = "lineage:"
+"""The prefix of the inputs that name the candidate's training lineage (`lineage.ArmContamination.files`)."""
 WEIGHTS = "weights:"
 """The prefix of the subject that names the candidate's adapter weights (by their fingerprint)."""
 
@@ -87,6 +90,8 @@ def verdict_inputs(verdict: Verdict, run_dir: Path) -> list[ResourceDescriptor]:
             inputs.append(_input(SUITE, Path(suite["path"]) / DECISIONS_JSONL, suite["sha256"]))
     evidence = sorted(verdict.evidence_paths.items())
     inputs += [_input(f"{EVIDENCE}{key}", evidence_file(Path(path))) for key, path in evidence]
+    lineage = {} if verdict.contamination is None else verdict.contamination.files
+    inputs += [_input(f"{LINEAGE}{Path(path).name}", Path(path), sha256) for path, sha256 in sorted(lineage.items())]
     return inputs
 
 

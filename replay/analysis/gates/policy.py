@@ -18,13 +18,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from core.records import BUILTIN_STRATA, Decision, Strict
 from core.tomlfile import toml_problem
-from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainted, compare_run
+from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainted, compare
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
 from replay.analysis.gates.context import GateContext, GateError, MissingEvidenceError, Status, not_run
 from replay.analysis.gates.inputs import RUN_RESULTS, Read, SuiteFeed, condition_reads, run_read, suite_feed
+from replay.analysis.lineage import ArmContamination, check_run
 from replay.errors import ReplayError
 from replay.memory.ledger import Dispute
-from replay.run.directory import read_run_json
+from replay.run.directory import load_results, read_run_json
 from replay.suite import load_suite
 
 
@@ -148,6 +149,9 @@ class Verdict(BaseModel):
     noise_floor: NoiseFloor | None = None
     """The comparison's A/A discordance, where the run has a replicate arm. Evidence only: a condition
     judges it only where the policy says so."""
+    contamination: ArmContamination | None = None
+    """The candidate's training lineage against the suite: the decisions it reaches were left out of the
+    comparison (None: not looked for, as when a comparison is evaluated without its run)."""
     evaluated_at: datetime
 
     def status(self, condition_id: str) -> Status:
@@ -170,17 +174,19 @@ def evaluate(
     run_dir: str | Path | None = None,
     policy_path: str | Path | None = None,
     policy_sha256: str | None = None,
+    contamination: ArmContamination | None = None,
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Verdict:
     """Evaluate every condition of `policy` on a comparison (and the evidence files given). `disputes` (the
     ledger's) taint like `tainted` and date the verdict's disputed rules; the comparison must have been made with
-    them too (`evaluate_gate` does)."""
+    them too (`evaluate_gate` does), and without the decisions `contamination` names."""
     paths = {key: Path(value) for key, value in (evidence or {}).items()}
     disputes = tuple(disputes)
     ctx = GateContext(comparison, paths, (*tainted, *(d.ref for d in disputes)),
                       None if run_dir is None else Path(run_dir))
     run = Read(key=None, made_by=RUN_RESULTS.made_by, path=None if run_dir is None else str(run_dir), present=True)
-    results = [_with_noise(_evaluate_one(condition, ctx, run), comparison.noise) for condition in policy.conditions]
+    results = [_with_noise(_left_out(_evaluate_one(condition, ctx, run), contamination), comparison.noise)
+               for condition in policy.conditions]
     used = {key for condition in policy.conditions for key in condition.evidence_keys()}
     tainted_ids = sorted({*comparison.tainted_rule_ids, *(r for c in results for r in c.tainted_rule_ids)})
     return Verdict(
@@ -200,8 +206,17 @@ def evaluate(
         disputed=[DisputedRule(rule_id=d.rule_id, workspace=d.workspace, reason=d.reason, disputed_at=d.disputed_at)
                   for d in disputes if d.rule_id in tainted_ids],
         noise_floor=comparison.noise,
+        contamination=contamination,
         evaluated_at=now(),
     )
+
+
+def _left_out(result: ConditionResult, contamination: ArmContamination | None) -> ConditionResult:
+    """A condition not run where contaminated decisions were left out says so: too few clean ones remained."""
+    if result.status is not Status.NOT_RUN or contamination is None or not contamination.contaminated:
+        return result
+    return result.model_copy(update={"reason": f"{result.reason} ({len(contamination.contaminated)} decision(s) the "
+                                               "candidate's training data reaches were left out of the comparison)"})
 
 
 def _evaluate_one(condition: AnyCondition, ctx: GateContext, run: Read) -> ConditionResult:
@@ -244,13 +259,17 @@ def evaluate_gate(
     tainted: Tainted = (),
     disputes: Iterable[Dispute] = (),
 ) -> Verdict:
-    """Load the policy and the run's results, compare the two arms, and evaluate the gate (`disputes`: the
-    ledger's, which keep it from passing where the arms' results carried one)."""
+    """Load the policy and the run's results, compare the two arms on the decisions the candidate's training data
+    does not reach (`lineage.check_run`), and evaluate the gate (`disputes`: the ledger's, which keep it from
+    passing where the arms' results carried one)."""
     policy, sha256 = _read_policy(Path(policy_path))
     disputes = tuple(disputes)
-    comparison = compare_run(run_dir, baseline, candidate, tainted=(*tainted, *(d.ref for d in disputes)))
+    results = load_results(run_dir)
+    [contamination] = check_run(Path(run_dir), [candidate])
+    comparison = compare(results, baseline, candidate, tainted=(*tainted, *(d.ref for d in disputes)),
+                         excluded=contamination.excluded)
     return evaluate(policy, comparison, evidence, tainted, disputes=disputes, run_dir=run_dir,
-                    policy_path=policy_path, policy_sha256=sha256)
+                    policy_path=policy_path, policy_sha256=sha256, contamination=contamination)
 
 
 class ConditionPlan(BaseModel):
@@ -398,6 +417,9 @@ def format_verdict(verdict: Verdict) -> str:
         rules = ", ".join(_disputed_text(rule_id, dated.get(rule_id)) for rule_id in verdict.tainted_rule_ids)
         lines.append(f"† cannot pass: rests on results that carried disputed rule(s) {rules}; re-run the arms "
                      "without them, or restore them after review (`worker-replay undispute`)")
+    if verdict.contamination is not None:
+        lines.append(verdict.contamination.line() + ("; left out of the comparison"
+                                                     if verdict.contamination.contaminated else ""))
     if verdict.noise_floor is not None:
         lines.append(noise_line(verdict.noise_floor))
     lines.append(f"{verdict.comparisons_made} paired tests in the comparison, uncorrected for multiple comparisons.")

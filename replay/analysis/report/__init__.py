@@ -28,6 +28,7 @@ from core.names import excerpt
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import Comparison, Tainted, arms_of, compare
 from replay.analysis.gates import Verdict, read_verdict
+from replay.analysis.lineage import ArmContamination, check_run
 from replay.analysis.provenance import carried, record_comparison, record_run
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
@@ -90,7 +91,7 @@ def report_run(
     verdicts = [read_verdict(path) for path in sorted(Path(run_dir).glob("gate-*.json"))]
     retrieval = None if reads is None else retrieval_block(results, decisions, reads)
     return write_report(run_dir, comparisons, verdicts, results, decisions=decisions, tainted=tainted,
-                        baseline=baseline, retrieval=retrieval)
+                        baseline=baseline, retrieval=retrieval, contamination=check_run(Path(run_dir), arms))
 
 
 def write_report(
@@ -104,13 +105,15 @@ def write_report(
     uptake: Sequence[Uptake] | None = None,
     baseline: str | None = None,
     retrieval: Retrieval | None = None,
+    contamination: Sequence[ArmContamination] = (),
 ) -> tuple[Path, Path]:
     """Write report.md, report.html and plot.svg into the run directory; returns (md, html).
 
     `lessons` (lesson-gate verdicts), `uptake` (rule uptake rows) and `retrieval` (each arm's outcome by what
     its decisions' sessions read) add their blocks to the answer section; None leaves the block out. The
     summary counts changed calls against `baseline` when given, else against the comparisons' baseline
-    (`summary.reference_arm`)."""
+    (`summary.reference_arm`). `contamination` (each arm's training lineage against the suite,
+    `lineage.check_run`) adds its section."""
     run = Path(run_dir)
     tainted = tuple(tainted)
     info = read_run_json(run)
@@ -126,7 +129,8 @@ def write_report(
     write_text_atomic(run / PLOT_SVG, svg)
     md_path, html_path = run / REPORT_MD, run / REPORT_HTML
     write_text_atomic(md_path, render_markdown(title, info, comparisons, verdicts, results, tainted, lessons, uptake,
-                                               reference=reference, retrieval=retrieval))
+                                               reference=reference, retrieval=retrieval, contamination=contamination))
     write_text_atomic(html_path, render_html(title, info, comparisons, verdicts, results, svg, by_id, tainted, lessons,
-                                             uptake, reference=reference, retrieval=retrieval))
+                                             uptake, reference=reference, retrieval=retrieval,
+                                             contamination=contamination))
     return md_path, html_path

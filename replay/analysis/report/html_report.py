@@ -30,6 +30,7 @@ from replay.analysis.compare import (
     repeat_label,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.lineage import ArmContamination
 from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import DrillRow, drill_rows
 from replay.analysis.report.markdown_report import summary, tests_note
@@ -144,6 +145,7 @@ def render_html(
     *,
     reference: str,
     retrieval: Retrieval | None = None,
+    contamination: Sequence[ArmContamination] = (),
 ) -> str:
     """`title`: `summary.report_title`; `reference`: the arm the summary counts changed calls against
     (see `summary.reference_arm`)."""
@@ -154,6 +156,7 @@ def render_html(
         '<section id="summary"><h2>Run</h2>',
         _summary_table(info, results),
         "</section>",
+        _contamination_section(contamination),
         '<section id="comparisons"><h2>Paired comparisons</h2>',
         *(_comparison_table(c) for c in comparisons),
         "</section>",
@@ -169,6 +172,17 @@ def render_html(
         + "\n".join(body)
         + f"\n<script>{SCRIPT}</script>\n</body></html>\n"
     )
+
+
+def _contamination_section(checks: Sequence[ArmContamination]) -> str:
+    """Each arm's training data against the suite (`lineage.ArmContamination`), one item an arm."""
+    if not checks:
+        return ""
+    items = "".join(f'<li data-arm="{_e(c.arm)}" data-checked="{str(c.checked).lower()}" '
+                    f'data-contaminated="{len(c.contaminated)}">{_e(c.line())}</li>' for c in checks)
+    return ('<section id="contamination"><h2>Training contamination</h2>'
+            f'<ul>{items}</ul><p class="note">A gate leaves the decisions its candidate\'s training data reaches out '
+            "of its comparison.</p></section>")
 
 
 def _answer_section(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], svg: str,

@@ -25,6 +25,7 @@ from replay.analysis.compare import (
     repeat_label,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict
+from replay.analysis.lineage import ArmContamination
 from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import discordant_ids
 from replay.analysis.report.plot import PLOT_SVG
@@ -55,6 +56,7 @@ def render_markdown(
     *,
     reference: str,
     retrieval: Retrieval | None = None,
+    contamination: Sequence[ArmContamination] = (),
 ) -> str:
     """`title`: `summary.report_title`; `reference`: the arm the summary counts changed calls against
     (see `summary.reference_arm`)."""
@@ -62,6 +64,7 @@ def render_markdown(
              *retrieval_lines(retrieval),
              "## Run", ""]
     lines += [f"- **{_md(key)}**: {_md(value)}" for key, value in summary(info, results)]
+    lines += contamination_lines(contamination)
     lines += ["", "## Paired comparisons", ""]
     for c in comparisons:
         lines += [f"### {_md(c.candidate)} against {_md(c.baseline)} ({c.decisions} paired decisions)", ""]
@@ -123,6 +126,15 @@ def answer(verdicts: Sequence[Verdict], results: Sequence[ResultRecord], lessons
         lines += [*_table(UPTAKE_COLUMNS, [uptake_cells(u) for u in uptake]), "", UPTAKE_NOTE, ""] if uptake else [
             "No rule with a claim was injected.", ""]
     return lines
+
+
+def contamination_lines(checks: Sequence[ArmContamination]) -> list[str]:
+    """Each arm's training data against the suite: what it reaches (left out of gates), or why it was not
+    checked."""
+    if not checks:
+        return []
+    return ["", "## Training contamination", "", *(f"- {_md(check.line())}" for check in checks), "",
+            "A gate leaves the decisions its candidate's training data reaches out of its comparison."]
 
 
 def retrieval_lines(retrieval: Retrieval | None) -> list[str]:

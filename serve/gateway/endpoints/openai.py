@@ -72,7 +72,8 @@ async def models(request: Request, gw: GatewayDep) -> dict[str, object]:
         production = state.adapters.get(route.production)
         data.append({"id": route.name, "object": "model", "created": 0, "owned_by": "worker-tier",
                      "kind": "route", "production": route.production,
-                     "production_fingerprint": production and production.fingerprint, "previous": route.previous,
+                     "production_fingerprint": production and production.fingerprint,
+                     "production_root": production and production.path, "previous": route.previous,
                      "canary": route.canary and {"candidate": route.canary.candidate,
                                                  "percent": route.canary.percent,
                                                  "sticky_by": route.canary.sticky_by},
@@ -82,5 +83,5 @@ async def models(request: Request, gw: GatewayDep) -> dict[str, object]:
     for adapter in state.loaded():
         data.append({"id": adapter.name, "object": "model", "created": 0, "owned_by": "worker-tier",
                      "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at,
-                     "fingerprint": adapter.fingerprint})
+                     "fingerprint": adapter.fingerprint, "root": adapter.path})
     return {"object": "list", "data": data}

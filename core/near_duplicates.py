@@ -1,4 +1,5 @@
-"""The near-duplicate rule of curation's eval boundary (DESIGN §12; issue 60, after Tülu 3's decontamination).
+"""The near-duplicate rule (DESIGN §12; issue 60, after Tülu 3's decontamination): curation's eval boundary and the
+gate's contamination check (replay/analysis/contamination.py) apply this one.
 
 A suite decision (the test item) is contaminated by a training candidate when more than `threshold` of the
 decision's distinct word 8-grams appear in the candidate's. The direction is Tülu 3's — the share is of the

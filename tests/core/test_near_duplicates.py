@@ -1,10 +1,10 @@
-"""The near-duplicate rule (replay/curation/near_duplicates.py): what it compares, in which direction, and its
+"""The near-duplicate rule (core/near_duplicates.py): what it compares, in which direction, and its
 recall on planted near-copies and false flags on other decisions (tests/support/near_copies.py, seeded; the
 figures are BENCHMARKS.md's)."""
 
 from __future__ import annotations
 
-from replay.curation.near_duplicates import NearDuplicates, state_text
+from core.near_duplicates import NearDuplicates, state_text
 from tests.support.near_copies import measure
 
 TASK = "Look up invoice INV-7 for Globex and send the overdue reminder to their accounts payable team today."
