@@ -13,15 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from replay.memory.files import ESSENTIAL_FILES, LC_FILE, LOG_FILE, MemoryLoadError, workspace_dir
+from replay.memory.files import ESSENTIAL_FILES, LC_FILE, MemoryLoadError, workspace_dir
 
 EMPTY_FILES = {
     LC_FILE: "# Learned corrections\n\n## Rules\n\n## Pending\n",
-    LOG_FILE: "# Corrections log\n",
     **dict.fromkeys(ESSENTIAL_FILES, ""),
 }
 """Each file of an empty workspace and its text: the rules file's two binding sections, no rule, and empty
-essentials (an essential with no text is not injected)."""
+essentials (an essential with no text is not injected). No corrections log: with no rule it has nothing to record,
+and a log no index lists would be reported as an unlisted memory file."""
 
 
 @dataclass(frozen=True)
