@@ -41,7 +41,8 @@ def gateway_config(engine_url: str, port: int, cache: Path, out: Path) -> Path:
 
 def unload_candidate(engine: EngineProcess) -> None:
     """The page's candidate name unloaded from the shared engine (gone already is fine): each guide test loads
-    its own adapter under that name, and the engine refuses one name from a second path."""
+    its own adapter under that name, and the engine refuses one name from a second path. Done before a test's
+    run, not after, so a cleanup cannot hide the run's own result."""
     answer = httpx.post(f"{engine.base_url}/v1/unload_lora_adapter", json={"lora_name": CANDIDATE}, timeout=60)
     assert answer.status_code in (200, 404, 400), answer.text
 
@@ -56,16 +57,13 @@ def run_guide(engine: EngineProcess, tmp_path: Path, env: dict[str, str], monkey
     config = gateway_config(engine.base_url, free_port(), cache, tmp_path / "gateway.toml")
     script = "\n".join(f"echo '### guide block {n}' >&2\n{block}"
                        for n, (block, skip) in enumerate(guide_blocks(), 1) if not skip)
-    unload_candidate(engine)
-    try:
-        with RunningGateway(config) as gateway:
-            full = {**os.environ, **env, "ENGINE": engine.base_url, "WORKER_GATEWAY_URL": gateway.url,
-                    "WORKER_GATEWAY_ADMIN_TOKEN": TOKEN, "WORKER_TIER_CACHE": str(cache),
-                    "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-            done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=full, capture_output=True,
-                                  text=True, timeout=1200)
-            assert done.returncode == 0, f"{done.stderr[-4000:]}\n--- stdout ---\n{done.stdout[-4000:]}"
-            adapters: list[dict[str, object]] = gateway.ok("GET", "/state")["adapters"]
-    finally:
-        unload_candidate(engine)
+    unload_candidate(engine)  # another guide test's candidate, if one ran before on this engine
+    with RunningGateway(config) as gateway:
+        full = {**os.environ, **env, "ENGINE": engine.base_url, "WORKER_GATEWAY_URL": gateway.url,
+                "WORKER_GATEWAY_ADMIN_TOKEN": TOKEN, "WORKER_TIER_CACHE": str(cache),
+                "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
+        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=full, capture_output=True,
+                              text=True, timeout=1200)
+        assert done.returncode == 0, f"{done.stderr[-4000:]}\n--- stdout ---\n{done.stdout[-4000:]}"
+        adapters: list[dict[str, object]] = gateway.ok("GET", "/state")["adapters"]
     return done, adapters
