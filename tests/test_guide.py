@@ -14,8 +14,6 @@ from __future__ import annotations
 import os
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -26,20 +24,11 @@ from replay.analysis.gates import read_verdict
 from replay.run.directory import load_results
 from replay.suite import load_suite
 from serve.engine.launcher import EngineProcess
-from tests.support.docblocks import shell_blocks
-from tests.support.gateway_harness import TOKEN, RunningGateway
-from tests.support.live import free_port
+from tests.support.guide import CANDIDATE, ROOT, guide_blocks, run_guide
 
-ROOT = Path(__file__).resolve().parents[1]
-GUIDE = ROOT / "docs" / "guide.md"
 CORPUS = ROOT / "tests" / "replay" / "corpus" / "data" / "claude-code"
 CUTOFF = "2026-12-04T00:00:00Z"
 """Before the recorded sessions (2026-12-04T00:04Z): the suite takes every call they hold."""
-
-
-def guide_blocks() -> list[tuple[str, bool]]:
-    """Each shell block of the page and whether the page marks it as skipped by this test."""
-    return shell_blocks(GUIDE, "<!-- guide-test: skipped")
 
 
 def test_only_the_set_up_blocks_are_skipped() -> None:
@@ -79,36 +68,16 @@ def test_a_second_checkouts_services_start_as_shown(tmp_path: Path, monkeypatch:
     assert exported == ["export", "ENGINE=http://127.0.0.1:8001", "WORKER_GATEWAY_URL=http://127.0.0.1:9001"]
 
 
-def gateway_config(engine_url: str, port: int, cache: Path, out: Path) -> Path:
-    """configs/gateway.toml with the engine's address, the port and the cache directory changed, nothing else."""
-    text = (ROOT / "configs" / "gateway.toml").read_text(encoding="utf-8")
-    for old, new in (('url = "http://127.0.0.1:8000"', f'url = "{engine_url}"'), ("port = 9000", f"port = {port}")):
-        assert text.count(old) == 1, old
-        text = text.replace(old, new)
-    assert "{cache}" in text
-    out.write_text(text.replace("{cache}", str(cache)), encoding="utf-8")
-    return out
-
-
 @pytest.mark.engine
 def test_the_guide_runs_from_corpus_to_verdict(engine: EngineProcess, seeded_adapters: dict[int, Path],
                                                tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    work, cache = tmp_path / "work", tmp_path / "cache"
+    work = tmp_path / "work"
     work.mkdir()
-    monkeypatch.setenv("WORKER_GATEWAY_ADMIN_TOKEN", TOKEN)  # configs/gateway.toml reads the token from there
-    config = gateway_config(engine.base_url, free_port(), cache, tmp_path / "gateway.toml")
-    script = "\n".join(f"echo '### guide block {n}' >&2\n{block}"
-                       for n, (block, skip) in enumerate(guide_blocks(), 1) if not skip)
-    with RunningGateway(config) as gateway:
-        env = {**os.environ, "CORPUS": str(CORPUS), "MEMORY": str(write_memory(tmp_path / "memory")),
-               "CANDIDATE": str(seeded_adapters[1]), "CUTOFF": CUTOFF, "WORK": str(work), "ENGINE": engine.base_url,
-               "WORKER_GATEWAY_URL": gateway.url, "WORKER_GATEWAY_ADMIN_TOKEN": TOKEN,
-               "WORKER_TIER_CACHE": str(cache), "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"}
-        done = subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, capture_output=True,
-                              text=True, timeout=1200)
-        assert done.returncode == 0, f"{done.stderr[-4000:]}\n--- stdout ---\n{done.stdout[-4000:]}"
-        loaded = {row["name"]: row for row in gateway.ok("GET", "/state")["adapters"]}
-    assert loaded["candidate-v1"]["state"] == "loaded"
+    done, adapters = run_guide(engine, tmp_path, {
+        "CORPUS": str(CORPUS), "MEMORY": str(write_memory(tmp_path / "memory")), "CANDIDATE": str(seeded_adapters[1]),
+        "CUTOFF": CUTOFF, "WORK": str(work)}, monkeypatch)
+    assert {row["name"]: row["state"] for row in adapters}[CANDIDATE] == "loaded"
+    assert "ws-agent: kept as it is" in done.stdout  # `memory init` leaves a workspace with memory alone
 
     suite = load_suite(work / "suite")
     assert suite.frozen and suite.decisions
@@ -118,6 +87,8 @@ def test_the_guide_runs_from_corpus_to_verdict(engine: EngineProcess, seeded_ada
     assert sorted((r.arm, r.decision_id) for r in results) == sorted(
         (arm, d.id) for arm in arms for d in suite.decisions)  # every arm answered every decision once
     assert not [r for r in results if r.parsed.error or r.raw_output.get("error")]
+    prompt = {(r.arm, r.decision_id): r.usage.prompt_tokens for r in results}
+    assert all(prompt[("base+memory", d.id)] > prompt[("base", d.id)] for d in suite.decisions)  # memory injected
     assert "candidate" in done.stdout and "base" in done.stdout
     verdict = read_verdict(next(work.joinpath("run").glob("*corpus-only*candidate*.json")))
     assert verdict.policy == "corpus-only" and len(verdict.conditions) == 5

@@ -1,4 +1,4 @@
-"""`worker-replay memory …`: check workspace memory files, the fast loop's counters."""
+"""`worker-replay memory …`: check workspace memory files, make an empty tree, the fast loop's counters."""
 
 from __future__ import annotations
 
@@ -16,6 +16,24 @@ def _memory_check(args: argparse.Namespace) -> int:
     for problem in problems:
         print(problem)
     return 1 if has_violations(problems) else 0
+
+
+def _memory_init(args: argparse.Namespace) -> int:
+    from replay.corpus.claude_code import ClaudeCodeDir
+    from replay.memory.scaffold import init_memory
+
+    refused: list[str] = []
+    found = {workspace for workspace, _, _ in ClaudeCodeDir(args.corpus).sessions(refused)} if args.corpus else set()
+    for line in refused:
+        print(f"skipped: {line}")
+    done = init_memory(args.root, [*args.workspaces, *found])
+    for name in done.made:
+        print(f"{name}: made, empty (its `workspace` arm injects nothing: it sends what `withheld` sends)")
+    for name in done.kept:
+        print(f"{name}: kept as it is (it has a directory)")
+    print(f"memory root {args.root}: {len(done.made)} made, {len(done.kept)} kept; "
+          f"`worker-replay memory check --root {args.root}` checks it")
+    return 0
 
 
 def _memory_stats(args: argparse.Namespace) -> int:
@@ -44,6 +62,13 @@ def add_parser(sub: Any) -> None:
     check.add_argument("dir", type=Path, help="a workspace's memory directory (or, with --root, a memory root)")
     check.add_argument("--root", action="store_true", help="DIR holds one sub-directory per workspace")
     check.set_defaults(func=_memory_check)
+    init = memory.add_parser("init", help="an empty memory directory for each workspace without one (a corpus "
+                                          "recorded with no memory): `workspace` then injects nothing there")
+    init.add_argument("root", type=Path, metavar="ROOT", help="the memory root (a run config's [memory] root)")
+    init.add_argument("workspaces", nargs="*", metavar="WORKSPACE", help="workspace names")
+    init.add_argument("--corpus", type=Path, metavar="DIR",
+                      help="a Claude Code corpus: every workspace it holds sessions of")
+    init.set_defaults(func=_memory_init)
     stats = memory.add_parser("stats", help="the fast loop's counters per workspace and root (S25), read-only")
     stats.add_argument("roots", type=Path, nargs="+", metavar="ROOT", help="one directory per workspace under it")
     stats.add_argument("--json", action="store_true", help="the counters as JSON")

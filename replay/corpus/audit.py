@@ -246,10 +246,13 @@ def format_audit(report: CorpusAudit) -> str:
             ("subagent runs", report.subagent_runs), ("records", report.records), ("tool_use", report.tool_use),
             ("tool_result", report.tool_result), ("is_error", report.is_error),
             *((f"decisions: {s}", n) for s, n in report.decisions.items()),
-            ("decisions (all strata)", sum(report.decisions.values())), ("clusters", report.clusters)]
+            ("decisions (all strata)", sum(report.decisions.values())),
+            ("clusters (sessions with a decision)", report.clusters)]
     width = max(len(name) for name, _ in rows)
     lines = [f"corpus {report.root}" + (f" ({report.first} to {report.last})" if report.first else "")]
     lines += [f"  {name:<{width}}  {value:>9,}" for name, value in rows]
+    lines.append("  a cluster is one task: a split keeps it on one side, a curated set takes at most max_per_cluster "
+                 "of it")
     if report.top_tools:
         lines.append("  top tools (share of actions):")
         lines += [f"    {t.tool:<40} {t.actions:>9,}  {100 * t.share:5.1f}%" for t in report.top_tools]

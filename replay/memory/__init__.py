@@ -2,6 +2,7 @@
 
 - `files.py`: workspace memory files read (`load_memory`)
 - `checks.py`: `check_memory`, the memory contract's checks
+- `scaffold.py`: `memory init`: an empty memory tree for workspaces recorded without one
 - `inject.py`: an arm's memory condition, injected into a request as production does
 - `ledger.py`: the provenance ledger: which results and verdicts depended on which rule
 - `lessons.py`: the lesson gate: promote, evict or hold each rule

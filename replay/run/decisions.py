@@ -132,11 +132,15 @@ def request_in(decision: Decision, api: DecisionApi) -> Request:
 
 
 def _memory_hint(config: RunConfig, workspace: str) -> str:
-    """Where the memory a condition needs was looked for."""
-    if config.memory.root is None:
-        return " (the run config has no [memory] root: a directory with one sub-directory per workspace)"
-    if not workspace_dir(config.memory.root, workspace).is_dir():
-        return f" (no directory {config.memory.root / workspace} under [memory] root)"
+    """Where the memory a condition needs was looked for, and the command that makes an empty one for a workspace
+    recorded without memory (or the arms that need none)."""
+    root = config.memory.root
+    fix = (f"; a workspace with no memory: `worker-replay memory init {root or 'ROOT'} {workspace}` (or --corpus DIR) "
+           "makes an empty one, or run `withheld` arms only")
+    if root is None:
+        return f" (the run config has no [memory] root: a directory with one sub-directory per workspace{fix})"
+    if not workspace_dir(root, workspace).is_dir():
+        return f" (no directory {root / workspace} under [memory] root{fix})"
     return ""
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import pytest
 from replay.run.config import RunConfig
 from replay.run.decisions import plan, start_run
 from replay.run.directory import RunError, run_lock
+from tests.support.cli import run_cli
 from tests.support.runs import BASE, config, suite
 
 # --- item 5: the whole plan is checked before anything is written ------------------------
@@ -43,8 +45,27 @@ def test_a_missing_workspace_directory_is_named(tmp_path: Path) -> None:
     root.mkdir()
     cfg = RunConfig.model_validate({**json.loads(config(memory="workspace").model_dump_json()),
                                     "memory": {"root": str(root)}})
-    with pytest.raises(RunError, match=str(root / "ws-a")):
+    with pytest.raises(RunError, match=str(root / "ws-a")) as info:
         plan(suite(tmp_path), cfg, set())
+    assert f"`worker-replay memory init {root} ws-a`" in str(info.value)  # the command that makes it, as typed
+
+
+def test_the_command_the_refusal_names_makes_workspace_send_what_withheld_sends(tmp_path: Path) -> None:
+    """A workspace recorded with no memory, given the empty tree the refusal's command makes: its `workspace`
+    arm plans, and sends the very request its `withheld` arm sends."""
+    root = tmp_path / "memory"
+    cfg = RunConfig.model_validate({**json.loads(config(memory="workspace").model_dump_json()),
+                                    "memory": {"root": str(root)}})
+    with pytest.raises(RunError) as info:
+        plan(suite(tmp_path), cfg, set())
+    command = re.search(r"`worker-replay (memory init [^`]+)`", str(info.value))
+    assert command is not None
+    done = run_cli("replay", *command.group(1).split(), cwd=tmp_path)
+    assert done.returncode == 0 and "ws-a: made, empty" in done.stdout, done.stderr
+    injected = plan(suite(tmp_path), cfg, set())
+    withheld = plan(suite(tmp_path), config(memory="withheld"), set())
+    assert [(i.decision.id, i.messages, i.rule_ids) for i in injected] == [
+        (i.decision.id, i.messages, i.rule_ids) for i in withheld] and injected
 
 
 # --- item 3: one writer per run directory -------------------------------------------------
