@@ -40,6 +40,7 @@ from replay.analysis.gates.context import (
     row_text,
     run_identity,
 )
+from replay.analysis.gates.derivation import check_confirmation, check_quantised
 from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     PairedComparison,
@@ -308,7 +309,8 @@ class _OtherRunGain(_Condition):
 
 
 class ConfirmationRun(_OtherRunGain):
-    """Evidence: a second run directory (another seed or checkpoint) with the same arm names."""
+    """Evidence: a second run directory of the same suite with the same arm names, each served by the judged run's
+    weights, with another seed (`derivation.check_confirmation`)."""
 
     kind: Literal["confirmation_run"]
     evidence: str = "confirmation"
@@ -316,14 +318,16 @@ class ConfirmationRun(_OtherRunGain):
 
     def evaluate(self, ctx: GateContext) -> GateOutcome:
         path, other = other_run(ctx, self.evidence, "a run directory of a second seed or checkpoint")
+        check_confirmation(ctx, self.evidence, path)
         ok, text, row = self._gain(other, self.min_points, strict=False)
         return judge(ok, f"confirmation run {path}: {text}", row_evidence(row, run_dir=str(path)),
                       tuple(row.tainted_rule_ids))
 
 
 class QuantisationSurvives(_OtherRunGain):
-    """Evidence: a run directory of the same arms on the quantised endpoint. The quantised gain
-    must reach `min_points` and lose at most `max_drop_points` against this (high-precision) run."""
+    """Evidence: a run directory of the same arms on the quantised endpoint, each arm served by a quantised build
+    derived from its judged weights (`derivation.check_quantised`). The quantised gain must reach `min_points` and
+    lose at most `max_drop_points` against this (high-precision) run."""
 
     kind: Literal["quantisation_survives"]
     evidence: str = "quantised"
@@ -332,6 +336,7 @@ class QuantisationSurvives(_OtherRunGain):
 
     def evaluate(self, ctx: GateContext) -> GateOutcome:
         path, quantised = other_run(ctx, self.evidence, "a run directory of the same arms on the quantised endpoint")
+        check_quantised(ctx, self.evidence, path)
         ok, text, row = self._gain(quantised, self.min_points, strict=False)
         high = row_of(ctx.comparison, self.measure, self.scope).stats
         precise = high.points
