@@ -140,10 +140,11 @@ def bind(run_dir: Path, suite_dir: Path) -> Path:
     return seal(run_dir)
 
 
-def judged_beside(evidence: Mapping[str, Path] | None) -> Path | None:
+def judged_beside(evidence: Mapping[str, Path] | None, arms: Sequence[str] = ("base", "strong")) -> Path | None:
     """For a gate judged on a crafted comparison: a judged run (no results: the comparison stands for them) made
-    beside the evidence, of the suite hand-written runs record, and the `fresh` run bound to its `fresh_suite`
-    (None without evidence)."""
+    beside the evidence, of the suite hand-written runs record, served by the weights the first evidence run was
+    (for evidence files: the base model on each of `arms`), and the `fresh` run bound to its `fresh_suite` (None
+    without evidence)."""
     if not evidence:
         return None
     fresh, fresh_suite = evidence.get("fresh"), evidence.get("fresh_suite")
@@ -151,7 +152,7 @@ def judged_beside(evidence: Mapping[str, Path] | None) -> Path | None:
         bind(fresh, fresh_suite)
     judged = write_sealed(next(iter(evidence.values())).parent / "judged", [])
     first = next(iter(evidence.values()))
-    weights = read_served(first) if (first / RUN_JSON).is_file() else {}
+    weights = read_served(first) if (first / RUN_JSON).is_file() else {arm: high_precision(arm) for arm in arms}
     return served(judged, {arm: high_precision(arm, identity.weights()) for arm, identity in weights.items()})
 
 

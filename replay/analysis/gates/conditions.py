@@ -40,7 +40,7 @@ from replay.analysis.gates.context import (
     row_text,
     run_identity,
 )
-from replay.analysis.gates.derivation import check_confirmation, check_quantised
+from replay.analysis.gates.derivation import check_confirmation, check_quantised, check_trial_subject
 from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     PairedComparison,
@@ -432,7 +432,8 @@ class IsolatedLiveReplay(_Condition):
 
 class ShadowImproves(_Condition):
     """Evidence: paired outcomes, measure "correct": baseline = the production answer,
-    candidate = the shadow answer, both scored with the key-set scorer on fresh tasks."""
+    candidate = the shadow answer, both scored with the key-set scorer on fresh tasks; its `subject` must name the
+    shadowed version by the judged candidate's fingerprint (`derivation.check_trial_subject`)."""
 
     kind: Literal["shadow_improves"]
     evidence: str = "shadow"
@@ -442,6 +443,7 @@ class ShadowImproves(_Condition):
 
     def evaluate(self, ctx: GateContext) -> GateOutcome:
         outcomes = paired_outcomes(ctx, self.evidence, "correct")
+        check_trial_subject(ctx, self.evidence, outcomes.subject)
         s = paired_comparison((i.baseline, i.candidate) for i in outcomes.items)
         if s.n < self.min_items:
             return not_run(f"shadow evidence has {s.n} paired tasks, the policy needs ≥ {self.min_items}")
@@ -459,7 +461,8 @@ class ShadowImproves(_Condition):
 
 
 class CanaryNoRegression(_Condition):
-    """Evidence: canary export JSON (`CanaryEvidence`). Rates may rise by at most the given fractions."""
+    """Evidence: canary export JSON (`CanaryEvidence`), its `subject` naming the canary version by the judged
+    candidate's fingerprint (`derivation.check_trial_subject`). Rates may rise by at most the given fractions."""
 
     kind: Literal["canary_no_regression"]
     evidence: str = "canary"
@@ -471,6 +474,7 @@ class CanaryNoRegression(_Condition):
         canary = read_json(ctx, self.evidence, CanaryEvidence, "a canary export JSON")
         if canary.adapter not in (None, ctx.candidate):
             return not_run(f"canary evidence is for {canary.adapter!r}, not {ctx.candidate!r}")
+        check_trial_subject(ctx, self.evidence, canary.subject)
         small = min(canary.control.requests, canary.canary.requests)
         if small < self.min_requests:
             return not_run(f"canary cohorts have {small} requests, the policy needs ≥ {self.min_requests} each")

@@ -1,6 +1,6 @@
-"""What another run must have served to be evidence about the judged run's weights (DESIGN §7, the chain of
-custody): a quantised run, a quantised build derived from each judged arm's weights; a confirmation run, the same
-weights with another seed. Both read `run.json`'s
+"""What evidence must have served to be about the judged run's weights (DESIGN §7, the chain of custody): a
+quantised run, a quantised build derived from each judged arm's weights; a confirmation run, the same weights with
+another seed; live evidence (shadow, canary), the candidate's served version by fingerprint. All read `run.json`'s
 `served` (`core.attestation.ServedIdentity`, per arm), which `worker-replay run` records from the endpoint; a run
 that records none binds nothing, and the condition is `not_run` with the reason (`MissingEvidenceError`)."""
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from core.attestation import ServedIdentity
+from core.evidence import EvidenceSubject
 from replay.analysis.gates.context import GateContext, MissingEvidenceError
 from replay.run.directory import RUN_JSON, SERVED, RunError, read_run_json
 
@@ -94,3 +95,25 @@ def _seed(run_dir: Path) -> int | None:
     decoding = config.get("decoding") if isinstance(config, dict) else None
     seed = decoding.get("seed") if isinstance(decoding, dict) else None
     return seed if isinstance(seed, int) else None
+
+
+def check_trial_subject(ctx: GateContext, key: str, subject: EvidenceSubject | None) -> None:
+    """Live evidence (shadow, canary) must name the version that served the candidate, by fingerprint, and that
+    must be the judged run's candidate weights; evidence that names none, or another, is not judged."""
+    if subject is None or subject.candidate is None:
+        raise MissingEvidenceError(f"evidence {key!r} names no served version of the candidate, so nothing binds it "
+                                   "to the judged weights; export it with this version of `worker-serve evidence`")
+    if ctx.run_dir is None:
+        raise MissingEvidenceError(f"evidence {key!r} is about a served version, and no judged run directory was "
+                                   "given to bind it to")
+    judged = served_arm(ctx.run_dir, ctx.candidate, "the judged run")
+    named = subject.candidate
+    if named.fingerprint != judged.fingerprint:
+        raise MissingEvidenceError(
+            f"evidence {key!r} is about candidate {named.model!r} served with weights "
+            f"{_short(named.fingerprint)}, the judged run's candidate {ctx.candidate!r} with "
+            f"{_short(judged.fingerprint)}: it must be about the same weights")
+
+
+def _short(fingerprint: str | None) -> str:
+    return "none (the base model)" if fingerprint is None else f"{fingerprint[:12]}…"

@@ -64,9 +64,13 @@ def write_json(path: Path, data: object) -> Path:
     return path
 
 
+SUBJECT = {"candidate": {"model": CANDIDATE, "version": CANDIDATE}}
+"""What served the candidate, as evidence names it: the judged runs' candidate (the base model's weights)."""
+
+
 def outcomes(measure: str, pairs: list[tuple[bool, bool]], candidate: str | None = None) -> dict:
     items = [{"id": f"t{i}", "baseline": b, "candidate": c} for i, (b, c) in enumerate(pairs)]
-    return {"measure": measure, "items": items} | ({"candidate": candidate} if candidate else {})
+    return {"measure": measure, "items": items, "subject": SUBJECT} | ({"candidate": candidate} if candidate else {})
 
 
 def outcomes_file(path: Path, measure: str, pairs: list[tuple[bool, bool]], candidate: str | None = None) -> Path:
@@ -75,7 +79,7 @@ def outcomes_file(path: Path, measure: str, pairs: list[tuple[bool, bool]], cand
 
 def canary(errors: int, requests: int = 200, adapter: str | None = CANDIDATE) -> dict:
     return {"adapter": adapter, "control": {"requests": 1000, "errors": 5, "anomalies": 9},
-            "canary": {"requests": requests, "errors": errors, "anomalies": 1}}
+            "canary": {"requests": requests, "errors": errors, "anomalies": 1}, "subject": SUBJECT}
 
 
 def registry(loaded: list[str]) -> dict:
@@ -715,7 +719,7 @@ def test_conditions_on_paired_evidence_at_their_boundaries(
 ])
 def test_canary_at_its_boundaries(tmp_path: Path, errors: int, requests: int, limit: float, expected: Status) -> None:
     data = {"adapter": CANDIDATE, "control": {"requests": 1000, "errors": 5, "anomalies": 0},
-            "canary": {"requests": requests, "errors": errors, "anomalies": 0}}
+            "canary": {"requests": requests, "errors": errors, "anomalies": 0}, "subject": SUBJECT}
     condition = {"kind": "canary_no_regression", "min_requests": 100, "max_error_rate_increase": limit}
     assert judged(condition, crafted(), {"canary": write_json(tmp_path / "c.json", data)}) is expected
 

@@ -156,3 +156,68 @@ def test_evidence_about_any_other_weights_is_never_judged_by_a_shipped_policy(
         else:
             assert result.status is Status.NOT_RUN and result.reason.startswith(f"evidence {key!r}: its "), result.reason
     shutil.rmtree(root)
+
+
+# ── live evidence names the served version by its weights (shadow, canary) ───────────────────────────────────
+
+LIVE_POLICY = {
+    "shadow": 'kind = "shadow_improves"\nmin_items = 10\n',
+    "canary": 'kind = "canary_no_regression"\nmin_requests = 100\nmax_error_rate_increase = 0.01\n',
+}
+
+
+def live_file(tmp_path: Path, key: str, subject: dict[str, object] | None) -> Path:
+    """A shadow export (paired outcomes) or a canary export the candidate wins or holds, naming `subject`."""
+    body: dict[str, object] = (
+        {"measure": "correct", "items": [{"id": f"t{i}", "baseline": i > 2, "candidate": True} for i in range(12)]}
+        if key == "shadow" else
+        {"adapter": CANDIDATE, "control": {"requests": 1000, "errors": 5, "anomalies": 9},
+         "canary": {"requests": 200, "errors": 1, "anomalies": 1}})
+    path = tmp_path / f"{key}-{len(list(tmp_path.glob(f'{key}-*')))}.json"
+    path.write_text(json.dumps(body | ({"subject": subject} if subject is not None else {})))
+    return path
+
+
+def live_status(tmp_path: Path, key: str, judged: Path, evidence: Path) -> tuple[Status, str]:
+    policy = tmp_path / f"live-{key}.toml"
+    policy.write_text(f'name = "live"\nversion = "1"\n\n[[conditions]]\nid = "{key}"\ndescription = "d"\n'
+                      f'evidence = "{key}"\n{LIVE_POLICY[key]}')
+    [result] = evaluate_gate(policy, judged, BASE, CANDIDATE, {key: evidence}).conditions
+    return result.status, result.reason
+
+
+@pytest.mark.parametrize("key", sorted(LIVE_POLICY))
+def test_live_evidence_must_name_the_judged_candidate_s_weights(tmp_path: Path, key: str) -> None:
+    judged = judged_run(tmp_path)
+    right = {"candidate": {"model": "mix-v2", "version": "mix-v2", "fingerprint": ADAPTER}}
+    assert live_status(tmp_path, key, judged, live_file(tmp_path, key, right))[0] is Status.PASS
+    other = {"candidate": {"model": "mix-v3", "version": "mix-v3", "fingerprint": OTHER_ADAPTER}}
+    got, reason = live_status(tmp_path, key, judged, live_file(tmp_path, key, other))
+    assert got is Status.NOT_RUN
+    assert reason == (f"evidence {key!r} is about candidate 'mix-v3' served with weights cccccccccccc…, the judged "
+                      "run's candidate 'strong' with aaaaaaaaaaaa…: it must be about the same weights")
+    got, reason = live_status(tmp_path, key, judged, live_file(tmp_path, key, None))
+    assert got is Status.NOT_RUN
+    assert reason == (f"evidence {key!r} names no served version of the candidate, so nothing binds it to the judged "
+                      "weights; export it with this version of `worker-serve evidence`")
+    base = {"candidate": {"model": "worker-base", "version": "worker-base"}}  # the base model is other weights too
+    assert live_status(tmp_path, key, judged, live_file(tmp_path, key, base))[0] is Status.NOT_RUN
+
+
+LIVE_SHIPPED = {"shadow": "shadow-improves", "canary": "canary-no-regression"}
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(key=st.sampled_from(sorted(LIVE_SHIPPED)), digest=st.sampled_from([None, "e" * 64, OTHER_ADAPTER]),
+       version=st.sampled_from(["mix-v2", "mix-v3", CANDIDATE]))
+def test_live_evidence_about_any_other_weights_is_never_judged_by_the_shipped_policy(
+        tmp_path_factory: pytest.TempPathFactory, key: str, digest: str | None, version: str) -> None:
+    """production-candidate, shadow or canary evidence naming any version served with other weights than the
+    judged candidate's (the base model's included): that condition is not run, whatever the version's name."""
+    root = tmp_path_factory.mktemp("live")
+    judged = judged_run(root)
+    evidence = live_file(root, key, {"candidate": {"model": version, "version": version, "fingerprint": digest}})
+    [result] = [c for c in evaluate_gate(PRODUCTION, judged, BASE, CANDIDATE, {key: evidence}).conditions
+                if c.id == LIVE_SHIPPED[key]]
+    assert result.status is Status.NOT_RUN and "it must be about the same weights" in result.reason, result.reason
+    shutil.rmtree(root)

@@ -34,6 +34,7 @@ from tests.replay.analysis.test_gates import (
     CANDIDATE,
     LOSS,
     NEITHER,
+    SUBJECT,
     TWO_WINS,
     WIN,
     outcomes_file,
@@ -383,7 +384,7 @@ def test_paired_outcomes_for_another_measure_or_candidate_are_not_used(tmp_path:
 
 def canary_file(path: Path, canary: dict[str, int], adapter: str | None = CANDIDATE) -> Path:
     return write_json(path, {"adapter": adapter, "control": {"requests": 1000, "errors": 5, "anomalies": 9},
-                             "canary": {"requests": 200} | canary})
+                             "canary": {"requests": 200} | canary, "subject": SUBJECT})
 
 
 def test_canary_names_each_rate_and_its_allowance(tmp_path: Path) -> None:
