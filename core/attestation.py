@@ -46,10 +46,23 @@ ADAPTER_WEIGHT_FILES = ("adapter_model.safetensors", "adapter_model.bin")
 """Where a PEFT LoRA directory keeps its weights."""
 
 
+class DerivedFrom(BaseModel):
+    """What a built model (an adapter merged into its base, or a quantised checkpoint) was made from, as `adapter
+    merge` and `model quantize` record it: the directory read (`model_sha256`), and the high-precision weights it
+    stands for, the adapter folded in (None: none) over the base model it was trained on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    source_sha256: str
+    fingerprint: str | None = None
+    base_sha256: str
+
+
 class ServedIdentity(BaseModel):
     """What answered for a name: the model id asked for, the version a gateway route resolved it to (or the
     adapter's own name), and the adapter's fingerprint (`adapter_fingerprint`; None for the base model, or where
-    the endpoint does not say and its files cannot be read)."""
+    the endpoint does not say and its files cannot be read). Under it, the engine's model directory
+    (`core.lineage`): its digest (`base_sha256`), its quantisation scheme (None: unquantised, or not known) and
+    what it was built from (`derived_from`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     model: str
@@ -58,6 +71,20 @@ class ServedIdentity(BaseModel):
     root: str | None = None
     """The adapter's directory as the endpoint names it (vLLM's `root`, the gateway's too): where its training
     record (`worker-tier-train.json`) leads to the data it learned, for the contamination check."""
+    base_sha256: str | None = None
+    quantization: str | None = None
+    derived_from: DerivedFrom | None = None
+
+    def weights(self) -> tuple[str | None, str | None]:
+        """The high-precision weights this answers with, (adapter fingerprint, base model digest): a built
+        model's by what it was made from, else its own."""
+        derived = self.derived_from
+        if derived is None:
+            return self.fingerprint, self.base_sha256
+        if self.fingerprint is None:
+            return derived.fingerprint, derived.base_sha256
+        # An adapter over a build that already folds one in is no (adapter, base) pair: no base to name.
+        return self.fingerprint, derived.base_sha256 if derived.fingerprint is None else None
 
 
 def adapter_fingerprint(directory: Path) -> str:

@@ -77,12 +77,14 @@ class EvidenceWindow(Strict):
 
 
 class CanaryEvidence(Strict):
-    """`{"adapter": "<candidate>", "control": {requests, errors, anomalies}, "canary": {...}, "window": {...}}`."""
+    """`{"adapter": "<candidate>", "control": {requests, errors, anomalies}, "canary": {...}, "window": {...},
+    "subject": {...}}`; `subject`: the versions the two cohorts were served by, with their fingerprints."""
 
     adapter: str | None = None
     control: CanaryCohort
     canary: CanaryCohort
     window: EvidenceWindow | None = None
+    subject: EvidenceSubject | None = None
 
 
 class RegistryEvidence(Strict):

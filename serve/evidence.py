@@ -29,14 +29,22 @@ from __future__ import annotations
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC
 from pathlib import Path
 from typing import Any
 
 from core.atomicwrite import write_text_atomic
+from core.attestation import ServedIdentity
 from core.capture import CapturedDecision, parse_instant, read_decisions
-from core.evidence import CanaryCohort, CanaryEvidence, OutcomeItem, PairedOutcomes, RegistryEvidence
+from core.evidence import (
+    CanaryCohort,
+    CanaryEvidence,
+    EvidenceSubject,
+    OutcomeItem,
+    PairedOutcomes,
+    RegistryEvidence,
+)
 from core.guard import ANOMALIES, FAILURES, GuardKind
 from core.scoring import CallAgreement
 from serve.errors import ServeError
@@ -111,6 +119,16 @@ def canary_cohorts(requests: Sequence[Mapping[str, Any]], decisions: Sequence[Ca
                        [d for d in trial_decisions if d.kind == "production"]),
         canary=cohort([r for r in trial_requests if r["kind"] == "canary"],
                       [d for d in trial_decisions if d.kind == "canary"]))
+
+
+def trial_subject(state: State, route: str, candidate: str) -> EvidenceSubject:
+    """What served the two sides of a route's trial: its production version and the candidate version, each with
+    its adapter fingerprint (None: the base model), so a gate binds the evidence to the judged run's weights."""
+    def identity(version: str) -> ServedIdentity:
+        adapter = state.adapters.get(version)
+        return ServedIdentity(model=version, version=version, fingerprint=adapter and adapter.fingerprint)
+
+    return EvidenceSubject(baseline=identity(state.routes[route].production), candidate=identity(candidate))
 
 
 def registry_evidence(state: State, route: str, candidate: str) -> RegistryEvidence:
@@ -193,10 +211,13 @@ def export(config: GatewayConfig, route: str, out: Path, candidate: str | None =
         registry.close()
     db = config.capture.db
     decisions = read_decisions(db, since, route) if db.exists() else []
+    subject = trial_subject(state, route, candidate)
+    shadow = shadow_outcomes(shadows, {d.id: d for d in decisions}, arm or candidate)
     result = Export(
         directory=out, route=route, candidate=candidate, since=since,
-        shadow=shadow_outcomes(shadows, {d.id: d for d in decisions}, arm or candidate),
-        canary=canary_cohorts(requests, decisions, route, candidate, arm or candidate),
+        shadow=replace(shadow, outcomes=shadow.outcomes.model_copy(update={"subject": subject})),
+        canary=canary_cohorts(requests, decisions, route, candidate, arm or candidate).model_copy(
+            update={"subject": subject}),
         registry=registry_evidence(state, route, candidate))
     try:
         out.mkdir(parents=True, exist_ok=True)

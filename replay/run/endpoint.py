@@ -19,9 +19,11 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
+from pydantic import ValidationError
 
-from core.attestation import ServedIdentity, adapter_fingerprint
+from core.attestation import DerivedFrom, ServedIdentity, adapter_fingerprint
 from core.jsonfile import parse_problem
+from core.lineage import LineageError, model_lineage
 from core.names import excerpt
 from core.wire import WIRES, DecisionApi
 from replay.run.config import Arm, RunConfig
@@ -134,27 +136,58 @@ async def fetch_models(config: RunConfig, base_url: str | None = None) -> tuple[
         except (aiohttp.ClientError, json.JSONDecodeError, aiohttp.ContentTypeError):
             version = None
     models = [m["id"] for m in entries]
-    return models, version, {m["id"]: served_identity(m) for m in entries if isinstance(m["id"], str)}
+    bases = {m["id"]: vllm_lineage(m) for m in entries if m.get("kind") is None}
+    return models, version, {m["id"]: served_identity(m, bases.get(m.get("parent") or m["id"]))
+                             for m in entries if isinstance(m["id"], str)}
 
 
-def served_identity(entry: dict[str, Any]) -> ServedIdentity:
+def served_identity(entry: dict[str, Any], under: Mapping[str, Any] | None = None) -> ServedIdentity:
     """What a `/v1/models` entry says serves it. The gateway names an adapter's fingerprint, and a route's
-    production version with its fingerprint; vLLM names a LoRA adapter's directory (`root`, with a `parent`),
-    whose files are fingerprinted here when this machine can read them; the base model has none. Each names the
-adapter's directory (`root`; a route its production's, `production_root`), where its training lineage starts."""
+    production version with its fingerprint, and on every entry the base model's lineage (`base_sha256`,
+    `quantization`, `derived_from`); vLLM names a LoRA adapter's directory (`root`, with a `parent`), whose files
+    are fingerprinted here when this machine can read them, and the base model's, read here the same way (`under`:
+    the lineage of the vLLM entry's parent model). Each names the adapter's directory (`root`; a route its
+    production's, `production_root`), where its training lineage starts."""
     model = str(entry["id"])
     kind = entry.get("kind")
+    lineage = _lineage(entry if kind is not None else under or {})
     if kind == "adapter":
         return ServedIdentity(model=model, version=model, fingerprint=_text(entry.get("fingerprint")),
-                              root=_text(entry.get("root")))
+                              root=_text(entry.get("root")), **lineage)
     if kind == "route":
         return ServedIdentity(model=model, version=_text(entry.get("production")),
                               fingerprint=_text(entry.get("production_fingerprint")),
-                              root=_text(entry.get("production_root")))
+                              root=_text(entry.get("production_root")), **lineage)
     root, parent = _text(entry.get("root")), _text(entry.get("parent"))
     if kind is None and parent is not None and root is not None and (Path(root) / "adapter_config.json").is_file():
-        return ServedIdentity(model=model, version=model, fingerprint=adapter_fingerprint(Path(root)), root=root)
-    return ServedIdentity(model=model)
+        return ServedIdentity(model=model, version=model, fingerprint=adapter_fingerprint(Path(root)), root=root,
+                              **lineage)
+    return ServedIdentity(model=model, **lineage)
+
+
+def _lineage(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """The base model's lineage as an entry states it; a `derived_from` of the wrong shape claims nothing."""
+    derived = entry.get("derived_from")
+    try:
+        built = DerivedFrom.model_validate(derived) if isinstance(derived, dict) else None
+    except ValidationError:
+        built = None
+    return {"base_sha256": _text(entry.get("base_sha256")), "quantization": _text(entry.get("quantization")),
+            "derived_from": built}
+
+
+def vllm_lineage(entry: dict[str, Any]) -> dict[str, Any]:
+    """A vLLM base model entry's lineage, read from its directory (`root`) where this machine can: the same keys
+    the gateway states, all None where it cannot."""
+    root = _text(entry.get("root"))
+    try:
+        lineage = model_lineage(Path(root)) if root is not None and entry.get("parent") is None else None
+    except (LineageError, OSError):
+        lineage = None
+    if lineage is None:
+        return {}
+    return {"base_sha256": lineage.sha256, "quantization": lineage.quantization,
+            "derived_from": lineage.derived_from and lineage.derived_from.model_dump(mode="json")}
 
 
 def _text(value: object) -> str | None:

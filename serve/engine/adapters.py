@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from core.attestation import adapter_fingerprint
+from core.lineage import MERGE_RECORD, MergeRecord, model_sha256
 from core.names import excerpt
 from serve.engine.hfprogress import progress_bars
 from serve.engine.outdir import replaced_whole
@@ -16,8 +18,6 @@ class MergeError(ServeError, ValueError):
     """An adapter that cannot be merged into the base given, or a merged model that cannot be written."""
 
 
-MERGE_MARKER = "worker-tier-merge.json"
-"""Names the base and the adapter a merged model was made of (the quantiser does not copy it on)."""
 TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -49,8 +49,9 @@ def make_random_adapter(model_dir: Path, out_dir: Path, seed: int, rank: int = 1
 
 def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path, quiet: bool = False) -> Path:
     """The base with the adapter's LoRA deltas folded into its weights, saved whole as a full model (safetensors,
-    tokenizer, chat template) in the base's dtype. An adapter trained on another base is refused before any
-    weight is read. `quiet` hides the loading and saving bars."""
+    tokenizer, chat template) in the base's dtype, with a record (`core.lineage.MergeRecord`) of the base's digest
+    and the adapter's fingerprint it was made of, which `model quantize` carries on. An adapter trained on another
+    base is refused before any weight is read. `quiet` hides the loading and saving bars."""
     config_path = adapter_dir / "adapter_config.json"
     try:
         trained_on = json.loads(config_path.read_text(encoding="utf-8")).get("base_model_name_or_path")
@@ -63,7 +64,7 @@ def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path, quiet: bool
     for given in (model_dir.resolve(), adapter_dir.resolve()):
         if out == given or given in out.parents:
             raise MergeError(f"--out {out_dir} is inside {given}, which the merge reads")
-    if out.exists() and not (out.is_dir() and ((out / MERGE_MARKER).is_file() or not any(out.iterdir()))):
+    if out.exists() and not (out.is_dir() and ((out / MERGE_RECORD).is_file() or not any(out.iterdir()))):
         raise MergeError(f"--out {out_dir} holds files this command did not write; give a new or empty directory "
                          "(an earlier merged model is replaced)")
     from peft import PeftModel
@@ -76,8 +77,10 @@ def merge_adapter(model_dir: Path, adapter_dir: Path, out_dir: Path, quiet: bool
         with replaced_whole(out_dir) as staging, progress_bars(not quiet):
             merged.save_pretrained(str(staging), safe_serialization=True)
             AutoTokenizer.from_pretrained(model_dir).save_pretrained(str(staging))
-            record = {"base": str(model_dir.resolve()), "adapter": str(adapter_dir.resolve())}
-            (staging / MERGE_MARKER).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+            record = MergeRecord(base=str(model_dir.resolve()), adapter=str(adapter_dir.resolve()),
+                                 base_sha256=model_sha256(model_dir),
+                                 adapter_fingerprint=adapter_fingerprint(adapter_dir))
+            (staging / MERGE_RECORD).write_text(record.model_dump_json(indent=2) + "\n", encoding="utf-8")
     except OSError as exc:
         raise MergeError(f"{out_dir}: cannot write the merged model ({exc.strerror or exc})") from None
     return out_dir

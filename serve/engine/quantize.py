@@ -17,12 +17,13 @@ Either is served without LoRA (`configs/engine/cpu-smollm2-quantized.toml`): vLL
 linear layer's `weight`, which the oneDNN kernel releases. Only the decoder's linear projections are quantised;
 the embeddings (and the tied head), the norms and the rest are copied as they are. The output is cached like the
 embedded model: a marker file names the source's sha256 and the scheme, so a second call with the same source
-and scheme does nothing.
+and scheme does nothing. The marker also names what the checkpoint derives from (`derived_from`: the adapter a
+merged source folds in, by fingerprint, over its base's digest; else the source itself as the base), which the
+gateway serves as the endpoint's identity and `quantisation_survives` binds the quantised run to.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import shutil
 import time
@@ -30,14 +31,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from core.lineage import QUANTIZE_RECORD, LineageError, derived_from, model_sha256
 from core.names import excerpt
 from serve.engine.modelbuild import cache_dir, check_model_dir
 from serve.engine.outdir import marker_key, replaced_whole
 from serve.errors import ServeError
 
-MARKER = "worker-tier-quantize.json"
-FORMAT_VERSION = 1
-"""Part of the cache key: a change to what a scheme writes bumps it, so older outputs are rebuilt."""
+MARKER = QUANTIZE_RECORD
+FORMAT_VERSION = 2
+"""Part of the cache key: a change to what a scheme writes bumps it, so older outputs are rebuilt (2: the record
+names what the checkpoint derives from)."""
 ARCHITECTURES = ("LlamaForCausalLM",)
 """What this quantiser knows the linear layers of; another architecture is refused, not guessed at."""
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -131,18 +134,6 @@ def check_scheme(scheme: str) -> Scheme:
     why = NOT_SERVED.get(scheme.lower())
     lead = f"scheme {excerpt(scheme)}: {why}" if why else f"unknown scheme {excerpt(scheme)}"
     raise QuantizeError(f"{lead}; the CPU engine serves {served}")
-
-
-def source_sha256(model_dir: Path) -> str:
-    """One sha256 over every file of the directory (relative name and content, in name order)."""
-    digest = hashlib.sha256()
-    for path in sorted(p for p in model_dir.rglob("*") if p.is_file()):
-        digest.update(path.relative_to(model_dir).as_posix().encode() + b"\0")
-        with path.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-        digest.update(b"\0")
-    return digest.hexdigest()
 
 
 def _read_config(model_dir: Path) -> dict[str, Any]:
@@ -272,7 +263,11 @@ def quantize_model(source_dir: Path, out_dir: Path, scheme: str) -> QuantizeResu
     if out.is_dir() and not marker.is_file() and any(out.iterdir()):
         raise QuantizeError(f"--out {out_dir} holds files this command did not write; give a new or empty "
                             "directory (an earlier quantised checkpoint is replaced)")
-    digest = source_sha256(source)
+    digest = model_sha256(source)
+    try:
+        lineage = derived_from(source, digest)
+    except LineageError as exc:
+        raise QuantizeError(str(exc)) from None
     key = f"{chosen.name}:{digest}:{FORMAT_VERSION}"
     if marker_key(marker) == key:
         recorded = json.loads(marker.read_text(encoding="utf-8"))
@@ -282,7 +277,8 @@ def quantize_model(source_dir: Path, out_dir: Path, scheme: str) -> QuantizeResu
         with replaced_whole(out) as staging:
             tensors = _write(source, staging, config, chosen)
             record = {"key": key, "scheme": chosen.name, "source": str(source), "source_sha256": digest,
-                      "format_version": FORMAT_VERSION, "tensors": tensors,
+                      "derived_from": lineage.model_dump(mode="json"), "format_version": FORMAT_VERSION,
+                      "tensors": tensors,
                       "quantization_config": chosen.quantization_config(),
                       "seconds": round(time.monotonic() - started, 1)}
             (staging / MARKER).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")

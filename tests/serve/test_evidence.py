@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import pytest
 
+from core.attestation import ServedIdentity, adapter_fingerprint
 from core.capture import CapturedDecision, CaptureStore
 from core.evidence import CanaryEvidence, PairedOutcomes, RegistryEvidence
 from serve.cli import main
@@ -149,6 +150,10 @@ def test_export_writes_what_the_gate_reads_and_explains_bad_calls(tmp_path, caps
         ("r1", False, True)]
     canary = CanaryEvidence.model_validate_json((out / "canary.json").read_text())
     assert canary.control.requests == 1 and canary.canary.requests == 0
+    # Both files name what served each side by version and weights, for a gate to bind them to the judged run.
+    assert shadow.subject == canary.subject and shadow.subject is not None
+    assert shadow.subject.baseline == ServedIdentity(model="worker-base", version="worker-base")
+    assert shadow.subject.candidate == ServedIdentity(model=CANDIDATE, version=CANDIDATE, fingerprint=adapter_fingerprint(tmp_path / "adapters" / CANDIDATE))
     registry_file = RegistryEvidence.model_validate_json((out / "registry.json").read_text())
     assert registry_file.rollback_target == "worker-base" and "worker-base" in registry_file.loaded
     assert json.loads((out / "registry.json").read_text())["production"] == CANDIDATE

@@ -10,10 +10,11 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from core.attestation import DerivedFrom, ServedIdentity
 from core.records import Decision
 from replay.run.config import RunConfig
 from replay.run.decisions import WorkItem, perform
-from replay.run.directory import RESULTS, RUN_JSON, seal_run
+from replay.run.directory import RESULTS, RUN_JSON, SERVED, seal_run
 from replay.run.executor import execute
 from replay.suite import Suite, SuiteManifest, freeze_suite, load_suite
 
@@ -67,6 +68,7 @@ def seal(run_dir: Path, suite_sha256: str | None = None) -> Path:
     manifest = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
     manifest.pop("seal", None)
     manifest.setdefault("run_id", uuid.uuid4().hex)
+    manifest.setdefault(SERVED, {arm: dump(high_precision(arm)) for arm in _arms(run_dir / RESULTS)})
     if isinstance(manifest.setdefault("suite", {}), dict):
         manifest["suite"].setdefault("sha256", SUITE_SHA256)
         if suite_sha256 is not None:
@@ -74,6 +76,59 @@ def seal(run_dir: Path, suite_sha256: str | None = None) -> Path:
     path.write_text(json.dumps(manifest) + "\n", encoding="utf-8")
     seal_run(run_dir, RESULTS)
     return run_dir
+
+
+BASE_MODEL_SHA256 = "6" * 64
+"""The base model digest hand-written runs record as served: runs written alike were served the same weights."""
+
+
+def high_precision(arm: str, weights: tuple[str | None, str | None] = (None, BASE_MODEL_SHA256)) -> ServedIdentity:
+    """What served `arm` unquantised: an adapter (None: none) over a base model, by digest."""
+    return ServedIdentity(model=arm, fingerprint=weights[0], base_sha256=weights[1])
+
+
+def quantised_build(identity: ServedIdentity, scheme: str = "w8a8-int8") -> ServedIdentity:
+    """A quantised build of what `identity` served (merged first where it has an adapter), served as the base
+    model, as the gateway names it from `model quantize`'s record."""
+    adapter, base = identity.weights()
+    return ServedIdentity(model=identity.model, base_sha256="9" * 64, quantization=scheme, derived_from=DerivedFrom(
+        source_sha256="8" * 64 if adapter else str(base), fingerprint=adapter, base_sha256=str(base)))
+
+
+def dump(identity: ServedIdentity) -> dict[str, object]:
+    return json.loads(identity.model_dump_json())  # type: ignore[no-any-return]
+
+
+def served(run_dir: Path, identities: Mapping[str, ServedIdentity]) -> Path:
+    """Record in run.json what served each arm, as `worker-replay run` does (the seal covers the results only)."""
+    path = run_dir / RUN_JSON
+    manifest = json.loads(path.read_text(encoding="utf-8"))
+    manifest[SERVED] = {arm: dump(identity) for arm, identity in identities.items()}
+    path.write_text(json.dumps(manifest) + "\n", encoding="utf-8")
+    return run_dir
+
+
+def read_served(run_dir: Path) -> dict[str, ServedIdentity]:
+    found = json.loads((run_dir / RUN_JSON).read_text(encoding="utf-8")).get(SERVED) or {}
+    return {arm: ServedIdentity.model_validate(identity) for arm, identity in found.items()}
+
+
+def quantised(run_dir: Path, scheme: str = "w8a8-int8") -> Path:
+    """`run_dir` as if replayed on quantised builds of what served each of its arms."""
+    return served(run_dir, {arm: quantised_build(identity, scheme) for arm, identity in read_served(run_dir).items()})
+
+
+def _arms(results: Path) -> list[str]:
+    """The arms a results file names (lines that are not JSON objects, as some tests write on purpose, skipped)."""
+    arms: set[str] = set()
+    for line in results.read_bytes().splitlines() if results.is_file() else []:
+        try:
+            row = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(row, dict) and isinstance(row.get("arm"), str):
+            arms.add(row["arm"])
+    return sorted(arms)
 
 
 def bind(run_dir: Path, suite_dir: Path) -> Path:
@@ -85,16 +140,20 @@ def bind(run_dir: Path, suite_dir: Path) -> Path:
     return seal(run_dir)
 
 
-def judged_beside(evidence: Mapping[str, Path] | None) -> Path | None:
+def judged_beside(evidence: Mapping[str, Path] | None, arms: Sequence[str] = ("base", "strong")) -> Path | None:
     """For a gate judged on a crafted comparison: a judged run (no results: the comparison stands for them) made
-    beside the evidence, of the suite hand-written runs record, and the `fresh` run bound to its `fresh_suite`
-    (None without evidence)."""
+    beside the evidence, of the suite hand-written runs record, served by the weights the first evidence run was
+    (for evidence files: the base model on each of `arms`), and the `fresh` run bound to its `fresh_suite` (None
+    without evidence)."""
     if not evidence:
         return None
     fresh, fresh_suite = evidence.get("fresh"), evidence.get("fresh_suite")
     if fresh and fresh_suite and (fresh / RESULTS).is_file() and (fresh_suite / "suite.toml").is_file():
         bind(fresh, fresh_suite)
-    return write_sealed(next(iter(evidence.values())).parent / "judged", [])
+    judged = write_sealed(next(iter(evidence.values())).parent / "judged", [])
+    first = next(iter(evidence.values()))
+    weights = read_served(first) if (first / RUN_JSON).is_file() else {arm: high_precision(arm) for arm in arms}
+    return served(judged, {arm: high_precision(arm, identity.weights()) for arm, identity in weights.items()})
 
 
 LENIENT_POLICY = """name = "lenient"

@@ -40,6 +40,7 @@ from replay.analysis.gates.context import (
     row_text,
     run_identity,
 )
+from replay.analysis.gates.derivation import check_confirmation, check_quantised, check_trial_subject
 from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     PairedComparison,
@@ -308,7 +309,8 @@ class _OtherRunGain(_Condition):
 
 
 class ConfirmationRun(_OtherRunGain):
-    """Evidence: a second run directory (another seed or checkpoint) with the same arm names."""
+    """Evidence: a second run directory of the same suite with the same arm names, each served by the judged run's
+    weights, with another seed (`derivation.check_confirmation`)."""
 
     kind: Literal["confirmation_run"]
     evidence: str = "confirmation"
@@ -316,14 +318,16 @@ class ConfirmationRun(_OtherRunGain):
 
     def evaluate(self, ctx: GateContext) -> GateOutcome:
         path, other = other_run(ctx, self.evidence, "a run directory of a second seed or checkpoint")
+        check_confirmation(ctx, self.evidence, path)
         ok, text, row = self._gain(other, self.min_points, strict=False)
         return judge(ok, f"confirmation run {path}: {text}", row_evidence(row, run_dir=str(path)),
                       tuple(row.tainted_rule_ids))
 
 
 class QuantisationSurvives(_OtherRunGain):
-    """Evidence: a run directory of the same arms on the quantised endpoint. The quantised gain
-    must reach `min_points` and lose at most `max_drop_points` against this (high-precision) run."""
+    """Evidence: a run directory of the same arms on the quantised endpoint, each arm served by a quantised build
+    derived from its judged weights (`derivation.check_quantised`). The quantised gain must reach `min_points` and
+    lose at most `max_drop_points` against this (high-precision) run."""
 
     kind: Literal["quantisation_survives"]
     evidence: str = "quantised"
@@ -332,6 +336,7 @@ class QuantisationSurvives(_OtherRunGain):
 
     def evaluate(self, ctx: GateContext) -> GateOutcome:
         path, quantised = other_run(ctx, self.evidence, "a run directory of the same arms on the quantised endpoint")
+        check_quantised(ctx, self.evidence, path)
         ok, text, row = self._gain(quantised, self.min_points, strict=False)
         high = row_of(ctx.comparison, self.measure, self.scope).stats
         precise = high.points
@@ -427,7 +432,8 @@ class IsolatedLiveReplay(_Condition):
 
 class ShadowImproves(_Condition):
     """Evidence: paired outcomes, measure "correct": baseline = the production answer,
-    candidate = the shadow answer, both scored with the key-set scorer on fresh tasks."""
+    candidate = the shadow answer, both scored with the key-set scorer on fresh tasks; its `subject` must name the
+    shadowed version by the judged candidate's fingerprint (`derivation.check_trial_subject`)."""
 
     kind: Literal["shadow_improves"]
     evidence: str = "shadow"
@@ -437,6 +443,7 @@ class ShadowImproves(_Condition):
 
     def evaluate(self, ctx: GateContext) -> GateOutcome:
         outcomes = paired_outcomes(ctx, self.evidence, "correct")
+        check_trial_subject(ctx, self.evidence, outcomes.subject)
         s = paired_comparison((i.baseline, i.candidate) for i in outcomes.items)
         if s.n < self.min_items:
             return not_run(f"shadow evidence has {s.n} paired tasks, the policy needs ≥ {self.min_items}")
@@ -454,7 +461,8 @@ class ShadowImproves(_Condition):
 
 
 class CanaryNoRegression(_Condition):
-    """Evidence: canary export JSON (`CanaryEvidence`). Rates may rise by at most the given fractions."""
+    """Evidence: canary export JSON (`CanaryEvidence`), its `subject` naming the canary version by the judged
+    candidate's fingerprint (`derivation.check_trial_subject`). Rates may rise by at most the given fractions."""
 
     kind: Literal["canary_no_regression"]
     evidence: str = "canary"
@@ -466,6 +474,7 @@ class CanaryNoRegression(_Condition):
         canary = read_json(ctx, self.evidence, CanaryEvidence, "a canary export JSON")
         if canary.adapter not in (None, ctx.candidate):
             return not_run(f"canary evidence is for {canary.adapter!r}, not {ctx.candidate!r}")
+        check_trial_subject(ctx, self.evidence, canary.subject)
         small = min(canary.control.requests, canary.canary.requests)
         if small < self.min_requests:
             return not_run(f"canary cohorts have {small} requests, the policy needs ≥ {self.min_requests} each")

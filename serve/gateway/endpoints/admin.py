@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from core.names import Name
 from serve.gateway.endpoints.dependencies import GatewayDep, gateway_of
 from serve.gateway.errors import GatewayError, unavailable
+from serve.gateway.lineage import base_lineage
 from serve.gateway.registry import Adapter, AdapterError, NameTakenError, Route, inspect_adapter
 from serve.gateway.service import FilesChangedError, Gateway
 from serve.gateway.upstreams import Upstream, UpstreamCallError
@@ -164,7 +165,8 @@ async def register(body: RegisterBody, gw: GatewayDep) -> dict[str, Any]:
 @router.get("/adapters")
 async def adapters(gw: GatewayDep) -> dict[str, Any]:
     state = gw.registry.state
-    return {"revision": state.revision, "adapters": [asdict(a) for a in state.adapters.values()]}
+    return {"revision": state.revision, "adapters": [asdict(a) for a in state.adapters.values()],
+            "base_model": await base_lineage(gw.pool, state.base)}
 
 
 @router.post("/adapters/{name}/load")
@@ -282,7 +284,7 @@ async def stop_shadow(route: Name, gw: GatewayDep) -> dict[str, Any]:
 
 @router.get("/state")
 async def state(gw: GatewayDep) -> JSONResponse:
-    return JSONResponse(gw.public())
+    return JSONResponse({**gw.public(), "base_model": await base_lineage(gw.pool, gw.registry.state.base)})
 
 
 @router.get("/resolve")

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Request, Response
 from serve.gateway.apis import APIS
 from serve.gateway.endpoints.bodies import MODEL, STREAM, openapi_body
 from serve.gateway.endpoints.dependencies import GatewayDep
+from serve.gateway.lineage import base_lineage
 from serve.gateway.proxy import handle
 
 CHAT_BODY: dict[str, Any] = {
@@ -68,6 +69,7 @@ async def models(request: Request, gw: GatewayDep) -> dict[str, object]:
     gw.tenancy.caller(request.headers, request.query_params.multi_items(), None)
     state = gw.registry.state
     data: list[dict[str, object]] = []
+    under = await base_lineage(gw.pool, state.base)  # the weights under every entry: a base, or an adapter's
     for route in state.routes.values():
         production = state.adapters.get(route.production)
         data.append({"id": route.name, "object": "model", "created": 0, "owned_by": "worker-tier",
@@ -78,10 +80,11 @@ async def models(request: Request, gw: GatewayDep) -> dict[str, object]:
                                                  "percent": route.canary.percent,
                                                  "sticky_by": route.canary.sticky_by},
                      "shadow": route.shadow and {"candidate": route.shadow.candidate,
-                                                 "sample_rate": route.shadow.sample_rate}})
-    data.append({"id": state.base, "object": "model", "created": 0, "owned_by": "worker-tier", "kind": "base"})
+                                                 "sample_rate": route.shadow.sample_rate}, **under})
+    data.append({"id": state.base, "object": "model", "created": 0, "owned_by": "worker-tier", "kind": "base",
+                 **under})
     for adapter in state.loaded():
         data.append({"id": adapter.name, "object": "model", "created": 0, "owned_by": "worker-tier",
                      "kind": "adapter", "parent": state.base, "registered_at": adapter.registered_at,
-                     "fingerprint": adapter.fingerprint, "root": adapter.path})
+                     "fingerprint": adapter.fingerprint, "root": adapter.path, **under})
     return {"object": "list", "data": data}

@@ -43,7 +43,7 @@ from tests.support.e13 import (
     with_replicate,
 )
 from tests.support.hostile import hostile_bytes
-from tests.support.runs import bind, judged_beside, write_sealed
+from tests.support.runs import bind, judged_beside, quantised, write_sealed
 
 ROOT = Path(__file__).resolve().parents[3]
 SERIOUS = ROOT / "configs" / "gates" / "serious-candidate.toml"
@@ -64,9 +64,13 @@ def write_json(path: Path, data: object) -> Path:
     return path
 
 
+SUBJECT = {"candidate": {"model": CANDIDATE, "version": CANDIDATE}}
+"""What served the candidate, as evidence names it: the judged runs' candidate (the base model's weights)."""
+
+
 def outcomes(measure: str, pairs: list[tuple[bool, bool]], candidate: str | None = None) -> dict:
     items = [{"id": f"t{i}", "baseline": b, "candidate": c} for i, (b, c) in enumerate(pairs)]
-    return {"measure": measure, "items": items} | ({"candidate": candidate} if candidate else {})
+    return {"measure": measure, "items": items, "subject": SUBJECT} | ({"candidate": candidate} if candidate else {})
 
 
 def outcomes_file(path: Path, measure: str, pairs: list[tuple[bool, bool]], candidate: str | None = None) -> Path:
@@ -75,7 +79,7 @@ def outcomes_file(path: Path, measure: str, pairs: list[tuple[bool, bool]], cand
 
 def canary(errors: int, requests: int = 200, adapter: str | None = CANDIDATE) -> dict:
     return {"adapter": adapter, "control": {"requests": 1000, "errors": 5, "anomalies": 9},
-            "canary": {"requests": requests, "errors": errors, "anomalies": 1}}
+            "canary": {"requests": requests, "errors": errors, "anomalies": 1}, "subject": SUBJECT}
 
 
 def registry(loaded: list[str]) -> dict:
@@ -463,7 +467,7 @@ def production_evidence(tmp_path: Path) -> dict[str, Path]:
     shadow = [BOTH] * 80 + [WIN] * 15 + [LOSS] * 5
     fresh_suite = write_suite(tmp_path / "fresh-suite", fresh_records, "2026-10-02T09:00:00Z")
     return {
-        "quantised": write_run(tmp_path / "quantised", strong_records(gain=9)),
+        "quantised": quantised(write_run(tmp_path / "quantised", strong_records(gain=9))),
         "fresh": bind(write_run(tmp_path / "fresh", fresh_records), fresh_suite),
         "fresh_suite": fresh_suite,
         "isolated_live_replay": outcomes_file(tmp_path / "live.json", "live_replay_passed", [BOTH] * 19 + [WIN]),
@@ -493,7 +497,7 @@ def production_status(tmp_path: Path, evidence: dict[str, Path], condition_id: s
 
 
 def test_quantisation_that_loses_the_gain_fails(tmp_path: Path, production_evidence: dict[str, Path]) -> None:
-    production_evidence["quantised"] = write_run(tmp_path / "q2", strong_records(gain=6))  # +16.7 vs +23.3 points
+    production_evidence["quantised"] = quantised(write_run(tmp_path / "q2", strong_records(gain=6)))  # +16.7 vs +23.3
     status, reason = production_status(tmp_path, production_evidence, "quantisation-survives")
     assert status is Status.FAIL and "drop from high precision +6.67 points" in reason
 
@@ -715,7 +719,7 @@ def test_conditions_on_paired_evidence_at_their_boundaries(
 ])
 def test_canary_at_its_boundaries(tmp_path: Path, errors: int, requests: int, limit: float, expected: Status) -> None:
     data = {"adapter": CANDIDATE, "control": {"requests": 1000, "errors": 5, "anomalies": 0},
-            "canary": {"requests": requests, "errors": errors, "anomalies": 0}}
+            "canary": {"requests": requests, "errors": errors, "anomalies": 0}, "subject": SUBJECT}
     condition = {"kind": "canary_no_regression", "min_requests": 100, "max_error_rate_increase": limit}
     assert judged(condition, crafted(), {"canary": write_json(tmp_path / "c.json", data)}) is expected
 
@@ -764,7 +768,7 @@ def test_confirmation_run_at_its_boundaries(tmp_path: Path, condition: dict, exp
 ])
 def test_quantisation_survives_at_its_boundaries(tmp_path: Path, condition: dict, expected: Status) -> None:
     here = compare_run(paired_run(tmp_path / "precise", THREE_WINS), BASE, CANDIDATE)
-    evidence = {"quantised": paired_run(tmp_path / "quantised", TWO_WINS)}
+    evidence = {"quantised": quantised(paired_run(tmp_path / "quantised", TWO_WINS))}
     condition = {"kind": "quantisation_survives", "scope": "verified_action", **condition}
     assert judged(condition, here, evidence) is expected
 
@@ -775,7 +779,7 @@ def test_quantisation_allows_a_drop_of_exactly_max_drop_points(tmp_path: Path, m
     """7 → 4 wins of 150 is a drop of exactly 2 points (the shipped allowance), though 100·7/150 − 100·4/150
     is 2.0000000000000004 in floats."""
     here = compare_run(paired_run(tmp_path / "precise", [WIN] * 7 + [BOTH] * 143), BASE, CANDIDATE)
-    evidence = {"quantised": paired_run(tmp_path / "quantised", [WIN] * 4 + [BOTH] * 146)}
+    evidence = {"quantised": quantised(paired_run(tmp_path / "quantised", [WIN] * 4 + [BOTH] * 146))}
     condition = {"kind": "quantisation_survives", "scope": "verified_action", "min_points": 2.0,
                  "max_drop_points": max_drop_points}
     assert judged(condition, here, evidence) is expected

@@ -34,6 +34,7 @@ from tests.replay.analysis.test_gates import (
     CANDIDATE,
     LOSS,
     NEITHER,
+    SUBJECT,
     TWO_WINS,
     WIN,
     outcomes_file,
@@ -42,7 +43,7 @@ from tests.replay.analysis.test_gates import (
     write_suite,
 )
 from tests.support.e13 import BASE, positive_record
-from tests.support.runs import judged_beside, seal
+from tests.support.runs import judged_beside, quantised, seal
 
 # 6 wins, 2 losses in 40: 17 → 21 correct, +10 points; the exact sign test's p = 2 · 37/256.
 STATS = PairedComparison(n=40, baseline_correct=17, candidate_correct=21, wins=6, losses=2, p_value=74 / 256,
@@ -383,7 +384,7 @@ def test_paired_outcomes_for_another_measure_or_candidate_are_not_used(tmp_path:
 
 def canary_file(path: Path, canary: dict[str, int], adapter: str | None = CANDIDATE) -> Path:
     return write_json(path, {"adapter": adapter, "control": {"requests": 1000, "errors": 5, "anomalies": 9},
-                             "canary": {"requests": 200} | canary})
+                             "canary": {"requests": 200} | canary, "subject": SUBJECT})
 
 
 def test_canary_names_each_rate_and_its_allowance(tmp_path: Path) -> None:
@@ -488,7 +489,7 @@ MINUS_50 = replace(STATS, baseline_correct=30, candidate_correct=10, wins=0, los
 
 def test_quantisation_names_the_drop_from_high_precision(tmp_path: Path) -> None:
     """+15 points here (+8/−2 of 40), +10 quantised: a drop of 5."""
-    run = two_win_run(tmp_path / "quantised", rule="lc:q")
+    run = quantised(two_win_run(tmp_path / "quantised", rule="lc:q"))
     here = comparison(PLUS_15, rule_ids=["lc:here"])
     condition = {"kind": "quantisation_survives", "min_points": 10.0, "max_drop_points": 5.0}
     result = judge(condition, here, {"quantised": run}, tainted=("lc:q",))
@@ -501,7 +502,7 @@ def test_quantisation_names_the_drop_from_high_precision(tmp_path: Path) -> None
 
 def test_quantisation_without_a_high_precision_gain_fails(tmp_path: Path) -> None:
     condition = {"kind": "quantisation_survives", "min_points": 0.0, "max_drop_points": 100.0}
-    result = judge(condition, comparison(replace(STATS, points=None)), {"quantised": two_win_run(tmp_path / "q")})
+    result = judge(condition, comparison(replace(STATS, points=None)), {"quantised": quantised(two_win_run(tmp_path / "q"))})
     assert result.status is Status.FAIL and "drop from high precision n/a points" in result.reason
     assert result.evidence["drop_points"] is None
 
@@ -513,7 +514,7 @@ def test_quantisation_judges_its_scope_and_measure_on_both_runs(tmp_path: Path) 
         for r in comparison().correctness]})
     condition = {"kind": "quantisation_survives", "scope": "verified_action", "measure": "tool", "min_points": 10.0,
                  "max_drop_points": 5.0}
-    result = judge(condition, here, {"quantised": two_win_run(tmp_path / "q")})
+    result = judge(condition, here, {"quantised": quantised(two_win_run(tmp_path / "q"))})
     assert result.status is Status.PASS and result.evidence["high_precision_points"] == 15.0
     assert result.reason.startswith(f"quantised run {tmp_path / 'q'}: verified_action tool: 18 → 20 of 20")
 

@@ -8,10 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.attestation import ServedIdentity, adapter_fingerprint
+from core.attestation import DerivedFrom, ServedIdentity, adapter_fingerprint
+from core.lineage import QUANTIZE_RECORD, model_sha256
 from replay.run.decisions import run
 from replay.run.directory import RUN_JSON, RunError, manifest_diff, read_run_json
-from replay.run.endpoint import served_identity
+from replay.run.endpoint import served_identity, vllm_lineage
 from tests.support.fault_upstream import BASE, FaultUpstream
 from tests.support.gateway_harness import fake_adapter, start_gateway
 from tests.support.runs import config, suite
@@ -46,6 +47,53 @@ def test_each_kind_of_models_entry_names_what_serves_it(tmp_path: Path) -> None:
         ServedIdentity(model="mix")  # a directory this machine cannot read: nothing claimed
 
 
+DERIVED = {"source_sha256": "c" * 64, "fingerprint": "a" * 64, "base_sha256": "b" * 64}
+
+
+def test_every_gateway_entry_names_the_base_model_under_it() -> None:
+    """The gateway states the engine's model on each entry: its digest, its scheme and what it was built from."""
+    under = {"base_sha256": "d" * 64, "quantization": "w8a8-int8", "derived_from": DERIVED}
+    lineage = {"base_sha256": "d" * 64, "quantization": "w8a8-int8", "derived_from": DerivedFrom(**DERIVED)}
+    assert served_identity({"id": "worker", "kind": "route", "production": "worker-base",
+                            "production_fingerprint": None, **under}) == \
+        ServedIdentity(model="worker", version="worker-base", **lineage)
+    assert served_identity({"id": "mix-v1", "kind": "adapter", "fingerprint": "a" * 64, **under}) == \
+        ServedIdentity(model="mix-v1", version="mix-v1", fingerprint="a" * 64, **lineage)
+    # A quantised build stands for the adapter it folds in, over that adapter's base.
+    assert served_identity({"id": "worker-base", "kind": "base", **under}).weights() == ("a" * 64, "b" * 64)
+    bad = {**under, "derived_from": {"fingerprint": 3}}
+    assert served_identity({"id": "worker-base", "kind": "base", **bad}).derived_from is None
+
+
+def model_dir(tmp_path: Path, quantised: bool) -> Path:
+    """A model directory as lineage reads it: config.json (with a quantization_config when quantised) and the
+    record `model quantize` leaves."""
+    path = tmp_path / ("quantised" if quantised else "model")
+    path.mkdir()
+    config: dict[str, object] = {"model_type": "llama"}
+    if quantised:
+        config["quantization_config"] = {"quant_method": "compressed-tensors", "format": "int-quantized"}
+        (path / QUANTIZE_RECORD).write_text(json.dumps({"scheme": "w8a8-int8", "source_sha256": "c" * 64,
+                                                        "derived_from": DERIVED}))
+    (path / "config.json").write_text(json.dumps(config))
+    (path / "model.safetensors").write_bytes(b"weights")
+    return path
+
+
+def test_a_vllm_base_entry_is_named_by_its_directory_where_this_machine_reads_it(tmp_path: Path) -> None:
+    plain, quantised = model_dir(tmp_path, False), model_dir(tmp_path, True)
+    entry = {"id": "worker-base", "root": str(plain), "parent": None}
+    assert served_identity(entry, vllm_lineage(entry)) == ServedIdentity(model="worker-base",
+                                                                         base_sha256=model_sha256(plain))
+    entry = {"id": "worker-base", "root": str(quantised), "parent": None}
+    assert served_identity(entry, vllm_lineage(entry)) == ServedIdentity(
+        model="worker-base", base_sha256=model_sha256(quantised), quantization="w8a8-int8",
+        derived_from=DerivedFrom(**DERIVED))
+    (quantised / QUANTIZE_RECORD).unlink()  # quantised by another tool: config.json's own words
+    assert served_identity(entry, vllm_lineage(entry)).quantization == "compressed-tensors/int-quantized"
+    assert vllm_lineage({"id": "worker-base", "root": str(tmp_path / "elsewhere"), "parent": None}) == {}
+
+
 def test_the_fingerprint_is_of_the_weights(tmp_path: Path) -> None:
     one, other = adapter_dir(tmp_path, b"\x01"), adapter_dir(tmp_path, b"\x02")
     assert adapter_fingerprint(one) != adapter_fingerprint(other)
@@ -56,8 +104,9 @@ def test_the_fingerprint_is_of_the_weights(tmp_path: Path) -> None:
 def test_a_run_records_what_served_each_arm(tmp_path: Path) -> None:
     with FaultUpstream() as upstream:
         run(suite(tmp_path), config(f"{upstream.url}/v1"), tmp_path / "run")
-    assert read_run_json(tmp_path / "run")["served"] == {"base": {"model": BASE, "version": None,
-                                                                  "fingerprint": None, "root": None}}
+    assert read_run_json(tmp_path / "run")["served"] == {"base": {
+        "model": BASE, "version": None, "fingerprint": None, "root": None, "base_sha256": None, "quantization": None,
+        "derived_from": None}}
 
 
 def test_a_resume_against_other_weights_under_the_same_name_is_refused(tmp_path: Path) -> None:

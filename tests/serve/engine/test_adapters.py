@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from core.attestation import adapter_fingerprint
+from core.lineage import MERGE_RECORD, QUANTIZE_RECORD, model_lineage, model_sha256
 from serve.cli import main
-from serve.engine.adapters import MERGE_MARKER
 from serve.engine.modelbuild import default_model_dir
-from serve.engine.quantize import quantize_model
+from serve.engine.quantize import QuantizeError, quantize_model
 
 LAYER = "model.layers.5.mlp.down_proj"
 
@@ -42,13 +43,33 @@ def test_the_merged_weights_are_the_base_plus_the_scaled_lora_product(merged: Pa
     assert not torch.equal(got, base[f"{LAYER}.weight"])  # the adapter is in it
     assert torch.equal(load_file(merged / "model.safetensors")["model.norm.weight"], base["model.norm.weight"])
     assert {"tokenizer.json", "config.json"} <= {p.name for p in merged.iterdir()}
-    assert json.loads((merged / MERGE_MARKER).read_text())["adapter"] == str(seeded_adapters[1].resolve())
+    record = json.loads((merged / MERGE_RECORD).read_text())
+    assert record["adapter"] == str(seeded_adapters[1].resolve())
+    assert record["adapter_fingerprint"] == adapter_fingerprint(seeded_adapters[1])
+    assert record["base_sha256"] == model_sha256(default_model_dir())
 
 
-def test_the_merged_model_quantises(merged: Path, tmp_path: Path) -> None:
+def test_the_merged_model_quantises(merged: Path, seeded_adapters: dict[int, Path], tmp_path: Path) -> None:
     result = quantize_model(merged, tmp_path / "q", "w8a8-int8")
     assert result.built and result.tensors == 210
-    assert not (result.out_dir / MERGE_MARKER).exists()  # the merge's record describes the source, not this
+    assert not (result.out_dir / MERGE_RECORD).exists()  # the merge's record describes the source, not this
+    # The checkpoint names the adapter it was made from, over the base that adapter was trained on.
+    lineage = model_lineage(result.out_dir)
+    assert lineage is not None and lineage.quantization == "w8a8-int8" and lineage.derived_from is not None
+    assert lineage.derived_from.model_dump() == {"source_sha256": model_sha256(merged),
+                                                 "fingerprint": adapter_fingerprint(seeded_adapters[1]),
+                                                 "base_sha256": model_sha256(default_model_dir())}
+
+
+def test_a_merge_of_an_older_version_is_not_quantised_as_if_it_held_no_adapter(merged: Path, tmp_path: Path
+                                                                               ) -> None:
+    """A merged model whose record names no digests (an older `adapter merge`) would pass for the base: refused."""
+    old = Path(shutil.copytree(merged, tmp_path / "old-merge"))
+    record = json.loads((old / MERGE_RECORD).read_text())
+    (old / MERGE_RECORD).write_text(json.dumps({"base": record["base"], "adapter": record["adapter"]}))
+    with pytest.raises(QuantizeError, match="worker-tier-merge.json: not a build record this version reads"):
+        quantize_model(old, tmp_path / "q", "w8a8-int8")
+    assert not (tmp_path / "q" / QUANTIZE_RECORD).exists()
 
 
 def test_refusals_write_nothing_and_keep_what_was_there(seeded_adapters: dict[int, Path], tmp_path: Path,

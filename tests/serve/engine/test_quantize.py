@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from core.lineage import model_lineage, model_sha256
 from demo.suite import write_demo
 from replay.cli import main as replay_main
 from replay.suite import freeze_suite, load_suite
@@ -28,7 +29,6 @@ from serve.engine.quantize import (
     pack_int32,
     quantize_model,
     quantize_weight,
-    source_sha256,
 )
 from tests.conftest import CPU_CONFIG
 from tests.support.live import free_port, http_json, running_engine
@@ -87,7 +87,14 @@ def test_the_embedded_model_s_checkpoint_names_its_scheme(scheme: str, checkpoin
     assert (weights.num_bits, weights.group_size) == (SCHEMES[scheme].bits, SCHEMES[scheme].group_size)
     assert (parsed.config_groups["group_0"].input_activations is not None) == (scheme == "w8a8-int8")
     marker = json.loads((out / MARKER).read_text())
-    assert marker["scheme"] == scheme and marker["source_sha256"] == source_sha256(default_model_dir())
+    digest = model_sha256(default_model_dir())
+    assert marker["scheme"] == scheme and marker["source_sha256"] == digest
+    # The embedded model folds in no adapter: the checkpoint derives from it as the base, which its lineage says.
+    assert marker["derived_from"] == {"source_sha256": digest, "fingerprint": None, "base_sha256": digest}
+    lineage = model_lineage(out)
+    assert lineage is not None and lineage.quantization == scheme
+    assert lineage.derived_from is not None and lineage.derived_from.base_sha256 == digest
+    assert lineage.sha256 == model_sha256(out) != digest
     assert marker["tensors"] == 30 * 7
     assert {"tokenizer.json", "tokenizer_config.json", "chat_template.jinja"} <= {p.name for p in out.iterdir()}
 

@@ -14,6 +14,8 @@ import httpx
 import pytest
 from openai import NotFoundError, OpenAI
 
+from core.lineage import model_sha256
+from serve.engine.modelbuild import default_model_dir
 from tests.support.gateway_harness import TOKEN, RunningGateway, wait_for, write_config
 from tests.support.gpu_host import nvml_gpu_count
 from tests.support.live import engine_value, http_json
@@ -218,3 +220,9 @@ def test_models_lists_routes_and_loaded_versions(gw):
     assert models["worker"]["production"] == A and models["worker"]["kind"] == "route"
     assert models[B]["parent"] == "worker-base" and models["worker-base"]["kind"] == "base"
     assert gw.admin("GET", "/state", token=TOKEN).json()["upstreams"][0]["healthy"] is True
+    # Every entry names the engine's model by digest: the embedded model, unquantised, built from no record.
+    under = {"base_sha256": model_sha256(default_model_dir()), "quantization": None, "derived_from": None}
+    for name in ("worker", B, "worker-base"):
+        assert {key: models[name][key] for key in under} == under
+    assert gw.admin("GET", "/state", token=TOKEN).json()["base_model"] == under
+    assert gw.admin("GET", "/adapters", token=TOKEN).json()["base_model"] == under
