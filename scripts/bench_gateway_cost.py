@@ -62,14 +62,17 @@ def variants() -> dict[str, set[str]]:
 
 def measure(targets: list[Target], requests: int, rounds: int) -> dict[str, dict[str, list[float]]]:
     """Latencies per target and API, rounds alternating over the targets (warm-up first, not kept)."""
-    times: dict[str, dict[str, list[float]]] = {t.name: {"chat": [], "messages": []} for t in targets}
+    times: dict[str, dict[str, list[float]]] = {
+        t.name: {"chat": [], "messages": [], "chat cpu": [], "messages cpu": []} for t in targets}
     for target in targets:
         for api in ("chat", "messages"):
             asyncio.run(latency(target, api, 50))
     for done in range(rounds):
         for target in targets:
             for api in ("chat", "messages"):
+                before = target.cpu_seconds()
                 times[target.name][api] += asyncio.run(latency(target, api, requests // rounds))
+                times[target.name][f"{api} cpu"].append(target.cpu_seconds() - before)
         print(f"\rround {done + 1}/{rounds}", end="", file=sys.stderr, flush=True)
     print(file=sys.stderr)
     return times
@@ -84,16 +87,19 @@ def report(times: dict[str, dict[str, list[float]]]) -> dict[str, object]:
                  for name, t in times.items() if name != "direct"}
         print(f"\n### {api}: {len(direct)} requests per target at c=1; direct p50 {cut(direct, 50):.3f} ms, "
               f"p99 {cut(direct, 99):.3f} ms")
-        print(f"  {'gateway':<22}{'+p50 ms':>10}{'+p99 ms':>10}")
+        cpu = {name: 1e6 * sum(t[f"{api} cpu"]) / len(t[api]) for name, t in times.items()}
+        print(f"  {'gateway':<22}{'+p50 ms':>10}{'+p99 ms':>10}{'CPU µs/request':>16}")
         for name, (p50, p99) in added.items():
-            print(f"  {name:<22}{p50:>10.3f}{p99:>10.3f}")
+            print(f"  {name:<22}{p50:>10.3f}{p99:>10.3f}{cpu[name]:>16.0f}")
         all_on = added["all on"]
         shares = {f: (all_on[0] - added[f"all but {f}"][0], all_on[1] - added[f"all but {f}"][1]) for f in FEATURES}
-        print(f"  {'feature (all on - all but it)':<32}{'p50 ms':>8}{'p99 ms':>8}{'budget p50':>12}")
+        print(f"  {'feature (all on - all but it)':<32}{'p50 ms':>8}{'p99 ms':>8}{'CPU µs':>8}{'budget p50':>12}")
         for feature, (p50, p99) in shares.items():
             over = "  OVER" if p50 > BUDGET_MS[feature] else ""
-            print(f"  {feature:<32}{p50:>8.3f}{p99:>8.3f}{BUDGET_MS[feature]:>12.2f}{over}")
+            print(f"  {feature:<32}{p50:>8.3f}{p99:>8.3f}{cpu['all on'] - cpu[f'all but {feature}']:>8.0f}"
+                  f"{BUDGET_MS[feature]:>12.2f}{over}")
         out[api] = {"added_ms": {n: [round(a, 3), round(b, 3)] for n, (a, b) in added.items()},
+                    "cpu_us": {n: round(c) for n, c in cpu.items()},
                     "feature_share_ms": {f: [round(a, 3), round(b, 3)] for f, (a, b) in shares.items()}}
     return out
 
@@ -150,17 +156,19 @@ def main() -> int:
         keys.chmod(0o600)
         port = free_port()
         upstream = f"http://127.0.0.1:{port}"
-        stack.enter_context(ServiceProcess("instant upstream", [sys.executable, str(REPO / "scripts" /
-                                           "bench_instant_upstream.py"), str(port)], dict(os.environ), upstream, 60))
+        upstream_service = stack.enter_context(ServiceProcess("instant upstream", [
+            sys.executable, str(REPO / "scripts" / "bench_instant_upstream.py"), str(port)], dict(os.environ),
+            upstream, 60))
         headers = {"X-Workspace-Id": WORKSPACE, "X-Session-Id": "bench-session", "Authorization": f"Bearer {key}"}
-        targets = [Target("direct", upstream, "worker-base")]
+        assert upstream_service.proc is not None
+        targets = [Target("direct", upstream, "worker-base", pid=upstream_service.proc.pid)]
         if args.profile:
             return profile(work, upstream, headers, args.profile, args.requests)
         for name, on in variants().items():
             gateway = stack.enter_context(BenchGateway(work, name.replace(" ", "-"),
                                                        gateway_config(work, upstream, on, name.replace(" ", "-")),
                                                        metrics="metrics" in on))
-            targets.append(Target(name, gateway.url, "worker", headers))
+            targets.append(Target(name, gateway.url, "worker", headers, gateway.pid))
         times = measure(targets, args.requests, args.rounds)
     print(f"load average after: {os.getloadavg()[0]:.2f}", file=sys.stderr)
     print(json.dumps({"gateway_cost": report(times)}, indent=2))
