@@ -14,6 +14,11 @@
   engine's sequences, each with and without tcmalloc and Intel's OpenMP preloaded);
 * gateway overhead: `scripts/bench_gateway.py` (gateway vs direct engine vs a minimal upstream; capture, shadow).
 * Messages streams: `scripts/bench_messages_stream.py` (first SSE event and whole stream, gateway vs direct).
+* gateway beside its peers: `scripts/bench_gateway_peers.py` (this gateway, LiteLLM's proxy and Portkey's gateway
+  on the same instant upstream: added p50/p99 at c=1, throughput at c=16, first event and per-chunk cost of a
+  stream; each peer installed on first use outside the project's environment, skipped when it cannot be).
+* gateway cost per feature: `scripts/bench_gateway_cost.py` (keys, fair share, capture, salt, metrics: each one's
+  share of what the gateway adds, against docs/design.md's budget).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
 * redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus and on the planted set of
   structured tool results).
@@ -189,6 +194,8 @@ def main() -> int:
     parser.add_argument("--skip-replay", action="store_true")
     parser.add_argument("--skip-gateway", action="store_true")
     parser.add_argument("--skip-messages-stream", action="store_true")
+    parser.add_argument("--skip-gateway-peers", action="store_true")
+    parser.add_argument("--skip-gateway-cost", action="store_true")
     parser.add_argument("--skip-engine-settings", action="store_true")
     parser.add_argument("--skip-trial-look", action="store_true")
     parser.add_argument("--skip-prefix-order", action="store_true")
@@ -218,6 +225,9 @@ def main() -> int:
         rows += settings
     for skip, heading, script in ((args.skip_gateway, "gateway", "bench_gateway.py"),
                                   (args.skip_messages_stream, "Messages API streams", "bench_messages_stream.py"),
+                                  (args.skip_gateway_peers, "gateway beside LiteLLM and Portkey",
+                                   "bench_gateway_peers.py"),
+                                  (args.skip_gateway_cost, "gateway cost per feature", "bench_gateway_cost.py"),
                                   (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
                                   (args.skip_cpu_lora, "LoRA on the CPU engine", "bench_cpu_lora.py"),
                                   (args.skip_quantized_engine, "the quantised engine", "bench_quantized_engine.py"),

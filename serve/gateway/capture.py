@@ -55,6 +55,8 @@ if TYPE_CHECKING:  # the store and its reader stay importable without the gatewa
     from serve.gateway.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
+BATCH = 64
+"""The most queued jobs the worker takes to its thread at once."""
 
 @dataclass(frozen=True)
 class CaptureJob:
@@ -138,6 +140,7 @@ class Capture:
         self._worker: asyncio.Task[None] | None = None
         self._keeper: asyncio.Task[None] | None = None
         self._store_lock = asyncio.Lock()  # the store's one connection serves one thread at a time
+        self._running: asyncio.Future[None] | None = None  # the batch in the worker's thread
 
     def wants(self, api: Api, body: Mapping[str, Any]) -> bool:
         """Whether an answered request is worth a job: it generated, and a store is open or it carries tool
@@ -157,10 +160,20 @@ class Capture:
             self._keeper = asyncio.create_task(self._keep(), name="capture-retention")
 
     async def stop(self) -> None:
+        """Stop the worker and retention, then process what is still queued (a clean stop, SIGTERM included,
+        loses no job) before the store closes."""
         for task in (self._worker, self._keeper):
             if task is not None:
                 task.cancel()
                 await asyncio.gather(task, return_exceptions=True)
+        if self._running is not None:  # the batch its thread was on when the worker was cancelled
+            await asyncio.gather(self._running, return_exceptions=True)
+        rest = []
+        while not self.queue.empty():
+            rest.append(self.queue.get_nowait())
+            self.queue.task_done()
+        if rest:
+            await asyncio.to_thread(self._process_batch, rest)
         if self.store is not None:
             self.store.close()
 
@@ -184,16 +197,27 @@ class Capture:
         self.metrics.capture_bytes.set(held.bytes)
 
     async def _work(self) -> None:
+        """Take what is queued, up to BATCH jobs, to the thread in one hop: under load the loop hands over one
+        batch instead of one job per request (a thread hop costs the event loop a wake-up either way)."""
         while True:
-            job = await self.queue.get()
+            batch = [await self.queue.get()]
+            while len(batch) < BATCH and not self.queue.empty():
+                batch.append(self.queue.get_nowait())
             try:
                 async with self._store_lock:
-                    await asyncio.to_thread(self.process, job)
+                    self._running = asyncio.ensure_future(asyncio.to_thread(self._process_batch, batch))
+                    await asyncio.shield(self._running)  # cancelled (stop): the batch still ends, and stop waits
+            finally:
+                for _ in batch:
+                    self.queue.task_done()
+
+    def _process_batch(self, jobs: list[CaptureJob]) -> None:
+        for job in jobs:
+            try:
+                self.process(job)
             except Exception:  # capture must never take the gateway down
                 log.exception("capture of request %s failed", job.request_id)
                 self.metrics.capture_errors.labels("process").inc()
-            finally:
-                self.queue.task_done()
 
     def captures(self, job: CaptureJob) -> bool:
         """Whether this request is stored: a store is open, its workspace is allowed and its session sampled."""

@@ -148,6 +148,7 @@ class GatewayMetrics:
         self.keys_reloads = Counter("worker_gateway_keys_reloads_total", "Reads of a changed keys file, by result "
                                     "(loaded, refused: the keys in force are kept)", ["result"], registry=r)
         self._label_values: dict[str, set[str]] = {}
+        self._series: dict[tuple[str, str, str, str, int], tuple[Counter, Histogram]] = {}
         self.engine = EngineCollector()
         r.register(self.engine)
         self.gpu = GpuCollector(enabled=nvml)
@@ -166,8 +167,15 @@ class GatewayMetrics:
 
     def observe(self, route: str, adapter: str, kind: str, status: int, seconds: float,
                 reason: str | None = None, *, api: str) -> None:
-        self.requests.labels(route, adapter, kind, api, str(status)).inc()
-        self.duration.labels(route, adapter, kind, api).observe(seconds)
+        """Count one finished request. The series of a label set are looked up once and kept (`labels` checks
+        and locks on every call: a cost on every request's path)."""
+        series = self._series.get((route, adapter, kind, api, status))
+        if series is None:
+            series = (self.requests.labels(route, adapter, kind, api, str(status)),
+                      self.duration.labels(route, adapter, kind, api))
+            self._series[(route, adapter, kind, api, status)] = series
+        series[0].inc()
+        series[1].observe(seconds)
         if reason is not None:
             self.errors.labels(route, adapter, kind, api, reason).inc()
 

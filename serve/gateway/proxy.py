@@ -56,6 +56,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
+import msgspec
 from fastapi import Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
@@ -81,6 +82,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 _BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
 _SEQUENCE = itertools.count(1)
+_ENCODE = msgspec.json.Encoder().encode
 T = TypeVar("T")
 PASSED_ON = ("anthropic-version", "anthropic-beta")
 """Request headers the engine reads (vLLM's Messages API), passed on as sent."""
@@ -108,6 +110,7 @@ class ProxiedCall:
     admission: Admission | None = None  # its fair share and engine slot, given back in `finish`
     used_tokens: int | None = None  # from the answer's usage, when known
     cache_salt: str | None = None  # what the engine gets as `cache_salt` in `workspace` scope (prefixcache.py)
+    nonfinite: bool = False  # the body may hold NaN or Infinity (see `encode_body`)
 
     def headers(self) -> dict[str, str]:
         headers = {"X-Request-Id": self.request_id}
@@ -136,6 +139,13 @@ def finish(gw: Gateway, call: ProxiedCall, status: int, reason: str | None = Non
         request_id=call.request_id, endpoint=call.api.name, requested=call.requested, route=route or None,
         adapter=adapter or None, kind=kind or None, sticky_key=res.cohort_key if res else None,
         upstream=call.upstream, status=status, reason=reason, duration_s=elapsed))
+
+
+def encode_body(body: dict[str, Any], nonfinite: bool) -> bytes:
+    """The body as the engine gets it, by msgspec (the parser's library; several times `json.dumps`). Only a body
+    that may hold NaN or Infinity (which `json` reads and msgspec would write as null) goes through `json`, so
+    the engine is sent what it always was."""
+    return json.dumps(body).encode() if nonfinite else _ENCODE(body)
 
 
 def parse_body(raw: bytes) -> dict[str, Any]:
@@ -170,6 +180,7 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
         call.workspace = caller.workspace  # the key's: what capture, canary, trials, shadow and metrics see
         raw = await request.body()
         body = parse_body(raw)
+        call.nonfinite = b"NaN" in raw or b"Infinity" in raw
         call.session = session_of(request, api, body)
         call.passed_on = {h: v for h in PASSED_ON if (v := request.headers.get(h)) is not None}
         model = body.get("model", gw.config.gateway.default_route)
@@ -276,7 +287,7 @@ async def _open(gw: Gateway, call: ProxiedCall, body: dict[str, Any],
                 stream: bool) -> tuple[Upstream, aiohttp.ClientResponse]:
     """POST to the first replica that accepts the connection (a refused one is marked down)."""
     assert call.resolution is not None
-    payload = json.dumps(gw.prefix_cache.forwarded(body, call.cache_salt)).encode()
+    payload = encode_body(gw.prefix_cache.forwarded(body, call.cache_salt), call.nonfinite)
     headers = {**JSON_HEADERS, **(call.passed_on or {})}
     refused = []
     for upstream in gw.pool.order(call.resolution.replica_key):
@@ -479,6 +490,17 @@ class Relay:
         yield events.flush()
 
     async def chunks(self) -> AsyncIterator[bytes]:
+        """The relayed stream; the relay closes (the request is counted and logged) as the last chunk has been
+        handed over, before the response's end is written, so a client that has read the whole stream finds its
+        request already in the log."""
+        try:
+            async with aclosing(self._relayed()) as relayed:
+                async for chunk in relayed:
+                    yield chunk
+        finally:
+            self.close()
+
+    async def _relayed(self) -> AsyncGenerator[bytes, None]:
         try:
             async with aclosing(self._batches()) as batches:
                 async for batch in batches:

@@ -15,4 +15,10 @@ def gateway_of(request: Request) -> Gateway:
     return gateway
 
 
-GatewayDep = Annotated[Gateway, Depends(gateway_of)]
+async def gateway_dependency(request: Request) -> Gateway:
+    """`gateway_of` as a dependency: async, so FastAPI calls it on the event loop (a plain `def` dependency runs
+    in its thread pool: a thread hop on every request)."""
+    return gateway_of(request)
+
+
+GatewayDep = Annotated[Gateway, Depends(gateway_dependency)]
