@@ -97,6 +97,10 @@ class CurationManifest(Strict):
     train_sha256: str
     provenance_sha256: str | None = None
     """`provenance.jsonl`'s sha256 (sets built before it lack it): the lineage a gate reads is the one built."""
+    data_until: str | None = None
+    """When the newest decision an example came from was captured (ISO time, as the corpus recorded it): a
+    candidate trained on the set is judged fresh only on decisions captured after it (sets built before it lack
+    it; a set of no dated decision has none)."""
 
 
 TRAIN_RECORD = "worker-tier-train.json"

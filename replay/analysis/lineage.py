@@ -144,6 +144,8 @@ class TrainingSet:
     ngram: int
     threshold: float
     files: dict[str, str]
+    data_until: str | None
+    """The newest capture time of the set's source decisions (the manifest's; None for a set built before it)."""
 
 
 def source_rows(record_path: Path, data: CuratedData) -> TrainingSet:
@@ -175,7 +177,7 @@ def source_rows(record_path: Path, data: CuratedData) -> TrainingSet:
              directory / PROVENANCE_JSONL: file_sha256(directory / PROVENANCE_JSONL),
              Path(manifest.policy.path): policy_sha256}
     return TrainingSet(sources, policy.near_duplicate_ngram, policy.near_duplicate_threshold,
-                       {str(path.resolve()): sha256 for path, sha256 in files.items()})
+                       {str(path.resolve()): sha256 for path, sha256 in files.items()}, manifest.data_until)
 
 
 def chat_state(decision: Decision) -> str:
@@ -205,20 +207,33 @@ def check_arm(arm: str, found: tuple[Path, CuratedData], decisions: Sequence[Jud
                             rule_counts=rule_counts(hits), contaminated=hits)
 
 
+def served_identity_of(run_dir: Path, arm: str) -> ServedIdentity:
+    """What `run.json` says served `arm` (just its name where it records nothing)."""
+    served = read_run_json(run_dir).get(SERVED)
+    entry = served.get(arm) if isinstance(served, dict) else None
+    try:
+        return ServedIdentity.model_validate(entry or {"model": arm})
+    except ValidationError as exc:
+        raise LineageError(f"{run_dir / RUN_JSON}: what served arm {arm!r} is not a served identity "
+                           f"({excerpt(str(exc).splitlines()[0])})") from None
+
+
+def training_data_until(run_dir: Path, arm: str) -> tuple[str, str] | None:
+    """(the newest capture time of the data `arm` was trained on, its curated set) as the lineage proves it, or
+    None where there is no lineage to follow or the set records no time (LineageError where a digest fails)."""
+    found = _training_data(arm, served_identity_of(run_dir, arm))
+    if isinstance(found, ArmContamination):
+        return None
+    record_path, data = found
+    until = source_rows(record_path, data).data_until
+    return (until, data.path) if until is not None else None
+
+
 def check_run(run_dir: Path, arms: Sequence[str]) -> list[ArmContamination]:
     """Each arm's check against the suite the run replayed (`run.json` names it, and what served each arm); the
     suite is read only when some arm has a lineage to compare with it."""
     manifest = read_run_json(run_dir)
-    served = manifest.get(SERVED)
-    served = served if isinstance(served, dict) else {}
-    found: dict[str, tuple[Path, CuratedData] | ArmContamination] = {}
-    for arm in arms:
-        try:
-            identity = ServedIdentity.model_validate(served.get(arm) or {"model": arm})
-        except ValidationError as exc:
-            raise LineageError(f"{run_dir / RUN_JSON}: what served arm {arm!r} is not a served identity "
-                               f"({excerpt(str(exc).splitlines()[0])})") from None
-        found[arm] = _training_data(arm, identity)
+    found = {arm: _training_data(arm, served_identity_of(run_dir, arm)) for arm in arms}
     if all(isinstance(f, ArmContamination) for f in found.values()):
         return [f for f in found.values() if isinstance(f, ArmContamination)]
     suite = manifest.get("suite")

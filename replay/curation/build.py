@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from core.attestation import file_sha256
 from core.canonical import request_digest
-from core.capture import CapturedDecision, thread_key
+from core.capture import CapturedDecision, stored_time, thread_key
 from core.chatrow import chat_row, target_turn
 from core.curated import (
     ChatTrainingRow,
@@ -398,7 +398,13 @@ class Renderer:
                                workspace=pseudonymizer.pseudonym("WORKSPACE", d.row.workspace),
                                corpus=str(d.corpus), mix_class=candidate.mix_class,
                                decision_class=candidate.decision_class, origin_model=candidate.model,
-                               proof=candidate.proof, request_sha256=digest)
+                               proof=candidate.proof, request_sha256=digest, captured_at=d.row.captured_at)
+
+
+def data_until(provenance: Sequence[Provenance]) -> str | None:
+    """The newest capture time of the set's source decisions, in UTC as the capture store writes times."""
+    dated = [stored_time(p.captured_at) for p in provenance if p.captured_at is not None]
+    return max(dated) if dated else None
 
 
 def tool_limit(policy: CurationPolicy, asks: Mapping[MixClass, int]) -> int | None:
@@ -492,7 +498,7 @@ def curate(inputs: Inputs, out: Path, rules: GuardRules | None = None) -> Curati
         corpora=[snapshot(c) for c in inputs.corpora],
         runs=[RunRef(path=str(r), kind="sandbox" if str(r) in inputs.runs.episodes else "replay",
                      results_sha256=file_sha256(r / "results.jsonl")) for r in inputs.run_dirs],
-        train_sha256="")
+        train_sha256="", data_until=data_until(drawn.provenance))
     audit = PrivacyAudit(str(out))
     for name, lines in set_lines(drawn.rows, drawn.provenance, manifest).items():
         audit.scan(str(out / name), lines.splitlines(), TenantNames(inputs.workspaces))

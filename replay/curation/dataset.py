@@ -51,6 +51,8 @@ class Provenance(Strict):
     request_sha256: str | None = None
     """The canonical request hash of its prompt as a suite of the same decision holds it (memory stripped,
     redacted): what `gate` compares a suite's decisions with (sets built before it lack it)."""
+    captured_at: str | None = None
+    """When the corpus recorded its decision (the manifest's `data_until` is the newest)."""
 
 
 def snapshot(corpus: ClaudeCodeDir) -> CorpusSnapshot:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from core.attestation import adapter_fingerprint
+from core.capture import parse_instant
 from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, TRAIN_JSONL, TRAIN_RECORD
 from core.records import ResultRecord
 from replay.analysis.gates import Status, evaluate_gate, format_verdict, read_verdict
@@ -219,3 +220,45 @@ def test_run_and_report_show_each_arms_contamination(tmp_path: Path, suite: Path
     html = (run_dir / "report.html").read_text()
     assert 'data-arm="cand" data-checked="true" data-contaminated="3"' in html
     assert 'data-arm="base" data-checked="false" data-contaminated="0"' in html
+
+
+FRESH_POLICY = """name = "fresh"
+version = "1"
+[[conditions]]
+id = "fresh"
+kind = "fresh_chronological"
+scope = "verified_action"
+captured_after = "2026-01-01T00:00:00Z"
+description = "the candidate gains on decisions captured after its training data"
+"""
+
+
+def test_the_curated_manifest_says_when_its_newest_source_decision_was_captured(tmp_path: Path) -> None:
+    corpus = tmp_path / "corpus"
+    copy_workspace(corpus, "ws-r")
+    curated = curated_set(tmp_path, corpus)
+    manifest = json.loads((curated / MANIFEST_JSON).read_text())
+    times = [json.loads(line)["captured_at"] for line in (curated / PROVENANCE_JSONL).read_text().splitlines()]
+    assert times and all(times)
+    assert parse_instant(manifest["data_until"]) == max(parse_instant(t) for t in times)
+
+
+@pytest.mark.parametrize("trained", [True, False])
+def test_a_fresh_suite_must_start_after_the_candidates_training_data_ends(tmp_path: Path, suite: Path,
+                                                                         trained: bool) -> None:
+    """The candidate trained on the suite's own session: its decisions were captured while its training data was,
+    so they are not fresh for it (not run, saying when its data ends); with no lineage, the same run is judged."""
+    corpus = tmp_path / "corpus"
+    copy_workspace(corpus, "ws-r")
+    weights = adapter(tmp_path, curated_set(tmp_path, corpus) if trained else None)
+    run_dir = judged_run(tmp_path, suite, weights, others=0)
+    verdict = evaluate_gate(policy(tmp_path, FRESH_POLICY), run_dir, "base", "cand",
+                            {"fresh": run_dir, "fresh_suite": suite})
+    [fresh] = verdict.conditions
+    if trained:
+        until = json.loads((tmp_path / "set" / MANIFEST_JSON).read_text())["data_until"]
+        assert fresh.status is Status.NOT_RUN, fresh.reason
+        assert f"before the candidate's training data ends ({until}, the newest decision of its curated set " \
+               f"{tmp_path / 'set'})" in fresh.reason
+    else:
+        assert fresh.status is Status.PASS, fresh.reason
