@@ -519,6 +519,10 @@ _KEY_LINE = re.compile(
     r"modified|reviewed)[ _-]?by)s?[\"']?[ \t]*[:=][ \t]*")
 
 
+_NEXT_KEY = re.compile(r"\b[A-Za-z_][\w-]*[ \t]*[:=](?=[ \t]|$)", re.M)
+"""Another `key:` on the line ends an unquoted value: its words are that key's, not the person's."""
+
+
 def keyed_persons(text: str) -> Iterator[Span]:
     """Names after a person key in text: a `key: value` line (`Customer: Jane Roe`, `assigned_to: Li Wei`) or a
     quoted key as JSON and Python write one (`"owner": "Ana Souza"`, in a tool result that is not whole JSON).
@@ -533,6 +537,8 @@ def keyed_persons(text: str) -> Iterator[Span]:
         else:
             line_end = text.find("\n", at, at + _WINDOW)
             end = line_end if line_end >= 0 else min(len(text), at + _WINDOW)
+            if (after := _NEXT_KEY.search(text, at, end)) is not None:  # `user: ops-bot and filename: a.pdf`
+                end = after.start()
         for start, stop in names_in_value(text[at:end]):
             yield at + start, at + stop
 

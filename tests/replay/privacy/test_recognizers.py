@@ -99,6 +99,14 @@ def test_a_name_after_a_cue_is_a_person_and_a_greeting_is_not(text: str, name: s
     assert list(persons(text)) == ([(text.index(name), text.index(name) + len(name))] if name else [])
 
 
+@pytest.mark.parametrize("text, name", [
+    ("username: ops-bot and filename: Report.pdf", None),  # the next key's value is not the user's
+    ("customer: Jane Roe, phone: none", "Jane Roe"), ("assignee: Li Wei, due: 10:30", "Li Wei"),
+])
+def test_a_keyed_value_ends_where_the_lines_next_key_begins(text: str, name: str | None) -> None:
+    assert [v for k, v in found(text) if k == "PERSON"] == ([name] if name else [])
+
+
 # --- secrets: keyword values ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("text, value", [
