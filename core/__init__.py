@@ -19,6 +19,7 @@ It imports neither `serve` nor `replay`; both import it.
   the gate's contamination check apply the same one
 - `evidence.py`: the gate evidence file formats (the reviewer agreement report included)
 - `attestation.py`: a gate verdict as an in-toto Statement over the digests of what it judged; file digests
+- `lineage.py`: a model directory's digest, quantisation scheme and what it was built from (merge, quantize)
 - `errors.py`: `WorkerTierError`, the one exception root
 - `names.py`: the one name type (workspace, session, route, adapter, model, trial and request ids)
 - `atomicwrite.py`: files written whole or not at all (a temporary file renamed over the path)

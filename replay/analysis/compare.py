@@ -152,7 +152,7 @@ def compare(
     excluded: Collection[str] = (),
 ) -> Comparison:
     """Pair the two arms on the same decisions and compute every row (see the module doc); the decisions
-    `excluded` names (those the candidate's training data reaches: `analysis.lineage`) are left out."""
+    `excluded` names (those the candidate's training data reaches: `analysis.training_lineage`) are left out."""
     records = list(results)
     if by is not None and by not in BY_FIELDS:
         raise ResultsError(f"unknown breakdown {by!r}: choose one of {', '.join(BY_FIELDS)}")

@@ -7,7 +7,7 @@ the row's prompt is the decision's state exactly (the canonical request hash a s
 records); (c) `near_duplicate`: curation's own rule (core/near_duplicates.py, Tülu 3's: the row covers
 more than `threshold` of the decision's word n-grams), which finds a copy in another session and workspace.
 
-Pure: the decisions and rows come in as values (replay/analysis/lineage.py reads them from the files).
+Pure: the decisions and rows come in as values (replay/analysis/training_lineage.py reads them from the files).
 """
 
 from __future__ import annotations

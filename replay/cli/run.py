@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from replay.analysis.lineage import check_run
 from replay.analysis.provenance import record_run
+from replay.analysis.training_lineage import check_run
 from replay.cli.common import ledger_option
 from replay.memory.ledger import Ledger
 from replay.run.config import load_run_config

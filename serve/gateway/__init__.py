@@ -10,6 +10,7 @@
 - `endpoints/`: the HTTP endpoints, one FastAPI router per feature (OpenAI, Anthropic, monitoring, admin)
 - `shadow.py`: shadow trials: production requests re-sent to a candidate and graded
 - `upstreams.py`: the vLLM replicas: one HTTP pool, health probes, adapter load and unload
+- `base_lineage.py`: the base model's lineage the gateway states on `/v1/models` and in admin state
 - `capture.py`: capture of live decisions and the tool-outcome guard's counting
 - `keys.py`: client keys: the keys file, who may call and for which workspace
 - `tenancy.py`: who a request is and whether it may run now

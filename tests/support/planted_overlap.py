@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from core.near_duplicates import NGRAM, THRESHOLD, WORD
 from demo.suite import build_demo
 from replay.analysis.contamination import JudgedDecision, SourceRow, contamination
-from replay.analysis.lineage import judged_decisions
+from replay.analysis.training_lineage import judged_decisions
 
 OVERLAPS = (1.0, 0.9, 0.8, 0.7, 0.6, 0.5, 0.4, 0.3)
 

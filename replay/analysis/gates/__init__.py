@@ -16,6 +16,7 @@ This package re-exports the public API.
 
 - `context.py`: what a condition sees and returns, and the evidence readers
 - `conditions.py`: the registry of condition kinds
+- `derivation.py`: what binds another run or live evidence to the judged weights (built from, trained until)
 - `inputs.py`: what a condition reads and whether it is there now
 - `policy.py`: loading a policy, planning it, evaluating it
 - `attestation.py`: verdict files: the verdict as an in-toto Statement over the digests of what it judged; verify

@@ -6,12 +6,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import asdict
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Annotated, ClassVar, Literal, get_args
 
 from pydantic import Field
 
-from core.capture import parse_instant
 from core.evidence import AgreementReport, CanaryCohort, CanaryEvidence, RegistryEvidence
 from core.names import Name
 from core.records import KNOWN_FAILURE, Strict
@@ -42,8 +40,12 @@ from replay.analysis.gates.context import (
     row_text,
     run_identity,
 )
-from replay.analysis.gates.derivation import check_confirmation, check_quantised, check_trial_subject
-from replay.analysis.lineage import LineageError, training_data_until
+from replay.analysis.gates.derivation import (
+    check_after_training,
+    check_confirmation,
+    check_quantised,
+    check_trial_subject,
+)
 from replay.run.directory import ResultsError, load_results
 from replay.stats import (
     PairedComparison,
@@ -392,7 +394,7 @@ class FreshChronological(_OtherRunGain):
                 f"{len(stale)} decision(s) captured on or before {cutoff.isoformat()}: {', '.join(stale[:10])}",
                 {"stale": stale, "captured_after": cutoff.isoformat()},
             )
-        _after_training(run_path, ctx.candidate, min((_aware(captured[i]) for i in ids), default=None))
+        check_after_training(run_path, ctx.candidate, min((_aware(captured[i]) for i in ids), default=None))
         ok, text, row = self._gain(fresh, self.points_above, strict=True)
         return judge(
             ok,
@@ -400,21 +402,6 @@ class FreshChronological(_OtherRunGain):
             row_evidence(row, run_dir=str(run_path), captured_after=cutoff.isoformat()),
             tuple(row.tainted_rule_ids),
         )
-
-
-def _after_training(run_path: Path, candidate: str, first: datetime | None) -> None:
-    """Decisions captured while the candidate's training data was being recorded are not fresh for it: the
-    fresh suite must start after the newest decision its curated set came from (its lineage, every digest
-    checked). A candidate with no lineage to follow (base, a random adapter) has nothing to start after."""
-    try:
-        trained = training_data_until(run_path, candidate)
-    except LineageError as exc:
-        raise MissingEvidenceError(f"fresh evidence: {exc}") from exc
-    if trained is not None and first is not None and first <= parse_instant(trained[0]):
-        until, curated = trained
-        raise MissingEvidenceError(
-            f"the fresh suite starts at {first.isoformat()}, before the candidate's training data ends ({until}, "
-            f"the newest decision of its curated set {curated}): it must be captured after that")
 
 
 def _points_drop(high: PairedComparison, low: PairedComparison) -> float:

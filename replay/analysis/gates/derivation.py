@@ -6,13 +6,16 @@ that records none binds nothing, and the condition is `not_run` with the reason 
 
 from __future__ import annotations
 
+from datetime import datetime
 from pathlib import Path
 
 from pydantic import ValidationError
 
 from core.attestation import ServedIdentity
+from core.capture import parse_instant
 from core.evidence import EvidenceSubject
 from replay.analysis.gates.context import GateContext, MissingEvidenceError
+from replay.analysis.training_lineage import ChainError, training_data_until
 from replay.run.directory import RUN_JSON, SERVED, RunError, read_run_json
 
 
@@ -117,3 +120,18 @@ def check_trial_subject(ctx: GateContext, key: str, subject: EvidenceSubject | N
 
 def _short(fingerprint: str | None) -> str:
     return "none (the base model)" if fingerprint is None else f"{fingerprint[:12]}…"
+
+
+def check_after_training(run_path: Path, candidate: str, first: datetime | None) -> None:
+    """Decisions captured while the candidate's training data was being recorded are not fresh for it: the
+    fresh suite must start after the newest decision its curated set came from (its lineage, every digest
+    checked). A candidate with no lineage to follow (base, a random adapter) has nothing to start after."""
+    try:
+        trained = training_data_until(run_path, candidate)
+    except ChainError as exc:
+        raise MissingEvidenceError(f"fresh evidence: {exc}") from exc
+    if trained is not None and first is not None and first <= parse_instant(trained[0]):
+        until, curated = trained
+        raise MissingEvidenceError(
+            f"the fresh suite starts at {first.isoformat()}, before the candidate's training data ends ({until}, "
+            f"the newest decision of its curated set {curated}): it must be captured after that")

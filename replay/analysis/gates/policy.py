@@ -22,7 +22,7 @@ from replay.analysis.compare import ALL_POSITIVE, Comparison, NoiseFloor, Tainte
 from replay.analysis.gates.conditions import CONDITION_KINDS, AnyCondition, Condition
 from replay.analysis.gates.context import GateContext, GateError, MissingEvidenceError, Status, not_run
 from replay.analysis.gates.inputs import RUN_RESULTS, Read, SuiteFeed, condition_reads, run_read, suite_feed
-from replay.analysis.lineage import ArmContamination, check_run
+from replay.analysis.training_lineage import ArmContamination, check_run
 from replay.errors import ReplayError
 from replay.memory.ledger import Dispute
 from replay.run.directory import load_results, read_run_json

@@ -28,7 +28,6 @@ from core.names import excerpt
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import Comparison, Tainted, arms_of, compare
 from replay.analysis.gates import Verdict, read_verdict
-from replay.analysis.lineage import ArmContamination, check_run
 from replay.analysis.provenance import carried, record_comparison, record_run
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
@@ -36,6 +35,7 @@ from replay.analysis.report.plot import PLOT_SVG, plot_svg
 from replay.analysis.report.retrieval import Retrieval, retrieval_block
 from replay.analysis.report.summary import reference_arm, report_title
 from replay.analysis.stages import stage_pairs, staged
+from replay.analysis.training_lineage import ArmContamination, check_run
 from replay.corpus.retrieval import SessionReads
 from replay.memory.ledger import Ledger
 from replay.memory.lessons import RuleVerdict

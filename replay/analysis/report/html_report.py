@@ -30,7 +30,6 @@ from replay.analysis.compare import (
     repeat_label,
 )
 from replay.analysis.gates import STATUS_LABEL, Verdict
-from replay.analysis.lineage import ArmContamination
 from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import DrillRow, drill_rows
 from replay.analysis.report.markdown_report import summary, tests_note
@@ -47,6 +46,7 @@ from replay.analysis.report.summary import (
     summary_columns,
     summary_rows,
 )
+from replay.analysis.training_lineage import ArmContamination
 from replay.memory.lessons import RuleVerdict
 from replay.memory.uptake import UPTAKE_COLUMNS, UPTAKE_NOTE, Uptake, uptake_cells
 

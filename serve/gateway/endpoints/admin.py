@@ -47,9 +47,9 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from core.names import Name
+from serve.gateway.base_lineage import base_lineage
 from serve.gateway.endpoints.dependencies import GatewayDep, gateway_of
 from serve.gateway.errors import GatewayError, unavailable
-from serve.gateway.lineage import base_lineage
 from serve.gateway.registry import Adapter, AdapterError, NameTakenError, Route, inspect_adapter
 from serve.gateway.service import FilesChangedError, Gateway
 from serve.gateway.upstreams import Upstream, UpstreamCallError

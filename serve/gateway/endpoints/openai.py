@@ -12,9 +12,9 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 
 from serve.gateway.apis import APIS
+from serve.gateway.base_lineage import base_lineage
 from serve.gateway.endpoints.bodies import MODEL, STREAM, openapi_body
 from serve.gateway.endpoints.dependencies import GatewayDep
-from serve.gateway.lineage import base_lineage
 from serve.gateway.proxy import handle
 
 CHAT_BODY: dict[str, Any] = {

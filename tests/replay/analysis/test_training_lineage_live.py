@@ -12,7 +12,7 @@ import pytest
 from replay.cli import main as replay_main
 from replay.curation.build import SUITES_ENV
 from serve.cli import main as serve_main
-from tests.replay.analysis.test_lineage import GAIN_POLICY, SESSION_DECISIONS, curated_set
+from tests.replay.analysis.test_training_lineage import GAIN_POLICY, SESSION_DECISIONS, curated_set
 from tests.replay.curation.test_eval_boundary import register_suite
 from tests.support.curation import copy_workspace
 from tests.support.gateway_harness import RunningGateway, write_config

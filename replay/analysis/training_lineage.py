@@ -5,7 +5,7 @@ The chain: the run's served identity (`run.json`'s `served`: the adapter's finge
 the adapter directory, whose files must still be those weights → its training record (`worker-tier-train.json`)
 → the curated set it names, whose `manifest.json` and `train.jsonl` must have the digests the record took →
 `provenance.jsonl` (the manifest's digest of it) → the curation policy (its digest in the manifest), whose
-near-duplicate rule the check applies, as curation did. A digest that does not match is a `LineageError` naming
+near-duplicate rule the check applies, as curation did. A digest that does not match is a `ChainError` naming
 the file. An arm with nothing to follow — the base model, an endpoint that names no directory, an adapter with no
 training record (a random one), one trained on a demo split (no provenance) — is "no lineage: not checked", and
 says why. The comparison itself is `replay.analysis.contamination`'s.
@@ -43,7 +43,7 @@ from replay.suite import load_suite
 from replay.suite_checks import request_hash
 
 
-class LineageError(ReplayError, ValueError):
+class ChainError(ReplayError, ValueError):
     """A link of the training lineage whose digest does not match, or that cannot be read (names the file)."""
 
 
@@ -119,7 +119,7 @@ def _training_data(arm: str, identity: ServedIdentity) -> tuple[Path, CuratedDat
     if not root.is_dir():
         return _not_checked(arm, f"its adapter directory {root} is not on this machine")
     if (found := adapter_fingerprint(root)) != identity.fingerprint:
-        raise LineageError(f"{root}: its files are not the weights the run served (fingerprint {found[:12]}, served "
+        raise ChainError(f"{root}: its files are not the weights the run served (fingerprint {found[:12]}, served "
                            f"{identity.fingerprint[:12]}); the lineage cannot be followed")
     record_path = root / TRAIN_RECORD
     if not record_path.is_file():
@@ -130,9 +130,9 @@ def _training_data(arm: str, identity: ServedIdentity) -> tuple[Path, CuratedDat
             return _not_checked(arm, f"{record_path} names no curated set (a demo split has no provenance)")
         return record_path, CuratedData.model_validate(data)
     except JsonFileError as exc:
-        raise LineageError(str(exc)) from None
+        raise ChainError(str(exc)) from None
     except ValidationError as exc:
-        raise LineageError(f"{record_path}: not a training record ({excerpt(str(exc).splitlines()[0])})") from None
+        raise ChainError(f"{record_path}: not a training record ({excerpt(str(exc).splitlines()[0])})") from None
 
 
 @dataclass(frozen=True)
@@ -156,7 +156,7 @@ def source_rows(record_path: Path, data: CuratedData) -> TrainingSet:
         provenance = read_jsonl_strict(directory / PROVENANCE_JSONL, _Source, "a provenance line")
         policy, policy_sha256 = _near_rule(Path(manifest.policy.path))
     except (WorkerTierError, OSError) as exc:
-        raise LineageError(f"{str(exc).splitlines()[0]} (the training lineage that {record_path} names)") from None
+        raise ChainError(f"{str(exc).splitlines()[0]} (the training lineage that {record_path} names)") from None
     named = {"manifest.json": (manifest_sha256, data.manifest_sha256),
              "train.jsonl": (manifest.train_sha256, data.train_sha256),
              manifest.policy.path: (policy_sha256, manifest.policy.sha256)}
@@ -165,10 +165,10 @@ def source_rows(record_path: Path, data: CuratedData) -> TrainingSet:
     for name, (actual, recorded) in named.items():
         if actual != recorded:
             path = Path(name) if name == manifest.policy.path else directory / name
-            raise LineageError(f"{path}: sha256 {actual[:12]} is not the {recorded[:12]} recorded: changed after the "
+            raise ChainError(f"{path}: sha256 {actual[:12]} is not the {recorded[:12]} recorded: changed after the "
                                f"adapter was trained (the training lineage that {record_path} names)")
     if len(provenance) != len(rows):
-        raise LineageError(f"{directory / PROVENANCE_JSONL}: {len(provenance)} lines for {len(rows)} training rows")
+        raise ChainError(f"{directory / PROVENANCE_JSONL}: {len(provenance)} lines for {len(rows)} training rows")
     sources = [SourceRow(example=p.example, decision=p.decision, session=corpus_session(p.decision),
                          request_sha256=p.request_sha256, text=state_text({"messages": row.messages[:-1]}))
                for row, p in zip(rows, provenance, strict=True)]
@@ -197,7 +197,7 @@ def judged_decisions(decisions: Sequence[Decision]) -> list[JudgedDecision]:
 
 def check_arm(arm: str, found: tuple[Path, CuratedData], decisions: Sequence[JudgedDecision]) -> ArmContamination:
     """One arm's contamination on the suite's decisions, from its training record and curated set
-    (LineageError where a digest of the chain fails)."""
+    (ChainError where a digest of the chain fails)."""
     record_path, data = found
     chain = source_rows(record_path, data)
     hits = contamination(decisions, chain.rows, chain.ngram, chain.threshold)
@@ -214,13 +214,13 @@ def served_identity_of(run_dir: Path, arm: str) -> ServedIdentity:
     try:
         return ServedIdentity.model_validate(entry or {"model": arm})
     except ValidationError as exc:
-        raise LineageError(f"{run_dir / RUN_JSON}: what served arm {arm!r} is not a served identity "
+        raise ChainError(f"{run_dir / RUN_JSON}: what served arm {arm!r} is not a served identity "
                            f"({excerpt(str(exc).splitlines()[0])})") from None
 
 
 def training_data_until(run_dir: Path, arm: str) -> tuple[str, str] | None:
     """(the newest capture time of the data `arm` was trained on, its curated set) as the lineage proves it, or
-    None where there is no lineage to follow or the set records no time (LineageError where a digest fails)."""
+    None where there is no lineage to follow or the set records no time (ChainError where a digest fails)."""
     found = _training_data(arm, served_identity_of(run_dir, arm))
     if isinstance(found, ArmContamination):
         return None
@@ -239,7 +239,7 @@ def check_run(run_dir: Path, arms: Sequence[str]) -> list[ArmContamination]:
     suite = manifest.get("suite")
     path = suite.get("path") if isinstance(suite, dict) else None
     if not isinstance(path, str):
-        raise LineageError(f"{run_dir / RUN_JSON}: names no suite, so the arms' training data cannot be checked "
+        raise ChainError(f"{run_dir / RUN_JSON}: names no suite, so the arms' training data cannot be checked "
                            "against it")
     decisions = judged_decisions(load_suite(path).decisions)
     return [f if isinstance(f, ArmContamination) else check_arm(arm, f, decisions) for arm, f in found.items()]

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 
 from core.lineage import QUANTIZE_RECORD, model_sha256
+from serve.gateway.base_lineage import UNKNOWN, base_lineage
 from serve.gateway.config import UpstreamConfig
-from serve.gateway.lineage import UNKNOWN, base_lineage
 from serve.gateway.upstreams import UpstreamPool
 
 DERIVED = {"source_sha256": "c" * 64, "fingerprint": "a" * 64, "base_sha256": "b" * 64}

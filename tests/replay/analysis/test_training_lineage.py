@@ -17,7 +17,7 @@ from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, TRAIN_JSONL, TRAIN_REC
 from core.records import ResultRecord
 from replay.analysis.gates import Status, evaluate_gate, format_verdict, read_verdict
 from replay.analysis.gates.attestation import read_statement
-from replay.analysis.lineage import LineageError, check_run
+from replay.analysis.training_lineage import ChainError, check_run
 from replay.cli import main
 from replay.curation.build import SUITES_ENV
 from replay.run.directory import RUN_JSON, SERVED
@@ -181,7 +181,7 @@ def test_a_changed_link_of_the_chain_is_one_error_line_naming_the_file(
     changed = {"weights": weights / "adapter_model.safetensors", "policy": tmp_path / "policy.toml"}.get(
         link, curated / link)
     changed.write_bytes(changed.read_bytes() + b"\n")
-    with pytest.raises(LineageError):
+    with pytest.raises(ChainError):
         check_run(run_dir, ["cand"])
     capsys.readouterr()
     assert main(["gate", str(run_dir), "--policy", str(policy(tmp_path)), "--baseline", "base", "--candidate", "cand",
