@@ -17,6 +17,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -207,9 +208,9 @@ def check_arm(arm: str, found: tuple[Path, CuratedData], decisions: Sequence[Jud
                             rule_counts=rule_counts(hits), contaminated=hits)
 
 
-def served_identity_of(run_dir: Path, arm: str) -> ServedIdentity:
-    """What `run.json` says served `arm` (just its name where it records nothing)."""
-    served = read_run_json(run_dir).get(SERVED)
+def served_identity_of(run_dir: Path, manifest: dict[str, Any], arm: str) -> ServedIdentity:
+    """What `run.json` (read once, `manifest`) says served `arm` (just its name where it records nothing)."""
+    served = manifest.get(SERVED)
     entry = served.get(arm) if isinstance(served, dict) else None
     try:
         return ServedIdentity.model_validate(entry or {"model": arm})
@@ -221,7 +222,7 @@ def served_identity_of(run_dir: Path, arm: str) -> ServedIdentity:
 def training_data_until(run_dir: Path, arm: str) -> tuple[str, str] | None:
     """(the newest capture time of the data `arm` was trained on, its curated set) as the lineage proves it, or
     None where there is no lineage to follow or the set records no time (ChainError where a digest fails)."""
-    found = _training_data(arm, served_identity_of(run_dir, arm))
+    found = _training_data(arm, served_identity_of(run_dir, read_run_json(run_dir), arm))
     if isinstance(found, ArmContamination):
         return None
     record_path, data = found
@@ -233,7 +234,7 @@ def check_run(run_dir: Path, arms: Sequence[str]) -> list[ArmContamination]:
     """Each arm's check against the suite the run replayed (`run.json` names it, and what served each arm); the
     suite is read only when some arm has a lineage to compare with it."""
     manifest = read_run_json(run_dir)
-    found = {arm: _training_data(arm, served_identity_of(run_dir, arm)) for arm in arms}
+    found = {arm: _training_data(arm, served_identity_of(run_dir, manifest, arm)) for arm in arms}
     if all(isinstance(f, ArmContamination) for f in found.values()):
         return [f for f in found.values() if isinstance(f, ArmContamination)]
     suite = manifest.get("suite")
