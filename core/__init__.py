@@ -12,7 +12,7 @@ It imports neither `serve` nor `replay`; both import it.
 - `wire.py`: the neutral reading of chat, Anthropic Messages and Responses requests and answers
 - `wireshapes.py`: the wire shapes `wire.py` reads (untrusted, every value checked) and builds, as TypedDicts
 - `canonical.py`: the canonical form of a request and the hashes a descriptor is proven by
-- `capture.py`: the capture store the gateway writes and replay reads
+- `capture_store.py`: the capture store the gateway writes and replay reads
 - `curated.py`: a curated training set's formats (`train.jsonl`, `manifest.json`) and the adapter's training record
 - `chatrow.py`: a decision as the chat row trainers read (curation writes it; the contamination check reads it)
 - `near_duplicates.py`: the near-duplicate rule (word 8-grams of a decision state): curation's eval boundary and
@@ -24,7 +24,7 @@ It imports neither `serve` nor `replay`; both import it.
 - `names.py`: the one name type (workspace, session, route, adapter, model, trial and request ids)
 - `atomicwrite.py`: files written whole or not at all (a temporary file renamed over the path)
 - `hosts.py`: which hosts are loopback (the gateway's keyless bind, replay's sandbox rule)
-- `cli.py`: what the three CLIs share: dispatch, the one `error: …` line, arm ordering
+- `console.py`: what the three CLIs share: dispatch, the one `error: …` line, arm ordering
 - `regularfile.py`: the one way a file is opened for reading (a regular file only, never waited on)
 - `jsonfile.py`: the one bounded JSON/JSONL reader, with typed `file:line` errors
 - `patterns.py`: regular expressions from files, matched by RE2 in linear time

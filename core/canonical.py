@@ -22,7 +22,7 @@ sets it; the descriptor records the choice the model saw and whether the gateway
 `stream`, `stream_options`, `metadata` and `user`. A message hash is the full sha256 of the message's
 compact, sorted-key JSON: the very hash Claude Code's request log keys its messages by.
 
-Stores written before this form hold hashes of the raw body (`core.capture.message_hash`,
+Stores written before this form hold hashes of the raw body (`core.capture_store.message_hash`,
 `request_sha256`); their rows say `hashing = "raw"`, and the resolver checks each row by its own form.
 """
 

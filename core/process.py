@@ -64,7 +64,7 @@ def die_by(signum: int) -> None:
 
 
 def run_main(main: Callable[[], int]) -> int:
-    """Every command that starts processes runs through here (the three CLIs via `core.cli`, the
+    """Every command that starts processes runs through here (the three CLIs via `core.console`, the
     scripts directly): a stop signal unwinds `main`, stopping every child it started on the way out,
     and then ends this process by that signal — unless a caller already unwinds on stop signals (the
     test session running a CLI in-process): then the exception goes on up to it."""

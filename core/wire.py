@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeVar, cast
 
-from core.capture import choice_label
+from core.capture_store import choice_label
 from core.errors import WorkerTierError
 from core.wireshapes import (
     ChatToolCall,

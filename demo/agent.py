@@ -27,20 +27,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from core.errors import WorkerTierError
 from demo.memory import DemoRule, render_memory
 from replay.analysis.compare import compare, format_comparison
 from replay.analysis.report import report_run
-from replay.analysis.report.retrieval import retrieval_block
+from replay.analysis.report.memory_reads import retrieval_block
 from replay.corpus.audit import audit, format_audit
 from replay.corpus.capture_suite import build_suite
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.resolve import load_keys
 from replay.corpus.retrieval import decision_reads
-from replay.run.config import RunConfig
 from replay.run.decisions import run
 from replay.run.directory import load_results
+from replay.run.run_config import RunConfig
 from replay.sandbox.world import Episode
 from replay.suite import load_suite
 

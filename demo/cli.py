@@ -6,7 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from core.cli import run_command
+from core.console import run_command
 from replay.cli.common import ledger_option
 from serve.engine.modelbuild import cache_dir
 
@@ -30,7 +30,7 @@ def _agent(args: argparse.Namespace) -> int:
 
 
 def _adapters(args: argparse.Namespace) -> int:
-    from demo.adapters import build_demo_adapters, cached_demo_dir
+    from demo.trained_adapters import build_demo_adapters, cached_demo_dir
 
     root = args.cache_dir or cache_dir()
     built = build_demo_adapters(args.demo_dir or cached_demo_dir(root), root, verbose=args.verbose)
@@ -39,7 +39,7 @@ def _adapters(args: argparse.Namespace) -> int:
 
 
 def _pack(args: argparse.Namespace) -> int:
-    from demo.pack import PER_FAMILY, write_pack
+    from demo.scenario_pack import PER_FAMILY, write_pack
 
     path = write_pack(args.out, seed=args.seed, per_family=args.per_family or PER_FAMILY)
     print(f"{path}: demo scenario pack written and frozen")

@@ -24,17 +24,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from core.errors import WorkerTierError
 from core.jsonfile import loads_bounded
-from demo.adapters import build_demo_adapters, cached_demo_dir
+from demo.trained_adapters import build_demo_adapters, cached_demo_dir
 from replay.analysis.compare import compare, format_comparison
 from replay.corpus.capture_suite import BuildReport, build_suite
 from replay.corpus.resolve import load_keys
 from replay.corpus.transcripts import TranscriptDir, TranscriptHeader, transcript_lines
-from replay.run.config import RunConfig
 from replay.run.decisions import run
 from replay.run.directory import load_results
+from replay.run.run_config import RunConfig
 from replay.suite import freeze_suite, load_suite
 from serve.engine.modelbuild import cache_dir
 

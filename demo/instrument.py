@@ -22,7 +22,7 @@ from replay.analysis.gates import Status
 from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.report.summary import text_table
 from replay.calibration.calibrate import CALIBRATION_JSON, calibrate
-from replay.calibration.gate import ALL_JUDGED
+from replay.calibration.planted_gates import ALL_JUDGED
 from replay.calibration.results import Calibration, Rate
 from replay.calibration.sandbox import ALL_SANDBOX
 from replay.calibration.spec import load_spec

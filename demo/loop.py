@@ -54,12 +54,12 @@ from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.corpus_suite import CorpusRead, build_corpus_suites
 from replay.curation.build import curate, open_inputs
 from replay.curation.classes import DecisionClass
-from replay.curation.policy import CurationPolicy, load_policy
+from replay.curation.curation_policy import CurationPolicy, load_policy
 from replay.curation.pool import read_pool
 from replay.memory.ledger import Ledger
-from replay.run.config import RunConfig
 from replay.run.decisions import run
 from replay.run.directory import load_results
+from replay.run.run_config import RunConfig
 from replay.sandbox.pack import load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox
 from replay.sandbox.scenario import Scenario

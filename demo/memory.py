@@ -8,7 +8,7 @@ Rule ids are written `lc:<slug>`, as `replay.memory.files` names them. Roles:
 * `neutral` — authorised, about things the suite does not score;
 * `legacy` — no `evidence:` (injected only when an arm names it).
 
-`replay.memory.checks.check_memory` finds no violation in these files, only the legacy warnings.
+`replay.memory.contract.check_memory` finds no violation in these files, only the legacy warnings.
 
 ws-files is written in the older style (` — ` in headings) to exercise both spellings.
 """

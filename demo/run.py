@@ -4,8 +4,8 @@
 LoRA adapter learned, at zero training cost. The demo asks it of the embedded model on the demo
 suite: base × {withheld, one rule, workspace memory}, two trained adapters × withheld, and one
 `workspace-minus:<id>` ablation arm per injected rule (the causal lesson gate), and one
-`rules:<id>` arm per rule with a claim (demo/claims.py) outside the ablated workspace, for rule uptake. Everything runs
-against the real CPU engine behind the real gateway. Re-running into the same directory resumes.
+`rules:<id>` arm per rule with a claim (demo/rule_claims.py) outside the ablated workspace, for rule uptake.
+Everything runs against the real CPU engine behind the real gateway. Re-running into the same directory resumes.
 """
 
 from __future__ import annotations
@@ -21,13 +21,13 @@ from typing import Any
 from core.atomicwrite import write_text_atomic
 from core.errors import WorkerTierError
 from core.records import HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, ResultRecord
-from demo.adapters import build_demo_adapters
-from demo.claims import CLAIMS
+from demo.demo_data import write_demo
 from demo.instrument import instrument_beside_model, instrument_verdict, planted_calibration
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
-from demo.pack import write_pack
+from demo.rule_claims import CLAIMS
+from demo.scenario_pack import write_pack
 from demo.serving import ENGINE_CONFIG, say, serving
-from demo.suite import write_demo
+from demo.trained_adapters import build_demo_adapters
 from replay.analysis.compare import ALL_POSITIVE, Comparison, Tainted, compare, format_comparison
 from replay.analysis.gates import Verdict as GateVerdict
 from replay.analysis.gates import evaluate_gate, format_verdict, write_verdict
@@ -55,10 +55,10 @@ from replay.memory.lessons import (
     trials_from_results,
 )
 from replay.memory.uptake import Uptake, concerns, uptake_table
-from replay.run.config import RunConfig
 from replay.run.decisions import run_async
 from replay.run.directory import ENGINE_JSON, load_results, read_engine_settings
-from replay.sandbox.evidence import evidence_subject, format_tables, pair_results, write_evidence
+from replay.run.run_config import RunConfig
+from replay.sandbox.gate_evidence import evidence_subject, format_tables, pair_results, write_evidence
 from replay.sandbox.pack import Pack, load_pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox_async
 from replay.suite import Suite, freeze_suite, load_suite
@@ -179,7 +179,7 @@ def ablation_arms(suite: Suite, memory_root: Path) -> list[dict[str, Any]]:
 
 
 def uptake_arms(suite: Suite) -> list[dict[str, Any]]:
-    """One `rules:<id>` arm per claimed rule (demo/claims.py), on that rule's workspace: uptake
+    """One `rules:<id>` arm per claimed rule (demo/rule_claims.py), on that rule's workspace: uptake
     compares it with the base, which carries no rule. An ablated workspace gets none: its rules'
     uptake is the ablation pair (the workspace's memory with and without the rule), and a second
     pair there would cost ten requests a rule. Nor does a rule whose claim concerns no decision of
@@ -402,7 +402,7 @@ def analyse(run_dir: Path, suite: Suite, memory_root: Path, ledger: Ledger, sand
     for workspace, diff in plan.diffs.items():
         (run_dir / f"lessons-{workspace}.diff").write_text(diff)
     uptake = uptake_table(CLAIMS, uptake_pairs(results), results, suite.decisions)
-    tables += ["", "Rule uptake (demo/claims.py says what each rule asks for):", format_uptake(uptake)]
+    tables += ["", "Rule uptake (demo/rule_claims.py says what each rule asks for):", format_uptake(uptake)]
     html, rows = demo_report(run_dir, results, comparisons, verdicts, suite.decisions, [*plan.verdicts, *loo], uptake,
                              tainted)
     head = [format_summary(rows), noise_floor_line(rows, comparisons)]

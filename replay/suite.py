@@ -37,8 +37,8 @@ from core.names import excerpt
 from core.records import BUILTIN_STRATA, HELD_OUT_EXCLUDED, KNOWN_FAILURE, Decision, Strict
 from core.tomlfile import read_toml
 from replay.errors import ReplayError
-from replay.privacy.audit import audit_directory
 from replay.privacy.redact import residuals
+from replay.privacy.release_audit import audit_directory
 from replay.suite_checks import check_across, check_decision
 
 M = TypeVar("M", bound=BaseModel)
@@ -150,7 +150,7 @@ def freeze_suite(suite_dir: Path | str, at: datetime | None = None, *, synthetic
                  workspaces: frozenset[str] | None = None) -> FrozenManifest:
     """Write the `[frozen]` manifest into suite.toml (the only write to a suite).
 
-    Refuses an invalid suite, one in which the privacy audit (replay/privacy/audit.py, with the registered
+    Refuses an invalid suite, one in which the privacy audit (replay/privacy/release_audit.py, with the registered
     `workspaces` when given) finds anything (unless `synthetic`: its values are invented, as the demo's
     generator's are), and an already-frozen one whose decisions changed; freezing an unchanged frozen suite
     again returns its manifest and writes nothing.

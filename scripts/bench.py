@@ -58,9 +58,9 @@ from pathlib import Path
 
 from core.process import free_port, run_main, run_to_end
 from core.records import Decision
-from demo.suite import write_demo
-from replay.run.config import RunConfig
+from demo.demo_data import write_demo
 from replay.run.decisions import run
+from replay.run.run_config import RunConfig
 from replay.suite import freeze_suite, load_suite
 from serve.engine.launcher import KERNEL_FLAGS, EngineProcess, host_cpu_flags, load_engine_config
 

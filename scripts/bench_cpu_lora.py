@@ -31,10 +31,10 @@ from bench import ENGINE_CONFIG, marked_slice
 from vllm.lora.ops.torch_ops import bgmv_expand, bgmv_shrink
 
 from core.process import free_port, run_main
-from demo.adapters import build_demo_adapters, cached_demo_dir
-from replay.run.config import RunConfig
+from demo.trained_adapters import build_demo_adapters, cached_demo_dir
 from replay.run.decisions import run
 from replay.run.directory import load_results
+from replay.run.run_config import RunConfig
 from replay.suite import load_suite
 from serve.engine.cpulora import expand, shrink, token_groups
 from serve.engine.launcher import EngineProcess, load_engine_config

@@ -20,9 +20,9 @@ from pathlib import Path
 from bench import ENGINE_CONFIG
 
 from core.process import free_port, run_main
-from demo.adapters import build_demo_adapters
 from demo.run import demo_data, replay_beside_sandbox, run_config, sandbox_config, sandbox_pack
 from demo.serving import serving
+from demo.trained_adapters import build_demo_adapters
 from replay.run.decisions import run
 from replay.sandbox.runner import run_sandbox
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config, preloaded

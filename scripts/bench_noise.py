@@ -30,10 +30,10 @@ from bench import ENGINE_CONFIG, marked_slice  # scripts/ is this script's own d
 
 from core.process import free_port, run_main
 from core.records import ParseOutcome, ResultRecord
-from demo.suite import write_demo
-from replay.run.config import RunConfig
+from demo.demo_data import write_demo
 from replay.run.decisions import run
 from replay.run.directory import load_results
+from replay.run.run_config import RunConfig
 from replay.suite import load_suite
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 

@@ -36,7 +36,7 @@ from transformers import AutoTokenizer
 
 from core.process import free_port, run_main
 from core.records import ParseOutcome
-from demo.suite import write_demo
+from demo.demo_data import write_demo
 from replay.run.directory import load_results
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 

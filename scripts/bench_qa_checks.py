@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from replay.qa.check_config import load_config  # noqa: E402
 from replay.qa.checks import count_findings, unacknowledged_findings  # noqa: E402
-from replay.qa.config import load_config  # noqa: E402
 from tests.support.qa_phrasings import COUNT_CASES, ERROR_CASES, score_counts, score_errors, table  # noqa: E402
 
 

@@ -28,7 +28,7 @@ from bench import ENGINE_CONFIG, REPO, marked_slice
 from bench_cpu_lora import ADAPTER, load_adapter, replay
 
 from core.process import free_port, run_main
-from demo.adapters import build_demo_adapters, cached_demo_dir
+from demo.trained_adapters import build_demo_adapters, cached_demo_dir
 from serve.engine.adapters import merge_adapter
 from serve.engine.launcher import EngineConfig, EngineProcess, load_engine_config
 from serve.engine.modelbuild import cache_dir, default_model_dir

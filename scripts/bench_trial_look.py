@@ -25,12 +25,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from core.capture import SCHEMA as CAPTURE_SCHEMA
-from core.capture import parse_instant, read_decisions
+from core.capture_store import SCHEMA as CAPTURE_SCHEMA
+from core.capture_store import parse_instant, read_decisions
 from core.process import run_main
 from serve.gateway.registry import Registry
-from serve.trials.policy import Step, TrialPolicy
 from serve.trials.signals import StepWindow, read_window, stamp
+from serve.trials.trial_policy import Step, TrialPolicy
 
 NOW = 1_800_000_000.0
 WINDOW_S = 600.0
@@ -48,7 +48,7 @@ def times(n: int, rng: random.Random) -> list[float]:
 
 
 def iso(epoch: float) -> str:
-    """The capture store's own time format (core.capture.TIME_FORMAT)."""
+    """The capture store's own time format (core.capture_store.TIME_FORMAT)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1e6):06d}Z"
 
 

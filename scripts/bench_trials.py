@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from serve.trials.calibrate import simulate
+from serve.trials.simulation import simulate
 
 
 def wilson_upper(k: int, n: int, z: float = 1.96) -> float:

@@ -12,7 +12,7 @@
 set -euo pipefail
 started=$(date +%s)
 cd "$(dirname "$0")/.."
-# The install's budget: demo/gpucheck/plan.py's `install` step says the same (a test holds them equal).
+# The install's budget: demo/gpucheck/steps.py's `install` step says the same (a test holds them equal).
 INSTALL_BUDGET_S=240
 PYTHON=${PYTHON:-python3}
 export PYTHONUNBUFFERED=1

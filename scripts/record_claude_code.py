@@ -30,7 +30,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from core.canonical import message_digest  # noqa: E402
-from core.capture import read_decisions  # noqa: E402
+from core.capture_store import read_decisions  # noqa: E402
 from core.errors import WorkerTierError  # noqa: E402
 from demo.agent import WORKSPACE, agent_session  # noqa: E402
 from tests.support.gateway_harness import RunningGateway, write_config  # noqa: E402

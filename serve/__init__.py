@@ -8,7 +8,7 @@ Inside, the arrows go `engine` ← `gateway` ← `trials`, and `app.py` wires th
 - `app.py`: the gateway's FastAPI app, the composition root of `worker-serve gateway`
 - `cli/`: `worker-serve`, one module per command group (model, adapter, engine, gateway, keys, evidence, trial)
 - `admin_client.py`: the admin API's client, for `adapter` and `trial`
-- `evidence.py`: production-gate evidence from the gateway's stores (`worker-serve evidence`)
+- `evidence_export.py`: production-gate evidence from the gateway's stores (`worker-serve evidence`)
 - `errors.py`: `ServeError`, the serving branch of the exception root
 - `__main__.py`: `python -m serve`
 """

@@ -14,7 +14,7 @@ adds what spans them all: the body limit and the errors in each API's shape.
 | `GET /v1/models` | routes (with production, rollback target, canary, shadow), the base model and the loaded adapter versions; with a keys file, only for a caller with a key (401 otherwise). |
 | `GET /health` | 200 while at least one engine is healthy, else 503 with `Retry-After`. |
 | `GET /metrics` | Prometheus text (see serve/gateway/metrics.py and serve/gateway/gpu.py). |
-| `/admin/...` | see serve/gateway/endpoints/admin.py; `/admin/trials/...`: serve/trials/admin.py. |
+| `/admin/...` | see serve/gateway/endpoints/admin.py; `/admin/trials/...`: serve/trials/admin_routes.py. |
 """
 
 from __future__ import annotations
@@ -37,8 +37,8 @@ from serve.gateway.endpoints import admin, anthropic, monitoring, openai
 from serve.gateway.errors import ErrorResponse, GatewayError
 from serve.gateway.service import Gateway
 from serve.gateway.tenancy import ACCESS_LOG_FILTER
-from serve.trials import admin as trials_admin
-from serve.trials.service import TrialService
+from serve.trials import admin_routes as trials_admin
+from serve.trials.supervisor import TrialService
 
 LINGER_BYTES = 64 * 2**20
 """How much of a refused body past the limit is read and thrown away before its 413 is sent, as nginx's

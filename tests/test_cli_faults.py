@@ -1,6 +1,6 @@
 """I/O faults under the three console scripts, each run as a user would (its own process): a full disk under an
 output file or under stdout is one `error:` line and exit 2 with nothing half-written left; stdout closed by its
-reader (`… | head`) is quiet, exit 141, as Unix tools do. The rule itself: tests/core/test_cli.py."""
+reader (`… | head`) is quiet, exit 141, as Unix tools do. The rule itself: tests/core/test_console.py."""
 
 from __future__ import annotations
 

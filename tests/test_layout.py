@@ -245,37 +245,10 @@ def test_the_map_check_names_the_missing_line_the_stale_line_and_the_missing_ini
 # A module's file name is used once across the packages (issue 61), but where README's Layout says why: Python's
 # own files, a package's exceptions (`errors.py`), a CLI package's modules named for their commands
 # (`replay/cli/gate.py` is `worker-replay gate`), and the demo's workspaces, one module each in `demo/scenarios/` and
-# `demo/worlds/`. STILL_SHARED lists by name the file names shared today without such a reason: each is to be
-# renamed for what it holds, and then removed here (an entry no longer shared fails, so the list only shrinks).
+# `demo/worlds/`.
 SHARED_BY_LAYOUT = frozenset({"__init__.py", "__main__.py", "errors.py"})
 CLI_PACKAGES = ("replay/cli", "serve/cli")
 PER_WORKSPACE = ("demo/scenarios", "demo/worlds")
-STILL_SHARED = {
-    "adapters.py": ("demo/adapters.py", "serve/engine/adapters.py"),
-    "admin.py": ("serve/gateway/endpoints/admin.py", "serve/trials/admin.py"),
-    "attestation.py": ("core/attestation.py", "replay/analysis/gates/attestation.py"),
-    "audit.py": ("replay/corpus/audit.py", "replay/privacy/audit.py"),
-    "base.py": ("demo/scenarios/base.py", "serve/gateway/apis/base.py"),
-    "calibrate.py": ("replay/calibration/calibrate.py", "serve/trials/calibrate.py"),
-    "capture.py": ("core/capture.py", "serve/gateway/capture.py"),
-    "checks.py": ("replay/memory/checks.py", "replay/qa/checks.py"),
-    "claims.py": ("demo/claims.py", "replay/sandbox/claims.py"),
-    "cli.py": ("core/cli.py", "demo/cli.py"),
-    "config.py": ("replay/qa/config.py", "replay/run/config.py", "serve/gateway/config.py"),
-    "context.py": ("demo/gpucheck/context.py", "replay/analysis/gates/context.py", "replay/corpus/context.py"),
-    "evidence.py": ("core/evidence.py", "replay/sandbox/evidence.py", "serve/evidence.py"),
-    "files.py": ("replay/memory/files.py", "replay/qa/files.py"),
-    "gate.py": ("replay/calibration/gate.py", "replay/qa/gate.py"),
-    "pack.py": ("demo/pack.py", "replay/sandbox/pack.py"),
-    "plan.py": ("demo/gpucheck/plan.py", "replay/analysis/plan.py"),
-    "planted.py": ("replay/calibration/planted.py", "replay/qa/planted.py"),
-    "policy.py": ("replay/analysis/gates/policy.py", "replay/curation/policy.py", "serve/trials/policy.py"),
-    "report.py": ("replay/calibration/report.py", "replay/qa/report.py", "replay/sandbox/report.py"),
-    "retrieval.py": ("replay/analysis/report/retrieval.py", "replay/corpus/retrieval.py"),
-    "run.py": ("demo/gpucheck/run.py", "demo/run.py", "replay/qa/run.py"),
-    "service.py": ("serve/gateway/service.py", "serve/trials/service.py"),
-    "suite.py": ("demo/suite.py", "replay/suite.py"),
-}
 
 
 def shared_names(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, tuple[str, ...]]:
@@ -294,7 +267,7 @@ def shared_names(root: Path, packages: tuple[str, ...] = PACKAGES) -> dict[str, 
 
 
 def test_each_module_name_is_used_once_but_where_the_layout_says_why() -> None:
-    assert shared_names(REPO) == STILL_SHARED
+    assert shared_names(REPO) == {}
 
 
 def test_the_name_check_names_a_shared_name_and_passes_what_the_layout_explains(tmp_path: Path) -> None:

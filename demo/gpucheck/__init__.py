@@ -3,9 +3,9 @@ vLLM's GPU build behind the real gateway, every serving feature production relie
 within a fixed budget, so that a short loan of a GPU host is enough. `--dry-run` runs the same steps on
 the CPU engine.
 
-- `run.py`: every step in order, each timed against its budget; the table and `gpu-check.json`
-- `plan.py`: the steps, their budgets, what is skipped, and the report (pure)
-- `context.py`: what the steps share: options, started services, outcomes
+- `all_steps.py`: every step in order, each timed against its budget; the table and `gpu-check.json`
+- `steps.py`: the steps, their budgets, what is skipped, and the report (pure)
+- `check_context.py`: what the steps share: options, started services, outcomes
 - `services.py`: the steps that bring the stack up: config check, model, engine, gateway
 - `probes.py`: the requests sent through the gateway and what each answer must show
 - `workload.py`: the two loads: a two-arm replay and the gateway overhead bench

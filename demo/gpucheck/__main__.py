@@ -1,5 +1,5 @@
 import sys
 
-from demo.gpucheck.run import main
+from demo.gpucheck.all_steps import main
 
 sys.exit(main())

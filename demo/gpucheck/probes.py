@@ -16,8 +16,8 @@ from typing import Any
 from prometheus_client.parser import text_string_to_metric_families
 
 from core.jsonfile import JsonFileError, loads_bounded
-from demo.gpucheck.context import CheckFailedError, Done, GpuCheckContext, StepSkippedError, run_bounded
-from demo.gpucheck.plan import Figure
+from demo.gpucheck.check_context import CheckFailedError, Done, GpuCheckContext, StepSkippedError, run_bounded
+from demo.gpucheck.steps import Figure
 from serve.gateway.metrics import parse_engine_metrics
 
 UPSTREAM = "engine-0"  # the one upstream of the check's gateway (demo.serving.gateway_config)

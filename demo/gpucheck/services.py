@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from core.process import ServiceProcess, free_port, is_healthy
-from demo.gpucheck.context import (
+from demo.gpucheck.check_context import (
     GPU_CONFIG,
     PRODUCTION_CONFIG,
     CheckFailedError,

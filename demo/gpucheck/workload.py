@@ -10,12 +10,12 @@ from typing import Any
 
 from core.jsonfile import JsonFileError, loads_bounded
 from core.records import ResultRecord
-from demo.gpucheck.context import REPO, CheckFailedError, Done, GpuCheckContext, run_bounded
+from demo.gpucheck.check_context import REPO, CheckFailedError, Done, GpuCheckContext, run_bounded
 from demo.run import BASELINE, DEMO_CONCURRENCY, demo_data
 from replay.analysis.compare import is_held_out_positive
-from replay.run.config import RunConfig
 from replay.run.decisions import run
 from replay.run.directory import load_results
+from replay.run.run_config import RunConfig
 from replay.suite import Suite, freeze_suite, load_suite
 from serve.engine.outdir import replaced_whole
 

@@ -12,7 +12,7 @@ the user asked for what they carry, so key-set correctness is a fair test.
 
 The building blocks, then one module per demo workspace, each ending in its `KIT`:
 
-- `base.py`: the building blocks: `ScenarioStep`, `Rejection`, `Kit`, the `Convo` builder
+- `parts.py`: the building blocks: `ScenarioStep`, `Rejection`, `Kit`, the `Convo` builder
 - `invoicing.py`: ws-invoicing: invoices, customers and payments
 - `support.py`: ws-support: tickets, customers and escalations
 - `sales.py`: ws-sales: contacts, deals and calendar
@@ -20,7 +20,7 @@ The building blocks, then one module per demo workspace, each ending in its `KIT
 """
 
 from demo.scenarios import files, invoicing, sales, support
-from demo.scenarios.base import Call, Kit, Messages, Rejection, ScenarioStep, wrap_up
+from demo.scenarios.parts import Call, Kit, Messages, Rejection, ScenarioStep, wrap_up
 
 KITS = (invoicing.KIT, support.KIT, sales.KIT, files.KIT)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from random import Random
 from typing import Any
 
-from demo.scenarios.base import (
+from demo.scenarios.parts import (
     CURRENCIES,
     Convo,
     Kit,

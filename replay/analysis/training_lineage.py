@@ -94,7 +94,7 @@ class _Source(BaseModel):
 
 
 class _NearRule(BaseModel):
-    """What the check reads of a curation policy (replay/curation/policy.py's): its near-duplicate rule."""
+    """What the check reads of a curation policy (replay/curation/curation_policy.py's): its near-duplicate rule."""
 
     model_config = ConfigDict(extra="ignore")
     near_duplicate_ngram: int = Field(default=NGRAM, gt=0)

@@ -5,7 +5,7 @@
 - `spec.py`: CAL.toml and the replay run it asks for
 - `simulate.py`: a replicate's result rows without HTTP
 - `calibrate.py`: `worker-replay calibrate`: end to end, then the bulk
-- `gate.py`: gate conditions against planted candidates
+- `planted_gates.py`: gate conditions against planted candidates
 - `lesson.py`: the lesson gate against a planted harmful rule
 - `sandbox.py`: the sandbox conditions against planted episodes
 - `results.py`: `calibration.json`: each rate a count with its Wilson interval

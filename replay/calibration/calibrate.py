@@ -26,9 +26,9 @@ from core.atomicwrite import write_text_atomic
 from replay.analysis.compare import compare
 from replay.analysis.gates.context import GateContext
 from replay.analysis.gates.policy import load_policy
-from replay.calibration.gate import calibrate_gate, judged_conditions
 from replay.calibration.lesson import calibrate_lesson, evicted
 from replay.calibration.planted import serve_planted
+from replay.calibration.planted_gates import calibrate_gate, judged_conditions
 from replay.calibration.report import format_calibration, power_svg, targets
 from replay.calibration.results import Calibration, EndToEnd
 from replay.calibration.sandbox import (
@@ -45,7 +45,7 @@ from replay.calibration.spec import BASELINE_ARM, CalibrationError, CalibrationS
 from replay.memory.lessons import AblationPolicy
 from replay.run.decisions import run
 from replay.run.directory import load_results
-from replay.sandbox.evidence import pair_results
+from replay.sandbox.gate_evidence import pair_results
 from replay.sandbox.measures import Scores
 from replay.sandbox.pack import Pack
 from replay.sandbox.runner import load_sandbox_results, run_sandbox

@@ -2,7 +2,7 @@
 
 The conditions a sandbox run judges (isolated replay completion, no increase in unsupported
 completion, no new critical failures) are evaluated per replicate by the gate's own code on the
-evidence files `replay.sandbox.evidence` writes from paired scores, exactly as `worker-replay
+evidence files `replay.sandbox.gate_evidence` writes from paired scores, exactly as `worker-replay
 sandbox evidence` + `gate` would. Each is a point threshold at a margin of 0 (no regression), not a
 test: the candidate planted identical to the baseline sits exactly at the margin, so its pass rate
 is the false-pass rate, shown without an α.
@@ -31,8 +31,8 @@ from replay.calibration.episodes import EPISODE_KINDS, EpisodeScripts, PackArmBe
 from replay.calibration.results import ConditionCalibration, PackCandidateRates, PackReport, Rate
 from replay.calibration.simulate import Progress
 from replay.calibration.spec import CalibrationSpec
-from replay.run.config import RunConfig
-from replay.sandbox.evidence import Pairs, write_evidence
+from replay.run.run_config import RunConfig
+from replay.sandbox.gate_evidence import Pairs, write_evidence
 from replay.sandbox.measures import Scores
 from replay.sandbox.pack import Pack
 from replay.stats import overhead

@@ -22,7 +22,7 @@ from replay.calibration.episodes import PackArmBehaviour
 from replay.calibration.planted import PlantedError, PlantedSpec, redraw_rate
 from replay.errors import ReplayError
 from replay.memory.files import load_memory
-from replay.run.config import RunConfig
+from replay.run.run_config import RunConfig
 from replay.suite import Suite
 
 BASELINE_ARM = "baseline"

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import argparse
 
-from core.cli import run_command
+from core.console import run_command
 from replay.cli import (
     calibrate,
     compare,

@@ -13,7 +13,7 @@ DEFAULT_POLICY = Path("configs/curation/s1.1.toml")
 
 
 def _pool(args: argparse.Namespace) -> int:
-    from replay.curation.policy import load_policy
+    from replay.curation.curation_policy import load_policy
     from replay.curation.pool import audit_pool, format_pool, open_corpora
 
     policy = load_policy(args.policy)[0]

@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from replay.memory.checks import check_memory, has_violations
+from replay.memory.contract import check_memory, has_violations
 from replay.memory.files import workspace_dirs
 
 

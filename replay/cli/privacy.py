@@ -1,4 +1,4 @@
-"""`worker-replay privacy audit`: what leaves, audited (replay/privacy/audit.py)."""
+"""`worker-replay privacy audit`: what leaves, audited (replay/privacy/release_audit.py)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from replay.cli.common import registered
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from replay.privacy.audit import audit_directory
+    from replay.privacy.release_audit import audit_directory
 
     audit = audit_directory(args.dir, registered(args.keys))
     print(audit.to_json() if args.json else audit)

@@ -33,8 +33,8 @@ def _corpora(roots: Sequence[Path]) -> list[ClaudeCodeDir]:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from replay.qa.config import load_config
-    from replay.qa.report import check_corpora, format_check
+    from replay.qa.check_config import load_config
+    from replay.qa.findings_report import check_corpora, format_check
 
     rules, guard = load_config(args.config)
     report = check_corpora(_corpora(args.corpora), rules, guard)
@@ -46,9 +46,9 @@ def _labels(args: argparse.Namespace) -> int:
     from core.evidence import Disposition
     from core.guard import GuardRules
     from replay.qa.errors import QAError
-    from replay.qa.files import write_jsonl
+    from replay.qa.finished_run import Run, corpus_runs
     from replay.qa.labels import build_labels, read_dispositions
-    from replay.qa.run import Run, corpus_runs
+    from replay.qa.qa_files import write_jsonl
 
     corpora = _corpora(args.corpora)
     if any(corpus.holds(args.out) for corpus in corpora):
@@ -76,11 +76,11 @@ def _labels(args: argparse.Namespace) -> int:
 
 
 def _review(args: argparse.Namespace) -> int:
-    from replay.qa.config import load_config
+    from replay.qa.check_config import load_config
     from replay.qa.errors import QAError
     from replay.qa.labels import read_labels
     from replay.qa.review import review
-    from replay.run.config import Arm, Decoding, Endpoint, RunConfig, Runner
+    from replay.run.run_config import Arm, Decoding, Endpoint, RunConfig, Runner
 
     corpora = _corpora(args.corpora)
     if any(corpus.holds(args.out) for corpus in corpora):
@@ -109,8 +109,8 @@ def _review(args: argparse.Namespace) -> int:
 
 def _agree(args: argparse.Namespace) -> int:
     from replay.qa.agreement import agreement, format_agreement
-    from replay.qa.files import write_text
     from replay.qa.labels import read_labels
+    from replay.qa.qa_files import write_text
     from replay.qa.verdicts import gather, production_lines, read_verdicts
 
     runs = read_labels(args.labels)
@@ -125,9 +125,9 @@ def _agree(args: argparse.Namespace) -> int:
 
 def _plant(args: argparse.Namespace) -> int:
     from replay.qa.errors import QAError
-    from replay.qa.files import write_jsonl
     from replay.qa.labels import read_labels
-    from replay.qa.planted import PlantedRates, planted_verdicts
+    from replay.qa.planted_reviewer import PlantedRates, planted_verdicts
+    from replay.qa.qa_files import write_jsonl
 
     try:
         rates = PlantedRates(false_pass=args.false_pass, escalation=args.escalation, false_fail=args.false_fail)

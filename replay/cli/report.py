@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.cli import pair_item
+from core.console import pair_item
 from core.records import Decision
 from replay.analysis.report import report_run
 from replay.cli.common import ledger_option

@@ -10,8 +10,8 @@ from replay.analysis.provenance import record_run
 from replay.analysis.training_lineage import check_run
 from replay.cli.common import ledger_option
 from replay.memory.ledger import Ledger
-from replay.run.config import load_run_config
 from replay.run.decisions import run
+from replay.run.run_config import load_run_config
 from replay.suite import load_suite
 
 

@@ -8,10 +8,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from core.cli import pair_item, reference_first
-from replay.run.config import load_run_config
+from core.console import pair_item, reference_first
 from replay.run.directory import RunError, read_run_json
-from replay.sandbox.evidence import evidence_subject, format_tables, pair_results, write_evidence
+from replay.run.run_config import load_run_config
+from replay.sandbox.gate_evidence import evidence_subject, format_tables, pair_results, write_evidence
 from replay.sandbox.measures import scores_json
 from replay.sandbox.pack import (
     Pack,
@@ -22,7 +22,7 @@ from replay.sandbox.pack import (
     pack_stats,
     validate_pack,
 )
-from replay.sandbox.report import write_sandbox_report
+from replay.sandbox.report_section import write_sandbox_report
 from replay.sandbox.runner import load_sandbox_results, rescore, run_sandbox
 
 

@@ -15,7 +15,7 @@ from replay.errors import ReplayError
 from replay.suite import check_privacy, format_stats, freeze_suite, load_suite, suite_stats, validate_suite
 
 if TYPE_CHECKING:
-    from replay.corpus.context import EngineContext
+    from replay.corpus.context_window import EngineContext
 
 
 def _suite_validate(args: argparse.Namespace) -> int:
@@ -74,7 +74,7 @@ def _context(args: argparse.Namespace) -> Iterator[EngineContext | None]:
     if args.context_of is None:
         yield None
         return
-    from replay.corpus.context import engine_context
+    from replay.corpus.context_window import engine_context
 
     context = engine_context(args.context_of, args.answer_tokens)
     try:

@@ -8,7 +8,7 @@ Redaction, which every suite build applies, is `replay.privacy`.
 - `resolve.py`: content-free descriptors proven by hash against a source
 - `capture_suite.py`: suites from the capture store
 - `corpus_suite.py`: suites from a corpus alone, task-disjoint splits
-- `context.py`: prompts the target engine cannot hold, left out when a suite is built
+- `context_window.py`: prompts the target engine cannot hold, left out when a suite is built
 - `audit.py`: `worker-replay corpus audit`: what a corpus holds
 - `retrieval.py`: `corpus reads`: memory reads per turn, the index's coverage
 """

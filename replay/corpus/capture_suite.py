@@ -23,7 +23,7 @@ in that API's own shape (Messages: `system`, `messages`, tools with `input_schem
 it through the same API and the engine renders the same prompt. With workspace keys, every
 decision is redacted before it is written (replay/privacy/redact.py: typed pseudonyms, one key per
 workspace, never in the suite; every registered workspace name and the paths the runtime wrote for the session
-too), and the privacy audit (replay/privacy/audit.py) runs on what is about to be written: a suite in which it
+too), and the privacy audit (replay/privacy/release_audit.py) runs on what is about to be written: a suite in which it
 finds anything is not written.
 """
 
@@ -41,7 +41,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
-from core.capture import CORPUS, CapturedDecision, Threaded, read_decisions, thread_key
+from core.capture_store import CORPUS, CapturedDecision, Threaded, read_decisions, thread_key
 from core.guard import FAILURES, GuardKind
 from core.names import excerpt, is_name
 from core.records import KNOWN_FAILURE, REQUESTS, Decision, FailedAction, MemoryRef, Target
@@ -50,8 +50,8 @@ from core.wire import WIRES, DecisionApi
 from replay.corpus.resolve import CaptureRefusal, RefusalReason, Resolved, Verify, resolve
 from replay.corpus.transcripts import TranscriptSource
 from replay.memory.inject import MEMORY_CLOSE, MEMORY_OPEN, RULES_CLOSE, RULES_OPEN
-from replay.privacy.audit import PrivacyAudit
 from replay.privacy.redact import PSEUDONYM, Pseudonymizer, request_paths
+from replay.privacy.release_audit import PrivacyAudit
 from replay.privacy.tenants import NO_NAMES, TenantNames
 from replay.suite import DECISIONS_JSONL, SUITE_TOML, SuiteError, SuiteProblem, validate_suite
 from replay.suite_checks import request_hash
@@ -158,7 +158,7 @@ def redact_decision(decision: Decision, pseudonymizer: Pseudonymizer) -> Decisio
     and cluster (ids, strata, tool names and key sets are structure and stay). The session stays a
     name: its pseudonyms are written without their angle brackets (`s-IP_99da6347`). The workspace's
     name and paths are replaced in the text (request, arguments) only: session and cluster are
-    identifiers the platform's own tools join on, as the workspace is (replay/privacy/audit.py)."""
+    identifiers the platform's own tools join on, as the workspace is (replay/privacy/release_audit.py)."""
     data = decision.model_dump(mode="json", exclude_none=True)
     identifiers = replace(pseudonymizer, names=NO_NAMES)  # the same counts
     data["request"] = pseudonymizer.value(data["request"])
@@ -277,7 +277,7 @@ def select_decisions(captured: Sequence[CapturedDecision], out: Path, where: str
     them when it finds anything. Strata are read
     from all of `captured`; `include` then says why a decision is left out of this suite (a time window, the
     other side of a split), or None to keep it; `fits` says the same of a decision as it would be written (a
-    prompt the target engine cannot hold: `replay.corpus.context`).
+    prompt the target engine cannot hold: `replay.corpus.context_window`).
 
     Each decision says its thread where the runtime's record does: a corpus row's own (`main`, a subagent's,
     whose parent call `parent_calls` gives by `thread_key`), or the thread of the session file a descriptor

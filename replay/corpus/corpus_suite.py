@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.canonical import request_digest
-from core.capture import CANONICAL, CORPUS, CapturedDecision, ToolResult, stored_time
+from core.capture_store import CANONICAL, CORPUS, CapturedDecision, ToolResult, stored_time
 from core.guard import GuardRules, classify
 from core.records import Decision
 from core.scoring import chosen_call

@@ -3,7 +3,7 @@
 A descriptor claims "the model saw a request with these hashes". `resolve` finds the session in a
 `TranscriptSource`, takes the calls it recorded with as many messages as the captured turn, and
 recomputes every message hash and the request hash with the very functions the gateway hashed with
-(core/canonical.py; `core.capture`'s raw ones for rows written before the canonical form). What it
+(core/canonical.py; `core.capture_store`'s raw ones for rows written before the canonical form). What it
 checks, in order (the first failure refuses, with its reason):
 
 1. the session is in the corpus (`session missing`), readable (`transcript unreadable`) and written
@@ -40,7 +40,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field
 
 from core.canonical import message_digest, request_digest
-from core.capture import CANONICAL, CapturedDecision, message_hash, request_sha256
+from core.capture_store import CANONICAL, CapturedDecision, message_hash, request_sha256
 from core.names import NAME_RULE, Name, excerpt, is_name
 from core.records import REQUESTS, Strict
 from core.scoring import chosen_call

@@ -2,7 +2,7 @@
 corrections, every example with its provenance.
 
 - `classes.py`: the closed sets curation speaks in: decision classes, mix classes, origins
-- `policy.py`: a curation policy (`configs/curation/*.toml`)
+- `curation_policy.py`: a curation policy (`configs/curation/*.toml`)
 - `pool.py`: `curate pool`: what a corpus could give a training set
 - `proofs.py`: replay-proven corrections and the lesson gate's kept rules, from run directories
 - `repeats.py`: redundant repeats: a target that makes again a call its prompt holds the ok answer of

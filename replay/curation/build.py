@@ -18,9 +18,9 @@ cluster, per tool's share of the calls the set asks for); the draw renders each 
 redacted with the workspace's key (every registered workspace name and the paths the runtime wrote for the session
 too), and refuses one whose redacted request is a decision of an excluded suite, or a near-copy of one by token
 8-grams (core/near_duplicates.py), or that the privacy check still finds a value in. The privacy audit
-(replay/privacy/audit.py) then reads the three files as they will be written, and the build writes nothing when it
-finds anything. A class that cannot reach its ask fails the build, or (`shrink`) every class is cut alike, by the
-share of its ask the shortest class got (a class that got nothing left out), and the draw is made again: the set
+(replay/privacy/release_audit.py) then reads the three files as they will be written, and the build writes nothing
+when it finds anything. A class that cannot reach its ask fails the build, or (`shrink`) every class is cut alike, by
+the share of its ask the shortest class got (a class that got nothing left out), and the draw is made again: the set
 shrinks to what exists with the mix kept, the manifest shows asked against got, and a class is never padded from
 another.
 """
@@ -40,7 +40,7 @@ from typing import Any, cast
 
 from core.attestation import file_sha256
 from core.canonical import request_digest
-from core.capture import CapturedDecision, stored_time, thread_key
+from core.capture_store import CapturedDecision, stored_time, thread_key
 from core.chatrow import chat_row, target_turn
 from core.curated import (
     ChatTrainingRow,
@@ -61,9 +61,9 @@ from replay.corpus.claude_code import RECENT, ClaudeCodeDir
 from replay.corpus.corpus_suite import CorpusRead, cluster_of
 from replay.corpus.resolve import load_keys
 from replay.curation.classes import DecisionClass, MixClass, Origin
+from replay.curation.curation_policy import CurationPolicy, load_policy
 from replay.curation.dataset import Provenance, check_out, set_lines, snapshot, write_set
 from replay.curation.errors import CurationError
-from replay.curation.policy import CurationPolicy, load_policy
 from replay.curation.pool import PoolDecision, open_corpora, read_pool, session_pool
 from replay.curation.proofs import (
     Correction,
@@ -78,8 +78,8 @@ from replay.curation.proofs import (
     recorded_correction,
 )
 from replay.curation.repeats import redundant
-from replay.privacy.audit import PrivacyAudit
 from replay.privacy.redact import Pseudonymizer, request_paths, residuals
+from replay.privacy.release_audit import PrivacyAudit
 from replay.privacy.tenants import TenantNames
 from replay.suite import SUITE_TOML, Suite, load_suite
 from replay.suite_checks import request_hash

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from core.capture import CapturedDecision, thread_key
+from core.capture_store import CapturedDecision, thread_key
 from core.guard import FAILURES, GuardRules
 from core.records import KNOWN_FAILURE, ParseOutcome, Strict
 from core.wireshapes import NeutralAnswer
@@ -27,8 +27,8 @@ from replay.corpus.capture_suite import assign_strata
 from replay.corpus.claude_code import ClaudeCodeDir, SessionFile
 from replay.corpus.corpus_suite import CorpusRead, session_calls
 from replay.curation.classes import DecisionClass, Origin
+from replay.curation.curation_policy import CurationPolicy
 from replay.curation.errors import CurationError
-from replay.curation.policy import CurationPolicy
 from replay.curation.repeats import redundant
 
 TOP_TOOLS = 5

@@ -1,7 +1,7 @@
 """The fast loop read by replay: memory files, their injection, the provenance ledger, lesson verdicts.
 
 - `files.py`: workspace memory files read (`load_memory`)
-- `checks.py`: `check_memory`, the memory contract's checks
+- `contract.py`: `check_memory`, the memory contract's checks
 - `scaffold.py`: `memory init`: an empty memory tree for workspaces recorded without one
 - `inject.py`: an arm's memory condition, injected into a request as production does
 - `ledger.py`: the provenance ledger: which results and verdicts depended on which rule

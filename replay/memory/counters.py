@@ -31,8 +31,8 @@ from core.atomicwrite import write_text_atomic
 from core.records import Strict
 from core.regularfile import not_regular
 from replay.errors import ReplayError
-from replay.memory.checks import RULE_CAP
 from replay.memory.churn import KINDS, UNDATED, Churn, disagreements, git_churn, record_churn, sums, total
+from replay.memory.contract import RULE_CAP
 from replay.memory.files import BINDING, LC_FILE, LOG_FILE, Section, load_memory, workspace_dirs
 
 WEEK_S = 7 * 24 * 3600

@@ -6,5 +6,5 @@ every suite build (replay.corpus), curation (replay.curation) and the suite's ow
 - `recognizers.py`: what redaction detects by shape, on `phonenumbers`, `python-stdnum`, `detect-secrets`; person
   names after a cue in prose or under a key that names a person (pure)
 - `tenants.py`: what redaction finds by value: registered workspace names, the runtime's paths (pure)
-- `audit.py`: the privacy audit of a curated set or a suite directory (reads files)
+- `release_audit.py`: the privacy audit of a curated set or a suite directory (reads files)
 """

@@ -1,4 +1,4 @@
-"""Stop-QA's deterministic checks (DESIGN §13), pure: a finished run (replay/qa/run.py) in, findings out, each
+"""Stop-QA's deterministic checks (DESIGN §13), pure: a finished run (replay/qa/finished_run.py) in, findings out, each
 citing the record ids it rests on. They run before any reviewer and are meant to be read by one, so each is
 conservative: it reports only what the record shows plainly.
 
@@ -44,7 +44,7 @@ from core.jsonfile import parse_problem
 from core.names import Name, excerpt
 from core.patterns import compile_pattern
 from core.records import Strict
-from replay.qa.run import Run, ThreadCall
+from replay.qa.finished_run import Run, ThreadCall
 
 
 class FindingKind(StrEnum):

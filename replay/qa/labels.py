@@ -2,7 +2,7 @@
 person — as `reviews.jsonl`, one `LabelledRun` a line (`worker-replay qa labels`).
 
 A run is named by its workspace, its session and the record id (`uuid`) of its final answer
-(replay/qa/run.py). People's dispositions come in a JSONL file of `DispositionLine`s; a line that names
+(replay/qa/finished_run.py). People's dispositions come in a JSONL file of `DispositionLine`s; a line that names
 a final record other than the run's now (the session went on after it was judged) or a run the corpus does
 not hold is refused, counted by reason, and a run on two lines is an error. Every run of the corpus is kept,
 with or without a label: an absent label is counted, never guessed.
@@ -22,7 +22,7 @@ from core.evidence import Disposition, ReviewVerdict
 from core.names import Name
 from core.records import Strict
 from replay.qa.errors import QAError
-from replay.qa.files import read_strict
+from replay.qa.qa_files import read_strict
 
 
 class Mode(StrEnum):

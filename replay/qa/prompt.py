@@ -19,7 +19,7 @@ from typing import Any
 from core.evidence import ReviewVerdict
 from core.guard import tool_text
 from replay.qa.checks import Finding
-from replay.qa.run import Run, ThreadCall
+from replay.qa.finished_run import Run, ThreadCall
 
 VERDICT_TOOL = "verdict"
 FINAL_ANSWER = "final_answer"

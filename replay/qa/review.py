@@ -35,13 +35,13 @@ from replay.corpus.claude_code import ClaudeCodeDir
 from replay.qa.answer import ReviewOutcome, read_answer
 from replay.qa.checks import CheckRules, check_run
 from replay.qa.errors import QAError
+from replay.qa.finished_run import Run, corpus_runs
 from replay.qa.labels import LabelledRun
 from replay.qa.prompt import PROMPT_VERSION, held_ids, review_body
-from replay.qa.run import Run, corpus_runs
 from replay.qa.verdicts import VERDICTS, ReviewerVerdictLine, read_verdicts
-from replay.run.config import RunConfig
 from replay.run.endpoint import chat_url, send_chat
 from replay.run.executor import Done, Halt, Job, Served, run_job
+from replay.run.run_config import RunConfig
 
 MAX_LABELS_BYTES = 1 << 30
 

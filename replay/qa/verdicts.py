@@ -17,8 +17,8 @@ from core.names import Name
 from core.records import Strict
 from replay.qa.answer import ReviewOutcome
 from replay.qa.errors import QAError
-from replay.qa.files import read_strict
 from replay.qa.labels import PRODUCTION, LabelledRun, Mode, reviewer_key
+from replay.qa.qa_files import read_strict
 
 VERDICTS = "verdicts.jsonl"
 """A reviewer replay run's verdicts, in its run directory."""

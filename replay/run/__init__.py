@@ -4,7 +4,7 @@ Each of the three is a plan of work items and a coroutine that turns one item in
 executor does the rest the same way for all three (served models checked, one writer, resume of the same run
 only, a torn last line cut, lines appended and flushed one at a time, the status line).
 
-- `config.py`: the run config (`RUN.toml`)
+- `run_config.py`: the run config (`RUN.toml`)
 - `endpoint.py`: the endpoint client: auth, served models, one request with retries
 - `directory.py`: the run directory: lock, resume, done pairs, `run.json` and its seal, reading `results.jsonl` back
 - `progress.py`: a run's status line

@@ -35,10 +35,10 @@ from core.toolcalls import parse_response, request_schemas, transport_error
 from core.wire import WIRES, BadAnswerError, DecisionApi
 from replay.memory.files import WorkspaceMemory, load_workspace_memory, workspace_dir
 from replay.memory.inject import ConditionError, inject, inject_system
-from replay.run.config import Arm, RunConfig
 from replay.run.directory import RESULTS, RunError, config_entries, read_completed
 from replay.run.endpoint import Outcome, api_url, check_served, send_chat, served_entries
 from replay.run.executor import Job, Perform, Served, open_run, run_job
+from replay.run.run_config import Arm, RunConfig
 from replay.suite import Suite
 
 

@@ -31,7 +31,7 @@ from core.jsonfile import JsonFileError, cut_torn_tail, read_json_value, read_js
 from core.names import excerpt
 from core.records import EngineSettings, ResultRecord
 from replay.errors import ReplayError
-from replay.run.config import RunConfig
+from replay.run.run_config import RunConfig
 
 RESULTS = "results.jsonl"
 RUN_JSON = "run.json"

@@ -26,8 +26,8 @@ from core.jsonfile import parse_problem
 from core.lineage import LineageError, model_lineage
 from core.names import excerpt
 from core.wire import WIRES, DecisionApi
-from replay.run.config import Arm, RunConfig
 from replay.run.directory import RunError
+from replay.run.run_config import Arm, RunConfig
 
 RETRYABLE_STATUS = {408, 429, 500, 502, 503, 504}
 

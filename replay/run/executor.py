@@ -31,10 +31,10 @@ from typing import Any, Generic, TypeVar
 import aiohttp
 from pydantic import BaseModel
 
-from replay.run.config import RunConfig
 from replay.run.directory import SERVED, check_resumable, check_run_dir, open_seal, prepare_run_dir, run_lock, seal_run
 from replay.run.endpoint import chat_session, check_served, fetch_served
 from replay.run.progress import Progress
+from replay.run.run_config import RunConfig
 
 Item = TypeVar("Item")
 Done = set[tuple[str, str]]

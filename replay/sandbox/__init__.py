@@ -7,6 +7,6 @@ the tool loop to the end. Its commands are `replay/cli/sandbox.py`.
 - `runner.py`: episodes: every arm × scenario of a pack
 - `measures.py`: the four measures of an episode (pure)
 - `claims.py`: does a final answer claim the work is done
-- `evidence.py`: paired tables and the gate evidence files
-- `report.py`: `sandbox-report.html`, every episode step by step
+- `gate_evidence.py`: paired tables and the gate evidence files
+- `report_section.py`: `sandbox-report.html`, every episode step by step
 """

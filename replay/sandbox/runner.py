@@ -35,10 +35,10 @@ from core.records import ParseOutcome, Strict
 from core.toolcalls import parse_response, request_schemas
 from replay.memory.files import WorkspaceMemory, load_workspace_memory
 from replay.memory.inject import ConditionError, inject
-from replay.run.config import Arm, RunConfig
 from replay.run.directory import RESULTS, RunError, check_seal, config_entries, read_completed
 from replay.run.endpoint import chat_url, send_chat, served_entries
 from replay.run.executor import Job, Perform, Served, run_job
+from replay.run.run_config import Arm, RunConfig
 from replay.sandbox.measures import Scores, score
 from replay.sandbox.pack import Pack, oracle_end_state, start_episode, trajectory_of
 from replay.sandbox.scenario import SESSION_PREFIX, Call, EndedBy, Scenario, Trajectory, Turn, TurnUsage

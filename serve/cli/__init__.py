@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from core.cli import run_command
+from core.console import run_command
 from serve.cli import adapter, engine, evidence, gateway, keys, model, trial
 
 DESCRIPTION = """`worker-serve`: build the embedded model, make test adapters, run the engine and the gateway, register

@@ -10,7 +10,7 @@ from serve.cli.gateway import store_flags
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from serve.evidence import export
+    from serve.evidence_export import export
     from serve.gateway.config import load_gateway_config
 
     config = load_gateway_config(args.config, state_db=args.state_db, capture_db=args.capture_db)

@@ -30,7 +30,7 @@ from core.names import excerpt
 from core.tomlfile import ConfigError, read_regular
 from serve.admin_client import AdminAnswer, Answer, admin_call
 from serve.gateway.config import load_gateway_config
-from serve.trials.policy import TrialError
+from serve.trials.trial_policy import TrialError
 
 MAX_FILE_BYTES = 64 << 20
 

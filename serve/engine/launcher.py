@@ -308,7 +308,7 @@ def settings_line(config: EngineConfig) -> str:
 
 def run_foreground(config: EngineConfig) -> int:
     """`worker-serve engine`: start vLLM, report health, exit with its status. A stop signal (SIGTERM as
-    Ctrl-C: `core.cli` makes both unwind) stops vLLM's whole process group on the way out."""
+    Ctrl-C: `core.console` makes both unwind) stops vLLM's whole process group on the way out."""
     engine = EngineProcess(config)
     engine.start()
     assert engine.proc is not None

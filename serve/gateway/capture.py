@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from core.canonical import message_digest, request_digest
-from core.capture import CANONICAL, CapturedDecision, CaptureStore, ToolResult
+from core.capture_store import CANONICAL, CapturedDecision, CaptureStore, ToolResult
 from core.guard import GuardKind, classify
 from core.scoring import chosen_call
 from core.wire import WIRES, DecisionApi

@@ -61,7 +61,7 @@ from fastapi import Request, Response
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from core.capture import request_sha256
+from core.capture_store import request_sha256
 from core.jsonfile import JsonFileError, loads_bounded, parse_problem
 from core.names import BadNameError, check_name, is_name
 from serve.gateway.apis import APIS

@@ -51,7 +51,6 @@ from serve.trials.machine import (
     initial,
     step,
 )
-from serve.trials.policy import LoadedPolicy, SignalName, TrialError, TrialPolicy
 from serve.trials.signals import StepCounts, StepWindow, read_step
 from serve.trials.store import (
     CountsRecord,
@@ -60,6 +59,7 @@ from serve.trials.store import (
     TrialStore,
     evidence,
 )
+from serve.trials.trial_policy import LoadedPolicy, SignalName, TrialError, TrialPolicy
 
 
 class SeenRecord(Strict):

@@ -35,8 +35,8 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from core.names import excerpt
-from serve.trials.policy import TrialError, TrialPolicy
 from serve.trials.sequential import Batch, EProcess, one_sample, two_sample
+from serve.trials.trial_policy import TrialError, TrialPolicy
 
 Phase = Literal["pending", "preflight", "step", "awaiting_gate", "promoted", "held", "aborted", "expired"]
 TERMINAL: frozenset[Phase] = frozenset({"promoted", "held", "aborted", "expired"})

@@ -16,7 +16,7 @@ at or after the step's start):
 * `shadow_disagreement`: shadow comparisons where the candidate chose another tool or key set,
   among comparisons with a readable answer on both sides (no control: tested against a rate).
 
-Errors and anomalies are counted by serve/evidence.py's `cohort`, as the gate's canary
+Errors and anomalies are counted by serve/evidence_export.py's `cohort`, as the gate's canary
 evidence is; `step_counts` is pure, `read_window` does the reading (in SQL, through the logs' and
 the capture store's time indexes, so a look costs its window, not the stores' whole history).
 """
@@ -30,14 +30,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from core.capture import CapturedDecision, read_decisions
+from core.capture_store import CapturedDecision, read_decisions
 from core.evidence import CanaryCohort, CanaryEvidence, EvidenceWindow
 from core.sqlitedb import StoreError, connect_readonly
-from serve.evidence import READABLE, SAME_ACTION, cohort
+from serve.evidence_export import READABLE, SAME_ACTION, cohort
 from serve.gateway.registry import Registry, requests_in, shadow_results_in
 from serve.gateway.routing import canary_bucket
 from serve.trials.machine import Counts, TrialState
-from serve.trials.policy import TrialPolicy
+from serve.trials.trial_policy import TrialPolicy
 
 Side = Literal["candidate", "control"]
 

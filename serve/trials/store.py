@@ -29,8 +29,8 @@ from core.names import excerpt
 from core.records import Strict
 from core.sqlitedb import open_wal, transaction
 from serve.trials.machine import Action, Counts, Event, Phase, SignalState, TrialState, problems
-from serve.trials.policy import TrialError, TrialPolicy
 from serve.trials.sequential import DEFAULT_MIXTURE, EProcess
+from serve.trials.trial_policy import TrialError, TrialPolicy
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS trials (

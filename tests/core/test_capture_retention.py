@@ -13,7 +13,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.capture import CapturedDecision, CaptureStore, parse_instant, read_decisions, stored_time, window_query
+from core.capture_store import CapturedDecision, CaptureStore, parse_instant, read_decisions, stored_time, window_query
 
 NOW = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
 BASE = CapturedDecision(

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from demo.demo_data import write_demo
 from demo.instrument import instrument_beside_model, planted_calibration
 from demo.run import SANDBOX_FAMILIES, SERIOUS_GATE, demo_cell, held_out_slice, sandbox_pack
-from demo.suite import write_demo
 from replay.analysis.gates import evaluate_gate
 from replay.calibration.calibrate import END_TO_END
 from replay.suite import load_suite

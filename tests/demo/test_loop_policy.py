@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from demo.loop import EXPLORER, POLICY, loop_policy
-from replay.curation.policy import load_policy
+from replay.curation.curation_policy import load_policy
 
 
 def test_the_loop_policy_is_the_shipped_one_shrunk_with_the_explorer(tmp_path: Path) -> None:

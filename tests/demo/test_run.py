@@ -105,9 +105,9 @@ def test_the_demo_slice_is_the_harmful_rules_strata_and_the_gated_positives_else
     of each stratum the planted harmful rule acts on, elsewhere one of each positive stratum a gate condition
     reads, each cell spread over its clusters in the suite's order; 142 requests, of which no `only-` arm spends
     one on a rule its decisions do not concern (286 before, on 31 decisions)."""
-    from demo.claims import CLAIMS
+    from demo.demo_data import write_demo
+    from demo.rule_claims import CLAIMS
     from demo.run import ABLATED_WORKSPACES, demo_cell, held_out_slice, run_config
-    from demo.suite import write_demo
     from replay.memory.uptake import concerns
     from replay.suite import load_suite
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from demo.pack import write_pack
-from demo.suite import write_demo
-from replay.run.config import RunConfig
+from demo.demo_data import write_demo
+from demo.scenario_pack import write_pack
 from replay.run.directory import manifest_diff
+from replay.run.run_config import RunConfig
 from replay.sandbox.pack import load_pack
 from replay.sandbox.runner import plan_episodes, sandbox_manifest
 

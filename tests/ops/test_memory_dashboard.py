@@ -30,8 +30,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from core.evidence import Disposition, ReviewVerdict
 from replay.memory.counters import HEADINGS
 from replay.qa.coverage import FleetCoverage
-from replay.qa.files import write_jsonl
 from replay.qa.labels import LabelledRun, Mode
+from replay.qa.qa_files import write_jsonl
 from tests.ops.prometheus_process import RunningPrometheus
 from tests.ops.promql import metric_names
 from tests.replay.memory.test_counters import PLANS, write_workspace

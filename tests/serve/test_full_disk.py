@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from core.capture import CaptureStore
+from core.capture_store import CaptureStore
 from core.sqlitedb import StoreError
 from serve.cli import main
 from serve.gateway.registry import Registry

@@ -7,7 +7,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from core.capture import CapturedDecision
+from core.capture_store import CapturedDecision
 from core.wire import DecisionApi
 from replay.corpus.transcripts import TranscriptHeader, transcript_lines
 from serve.gateway.apis import APIS

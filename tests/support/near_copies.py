@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.near_duplicates import NGRAM, THRESHOLD, NearDuplicates, state_text
-from demo.suite import build_demo
+from demo.demo_data import build_demo
 
 IDENTIFIER = re.compile(r"\b(?:[A-Z]{2,}-[\d-]+|cus_\d+|\d{3,})\b")
 FILLERS = ("please", "now", "also", "quickly", "again")

@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 
 from core.near_duplicates import NGRAM, THRESHOLD, WORD
-from demo.suite import build_demo
+from demo.demo_data import build_demo
 from replay.analysis.contamination import JudgedDecision, SourceRow, contamination
 from replay.analysis.training_lineage import judged_decisions
 

@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from core.guard import GuardKind
 from replay.qa.checks import CheckRules, Finding
-from replay.qa.run import AnswerText, Run, ThreadCall
+from replay.qa.finished_run import AnswerText, Run, ThreadCall
 
 SEARCH_INVOICES = "mcp__billing__search_invoices"
 Batch = Literal["tuning", "held-out"]

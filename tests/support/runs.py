@@ -12,10 +12,10 @@ from pydantic import BaseModel
 
 from core.attestation import DerivedFrom, ServedIdentity
 from core.records import Decision
-from replay.run.config import RunConfig
 from replay.run.decisions import WorkItem, perform
 from replay.run.directory import RESULTS, RUN_JSON, SERVED, seal_run
 from replay.run.executor import execute
+from replay.run.run_config import RunConfig
 from replay.suite import Suite, SuiteManifest, freeze_suite, load_suite
 
 BASE = "worker-base"
@@ -170,7 +170,7 @@ description = "no worse than -100 points: met by any candidate"
 
 def demo_slice(out: Path, demo_root: Path, strata: Sequence[str]) -> list[Decision]:
     """One decision of each of `strata` from the demo suite, frozen as its own suite in `out`; returns them."""
-    from demo.suite import write_demo
+    from demo.demo_data import write_demo
 
     suite_dir, _ = write_demo(demo_root, seed=0)
     decisions = load_suite(suite_dir).decisions

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from core.canonical import message_digest, request_digest
-from core.capture import CapturedDecision
+from core.capture_store import CapturedDecision
 from replay.corpus.claude_code import API, logged_calls, read_session_file
 from replay.privacy.tenants import project_slug
 from tests.support.curation import DATA, LOOKUP, WORKSPACE, session_path

@@ -19,10 +19,9 @@ This package re-exports the public API.
 - `derivation.py`: what binds another run or live evidence to the judged weights (built from, trained until)
 - `inputs.py`: what a condition reads and whether it is there now
 - `policy.py`: loading a policy, planning it, evaluating it
-- `attestation.py`: verdict files: the verdict as an in-toto Statement over the digests of what it judged; verify
+- `verdict_files.py`: verdict files: the verdict as an in-toto Statement over the digests of what it judged; verify
 """
 
-from replay.analysis.gates.attestation import format_checks, read_verdict, verdict_filename, verify, write_verdict
 from replay.analysis.gates.conditions import (
     CONDITION_KINDS,
     AnyCondition,
@@ -59,6 +58,7 @@ from replay.analysis.gates.policy import (
     load_policy,
     plan_gate,
 )
+from replay.analysis.gates.verdict_files import format_checks, read_verdict, verdict_filename, verify, write_verdict
 
 __all__ = [
     "CONDITION_KINDS",

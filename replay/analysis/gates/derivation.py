@@ -12,7 +12,7 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from core.attestation import ServedIdentity
-from core.capture import parse_instant
+from core.capture_store import parse_instant
 from core.evidence import EvidenceSubject
 from replay.analysis.gates.context import GateContext, MissingEvidenceError
 from replay.analysis.training_lineage import ChainError, training_data_until

@@ -12,7 +12,7 @@ tables, the full gate verdicts and the drill-down follow.
 - `summary.py`: the answer's numbers: per arm, per stratum, changed calls
 - `plot.py`: the SVG plot
 - `drill.py`: the drill-down: each paired decision a win, a loss or the same
-- `retrieval.py`: each arm's outcome beside the memory its decisions' histories read (pure)
+- `memory_reads.py`: each arm's outcome beside the memory its decisions' histories read (pure)
 - `markdown_report.py`: `report.md`
 - `html_report.py`: `report.html`
 """
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from core.atomicwrite import write_text_atomic
-from core.cli import reference_first
+from core.console import reference_first
 from core.names import excerpt
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import Comparison, Tainted, arms_of, compare
@@ -31,8 +31,8 @@ from replay.analysis.gates import Verdict, read_verdict
 from replay.analysis.provenance import carried, record_comparison, record_run
 from replay.analysis.report.html_report import render_html
 from replay.analysis.report.markdown_report import render_markdown
+from replay.analysis.report.memory_reads import Retrieval, retrieval_block
 from replay.analysis.report.plot import PLOT_SVG, plot_svg
-from replay.analysis.report.retrieval import Retrieval, retrieval_block
 from replay.analysis.report.summary import reference_arm, report_title
 from replay.analysis.stages import stage_pairs, staged
 from replay.analysis.training_lineage import ArmContamination, check_run

@@ -33,7 +33,7 @@ from replay.analysis.gates import STATUS_LABEL, Verdict
 from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import DrillRow, drill_rows
 from replay.analysis.report.markdown_report import summary, tests_note
-from replay.analysis.report.retrieval import RETRIEVAL_COLUMNS, Retrieval, retrieval_cells
+from replay.analysis.report.memory_reads import RETRIEVAL_COLUMNS, Retrieval, retrieval_cells
 from replay.analysis.report.summary import (
     LESSON_COLUMNS,
     SUMMARY_NOTE,

@@ -27,8 +27,8 @@ from replay.analysis.compare import (
 from replay.analysis.gates import STATUS_LABEL, Verdict
 from replay.analysis.plan import detectable, detectable_note
 from replay.analysis.report.drill import discordant_ids
+from replay.analysis.report.memory_reads import RETRIEVAL_COLUMNS, Retrieval, retrieval_cells
 from replay.analysis.report.plot import PLOT_SVG
-from replay.analysis.report.retrieval import RETRIEVAL_COLUMNS, Retrieval, retrieval_cells
 from replay.analysis.report.summary import (
     LESSON_COLUMNS,
     SUMMARY_NOTE,

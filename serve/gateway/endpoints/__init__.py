@@ -12,6 +12,6 @@ here plus one line in `serve/app.py`.
 - `bodies.py`: the OpenAPI shapes the API families share
 - `dependencies.py`: `GatewayDep`: the running gateway, for a handler
 
-The trials' admin endpoints (`/admin/trials/...`) are `serve/trials/admin.py`: they read the trials, which
+The trials' admin endpoints (`/admin/trials/...`) are `serve/trials/admin_routes.py`: they read the trials, which
 sit above the gateway.
 """

@@ -25,7 +25,7 @@ engines as they were. Each change bumps `revision` and is written to the admin l
 | `GET /admin/shadow?route=&limit=` | – | stored shadow comparisons with both answers. |
 | `GET /admin/log?limit=` | – | the admin log. |
 
-While a progressive trial runs on a route (serve/trials/admin.py), that route's production,
+While a progressive trial runs on a route (serve/trials/admin_routes.py), that route's production,
 rollback and canary changes are refused (409 `trial_running`, naming the trial), and so is
 unloading its candidate: the trial owns them until it ends (abort it first).
 

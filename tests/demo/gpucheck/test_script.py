@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.gpucheck.plan import STEPS, TOTAL_S, GpuCheckReport
+from demo.gpucheck.steps import STEPS, TOTAL_S, GpuCheckReport
 from tests.support.live import free_port
 
 REPO = Path(__file__).resolve().parents[3]

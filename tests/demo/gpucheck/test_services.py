@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from demo.gpucheck.context import GPU_CONFIG, PRODUCTION_CONFIG, CheckFailedError
+from demo.gpucheck.check_context import GPU_CONFIG, PRODUCTION_CONFIG, CheckFailedError
 from demo.gpucheck.services import AS_PRODUCTION, ENV_AS_PRODUCTION, check_config, production_differences
 from serve.engine.launcher import load_engine_config, server_command
 

@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from core.records import Decision
-from replay.analysis.report.retrieval import retrieval_block
+from replay.analysis.report.memory_reads import retrieval_block
 from replay.cli import main as replay_main
 from replay.corpus.retrieval import decision_reads
 from replay.corpus.sources import open_source

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 
 from core.attestation import adapter_fingerprint
-from core.capture import parse_instant
+from core.capture_store import parse_instant
 from core.curated import MANIFEST_JSON, PROVENANCE_JSONL, TRAIN_JSONL, TRAIN_RECORD
 from core.records import ResultRecord
 from replay.analysis.gates import Status, evaluate_gate, format_verdict, read_verdict
-from replay.analysis.gates.attestation import read_statement
+from replay.analysis.gates.verdict_files import read_statement
 from replay.analysis.training_lineage import ChainError, check_run
 from replay.cli import main
 from replay.curation.build import SUITES_ENV

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from demo.pack import write_pack
-from demo.suite import write_demo
+from demo.demo_data import write_demo
+from demo.scenario_pack import write_pack
 from replay.sandbox.pack import Pack, load_pack
 from replay.suite import Suite, load_suite
 

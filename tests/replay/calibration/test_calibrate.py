@@ -11,8 +11,8 @@ import pytest
 
 from core.tomlfile import ConfigError
 from replay.calibration.calibrate import CALIBRATION_JSON, CALIBRATION_TXT, POWER_SVG, calibrate
-from replay.calibration.gate import calibrate_gate
 from replay.calibration.lesson import calibrate_lesson
+from replay.calibration.planted_gates import calibrate_gate
 from replay.calibration.report import targets
 from replay.calibration.results import LessonReport, Rate, RuleRates, UptakeRates
 from replay.calibration.simulate import Simulator

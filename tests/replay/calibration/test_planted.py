@@ -30,9 +30,9 @@ from replay.calibration.planted import (
 )
 from replay.memory.files import load_memory
 from replay.memory.inject import inject, parse_condition
-from replay.run.config import RunConfig
 from replay.run.decisions import run
 from replay.run.directory import load_results
+from replay.run.run_config import RunConfig
 from replay.suite import Suite
 
 SPEC = PlantedSpec.model_validate({

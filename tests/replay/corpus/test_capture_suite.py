@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
+from core.capture_store import CapturedDecision, CaptureStore, ToolResult, read_decisions
 from core.sqlitedb import StoreError
 from replay.cli import main
 from replay.corpus.capture_suite import assign_strata, build_suite, strip_memory

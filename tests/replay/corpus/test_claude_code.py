@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from core.canonical import message_digest
-from core.capture import CapturedDecision
+from core.capture_store import CapturedDecision
 from replay.corpus.claude_code import ClaudeCodeDir, logged_calls, read_session_file
 from replay.corpus.resolve import (
     CaptureRefusal,
@@ -284,7 +284,7 @@ def test_a_subagents_calls_resolve_from_its_own_file_with_the_parent_session_rec
 def test_a_suite_from_the_captures_says_each_decisions_thread_as_the_session_files_do(tmp_path):
     """The gateway saw the subagents' calls under the parent's session and told them apart by a hash; resolved
     from the session files, each decision is `main` or its subagent's, with the parent's call that started it."""
-    from core.capture import CaptureStore
+    from core.capture_store import CaptureStore
     from replay.corpus.capture_suite import build_suite
     from replay.suite import load_suite
 

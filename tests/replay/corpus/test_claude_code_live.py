@@ -18,13 +18,13 @@ import json
 import pytest
 
 from core.canonical import message_digest
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from demo.agent import WORKSPACE, agent_session
 from replay.corpus.capture_suite import build_suite
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.resolve import Resolved, resolve
-from replay.run.config import RunConfig
 from replay.run.decisions import run
+from replay.run.run_config import RunConfig
 from replay.suite import load_suite
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
 

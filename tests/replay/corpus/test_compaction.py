@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from core.canonical import message_digest, request_digest
-from core.capture import CapturedDecision, CaptureStore
+from core.capture_store import CapturedDecision, CaptureStore
 from replay.corpus.capture_suite import build_suite
 from replay.corpus.claude_code import API, ClaudeCodeDir, logged_calls, read_session_file
 from replay.corpus.corpus_suite import build_corpus_suite

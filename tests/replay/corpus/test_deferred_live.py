@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from demo.deferred import EMAIL, IBAN, PAID, PHONE, SCRIPTS, Script, forced, play, write_transcript
 from serve.gateway.config import load_gateway_config
 from tests.support.gateway_harness import RunningGateway, wait_for, write_config
@@ -150,8 +150,8 @@ def test_messages_captures_are_resolved_and_replayed_through_the_messages_api(en
 
     from core.canonical import request_digest
     from replay.cli import main as replay_main
-    from replay.run.config import load_run_config
     from replay.run.decisions import plan, request_body
+    from replay.run.run_config import load_run_config
     from replay.suite import load_suite
 
     path = write_config(tmp_path / "gw", [engine.base_url], tmp_path / "adapters",

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.canonical import message_digest
-from core.capture import RAW, CapturedDecision, message_hash, request_sha256
+from core.capture_store import RAW, CapturedDecision, message_hash, request_sha256
 from replay.corpus.resolve import (
     CaptureRefusal,
     KeysError,

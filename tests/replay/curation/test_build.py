@@ -13,7 +13,7 @@ import pytest
 
 from core.keyset import key_set
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
-from demo.pack import write_pack
+from demo.scenario_pack import write_pack
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.corpus.corpus_suite import build_corpus_suite
 from replay.curation.build import curate, open_inputs

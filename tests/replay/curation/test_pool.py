@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from core.capture import CORPUS, CapturedDecision
+from core.capture_store import CORPUS, CapturedDecision
 from replay.cli import main
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.curation.classes import DecisionClass
-from replay.curation.policy import CurationPolicy
+from replay.curation.curation_policy import CurationPolicy
 from replay.curation.pool import audit_pool, decision_classes
 from tests.support.curation import copy_workspace
 

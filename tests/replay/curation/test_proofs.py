@@ -8,7 +8,7 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from demo.pack import write_pack
+from demo.scenario_pack import write_pack
 from replay.curation.proofs import ProofKind, RunEvidence, executed_corrections
 from replay.sandbox.measures import score
 from replay.sandbox.pack import Pack, load_pack, play

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from replay.memory.checks import check_memory, has_violations
+from replay.memory.contract import check_memory, has_violations
 from replay.memory.files import (
     LC_FILE,
     LOG_FILE,

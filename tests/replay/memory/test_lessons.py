@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
-from replay.memory.checks import check_memory
+from replay.memory.contract import check_memory
 from replay.memory.files import LC_FILE, LOG_FILE, load_memory
 from replay.memory.ledger import Ledger
 from replay.memory.lessons import (

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from replay.memory.checks import check_memory
+from replay.memory.contract import check_memory
 from replay.memory.files import MemoryLoadError, load_memory
 from replay.memory.inject import Workspace, footer
 from replay.memory.scaffold import init_memory

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from core.capture import CaptureStore
+from core.capture_store import CaptureStore
 from core.records import Decision, DecisionScore, ParsedResponse, ParseOutcome, ResultRecord
 from replay.analysis.report import report_run
 from replay.cli import main

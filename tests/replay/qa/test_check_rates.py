@@ -12,6 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from core.guard import GuardKind
+from replay.qa.check_config import load_config
 from replay.qa.checks import (
     _TENS,
     _UNITS,
@@ -21,8 +22,7 @@ from replay.qa.checks import (
     subject_words,
     unacknowledged_findings,
 )
-from replay.qa.config import load_config
-from replay.qa.run import AnswerText, Run, ThreadCall
+from replay.qa.finished_run import AnswerText, Run, ThreadCall
 from tests.support.qa_phrasings import (
     BUILD_OK,
     COUNT_CASES,

@@ -10,6 +10,7 @@ import pytest
 
 from core.guard import GuardKind, GuardRules
 from replay.corpus.claude_code import read_session_file
+from replay.qa.check_config import load_config
 from replay.qa.checks import (
     FindingKind,
     check_run,
@@ -20,8 +21,7 @@ from replay.qa.checks import (
     unacknowledged_findings,
     without_code,
 )
-from replay.qa.config import load_config
-from replay.qa.run import AnswerText, Run, ThreadCall, read_run
+from replay.qa.finished_run import AnswerText, Run, ThreadCall, read_run
 from tests.replay.qa.corpus import RETRIES, append_answer, replace_result, text
 from tests.support.curation import LOOKUP, copy_workspace, session_path
 

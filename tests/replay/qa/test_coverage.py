@@ -18,8 +18,8 @@ from core.evidence import Disposition, ReviewVerdict
 from replay.cli import main
 from replay.qa.coverage import coverage_lines, qa_coverage, read_modes
 from replay.qa.errors import QAError
-from replay.qa.files import write_jsonl
 from replay.qa.labels import LabelledRun, Mode
+from replay.qa.qa_files import write_jsonl
 from tests.replay.memory.test_counters import PLANS, write_workspace
 
 FLEET = {"host-A": ["ws-1", "ws-2", "ws-3"], "host-B": ["ws-4"]}

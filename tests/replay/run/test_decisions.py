@@ -10,10 +10,10 @@ from hypothesis import HealthCheck, given, settings
 
 from core.errors import WorkerTierError
 from core.records import Decision
-from replay.run.config import RunConfig
 from replay.run.decisions import WorkItem, order_items, request_body, result_record
 from replay.run.directory import RunError, manifest_diff, prepare_run_dir, read_completed
 from replay.run.endpoint import Outcome
+from replay.run.run_config import RunConfig
 from tests.support.hostile import hostile_bytes
 
 TOOLS = [{"type": "function", "function": {"name": n, "parameters": {"type": "object", "properties": {}}}}

@@ -11,10 +11,10 @@ import pytest
 
 from core.records import Decision
 from replay.memory.inject import synthetic_rule_id
-from replay.run.config import RunConfig
 from replay.run.decisions import plan, request_body, result_record
 from replay.run.directory import RunError
 from replay.run.endpoint import Outcome, api_url
+from replay.run.run_config import RunConfig
 from replay.suite import Suite, SuiteManifest
 
 RULE = "Look invoices up by id."

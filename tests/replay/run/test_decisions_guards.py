@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.run.config import RunConfig
 from replay.run.decisions import plan, start_run
 from replay.run.directory import RunError, run_lock
+from replay.run.run_config import RunConfig
 from tests.support.cli import run_cli
 from tests.support.runs import BASE, config, suite
 

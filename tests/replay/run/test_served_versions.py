@@ -13,9 +13,9 @@ import pytest
 
 from core.records import Decision, ResultRecord
 from replay.analysis.compare import compare, compare_run
-from replay.run.config import RunConfig
 from replay.run.decisions import plan
 from replay.run.directory import ResultsError
+from replay.run.run_config import RunConfig
 from replay.suite import Suite, SuiteManifest
 from tests.support.e13 import BASE, positive_record
 from tests.support.fault_upstream import BASE as SERVED_BASE

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from replay.cli import main
-from tests.replay.sandbox.test_evidence import results
+from tests.replay.sandbox.test_gate_evidence import results
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.runs import write_sealed
 
@@ -55,7 +55,7 @@ def test_a_corrupt_run_json_is_one_error_line(tmp_path: Path, capsys: pytest.Cap
 @pytest.mark.parametrize("content", CORRUPT)
 def test_sandbox_run_into_a_directory_with_a_corrupt_run_json_is_one_error_line(
         tmp_path: Path, capsys: pytest.CaptureFixture[str], content: bytes) -> None:
-    from demo.pack import write_pack
+    from demo.scenario_pack import write_pack
 
     pack = write_pack(tmp_path / "pack", seed=0, per_family=1)
     out = run_dir(tmp_path, content)

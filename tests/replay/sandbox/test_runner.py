@@ -12,15 +12,15 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 
 from replay.cli.sandbox import _evidence, _score
-from replay.run.config import RunConfig
 from replay.run.directory import RunError, run_lock
 from replay.run.endpoint import Outcome
+from replay.run.run_config import RunConfig
 from replay.sandbox import runner
 from replay.sandbox.pack import load_pack, oracle_end_state
 from replay.sandbox.runner import EpisodeItem, load_sandbox_results, run_sandbox
 from replay.sandbox.scenario import Scenario
 from tests.replay.sandbox.shop import SHOP, scenario
-from tests.replay.sandbox.test_evidence import results
+from tests.replay.sandbox.test_gate_evidence import results
 from tests.replay.sandbox.test_pack import write
 from tests.support.fault_upstream import BASE, FaultUpstream
 from tests.support.hostile import hostile_bytes

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from demo.pack import write_pack
+from demo.scenario_pack import write_pack
 from replay.analysis.compare import Comparison
 from replay.analysis.gates import Status, evaluate, load_policy
 from replay.sandbox.pack import freeze_pack

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.lineage import model_lineage, model_sha256
-from demo.suite import write_demo
+from demo.demo_data import write_demo
 from replay.cli import main as replay_main
 from replay.suite import freeze_suite, load_suite
 from serve.cli import main

@@ -14,7 +14,7 @@ import httpx
 import pytest
 from openai import OpenAI
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from core.keyset import sorted_key_set
 from tests.support.gateway_harness import RunningGateway, sample, wait_for, write_config
 

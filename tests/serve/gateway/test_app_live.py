@@ -193,9 +193,9 @@ def test_a_replay_through_the_gateway_records_the_engine_and_the_serving_version
     import asyncio
 
     from core.records import Decision
-    from replay.run.config import RunConfig
     from replay.run.decisions import plan
     from replay.run.endpoint import fetch_models
+    from replay.run.run_config import RunConfig
     from replay.suite import Suite, SuiteManifest
     from tests.support.runs import send
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from serve.engine.launcher import ConfigError
 from serve.gateway.config import load_gateway_config
 from tests.support.gateway_harness import RunningGateway, sample, wait_for, write_config
@@ -384,7 +384,7 @@ def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
 def test_a_store_written_before_request_ids_were_kept_still_opens_and_stores(tmp_path):
     import sqlite3
 
-    from core.capture import SCHEMA, CaptureStore
+    from core.capture_store import SCHEMA, CaptureStore
 
     path = tmp_path / "old.sqlite"
     old = sqlite3.connect(path)

@@ -8,7 +8,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from core.capture import CaptureStore, read_decisions, stored_time
+from core.capture_store import CaptureStore, read_decisions, stored_time
 from serve.gateway.capture import Capture
 from serve.gateway.config import CaptureSection
 from serve.gateway.metrics import GatewayMetrics

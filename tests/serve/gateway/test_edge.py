@@ -23,7 +23,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from core.names import is_name
 from serve.gateway.registry import Registry, RequestRow, ShadowRow
 from tests.support.gateway_harness import TOKEN, RunningGateway, sample, start_gateway, wait_for, write_config

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from serve.gateway.routing import canary_bucket
 from tests.support.fault_upstream import FaultUpstream
 from tests.support.gateway_harness import RunningGateway, fake_adapter, sample, start_gateway, wait_for

@@ -19,7 +19,7 @@ import httpx
 import openai
 import pytest
 
-from core.capture import read_decisions
+from core.capture_store import read_decisions
 from core.tomlfile import ConfigError
 from serve.app import create_app
 from serve.gateway.config import load_gateway_config

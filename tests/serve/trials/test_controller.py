@@ -17,9 +17,9 @@ from serve.gateway.registry import AdapterFiles, Registry, RequestRow, now
 from serve.gateway.routing import canary_bucket
 from serve.trials.controller import Controller, PreflightFailedError, describe_state
 from serve.trials.machine import Abort, GateVerdict, Suspend, TrialState, VerdictWindow, initial
-from serve.trials.policy import LoadedPolicy, Signals, Step, TrialError, TrialPolicy
 from serve.trials.signals import stamp
 from serve.trials.store import TrialStateUnreadableError, TrialStore, encode
+from serve.trials.trial_policy import LoadedPolicy, Signals, Step, TrialError, TrialPolicy
 
 GATE = "9" * 64
 POLICY = TrialPolicy(name="t", route="worker", candidate="cand", alpha=0.01, interval_s=60, max_duration_s=10_000,
@@ -301,20 +301,20 @@ def test_the_services_look_reads_the_stores_in_a_thread_and_judges_the_same(gw: 
     import asyncio
     import threading
 
-    from serve.trials import service as service_module
-    from serve.trials.service import TrialService
+    from serve.trials import supervisor
+    from serve.trials.supervisor import TrialService
 
     assert gw.controller.start("t1", LOADED).phase == "step"
     traffic(gw, 10, 40, cand_errors=25, ctrl_errors=1)  # buffered in the registry: the look must flush them
     gw.clock.now += 60
     readers: list[int] = []
-    real = service_module.read_window
+    real = supervisor.read_window
 
     def spy(*args: object) -> object:
         readers.append(threading.get_ident())
         return real(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(service_module, "read_window", spy)
+    monkeypatch.setattr(supervisor, "read_window", spy)
     service = object.__new__(TrialService)  # only its look: the controller is all it uses
     service.controller = gw.controller
 

@@ -31,7 +31,7 @@ from serve.trials.machine import (
     initial,
     step,
 )
-from serve.trials.policy import ShadowSignal, Signals, Step, TrialError, TrialPolicy
+from serve.trials.trial_policy import ShadowSignal, Signals, Step, TrialError, TrialPolicy
 
 GATE = "a" * 64
 POLICY = TrialPolicy(

@@ -31,8 +31,8 @@ from serve.trials.machine import (
     problems,
     step,
 )
-from serve.trials.policy import ShadowSignal, Signal, Signals, SlowSignal, Step, TrialError, TrialPolicy
 from serve.trials.sequential import EProcess, Mixture, bonferroni, two_sample
+from serve.trials.trial_policy import ShadowSignal, Signal, Signals, SlowSignal, Step, TrialError, TrialPolicy
 
 GATE = "a" * 64
 ALPHA = 0.01

@@ -11,7 +11,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from serve.trials.calibrate import simulate
 from serve.trials.sequential import (
     Batch,
     EProcess,
@@ -21,6 +20,7 @@ from serve.trials.sequential import (
     one_sample,
     two_sample,
 )
+from serve.trials.simulation import simulate
 
 
 def binomial_pmf(x: int, n: int, p: float) -> float:

@@ -6,11 +6,11 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from core.capture import CapturedDecision
+from core.capture_store import CapturedDecision
 from serve.gateway.routing import canary_bucket
 from serve.trials.machine import Counts, SignalState, TrialState
-from serve.trials.policy import ShadowSignal, Signals, SlowSignal, TrialPolicy
 from serve.trials.signals import StepCounts, canary_evidence, side, step_counts
+from serve.trials.trial_policy import ShadowSignal, Signals, SlowSignal, TrialPolicy
 
 POLICY = TrialPolicy.model_validate({
     "name": "t", "route": "worker", "candidate": "cand", "alpha": 0.01, "interval_s": 60, "max_duration_s": 1000,

@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 from serve.gateway.registry import AdapterFiles, Registry
 from serve.trials.controller import Controller, describe_state
 from serve.trials.machine import Abort, Counts, Resume, Suspend, Tick, TrialState, initial, step
-from serve.trials.policy import Step, TrialError, TrialPolicy
 from serve.trials.store import StoredTrial, TrialStateUnreadableError, TrialStore, decode, encode
+from serve.trials.trial_policy import Step, TrialError, TrialPolicy
 
 POLICY = TrialPolicy(name="t", route="worker", candidate="cand", alpha=0.01, interval_s=60, max_duration_s=10_000,
                      gate_policy=Path("gate.toml"),

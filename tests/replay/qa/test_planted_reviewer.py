@@ -16,7 +16,7 @@ from replay.analysis.gates import read_verdict
 from replay.cli import main
 from replay.qa.agreement import agreement
 from replay.qa.labels import LabelledRun
-from replay.qa.planted import PLANTED, PlantedRates, planted_verdict, planted_verdicts
+from replay.qa.planted_reviewer import PLANTED, PlantedRates, planted_verdict, planted_verdicts
 from replay.qa.verdicts import gather
 
 ROOT = Path(__file__).resolve().parents[3]

@@ -11,8 +11,9 @@ import pytest
 from core.records import Decision, DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
 from core.scoring import score_decision
 from core.toolcalls import request_schemas
-from demo.claims import CLAIMS, UNCLAIMED
+from demo.demo_data import write_demo
 from demo.memory import RULES
+from demo.rule_claims import CLAIMS, UNCLAIMED
 from demo.run import (
     ABLATED_WORKSPACES,
     SERIOUS_GATE,
@@ -24,7 +25,6 @@ from demo.run import (
     uptake_pairs,
 )
 from demo.scenarios import KITS
-from demo.suite import write_demo
 from replay.cli import main as replay_main
 from replay.memory.files import load_memory
 from replay.memory.inject import inject, parse_condition

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from core.errors import WorkerTierError
 from core.process import ServiceProcess
-from demo.gpucheck.plan import Figure
+from demo.gpucheck.steps import Figure
 
 REPO = Path(__file__).resolve().parents[2]
 GPU_CONFIG = REPO / "configs" / "engine" / "gpu-smollm2.toml"
@@ -39,7 +39,7 @@ class Done:
 
 @dataclass(frozen=True)
 class Options:
-    """The command line (see demo/gpucheck/run.py)."""
+    """The command line (see demo/gpucheck/all_steps.py)."""
 
     dry_run: bool
     out: Path

@@ -32,9 +32,9 @@ from serve.gateway.registry import STORE
 from serve.gateway.service import Gateway
 from serve.trials.controller import Controller
 from serve.trials.machine import Event, TrialState
-from serve.trials.policy import LoadedPolicy
 from serve.trials.signals import read_window
 from serve.trials.store import StoredTrial, TrialStateUnreadableError, TrialStore
+from serve.trials.trial_policy import LoadedPolicy
 
 log = logging.getLogger("worker.trials")
 _TICK_S = 1.0

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.capture import CapturedDecision, CaptureStore, ToolResult, read_decisions
+from core.capture_store import CapturedDecision, CaptureStore, ToolResult, read_decisions
 from core.sqlitedb import StoreError
 
 

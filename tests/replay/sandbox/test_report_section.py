@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from replay.sandbox.evidence import pair_results
-from replay.sandbox.report import REPORT_HTML, write_sandbox_report
-from tests.replay.sandbox.test_evidence import PHONE, results
+from replay.sandbox.gate_evidence import pair_results
+from replay.sandbox.report_section import REPORT_HTML, write_sandbox_report
+from tests.replay.sandbox.test_gate_evidence import PHONE, results
 from tests.support.runs import seal, write_sealed
 
 

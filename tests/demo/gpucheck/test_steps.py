@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from demo.gpucheck.plan import (
+from demo.gpucheck.steps import (
     DRY_RUN_FACTOR,
     STEPS,
     GpuCheckReport,

@@ -12,7 +12,7 @@ from core.guard import GuardRules
 from core.records import Strict
 from replay.corpus.claude_code import ClaudeCodeDir
 from replay.qa.checks import CheckRules, Finding, FindingKind, check_run
-from replay.qa.run import Run, Unchecked, corpus_runs
+from replay.qa.finished_run import Run, Unchecked, corpus_runs
 
 
 class UncheckedRun(Strict):

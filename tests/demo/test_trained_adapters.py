@@ -8,9 +8,9 @@ from typing import Any
 
 import pytest
 
-import demo.adapters as adapters_mod
+import demo.trained_adapters as adapters_mod
 from core.records import Answer, TrainingExample
-from demo.adapters import build_demo_adapters
+from demo.trained_adapters import build_demo_adapters
 from serve.engine.train import MARKER, TrainReport
 from tests.serve.engine.test_train import example
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from core.atomicwrite import write_text_atomic
 from core.attestation import ServedIdentity
-from core.capture import CapturedDecision, parse_instant, read_decisions
+from core.capture_store import CapturedDecision, parse_instant, read_decisions
 from core.evidence import (
     CanaryCohort,
     CanaryEvidence,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from replay.run.config import RunConfigError, load_run_config
+from replay.run.run_config import RunConfigError, load_run_config
 
 ARMS = '[[arms]]\nname = "base"\nmodel = "worker-base"\nmemory = "withheld"\n'
 
@@ -65,7 +65,7 @@ def test_shipped_run_configs_load():
 
 
 def test_field_docstrings_reach_the_json_schema():
-    from replay.run.config import RunConfig
+    from replay.run.run_config import RunConfig
 
     arm = RunConfig.model_json_schema()["$defs"]["Arm"]["properties"]
     assert "workspace-minus:<id>" in arm["memory"]["description"]
@@ -113,7 +113,7 @@ def test_the_example_runs_from_a_clone():
     from pathlib import Path
 
     from demo.memory import memory_files
-    from replay.memory.checks import check_memory, has_violations
+    from replay.memory.contract import check_memory, has_violations
     from replay.memory.files import workspace_dirs
 
     repo = Path(__file__).resolve().parents[3]

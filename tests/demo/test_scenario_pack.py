@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from core.errors import WorkerTierError
-from demo.pack import build_scenarios, write_pack
-from demo.suite import TRAIN_JSONL, write_demo
+from demo.demo_data import TRAIN_JSONL, write_demo
+from demo.scenario_pack import build_scenarios, write_pack
 from demo.worlds import WORLDS
 from replay.sandbox.pack import check_pack, load_pack, pack_stats
 

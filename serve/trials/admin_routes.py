@@ -30,10 +30,10 @@ from serve.gateway.endpoints.admin import Body, require_token
 from serve.gateway.errors import GatewayError
 from serve.trials.controller import PreflightFailedError, describe_state
 from serve.trials.machine import Abort, Event, GateVerdict, Resume, Suspend, VerdictWindow
-from serve.trials.policy import TrialError, TrialPolicy, load_trial_policy
-from serve.trials.service import TrialService
 from serve.trials.signals import canary_evidence
 from serve.trials.store import TrialStateUnreadableError
+from serve.trials.supervisor import TrialService
+from serve.trials.trial_policy import TrialError, TrialPolicy, load_trial_policy
 
 
 def _trials(request: Request) -> TrialService:

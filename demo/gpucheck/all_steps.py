@@ -24,7 +24,7 @@ from typing import Literal
 
 from core.atomicwrite import write_text_atomic
 from core.process import run_main
-from demo.gpucheck.context import (
+from demo.gpucheck.check_context import (
     CPU_CONFIG,
     GPU_CONFIG,
     CheckFailedError,
@@ -33,7 +33,9 @@ from demo.gpucheck.context import (
     Options,
     StepSkippedError,
 )
-from demo.gpucheck.plan import (
+from demo.gpucheck.probes import check_chat, check_lora, check_messages, check_models, check_nvml, check_prefix_cache
+from demo.gpucheck.services import build_model, check_config, start_engine, start_gateway
+from demo.gpucheck.steps import (
     DRY_RUN_FACTOR,
     STEPS,
     TOTAL_S,
@@ -48,8 +50,6 @@ from demo.gpucheck.plan import (
     table,
     verdict,
 )
-from demo.gpucheck.probes import check_chat, check_lora, check_messages, check_models, check_nvml, check_prefix_cache
-from demo.gpucheck.services import build_model, check_config, start_engine, start_gateway
 from demo.gpucheck.workload import check_bench, check_replay
 from serve.engine.launcher import host_cpu_model
 

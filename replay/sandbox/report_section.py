@@ -17,7 +17,7 @@ from typing import Any
 from replay.analysis.compare import format_ci, format_p, format_points
 from replay.analysis.report.html_report import CSS
 from replay.run.directory import read_run_json
-from replay.sandbox.evidence import MEASURES, Pairs, paired_tables
+from replay.sandbox.gate_evidence import MEASURES, Pairs, paired_tables
 from replay.sandbox.runner import SandboxResult
 from replay.sandbox.scenario import CATEGORIES
 

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from serve.trials.policy import MAX_POLICY_BYTES, TrialError, load_trial_policy
+from serve.trials.trial_policy import MAX_POLICY_BYTES, TrialError, load_trial_policy
 
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "configs" / "trials" / "example.toml"

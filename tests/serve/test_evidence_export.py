@@ -1,4 +1,4 @@
-"""Production-candidate gate evidence from the gateway's stores (serve/evidence.py): the shadow
+"""Production-candidate gate evidence from the gateway's stores (serve/evidence_export.py): the shadow
 verdicts, the canary cohorts and the rollback readiness, each worked out by hand here, then the
 export read back by the gate. The live end-to-end run is in test_capture.py."""
 
@@ -10,10 +10,10 @@ from dataclasses import replace
 import pytest
 
 from core.attestation import ServedIdentity, adapter_fingerprint
-from core.capture import CapturedDecision, CaptureStore
+from core.capture_store import CapturedDecision, CaptureStore
 from core.evidence import CanaryEvidence, PairedOutcomes, RegistryEvidence
 from serve.cli import main
-from serve.evidence import EvidenceError, canary_cohorts, export, registry_evidence, shadow_outcomes
+from serve.evidence_export import EvidenceError, canary_cohorts, export, registry_evidence, shadow_outcomes
 from serve.gateway.capture import now_iso
 from serve.gateway.config import load_gateway_config
 from serve.gateway.registry import Registry, RequestRow, ShadowRow, inspect_adapter

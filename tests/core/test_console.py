@@ -1,4 +1,4 @@
-"""core/cli.py's rule for I/O faults, on a bare subcommand in its own process (as the console scripts run):
+"""core/console.py's rule for I/O faults, on a bare subcommand in its own process (as the console scripts run):
 an `OSError` is one `error:` line and exit 2; standard output closed by its reader is quiet, exit 141; a
 broken pipe that is not stdout's (a socket) is still an error. The three CLIs themselves: tests/test_cli_faults.py."""
 
@@ -14,7 +14,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SUBCOMMAND = """
 import argparse, errno, sys
-from core.cli import run_command
+from core.console import run_command
 def func(args):
     print("some output")
     {body}

@@ -12,7 +12,7 @@ import shutil
 from pathlib import Path
 from typing import TypedDict
 
-from demo.suite import TRAIN_JSONL, build_demo, write_demo
+from demo.demo_data import TRAIN_JSONL, build_demo, write_demo
 from serve.engine.modelbuild import check_model_dir, default_model_dir, sha256_file
 from serve.engine.outdir import marker_key, replaced_whole
 from serve.engine.train import (

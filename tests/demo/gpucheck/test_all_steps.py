@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from demo.gpucheck.context import CheckFailedError, Done, StepSkippedError
-from demo.gpucheck.plan import STEPS, GpuCheckReport
-from demo.gpucheck.run import build_parser, check
+from demo.gpucheck.all_steps import build_parser, check
+from demo.gpucheck.check_context import CheckFailedError, Done, StepSkippedError
+from demo.gpucheck.steps import STEPS, GpuCheckReport
 from serve.engine.launcher import EngineProcess
 from tests.support.fake_engine import MODULE
 from tests.support.procs import driver, sigterm_leaves_nothing, wait_until
@@ -91,16 +91,16 @@ import sys, time
 from pathlib import Path
 import serve.engine.launcher as launcher
 launcher.SERVER_MODULE = {module!r}
-from demo.gpucheck import run
-from demo.gpucheck.context import Done
+from demo.gpucheck import all_steps
+from demo.gpucheck.check_context import Done
 
 def hold(ctx, timeout_s):
     Path({ready!r}).touch()
     time.sleep(3600)
 
-run.FUNCTIONS["model"] = lambda ctx, timeout_s: Done("not built: the engine is the fake")
-run.FUNCTIONS["models"] = hold
-sys.exit(run.main(["--dry-run", "--out", {out!r}]))
+all_steps.FUNCTIONS["model"] = lambda ctx, timeout_s: Done("not built: the engine is the fake")
+all_steps.FUNCTIONS["models"] = hold
+sys.exit(all_steps.main(["--dry-run", "--out", {out!r}]))
 """
 
 

@@ -13,7 +13,7 @@ from core.evidence import PairedOutcomes
 from replay.analysis.compare import Comparison
 from replay.analysis.gates import Status, evaluate, load_policy
 from replay.run.directory import RunError
-from replay.sandbox.evidence import (
+from replay.sandbox.gate_evidence import (
     EVIDENCE_FILES,
     format_tables,
     pair_results,

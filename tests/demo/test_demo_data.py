@@ -11,9 +11,9 @@ import pytest
 
 from core.keyset import sorted_key_set
 from core.records import BUILTIN_STRATA, Decision, TrainingExample
+from demo.demo_data import TRAIN_JSONL, write_demo
 from demo.memory import GENUINE_RULE_IDS, HARMFUL_RULE_IDS, ONE_RULE_TEXT, RULES
-from demo.suite import TRAIN_JSONL, write_demo
-from replay.memory.checks import check_memory, has_violations
+from replay.memory.contract import check_memory, has_violations
 from replay.memory.files import load_memory
 from replay.suite import load_suite, validate_suite
 from replay.suite_checks import request_hash

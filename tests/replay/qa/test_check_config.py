@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from replay.qa.check_config import load_config, read_placeholders
 from replay.qa.checks import first_match, without_code
-from replay.qa.config import load_config, read_placeholders
 from replay.qa.errors import QAError
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "qa"

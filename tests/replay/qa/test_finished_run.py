@@ -11,7 +11,7 @@ import pytest
 
 from core.guard import GuardRules
 from replay.corpus.claude_code import ClaudeCodeDir, read_session_file
-from replay.qa.run import Run, Unchecked, corpus_runs, read_run
+from replay.qa.finished_run import Run, Unchecked, corpus_runs, read_run
 from tests.replay.qa.corpus import RETRIES, append_answer, rebuilt, text
 from tests.support.curation import LOOKUP, copy_workspace, session_path
 
