@@ -140,14 +140,6 @@ def in_window(since: str | None, until: str | None) -> Callable[[CapturedDecisio
     return inside
 
 
-def build_corpus_suite(corpus: ClaudeCodeDir, out: Path, *, keys: Mapping[str, bytes], since: str | None = None,
-                       until: str | None = None, name: str = "corpus", version: str = "1",
-                       rules: GuardRules | None = None) -> BuildReport:
-    """Write the suite of every stratified call of the corpus (in [since, until)) into `out`, redacted."""
-    return build_corpus_suites(corpus, {out: None}, keys=keys, since=since, until=until, name=name, version=version,
-                               rules=rules)[0]
-
-
 def build_corpus_suites(corpus: ClaudeCodeDir, outs: Mapping[Path, Callable[[str], bool] | None], *,
                         keys: Mapping[str, bytes], since: str | None = None, until: str | None = None,
                         name: str = "corpus", version: str = "1",

@@ -44,7 +44,6 @@ from replay.stats.power import (
     noisy_discordance,
     power_at,
     power_curve,
-    sign_test_power,
     signal_discordance,
     win_share,
 )
@@ -76,7 +75,6 @@ __all__ = [
     "share_difference",
     "sign_test",
     "sign_test_p",
-    "sign_test_power",
     "signal_discordance",
     "wilson_interval",
     "win_share",

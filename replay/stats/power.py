@@ -137,12 +137,6 @@ def _powers_by_pairs(n_max: int, q: float, alpha: float, critical: tuple[int, ..
     return powers
 
 
-def sign_test_power(n: int, q: float, alpha: float) -> float:
-    """Exact power of the two-sided sign test at α on n discordant pairs, wins ~ Binomial(n, q),
-    counting only rejections in the candidate's favour."""
-    return float(_powers_by_pairs(n, q, alpha)[n])
-
-
 def _mixture(decisions: int, discordance: float, by_pairs: Floats, lf: Floats) -> float:
     """Σₙ P(n | N, d) · by_pairs[n] over the window where P(n | N, d) is not negligible."""
     if decisions == 0:

@@ -20,10 +20,10 @@ from core.canonical import message_digest, request_digest
 from core.capture_store import CapturedDecision, CaptureStore
 from replay.corpus.capture_suite import build_suite
 from replay.corpus.claude_code import API, ClaudeCodeDir, logged_calls, read_session_file
-from replay.corpus.corpus_suite import build_corpus_suite
 from replay.corpus.resolve import CaptureRefusal, RefusalReason, Resolved, resolve
 from replay.suite import load_suite
 from tests.replay.corpus.test_claude_code import DATA, WORKSPACE, captures, records, write_records
+from tests.support.suites import build_corpus_suite
 
 LOOKUP = "bfcec685-e7a6-47c9-be95-f5826d6c1469"
 """The lookup session: three calls, the first failed; the compaction comes before the second."""

@@ -13,9 +13,10 @@ from core.records import Decision
 from replay.cli import main as replay_main
 from replay.corpus.audit import audit
 from replay.corpus.claude_code import ClaudeCodeDir
-from replay.corpus.corpus_suite import build_corpus_suite, in_test_split
+from replay.corpus.corpus_suite import in_test_split
 from replay.suite import SuiteError, check_privacy, load_suite
 from tests.replay.corpus.test_claude_code import DATA, WORKSPACE, captures
+from tests.support.suites import build_corpus_suite
 
 KEY = "7e" * 32
 

@@ -15,7 +15,6 @@ from core.keyset import key_set
 from core.records import DecisionScore, ParsedResponse, ParseOutcome, ResultRecord, ToolCall
 from demo.scenario_pack import write_pack
 from replay.corpus.claude_code import ClaudeCodeDir
-from replay.corpus.corpus_suite import build_corpus_suite
 from replay.curation.build import curate, open_inputs
 from replay.curation.dataset import MANIFEST_JSON, PROVENANCE_JSONL, TRAIN_JSONL, CurationManifest
 from replay.curation.proofs import RunEvidence
@@ -34,6 +33,7 @@ from tests.support.curation import (
     session_path,
 )
 from tests.support.runs import write_sealed
+from tests.support.suites import build_corpus_suite
 
 TOOL = "mcp__inv__lookup"
 CLEAN = 'size = {size}\nshortfall = "{shortfall}"\nclean_from = ["verified_action"]\n[shares]\nclean = 100\n'

@@ -12,10 +12,10 @@ import pytest
 
 from replay.cli import main
 from replay.corpus.claude_code import ClaudeCodeDir
-from replay.corpus.corpus_suite import build_corpus_suite
 from replay.suite import freeze_suite
 from tests.support.curation import KEY, copy_workspace, keys_file, policy_file
 from tests.support.runs import seal
+from tests.support.suites import build_corpus_suite
 
 GOOD = 'size = 1\nclean_from = ["verified_action"]\n[shares]\nclean = 100\n'
 REPO = Path(__file__).resolve().parents[3]

@@ -14,7 +14,6 @@ from hypothesis import strategies as st
 
 from replay.cli import main
 from replay.corpus.claude_code import ClaudeCodeDir
-from replay.corpus.corpus_suite import build_corpus_suite
 from replay.curation.build import SUITES_ENV, curate, open_inputs
 from replay.curation.dataset import MANIFEST_JSON, PROVENANCE_JSONL
 from replay.suite import freeze_suite
@@ -28,6 +27,7 @@ from tests.support.curation import (
     policy_file,
     session_path,
 )
+from tests.support.suites import build_corpus_suite
 
 POLICY = 'size = 2\nshortfall = "shrink"\nclean_from = ["verified_action"]\n[shares]\nclean = 100\n'
 

@@ -25,9 +25,9 @@ from replay.stats import (
     power_at,
     power_curve,
     sign_test,
-    sign_test_power,
     win_share,
 )
+from tests.support.power import sign_test_power
 
 # ── independent references ──────────────────────────────────────────────────
 

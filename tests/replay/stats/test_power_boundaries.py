@@ -19,10 +19,10 @@ from replay.stats import (
     power_curve,
     rejects,
     sign_test,
-    sign_test_power,
     signal_discordance,
     win_share,
 )
+from tests.support.power import sign_test_power
 
 
 def reference_critical(n: int, alpha: Fraction) -> int:
