@@ -15,7 +15,7 @@ test:
 	./scripts/setup.sh --test-tools
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
-	$(VENV)/bin/python -m pytest -q -ra tests
+	$(VENV)/bin/python -m pytest -q -ra --durations=25 tests
 
 # The benchmarks and the mutation run use the tests' helpers: the `dev` extra beside the demo's set-up.
 setup-dev:
