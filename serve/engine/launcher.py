@@ -8,6 +8,7 @@ before anything starts.
 from __future__ import annotations
 
 import ctypes.util
+import json
 import os
 import sys
 from pathlib import Path
@@ -142,6 +143,31 @@ def engine_settings(config: EngineConfig, cpuinfo: Path = Path("/proc/cpuinfo"))
     flags = host_cpu_flags(cpuinfo)
     return EngineSettings(dtype=config.vllm.dtype, settings=settings_line(config), cpu_model=host_cpu_model(cpuinfo),
                           cpu_flags=[f for f in KERNEL_FLAGS if f in flags])
+
+
+def asymmetric_int8_activations(model_dir: Path) -> bool:
+    """Whether config.json quantises activations to int8 with a zero point (as `model quantize`'s w8a8-int8 does)."""
+    try:
+        quant = json.loads((model_dir / "config.json").read_bytes()).get("quantization_config") or {}
+        groups = quant.get("config_groups") or {}
+        return any((group.get("input_activations") or {}).get("symmetric") is False and
+                   (group.get("input_activations") or {}).get("num_bits") == 8 for group in groups.values())
+    except (OSError, ValueError, AttributeError):
+        return False
+
+
+def kernel_warning(config: EngineConfig, flags: frozenset[str]) -> str | None:
+    """A warning where this CPU is known to serve the model wrongly: vLLM 0.32's int8 kernel on an x86 CPU with AVX2
+    but no AVX-512 (oneDNN's AVX2 path) answers gibberish for int8 activations with a zero point. "What is the
+    capital of France?" got "undergroundfortheexposed…" from the w8a8-int8 checkpoint, "Paris" from the same
+    checkpoint with symmetric activations and from the unquantised model; on AVX-512 the w8a8-int8 checkpoint
+    agreed with the unquantised model on 29 of 32 tool decisions (BENCHMARKS.md). The engine still starts: the
+    quantised stage's gate is what judges it."""
+    if "avx2" not in flags or "avx512f" in flags or not asymmetric_int8_activations(Path(config.vllm.model)):
+        return None
+    return (f"warning: {config.vllm.model} has int8 activations with a zero point, and this CPU has no AVX-512: "
+            "vLLM's int8 kernel answers gibberish for those here (BENCHMARKS.md); the quantisation-survives gate "
+            "will judge it, but do not trust its answers")
 
 
 def cpu_settings_for(config: EngineConfig, flags: frozenset[str]) -> CpuSettings | None:
@@ -309,6 +335,8 @@ def settings_line(config: EngineConfig) -> str:
 def run_foreground(config: EngineConfig) -> int:
     """`worker-serve engine`: start vLLM, report health, exit with its status. A stop signal (SIGTERM as
     Ctrl-C: `core.console` makes both unwind) stops vLLM's whole process group on the way out."""
+    if warning := kernel_warning(config, host_cpu_flags()):
+        print(warning, file=sys.stderr, flush=True)
     engine = EngineProcess(config)
     engine.start()
     assert engine.proc is not None

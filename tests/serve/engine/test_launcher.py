@@ -12,6 +12,7 @@ from serve.engine.launcher import (
     ConfigError,
     engine_settings,
     host_cpu_flags,
+    kernel_warning,
     load_engine_config,
     preloaded,
     server_args,
@@ -19,6 +20,7 @@ from serve.engine.launcher import (
     server_env,
     settings_line,
 )
+from serve.engine.quantize import SCHEMES
 
 CONFIGS = Path(__file__).resolve().parents[3] / "configs" / "engine"
 
@@ -70,6 +72,41 @@ def test_host_flags_are_read_from_cpuinfo(tmp_path, cpuinfo, flags):
     path.write_text(cpuinfo)
     assert host_cpu_flags(path) == flags
     assert host_cpu_flags(tmp_path / "absent") == frozenset()
+
+
+AVX2 = frozenset({"sse2", "avx", "avx2"})
+AVX512 = AVX2 | {"avx512f", "avx512_bf16"}
+
+
+@pytest.mark.parametrize(("scheme", "symmetric", "flags", "warned"), [
+    ("w8a8-int8", False, AVX2, True),  # as `model quantize` writes it: zero-point activations, gibberish on AVX2
+    ("w8a8-int8", False, AVX512, False),
+    ("w8a8-int8", True, AVX2, False),  # symmetric activations answered correctly on AVX2
+    ("w4a16", None, AVX2, False),
+    (None, None, AVX2, False),
+    ("w8a8-int8", False, frozenset({"asimd"}), False),  # aarch64: not this kernel
+])
+def test_an_int8_engine_is_warned_of_only_where_its_kernel_answers_gibberish(tmp_path, scheme, symmetric, flags,
+                                                                           warned):
+    config: dict[str, object] = {"model_type": "llama"}
+    if scheme is not None:
+        quant = SCHEMES[scheme].quantization_config()
+        if symmetric is not None:
+            quant["config_groups"]["group_0"]["input_activations"]["symmetric"] = symmetric
+        config["quantization_config"] = quant
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    engine = load_engine_config(CONFIGS / "cpu-smollm2-quantized.toml").on_model(tmp_path)
+    warning = kernel_warning(engine, flags)
+    assert (warning is not None) == warned
+    if warned:
+        assert warning is not None and warning.startswith(f"warning: {tmp_path} has int8 activations with a zero point")
+
+
+def test_an_unreadable_model_config_is_no_warning(tmp_path):
+    (tmp_path / "config.json").write_text('{"quantization_config": {"config_groups": [1, 2]}}')
+    engine = load_engine_config(CONFIGS / "cpu-smollm2-quantized.toml").on_model(tmp_path)
+    assert kernel_warning(engine, AVX2) is None
+    assert kernel_warning(engine.on_model(tmp_path / "absent"), AVX2) is None
 
 
 def test_engine_settings_record_the_dtype_and_the_kernel_flags_of_this_host(tmp_path):
