@@ -45,6 +45,7 @@ body as it leaves for the engine, so capture, hashes and the shadow's request ha
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import json
 import logging
@@ -265,11 +266,16 @@ async def _count_tokens(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) ->
 
 
 def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
+    """The engine request's timeouts from the gateway's settings (ClientTimeout is frozen: built once per
+    settings, not per request)."""
     settings = gw.config.gateway
-    if stream:
-        return aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s,
-                                     sock_read=settings.stream_idle_timeout_s)
-    return aiohttp.ClientTimeout(total=settings.request_timeout_s, connect=settings.connect_timeout_s)
+    return _timeouts(settings.connect_timeout_s, settings.request_timeout_s, settings.stream_idle_timeout_s)[stream]
+
+
+@functools.lru_cache(maxsize=8)
+def _timeouts(connect: float, total: float, idle: float) -> tuple[aiohttp.ClientTimeout, aiohttp.ClientTimeout]:
+    return (aiohttp.ClientTimeout(total=total, connect=connect),
+            aiohttp.ClientTimeout(total=None, connect=connect, sock_read=idle))
 
 
 def _timeout_error(gw: Gateway, upstream: Upstream, stream: bool) -> GatewayError:
@@ -388,18 +394,28 @@ async def _exchange(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> tup
 
 async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
     """`work`'s result, unless the client disconnects first: then `work` is cancelled, which
-    closes the engine connection (vLLM aborts the generation), and the request ends as 499."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
+    closes the engine connection (vLLM aborts the generation), and the request ends as 499. `work` runs in
+    the request's own task (one watcher task per call, no second task and no `asyncio.wait`)."""
+    current = asyncio.current_task()
+    assert current is not None
+    left = False
+
+    async def watch() -> None:
+        nonlocal left
+        await _disconnected(request)
+        left = True
+        current.cancel()
+
+    watcher = asyncio.ensure_future(watch())
     try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            return task.result()
+        return await work
+    except asyncio.CancelledError:
+        if not left:
+            raise
+        current.uncancel()
+        raise GatewayError(499, "the client closed the connection before the answer", "client_disconnected") from None
     finally:
         watcher.cancel()
-        task.cancel()  # no-op when it is done
-    await asyncio.gather(task, return_exceptions=True)
-    raise GatewayError(499, "the client closed the connection before the answer", "client_disconnected")
 
 
 async def _disconnected(request: Request) -> None:
