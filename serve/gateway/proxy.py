@@ -44,17 +44,16 @@ body as it leaves for the engine, so capture, hashes and the shadow's request ha
 
 from __future__ import annotations
 
-import asyncio
 import functools
 import itertools
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import msgspec
@@ -68,7 +67,14 @@ from core.names import BadNameError, check_name, is_name
 from serve.gateway.apis import APIS
 from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswerError, SseEvent, SseEvents
 from serve.gateway.capture import CaptureJob, now_iso
-from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_id, header_name, parse_json
+from serve.gateway.edge import (
+    SESSION_HEADER,
+    WORKSPACE_HEADER,
+    client_request_id,
+    header_name,
+    parse_json,
+    unless_client_leaves,
+)
 from serve.gateway.errors import GatewayError, bounded_message, unavailable
 from serve.gateway.fairshare import used_tokens
 from serve.gateway.registry import RequestRow
@@ -84,7 +90,6 @@ log = logging.getLogger(__name__)
 _BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
 _SEQUENCE = itertools.count(1)
 _ENCODE = msgspec.json.Encoder().encode
-T = TypeVar("T")
 PASSED_ON = ("anthropic-version", "anthropic-beta")
 """Request headers the engine reads (vLLM's Messages API), passed on as sent."""
 PROMPT_SLACK = 1024
@@ -203,7 +208,7 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
             await _clamp(gw, call, body, len(raw))
         if api.generates:  # a token count takes no engine slot and no share
             admit = gw.tenancy.admit(caller, body, len(raw))
-            call.admission = await (admit if gw.tenancy.slots is None else _unless_client_leaves(request, admit))
+            call.admission = await (admit if gw.tenancy.slots is None else unless_client_leaves(request, admit))
         if stream:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
@@ -374,7 +379,7 @@ def _parse_answer(call: ProxiedCall, upstream: Upstream, raw: bytes) -> tuple[An
 async def _json(gw: Gateway, call: ProxiedCall, body: dict[str, Any], request: Request) -> Response:
     assert call.resolution is not None
     candidate = gw.shadow_for(call.resolution) if call.api.generates else None
-    upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
+    upstream, status, raw = await unless_client_leaves(request, _exchange(gw, call, body))
     if status != 200:
         raise _upstream_failure(gw, call, upstream, status, raw)
     payload, answer = _parse_answer(call, upstream, raw)
@@ -390,37 +395,6 @@ async def _json(gw: Gateway, call: ProxiedCall, body: dict[str, Any], request: R
 async def _exchange(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
     upstream, resp = await _open(gw, call, body, stream=False)
     return upstream, resp.status, await _read(gw, upstream, resp)
-
-
-async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
-    """`work`'s result, unless the client disconnects first: then `work` is cancelled, which
-    closes the engine connection (vLLM aborts the generation), and the request ends as 499. `work` runs in
-    the request's own task (one watcher task per call, no second task and no `asyncio.wait`)."""
-    current = asyncio.current_task()
-    assert current is not None
-    left = False
-
-    async def watch() -> None:
-        nonlocal left
-        await _disconnected(request)
-        left = True
-        current.cancel()
-
-    watcher = asyncio.ensure_future(watch())
-    try:
-        return await work
-    except asyncio.CancelledError:
-        if not left:
-            raise
-        current.uncancel()
-        raise GatewayError(499, "the client closed the connection before the answer", "client_disconnected") from None
-    finally:
-        watcher.cancel()
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        continue
 
 
 async def _stream(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> Response:
