@@ -14,7 +14,7 @@ import json
 import sqlite3
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import dataclass, fields
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
@@ -197,6 +197,10 @@ def _migrate(db: sqlite3.Connection) -> None:
         db.execute("VACUUM")  # once: rewrites the file so freed pages can be given back
 
 
+_INSERTED = tuple(f.name for f in fields(CapturedDecision) if f.name != "seq")
+"""The columns `insert` writes: every field of a decision but the store's own `seq`."""
+
+
 class CaptureStore:
     """The gateway's writer of the store. Deleted rows are overwritten (`secure_delete`) and their pages
     returned to the file system (`auto_vacuum = INCREMENTAL`), so retention removes text from the disk,
@@ -232,7 +236,8 @@ class CaptureStore:
 
     def insert(self, decision: CapturedDecision) -> None:
         """Store one captured decision (its JSON fields as text)."""
-        row = {k: v for k, v in asdict(decision).items() if k != "seq"}
+        # Its fields one level deep (`asdict` deep-copies the whole request, then `json.dumps` copies it again).
+        row = {name: getattr(decision, name) for name in _INSERTED}
         row["captured_at"] = stored_time(decision.captured_at)
         for column in _JSON_COLUMNS:
             row[column] = None if row[column] is None else json.dumps(row[column])

@@ -9,14 +9,16 @@ pick cohorts, directories and labels, so they must be names (core/names.py), or 
 refused whole. `X-Request-Id` is the client's correlation id (`acme/s-1#0`, AWS's
 `Root=1-…;Parent=…`), passed on and never a reason to refuse: any visible ASCII (0x21–0x7E) up to
 200 characters is kept as sent; anything else is replaced by the gateway's own id, and the response
-says so in `X-Worker-Request-Id-Replaced: invalid`.
+says so in `X-Worker-Request-Id-Replaced: invalid`. A client that leaves before its answer ends the request
+(`unless_client_leaves`: the engine request is cancelled, 499).
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
-from collections.abc import Collection, Iterable, Iterator
-from typing import Any
+from collections.abc import Awaitable, Collection, Iterable, Iterator
+from typing import Any, TypeVar
 
 from fastapi import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -157,3 +159,37 @@ def _replaced(headers: Iterable[tuple[bytes, bytes]]) -> bool:
         if key == name:
             return bool(value) and not is_request_id(value.decode("latin-1"))
     return False
+
+
+T = TypeVar("T")
+
+
+async def unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
+    """`work`'s result, unless the client disconnects first: then `work` is cancelled, which
+    closes the engine connection (vLLM aborts the generation), and the request ends as 499. `work` runs in
+    the request's own task (one watcher task per call, no second task and no `asyncio.wait`)."""
+    current = asyncio.current_task()
+    assert current is not None
+    left = False
+
+    async def watch() -> None:
+        nonlocal left
+        await _disconnected(request)
+        left = True
+        current.cancel()
+
+    watcher = asyncio.ensure_future(watch())
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if not left:
+            raise
+        current.uncancel()
+        raise GatewayError(499, "the client closed the connection before the answer", "client_disconnected") from None
+    finally:
+        watcher.cancel()
+
+
+async def _disconnected(request: Request) -> None:
+    while (await request.receive())["type"] != "http.disconnect":
+        continue

@@ -44,16 +44,16 @@ body as it leaves for the engine, so capture, hashes and the shadow's request ha
 
 from __future__ import annotations
 
-import asyncio
+import functools
 import itertools
 import json
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Awaitable
+from collections.abc import AsyncGenerator, AsyncIterator
 from contextlib import aclosing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import aiohttp
 import msgspec
@@ -67,7 +67,14 @@ from core.names import BadNameError, check_name, is_name
 from serve.gateway.apis import APIS
 from serve.gateway.apis.base import JSON_HEADERS, Accumulator, Answer, Api, BadAnswerError, SseEvent, SseEvents
 from serve.gateway.capture import CaptureJob, now_iso
-from serve.gateway.edge import SESSION_HEADER, WORKSPACE_HEADER, client_request_id, header_name, parse_json
+from serve.gateway.edge import (
+    SESSION_HEADER,
+    WORKSPACE_HEADER,
+    client_request_id,
+    header_name,
+    parse_json,
+    unless_client_leaves,
+)
 from serve.gateway.errors import GatewayError, bounded_message, unavailable
 from serve.gateway.fairshare import used_tokens
 from serve.gateway.registry import RequestRow
@@ -83,7 +90,6 @@ log = logging.getLogger(__name__)
 _BOOT = uuid.uuid4().hex[:12]  # request ids: unique per process start, then a counter (no syscall each)
 _SEQUENCE = itertools.count(1)
 _ENCODE = msgspec.json.Encoder().encode
-T = TypeVar("T")
 PASSED_ON = ("anthropic-version", "anthropic-beta")
 """Request headers the engine reads (vLLM's Messages API), passed on as sent."""
 PROMPT_SLACK = 1024
@@ -202,7 +208,7 @@ async def handle(gw: Gateway, request: Request, api: Api) -> Response:
             await _clamp(gw, call, body, len(raw))
         if api.generates:  # a token count takes no engine slot and no share
             admit = gw.tenancy.admit(caller, body, len(raw))
-            call.admission = await (admit if gw.tenancy.slots is None else _unless_client_leaves(request, admit))
+            call.admission = await (admit if gw.tenancy.slots is None else unless_client_leaves(request, admit))
         if stream:
             return await _stream(gw, call, body)
         return await _json(gw, call, body, request)
@@ -265,11 +271,16 @@ async def _count_tokens(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) ->
 
 
 def _timeout(gw: Gateway, stream: bool) -> aiohttp.ClientTimeout:
+    """The engine request's timeouts from the gateway's settings (ClientTimeout is frozen: built once per
+    settings, not per request)."""
     settings = gw.config.gateway
-    if stream:
-        return aiohttp.ClientTimeout(total=None, connect=settings.connect_timeout_s,
-                                     sock_read=settings.stream_idle_timeout_s)
-    return aiohttp.ClientTimeout(total=settings.request_timeout_s, connect=settings.connect_timeout_s)
+    return _timeouts(settings.connect_timeout_s, settings.request_timeout_s, settings.stream_idle_timeout_s)[stream]
+
+
+@functools.lru_cache(maxsize=8)
+def _timeouts(connect: float, total: float, idle: float) -> tuple[aiohttp.ClientTimeout, aiohttp.ClientTimeout]:
+    return (aiohttp.ClientTimeout(total=total, connect=connect),
+            aiohttp.ClientTimeout(total=None, connect=connect, sock_read=idle))
 
 
 def _timeout_error(gw: Gateway, upstream: Upstream, stream: bool) -> GatewayError:
@@ -368,7 +379,7 @@ def _parse_answer(call: ProxiedCall, upstream: Upstream, raw: bytes) -> tuple[An
 async def _json(gw: Gateway, call: ProxiedCall, body: dict[str, Any], request: Request) -> Response:
     assert call.resolution is not None
     candidate = gw.shadow_for(call.resolution) if call.api.generates else None
-    upstream, status, raw = await _unless_client_leaves(request, _exchange(gw, call, body))
+    upstream, status, raw = await unless_client_leaves(request, _exchange(gw, call, body))
     if status != 200:
         raise _upstream_failure(gw, call, upstream, status, raw)
     payload, answer = _parse_answer(call, upstream, raw)
@@ -384,27 +395,6 @@ async def _json(gw: Gateway, call: ProxiedCall, body: dict[str, Any], request: R
 async def _exchange(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> tuple[Upstream, int, bytes]:
     upstream, resp = await _open(gw, call, body, stream=False)
     return upstream, resp.status, await _read(gw, upstream, resp)
-
-
-async def _unless_client_leaves(request: Request, work: Awaitable[T]) -> T:
-    """`work`'s result, unless the client disconnects first: then `work` is cancelled, which
-    closes the engine connection (vLLM aborts the generation), and the request ends as 499."""
-    task = asyncio.ensure_future(work)
-    watcher = asyncio.ensure_future(_disconnected(request))
-    try:
-        await asyncio.wait({task, watcher}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            return task.result()
-    finally:
-        watcher.cancel()
-        task.cancel()  # no-op when it is done
-    await asyncio.gather(task, return_exceptions=True)
-    raise GatewayError(499, "the client closed the connection before the answer", "client_disconnected")
-
-
-async def _disconnected(request: Request) -> None:
-    while (await request.receive())["type"] != "http.disconnect":
-        continue
 
 
 async def _stream(gw: Gateway, call: ProxiedCall, body: dict[str, Any]) -> Response:

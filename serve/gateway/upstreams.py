@@ -86,7 +86,10 @@ class UpstreamPool:
         return self._session
 
     async def open(self) -> None:
-        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024), auto_decompress=False)
+        # The engines set no cookies, and one jar shared by every client's requests must hold none: no jar to
+        # filter on each request.
+        self._session = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=1024), auto_decompress=False,
+                                              cookie_jar=aiohttp.DummyCookieJar())
 
     async def close(self) -> None:
         if self._session is not None:
