@@ -92,6 +92,8 @@ CREATE TABLE IF NOT EXISTS decisions (
 );
 DROP INDEX IF EXISTS decisions_session;
 CREATE INDEX IF NOT EXISTS decisions_workspace_session ON decisions (workspace, session, seq);
+CREATE INDEX IF NOT EXISTS decisions_call ON decisions (workspace, session, call_id, seq);
+CREATE INDEX IF NOT EXISTS decisions_tool ON decisions (workspace, session, chosen_tool, seq);
 CREATE INDEX IF NOT EXISTS decisions_captured_at ON decisions (captured_at);
 CREATE INDEX IF NOT EXISTS decisions_route_captured_at ON decisions (route, captured_at);
 """
@@ -197,6 +199,13 @@ def _migrate(db: sqlite3.Connection) -> None:
         db.execute("VACUUM")  # once: rewrites the file so freed pages can be given back
 
 
+LABEL_BY_CALL_ID = ("SELECT seq FROM decisions INDEXED BY decisions_call WHERE workspace = ? AND session = ? "
+                    "AND call_id = ? AND outcome IS NULL ORDER BY seq DESC LIMIT 1")
+LABEL_BY_TOOL = ("SELECT seq FROM decisions INDEXED BY decisions_tool WHERE workspace = ? AND session = ? "
+                 "AND chosen_tool = ? AND thread IS ? AND outcome IS NULL ORDER BY seq DESC LIMIT 1")
+"""A tool result's decision, found through an index on the call id (or the tool), so labelling costs the same in
+a session's first turn and its thousandth (through the session's own index it walked the session's rows)."""
+
 _INSERTED = tuple(f.name for f in fields(CapturedDecision) if f.name != "seq")
 """The columns `insert` writes: every field of a decision but the store's own `seq`."""
 
@@ -224,13 +233,9 @@ class CaptureStore:
             for result in results:
                 row = None
                 if result.call_id is not None:
-                    row = self._db.execute("SELECT seq FROM decisions WHERE workspace = ? AND session = ? AND "
-                                           "call_id = ? AND outcome IS NULL ORDER BY seq DESC LIMIT 1",
-                                           (workspace, session, result.call_id)).fetchone()
+                    row = self._db.execute(LABEL_BY_CALL_ID, (workspace, session, result.call_id)).fetchone()
                 if row is None:
-                    row = self._db.execute("SELECT seq FROM decisions WHERE workspace = ? AND session = ? AND "
-                                           "thread IS ? AND chosen_tool = ? AND outcome IS NULL ORDER BY seq DESC "
-                                           "LIMIT 1", (workspace, session, thread, result.tool)).fetchone()
+                    row = self._db.execute(LABEL_BY_TOOL, (workspace, session, result.tool, thread)).fetchone()
                 if row is not None:
                     self._db.execute("UPDATE decisions SET outcome = ? WHERE seq = ?", (result.kind, row[0]))
 

@@ -11,7 +11,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from core.capture_store import CapturedDecision, CaptureStore, ToolResult, read_decisions
+from core.capture_store import (
+    LABEL_BY_CALL_ID,
+    LABEL_BY_TOOL,
+    CapturedDecision,
+    CaptureStore,
+    ToolResult,
+    read_decisions,
+)
 from core.sqlitedb import StoreError
 
 
@@ -44,6 +51,40 @@ def test_a_label_without_a_call_id_reaches_the_latest_call_of_its_own_thread(tmp
     db.label("ws-a", "s-1", [ToolResult(None, "search", "failed")], thread="main")
     db.close()
     assert {d.thread: d.outcome for d in read_decisions(path)} == {"main": "failed", "agent": None}
+
+
+def steps(path: Path, query: str, params: tuple[object, ...]) -> tuple[int, object]:
+    """SQLite's virtual-machine steps for one query, and its answer: what the query costs, whatever the clock."""
+    counted = [0]
+
+    def count() -> int:
+        counted[0] += 1
+        return 0
+
+    with sqlite3.connect(path) as db:
+        db.set_progress_handler(count, 1)
+        answer = db.execute(query, params).fetchone()
+    return counted[0], answer
+
+
+@pytest.mark.parametrize("query", ["call", "tool"])
+def test_finding_a_results_decision_costs_the_same_in_a_long_session_as_in_a_short_one(tmp_path: Path,
+                                                                                      query: str) -> None:
+    """The result of the session's first call arrives after N more calls (its label is still missing): the lookup
+    is an index search, so it does not walk the N later decisions (it did through the session's own index)."""
+    cost = {}
+    for later in (10, 3000):
+        path = tmp_path / f"{later}.sqlite"
+        db = CaptureStore(path)
+        db.insert(captured(0, "ws-a", "s-1", tool="lookup"))
+        for n in range(1, later + 1):
+            db.insert(captured(n, "ws-a", "s-1"))
+        db.close()
+        sql, params = ((LABEL_BY_CALL_ID, ("ws-a", "s-1", "c-0")) if query == "call"
+                       else (LABEL_BY_TOOL, ("ws-a", "s-1", "lookup", None)))
+        cost[later], row = steps(path, sql, params)
+        assert row == (1,)  # the first decision's seq
+    assert cost[3000] <= cost[10] + 20, cost
 
 
 def test_a_store_written_before_canonical_hashing_reads_as_raw_and_gains_the_columns(tmp_path: Path) -> None:
