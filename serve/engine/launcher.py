@@ -8,7 +8,6 @@ before anything starts.
 from __future__ import annotations
 
 import ctypes.util
-import json
 import os
 import sys
 from pathlib import Path
@@ -148,12 +147,14 @@ def engine_settings(config: EngineConfig, cpuinfo: Path = Path("/proc/cpuinfo"))
 def asymmetric_int8_activations(model_dir: Path) -> bool:
     """Whether config.json quantises activations to int8 with a zero point (as `model quantize`'s w8a8-int8 does)."""
     try:
-        quant = json.loads((model_dir / "config.json").read_bytes()).get("quantization_config") or {}
-        groups = quant.get("config_groups") or {}
-        return any((group.get("input_activations") or {}).get("symmetric") is False and
-                   (group.get("input_activations") or {}).get("num_bits") == 8 for group in groups.values())
-    except (OSError, ValueError, AttributeError):
+        config = read_json_value(model_dir / "config.json")
+    except JsonFileError:
         return False
+    quant = config.get("quantization_config") if isinstance(config, dict) else None
+    groups = quant.get("config_groups") if isinstance(quant, dict) else None
+    inputs = [group.get("input_activations") for group in groups.values()
+              if isinstance(group, dict)] if isinstance(groups, dict) else []
+    return any(isinstance(i, dict) and i.get("symmetric") is False and i.get("num_bits") == 8 for i in inputs)
 
 
 def kernel_warning(config: EngineConfig, flags: frozenset[str]) -> str | None:
