@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 import subprocess
@@ -10,7 +11,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import httpx
 import uvicorn
@@ -22,6 +23,7 @@ from tests.support.live import free_port
 
 TOKEN = "test-admin-token"
 BASE_MODEL = "SmolLM2-135M-Instruct"
+T = TypeVar("T")
 
 
 def write_config(directory: Path, upstreams: list[str], adapter_root: Path, extra: str = "",
@@ -98,6 +100,16 @@ class RunningGateway:
         if not self.server.started:
             raise RuntimeError("the gateway did not start")
         return self
+
+    def on_loop(self, call: Callable[[], T]) -> T:
+        """`call()` run on the gateway's event loop, its result returned here. The app's state (the registry's
+        SQLite connection and buffered log rows, above all) belongs to that loop: a test thread that flushed the
+        registry itself could meet the periodic flush inside its transaction."""
+        async def run() -> T:
+            return call()
+
+        loop = self.server.servers[0].get_loop()
+        return asyncio.run_coroutine_threadsafe(run(), loop).result(60)
 
     def __exit__(self, *exc: object) -> None:
         self.client.close()

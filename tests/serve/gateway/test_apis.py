@@ -126,7 +126,7 @@ def test_the_runtimes_session_and_beta_headers_reach_routing_and_the_engine(tmp_
                 **headers, "anthropic-version": "2023-06-01", "anthropic-beta": "a-2025,b-2026"})
             assert answer.status_code == 200, answer.text
             assert answer.headers["x-worker-kind"] == ("canary" if session else "production"), session
-            gw.gateway.registry.flush()
+            gw.on_loop(gw.gateway.registry.flush)
             logged = gw.ok("GET", "/requests", limit=1)["requests"][0]
             assert (logged["endpoint"], logged["sticky_key"]) == ("messages", session)
             sent = fault.headers[-1]

@@ -56,7 +56,7 @@ def test_text_that_is_not_valid_unicode_is_refused_at_the_edge(tmp_path, root, n
         assert response.status_code == 400, response.text
         error = response.json()["error"]
         assert error["code"] == "invalid_unicode" and error["type"] == "invalid_request_error"
-        gw.gateway.registry.flush()  # the request's own log row is written
+        gw.on_loop(gw.gateway.registry.flush)  # the request's own log row is written
         assert gw.admin("GET", "/requests").json()["requests"][0]["reason"] == "invalid_unicode"
 
 
@@ -66,7 +66,7 @@ def test_one_unauthenticated_request_cannot_stop_the_request_log(tmp_path, root,
         assert post(gw, b'{"model": "\\ud800", "messages": []}').status_code == 400
         for _ in range(5):
             assert gw.chat().status_code == 200
-        gw.gateway.registry.flush()
+        gw.on_loop(gw.gateway.registry.flush)
         rows = gw.admin("GET", "/requests")
         assert rows.status_code == 200
         assert [r["status"] for r in rows.json()["requests"]] == [200] * 5 + [400]
@@ -110,8 +110,8 @@ def test_a_row_that_cannot_be_written_is_dropped_alone_counted_and_logged_once(t
 
 def test_dropped_rows_are_a_metric_by_table(tmp_path, root, no_upstream):
     with start_gateway(tmp_path, root, [no_upstream]) as gw:
-        gw.gateway.registry.record_request(_row("bad-\ud800"))
-        gw.gateway.registry.flush()
+        gw.on_loop(lambda: gw.gateway.registry.record_request(_row("bad-\ud800")))
+        gw.on_loop(gw.gateway.registry.flush)
         assert sample(gw, "worker_gateway_log_rows_dropped_total", table="requests", reason="unwritable") == 1
 
 
@@ -146,7 +146,7 @@ def test_values_that_are_echoed_or_stored_must_be_names(tmp_path, root, no_upstr
         error = response.json()["error"]
         assert named in error["message"] and error["type"] == "invalid_request_error"
         assert len(response.text) < 1000 and len(str(response.headers)) < 2000  # nothing echoed whole
-        gw.gateway.registry.flush()
+        gw.on_loop(gw.gateway.registry.flush)
         row = gw.admin("GET", "/requests").json()["requests"][0]
         assert row["status"] == 400 and len(json.dumps(row)) < 1000  # nothing stored whole
 
@@ -155,7 +155,7 @@ def test_a_state_file_does_not_grow_with_the_ids_clients_send(tmp_path, root, fa
     with start_gateway(tmp_path, root, [fault]) as gw:
         for _ in range(10):
             gw.chat(headers={"X-Request-Id": "r" * (1 << 20)})
-        gw.gateway.registry.flush()
+        gw.on_loop(gw.gateway.registry.flush)
         state = tmp_path / "gw" / "state.sqlite"
         size = sum(p.stat().st_size for p in state.parent.glob("state.sqlite*"))
         assert size < 2 * (1 << 20)
@@ -292,7 +292,7 @@ def test_a_correlation_id_of_visible_ascii_is_stored_and_echoed_as_sent(tmp_path
             assert "x-worker-request-id-replaced" not in response.headers
         capture = gw.gateway.capture
         wait_for(lambda: capture.queue.empty() and capture.queue._unfinished_tasks == 0, "captures")  # noqa: SLF001
-        gw.gateway.registry.flush()
+        gw.on_loop(gw.gateway.registry.flush)
         logged = [row["request_id"] for row in gw.admin("GET", "/requests").json()["requests"]]
         store = gw.config.capture.db
     assert sorted(logged) == sorted(KEPT_IDS)
@@ -310,7 +310,7 @@ def test_any_other_request_id_is_replaced_and_the_response_says_so(tmp_path, roo
         echoed = response.headers["x-request-id"]
         assert echoed != request_id and is_name(echoed)  # the gateway's own id
         assert response.headers["x-worker-request-id-replaced"] == "invalid"
-        gw.gateway.registry.flush()
+        gw.on_loop(gw.gateway.registry.flush)
         assert gw.admin("GET", "/requests").json()["requests"][0]["request_id"] == echoed
 
 

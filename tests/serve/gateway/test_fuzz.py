@@ -161,6 +161,6 @@ def test_hostile_values_in_any_field_or_header_never_hurt_the_gateway(gateway: R
 
     run()
     assert len(set(answered)) == 4  # every path was reached with hostile values, not only refused by HTTP
-    gateway.gateway.registry.flush()  # every row of every request is written or dropped alone
+    gateway.on_loop(gateway.gateway.registry.flush)  # every row of every request is written or dropped alone
     assert gateway.admin("GET", "/requests").status_code == 200
     assert gateway.chat().status_code == 200
