@@ -99,16 +99,18 @@ def decision_api(name: ApiName) -> DecisionApi:
     return WIRES[name].api
 
 
-def thread_of(api: DecisionApi, messages: list[Any]) -> str | None:
-    """The conversation a turn belongs to, told apart within its session by its first message (a subagent's
+def thread_of(message_hashes: list[str]) -> str | None:
+    """The conversation a turn belongs to, told apart within its session by its first message's hash (a subagent's
     loop starts with its own prompt; the main loop keeps its first message until a compaction)."""
-    return message_digest(api, messages[0])[:16] if messages else None
+    return message_hashes[0][:16] if message_hashes else None
 
 
-def describe(job: CaptureJob, mode: str) -> CapturedDecision:
-    """The stored record of a decision: text only in `full` mode; hashes over the canonical form."""
+def describe(job: CaptureJob, mode: str, conversation: Conversation | None = None) -> CapturedDecision:
+    """The stored record of a decision: text only in `full` mode; hashes over the canonical form.
+    `conversation`: the job's body already read through its API (the worker has it; else it is read here)."""
     api = decision_api(job.api)
-    conversation = APIS[job.api].conversation(job.body)
+    conversation = conversation or APIS[job.api].conversation(job.body)
+    message_hashes = [message_digest(api, m) for m in conversation.messages]
     parsed = conversation.parse(job.answer)
     call = chosen_call(parsed)
     raw_calls = job.answer.get("tool_calls") if isinstance(job.answer, dict) else None
@@ -118,7 +120,7 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
         id=job.key, request_id=job.request_id, captured_at=job.captured_at, mode=mode, workspace=job.workspace or "",
         session=job.session or "", route=job.route, adapter=job.adapter, kind=job.kind,
         request_sha256=request_digest(api, job.body),
-        message_hashes=[message_digest(api, m) for m in conversation.messages], roles=conversation.roles,
+        message_hashes=message_hashes, roles=conversation.roles,
         tools_offered=sorted(conversation.tool_names() or ()), tool_choice=conversation.tool_choice,
         parse_outcome=parsed.outcome.value,
         chosen_tool=call.tool if call else None, chosen_keys=list(call.key_set) if call else [],
@@ -126,7 +128,7 @@ def describe(job: CaptureJob, mode: str) -> CapturedDecision:
         duration_s=round(job.duration_s, 6),
         request=conversation.request if full else None,
         chosen_arguments=call.arguments if (full and call) else None, api=job.api, hashing=CANONICAL,
-        forced=job.forced, thread=thread_of(api, conversation.messages))
+        forced=job.forced, thread=thread_of(message_hashes))
 
 
 class Capture:
@@ -237,7 +239,5 @@ class Capture:
         if not self.captures(job):
             return
         assert self.store is not None
-        if results and job.session:
-            self.store.label(workspace, job.session, results, thread_of(decision_api(job.api), conversation.messages))
-        self.store.insert(describe(job, self.settings.mode))
+        self.store.record(describe(job, self.settings.mode, conversation), results)
         self.metrics.capture_descriptors.labels(self.settings.mode, workspace).inc()

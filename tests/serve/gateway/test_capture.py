@@ -381,6 +381,34 @@ def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
         assert describe(job, "descriptor").chosen_keys == keys
 
 
+def test_a_workspace_past_the_metrics_label_bound_still_has_its_tool_results_labelled(tmp_path):
+    """The metrics give the 101st workspace the label `_other` (a bounded series); the store's label rule must
+    still look its decisions up under the workspace's own id, in the capture worker's one write per job."""
+    from serve.gateway.capture import Capture, CaptureJob
+    from serve.gateway.config import CaptureSection
+    from serve.gateway.metrics import LABEL_VALUES_MAX, OTHER, GatewayMetrics
+
+    metrics = GatewayMetrics(nvml=False)
+    for i in range(LABEL_VALUES_MAX):
+        metrics.bounded("workspace", f"ws-{i}")
+    assert metrics.bounded("workspace", "ws-late") == OTHER
+    capture = Capture(CaptureSection(mode="descriptor", sample_rate=1.0, db=tmp_path / "c.sqlite"), metrics)
+    ask = [{"role": "user", "content": "Find the ticket."}]
+    call = {"role": "assistant", "content": None, "tool_calls": [{"id": "c-1", "type": "function", "function": {
+        "name": "lookup", "arguments": "{}"}}]}
+    result = {"role": "tool", "tool_call_id": "c-1", "content": json.dumps({"status": "pending"})}
+    for n, (messages, answer) in enumerate([(ask, call), ([*ask, call, result], {"role": "assistant",
+                                                                                   "content": "Pending."})]):
+        capture.process(CaptureJob(key=f"k{n}", request_id=f"r{n}", workspace="ws-late", session="s", route="worker",
+                                   adapter="base", kind="base", body={"messages": messages, "tools": [tool("lookup")]},
+                                   answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z"))
+    capture.store.close()
+    decisions = read_decisions(tmp_path / "c.sqlite")
+    assert [(d.workspace, d.chosen_tool, d.outcome) for d in decisions] == [("ws-late", "lookup", "pending"),
+                                                                           ("ws-late", None, None)]
+    assert decisions[0].thread == decisions[1].thread is not None  # one conversation: its first message's hash
+
+
 def test_a_store_written_before_request_ids_were_kept_still_opens_and_stores(tmp_path):
     import sqlite3
 
