@@ -43,7 +43,9 @@ NOT_PROMPT = frozenset({"model", "tool_choice", "stream", "stream_options", "met
 
 def plain(value: Any) -> Any:
     """`value` with `cache_control` and null-valued keys dropped from every object, whole floats as integers."""
-    if isinstance(value, Mapping):
+    if isinstance(value, str):  # most leaves, returned before the slower abstract `Mapping` check
+        return value
+    if isinstance(value, (dict, Mapping)):
         return {k: plain(v) for k, v in value.items() if k != "cache_control" and v is not None}
     if isinstance(value, list):
         return [plain(v) for v in value]
