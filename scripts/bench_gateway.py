@@ -1,7 +1,7 @@
 """Gateway overhead, measured side by side in one run, loopback only, bounded request counts.
 
-For two upstreams, the real vLLM engine and a minimal instant upstream (which isolates the
-gateway's own cost), the same request loop runs three times:
+For two upstreams, the real vLLM engine and the planted instant upstream (scripts/bench_instant_upstream.py,
+which isolates the gateway's own cost), the same request loop runs three times:
 
 * direct to the upstream;
 * through the gateway (`worker-serve gateway`, its own process) with shadow at 0%, capture off;
@@ -97,38 +97,6 @@ async def load(base_url: str, model: str, requests: int, concurrency: int,
         seconds = time.perf_counter() - started
     cuts = statistics.quantiles(latencies, n=100)
     return Result(requests, errors, seconds, 1000 * statistics.median(latencies), 1000 * cuts[98]), latencies
-
-
-def serve_fast_upstream(port: int) -> None:
-    """A minimal vLLM-like upstream that answers at once (isolates the gateway's own cost)."""
-    from aiohttp import web
-
-    adapters: dict[str, str] = {}
-    answer = {"id": "c", "object": "chat.completion", "created": 0, "model": "worker-base", "choices": [
-        {"index": 0, "message": {"role": "assistant", "content": "Hi team."}, "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 3, "total_tokens": 15}}
-    payload = json.dumps(answer).encode()
-
-    async def health(_: web.Request) -> web.Response:
-        return web.Response(text="")
-
-    async def models(_: web.Request) -> web.Response:
-        data = [{"id": "worker-base", "root": "/m"}] + [{"id": n, "root": p} for n, p in adapters.items()]
-        return web.json_response({"data": data})
-
-    async def load_adapter(request: web.Request) -> web.Response:
-        body = await request.json()
-        adapters[body["lora_name"]] = body["lora_path"]
-        return web.Response(text="ok")
-
-    async def complete(request: web.Request) -> web.Response:
-        await request.read()
-        return web.Response(body=payload, content_type="application/json")
-
-    app = web.Application()
-    app.add_routes([web.get("/health", health), web.get("/v1/models", models), web.get("/metrics", health),
-                    web.post("/v1/load_lora_adapter", load_adapter), web.post("/v1/chat/completions", complete)])
-    web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
 
 
 class Gateway:
@@ -246,11 +214,7 @@ def main() -> int:
     parser.add_argument("--max-tokens", type=int, default=8)
     parser.add_argument("--fast-requests", type=int, default=2000)
     parser.add_argument("--fast-concurrency", type=int, default=16)
-    parser.add_argument("--serve-fast-upstream", type=int, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.serve_fast_upstream:
-        serve_fast_upstream(args.serve_fast_upstream)
-        return 0
 
     from serve.engine.adapters import make_random_adapter
     from serve.engine.modelbuild import default_model_dir
@@ -262,8 +226,8 @@ def main() -> int:
         make_random_adapter(default_model_dir(), adapter_root / "candidate", seed=7)
 
         fast_port = free_port()
-        fast = ServiceProcess("fast upstream", [sys.executable, __file__, "--serve-fast-upstream", str(fast_port)],
-                              dict(os.environ), f"http://127.0.0.1:{fast_port}", 120)
+        fast = ServiceProcess("fast upstream", [sys.executable, str(REPO / "scripts" / "bench_instant_upstream.py"),
+                                                str(fast_port)], dict(os.environ), f"http://127.0.0.1:{fast_port}", 120)
         with fast:
             results["fast_upstream"] = measure("minimal instant upstream (the gateway's own cost)",
                                                f"http://127.0.0.1:{fast_port}", work, adapter_root,
