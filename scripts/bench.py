@@ -19,6 +19,8 @@
   stream; each peer installed on first use outside the project's environment, skipped when it cannot be).
 * gateway cost per feature: `scripts/bench_gateway_cost.py` (keys, fair share, capture, salt, metrics: each one's
   share of what the gateway adds, against docs/design.md's budget).
+* the capture worker: `scripts/bench_capture_worker.py` (its CPU per captured tool-loop turn, short and long, in one
+  process: the figure of the capture thread's share that the machine's other work does not move).
 * trial look: `scripts/bench_trial_look.py` (one look at 10k, 100k, 1M captured decisions; the event loop meanwhile).
 * redaction: `scripts/bench_redact.py` (recall and over-redaction on the labelled corpus and on the planted set of
   structured tool results).
@@ -209,6 +211,7 @@ def main() -> int:
     parser.add_argument("--skip-fairshare", action="store_true")
     parser.add_argument("--skip-corpus", action="store_true")
     parser.add_argument("--skip-memory-stats", action="store_true")
+    parser.add_argument("--skip-capture-worker", action="store_true")
     parser.add_argument("--skip-qa-checks", action="store_true")
     args = parser.parse_args()
     print(f"# benchmarks ({time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())})", flush=True)
@@ -228,6 +231,7 @@ def main() -> int:
                                   (args.skip_gateway_peers, "gateway beside LiteLLM and Portkey",
                                    "bench_gateway_peers.py"),
                                   (args.skip_gateway_cost, "gateway cost per feature", "bench_gateway_cost.py"),
+                                  (args.skip_capture_worker, "the capture worker", "bench_capture_worker.py"),
                                   (args.skip_prefix_order, "prefix order, small KV cache", "bench_prefix_order.py"),
                                   (args.skip_cpu_lora, "LoRA on the CPU engine", "bench_cpu_lora.py"),
                                   (args.skip_quantized_engine, "the quantised engine", "bench_quantized_engine.py"),
