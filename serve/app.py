@@ -53,7 +53,8 @@ class HotRoutes:
     """A POST to a forwarded API's path goes straight to the forwarder (serve/gateway/proxy.py's `handle`, which
     answers every failure itself in the API's shape), without FastAPI's routing, dependency and endpoint layers:
     the same call its endpoint makes, at a fraction of the cost per request. Anything else (another method, the
-    admin and monitoring paths) goes through the app's routes as before; the routes stay declared for them."""
+    admin and monitoring paths) goes through the app's routes as before; the forwarded routes stay declared for
+    them (serve/gateway/endpoints/bodies.py's `declare_forwarded`)."""
 
     def __init__(self, app: ASGIApp, gateway: Gateway) -> None:
         self.app = app

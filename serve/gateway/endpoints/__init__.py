@@ -9,7 +9,8 @@ here plus one line in `serve/app.py`.
 - `anthropic.py`: `POST /v1/messages`, `POST /v1/messages/count_tokens`
 - `monitoring.py`: `GET /health`, `GET /metrics`, `GET /version`
 - `admin.py`: `/admin/...` (the admin API; its table of calls is there)
-- `bodies.py`: the OpenAPI shapes the API families share
+- `bodies.py`: the OpenAPI shapes the API families share, and `declare_forwarded`: a forwarded API's route
+  declared from its shape
 - `dependencies.py`: `GatewayDep`: the running gateway, for a handler
 
 The trials' admin endpoints (`/admin/trials/...`) are `serve/trials/admin_routes.py`: they read the trials, which

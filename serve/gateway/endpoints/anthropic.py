@@ -6,12 +6,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter
 
-from serve.gateway.apis import APIS
-from serve.gateway.endpoints.bodies import MODEL, STREAM, openapi_body
-from serve.gateway.endpoints.dependencies import GatewayDep
-from serve.gateway.proxy import handle
+from serve.gateway.endpoints.bodies import MODEL, STREAM, declare_forwarded
 
 _CONTENT = {"anyOf": [{"type": "string"}, {"type": "array", "items": {
     "type": "object", "required": ["type"], "properties": {"type": {"type": "string"}}}}]}
@@ -42,12 +39,4 @@ router = APIRouter()
 
 
 # `?beta=true` (what the Claude Agent SDK sends) needs nothing: query parameters are not read.
-@router.post("/v1/messages", openapi_extra=openapi_body(MESSAGES_BODY), responses=ANTHROPIC_ANSWER)
-async def messages(request: Request, gw: GatewayDep) -> Response:
-    return await handle(gw, request, APIS["messages"])
-
-
-@router.post("/v1/messages/count_tokens", openapi_extra=openapi_body(COUNT_TOKENS_BODY),
-             responses=ANTHROPIC_ANSWER)
-async def count_tokens(request: Request, gw: GatewayDep) -> Response:
-    return await handle(gw, request, APIS["count_tokens"])
+declare_forwarded(router, {"messages": MESSAGES_BODY, "count_tokens": COUNT_TOKENS_BODY}, ANTHROPIC_ANSWER)

@@ -1,21 +1,19 @@
 """The OpenAI API family: chat completions, completions, the Responses API and the model list.
 
-The three generation endpoints forward the raw body through the shared forwarder (serve/gateway/proxy.py);
-their OpenAPI bodies document only what the gateway itself reads. The table of what each does is in
-serve/app.py.
+The three generation endpoints forward the raw body through the shared forwarder (serve/gateway/proxy.py), declared
+from one table (`declare_forwarded`); their OpenAPI bodies document only what the gateway itself reads. The table
+of what each does is in serve/app.py.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Request
 
-from serve.gateway.apis import APIS
 from serve.gateway.base_lineage import base_lineage
-from serve.gateway.endpoints.bodies import MODEL, STREAM, openapi_body
+from serve.gateway.endpoints.bodies import MODEL, STREAM, declare_forwarded
 from serve.gateway.endpoints.dependencies import GatewayDep
-from serve.gateway.proxy import handle
 
 CHAT_BODY: dict[str, Any] = {
     "type": "object", "required": ["messages"],
@@ -48,19 +46,8 @@ ANSWER: dict[int | str, dict[str, Any]] = {200: {"description": "The engine's an
 router = APIRouter()
 
 
-@router.post("/v1/chat/completions", openapi_extra=openapi_body(CHAT_BODY), responses=ANSWER)
-async def chat_completions(request: Request, gw: GatewayDep) -> Response:
-    return await handle(gw, request, APIS["chat"])
-
-
-@router.post("/v1/completions", openapi_extra=openapi_body(COMPLETION_BODY), responses=ANSWER)
-async def completions(request: Request, gw: GatewayDep) -> Response:
-    return await handle(gw, request, APIS["completions"])
-
-
-@router.post("/v1/responses", openapi_extra=openapi_body(RESPONSES_BODY), responses=ANSWER)
-async def responses(request: Request, gw: GatewayDep) -> Response:
-    return await handle(gw, request, APIS["responses"])
+declare_forwarded(router, {"chat": CHAT_BODY, "completions": COMPLETION_BODY, "responses": RESPONSES_BODY},
+                  ANSWER)
 
 
 @router.get("/v1/models")
