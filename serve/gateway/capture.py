@@ -4,11 +4,11 @@ A request that has been answered (chat, Messages or Responses API: each reads it
 its API module, serve/gateway/apis/) becomes a `CaptureJob`, queued on the event loop before
 the client can see the end of the answer (JSON: as soon as the engine's answer is read; streams:
 at the API's last event, and never for a stream the engine failed: serve/gateway/proxy.py's `Relay`).
-A client's next turn comes after it has seen the answer, so a session's turns are queued in order,
-whatever the thread pool does; a job is never queued from another thread (asyncio queues are not
-thread-safe). `Capture.submit` never waits: a full queue drops the job and counts it. One worker does
-the rest, one job at a time in queue order, in a thread, and any error there is logged and counted,
-never raised into a request:
+A client's next turn comes after it has seen the answer, so a session's turns are queued in order.
+`Capture.submit` never waits: a full queue drops the job and counts it. One worker thread, started with
+the gateway and fed through a thread-safe bounded queue (the event loop puts, the thread takes: no hand-off
+per job through the loop's thread pool, no wake-up of the loop when a job is done), does the rest, one job at
+a time in queue order, and any error there is logged and counted, never raised into a request:
 
 * **guard**: the tool results at the end of the request (the results of the previous turn's
   calls) are classified (core/guard.py) and anomalies counted per workspace, tool and kind.
@@ -28,8 +28,9 @@ never raised into a request:
 The store is its own SQLite file (WAL), so captures survive restarts; `read_decisions` is how
 the suite builder (replay/corpus/capture_suite.py) reads it. It is bounded: at start-up and every
 `retention_interval_s`, the worker deletes the decisions older than `retention_days` and the
-oldest beyond `max_rows` (whole rows, so `full` text goes with them), in a thread and never at
-the same time as a job; `worker_capture_rows` and `worker_capture_bytes` say what it holds.
+oldest beyond `max_rows` (whole rows, so `full` text goes with them), between two jobs in its own
+thread; `worker_capture_rows` and `worker_capture_bytes` say what it holds. A clean stop (SIGTERM
+included) processes what is still queued before the store closes.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
+import queue
+import threading
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -55,8 +59,6 @@ if TYPE_CHECKING:  # the store and its reader stay importable without the gatewa
     from serve.gateway.metrics import GatewayMetrics
 
 log = logging.getLogger(__name__)
-BATCH = 64
-"""The most queued jobs the worker takes to its thread at once."""
 
 @dataclass(frozen=True)
 class CaptureJob:
@@ -132,17 +134,14 @@ def describe(job: CaptureJob, mode: str, conversation: Conversation | None = Non
 
 
 class Capture:
-    """The gateway's capture runtime: a bounded queue and one worker."""
+    """The gateway's capture runtime: a bounded queue and one worker thread."""
 
     def __init__(self, settings: CaptureSection, metrics: GatewayMetrics) -> None:
         self.settings = settings
         self.metrics = metrics
         self.store = CaptureStore(settings.db) if settings.mode != "off" else None
-        self.queue: asyncio.Queue[CaptureJob] = asyncio.Queue(settings.queue_size)
-        self._worker: asyncio.Task[None] | None = None
-        self._keeper: asyncio.Task[None] | None = None
-        self._store_lock = asyncio.Lock()  # the store's one connection serves one thread at a time
-        self._running: asyncio.Future[None] | None = None  # the batch in the worker's thread
+        self.queue: queue.Queue[CaptureJob | None] = queue.Queue(settings.queue_size)  # None: the stop
+        self._worker: threading.Thread | None = None
 
     def wants(self, api: Api, body: Mapping[str, Any]) -> bool:
         """Whether an answered request is worth a job: it generated, and a store is open or it carries tool
@@ -153,41 +152,54 @@ class Capture:
         """Queue a finished request for capture; never blocks (a full queue is counted and dropped)."""
         try:
             self.queue.put_nowait(job)
-        except asyncio.QueueFull:
+        except queue.Full:
             self.metrics.capture_errors.labels("queue_full").inc()
 
     def start(self) -> None:
-        self._worker = asyncio.create_task(self._work(), name="capture")
-        if self.store is not None:
-            self._keeper = asyncio.create_task(self._keep(), name="capture-retention")
+        self._worker = threading.Thread(target=self._work, name="capture", daemon=True)
+        self._worker.start()
 
     async def stop(self) -> None:
-        """Stop the worker and retention, then process what is still queued (a clean stop, SIGTERM included,
-        loses no job) before the store closes."""
-        for task in (self._worker, self._keeper):
-            if task is not None:
-                task.cancel()
-                await asyncio.gather(task, return_exceptions=True)
-        if self._running is not None:  # the batch its thread was on when the worker was cancelled
-            await asyncio.gather(self._running, return_exceptions=True)
-        rest = []
-        while not self.queue.empty():
-            rest.append(self.queue.get_nowait())
-            self.queue.task_done()
-        if rest:
-            await asyncio.to_thread(self._process_batch, rest)
+        """Stop the worker once it has processed what is queued (a clean stop, SIGTERM included, loses no job),
+        then close the store. The wait is in a thread: the event loop keeps serving meanwhile."""
+        if self._worker is not None:
+            await asyncio.to_thread(self._finish, self._worker)
         if self.store is not None:
             self.store.close()
 
-    async def _keep(self) -> None:
+    def _finish(self, worker: threading.Thread) -> None:
+        self.queue.put(None)  # after every job already queued
+        worker.join()
+
+    def _work(self) -> None:
+        """The worker thread: each job in queue order, retention when it is due (at start-up, then every
+        `retention_interval_s`), until the stop."""
+        due = time.monotonic()
         while True:
+            if self.store is not None and time.monotonic() >= due:
+                self._keep()
+                due = time.monotonic() + self.settings.retention_interval_s
             try:
-                async with self._store_lock:
-                    await asyncio.to_thread(self.enforce_retention)
-            except Exception:  # retention must never take the gateway down; the next pass tries again
-                log.exception("capture retention failed")
-                self.metrics.capture_errors.labels("retention").inc()
-            await asyncio.sleep(self.settings.retention_interval_s)
+                job = self.queue.get(timeout=max(0.0, due - time.monotonic()) if self.store is not None else None)
+            except queue.Empty:
+                continue
+            if job is None:
+                self.queue.task_done()
+                return
+            try:
+                self.process(job)
+            except Exception:  # capture must never take the gateway down
+                log.exception("capture of request %s failed", job.request_id)
+                self.metrics.capture_errors.labels("process").inc()
+            finally:
+                self.queue.task_done()
+
+    def _keep(self) -> None:
+        try:
+            self.enforce_retention()
+        except Exception:  # retention must never take the gateway down; the next pass tries again
+            log.exception("capture retention failed")
+            self.metrics.capture_errors.labels("retention").inc()
 
     def enforce_retention(self) -> None:
         """Delete what is past `retention_days` or beyond `max_rows`, and update the store's gauges."""
@@ -197,29 +209,6 @@ class Capture:
         held = self.store.held()
         self.metrics.capture_rows.set(held.rows)
         self.metrics.capture_bytes.set(held.bytes)
-
-    async def _work(self) -> None:
-        """Take what is queued, up to BATCH jobs, to the thread in one hop: under load the loop hands over one
-        batch instead of one job per request (a thread hop costs the event loop a wake-up either way)."""
-        while True:
-            batch = [await self.queue.get()]
-            while len(batch) < BATCH and not self.queue.empty():
-                batch.append(self.queue.get_nowait())
-            try:
-                async with self._store_lock:
-                    self._running = asyncio.ensure_future(asyncio.to_thread(self._process_batch, batch))
-                    await asyncio.shield(self._running)  # cancelled (stop): the batch still ends, and stop waits
-            finally:
-                for _ in batch:
-                    self.queue.task_done()
-
-    def _process_batch(self, jobs: list[CaptureJob]) -> None:
-        for job in jobs:
-            try:
-                self.process(job)
-            except Exception:  # capture must never take the gateway down
-                log.exception("capture of request %s failed", job.request_id)
-                self.metrics.capture_errors.labels("process").inc()
 
     def captures(self, job: CaptureJob) -> bool:
         """Whether this request is stored: a store is open, its workspace is allowed and its session sampled."""

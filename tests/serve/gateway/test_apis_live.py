@@ -48,7 +48,7 @@ def client(gw: RunningGateway, **headers: str) -> anthropic.Anthropic:
 
 def drained(gw: RunningGateway) -> bool:
     capture = gw.gateway.capture
-    return capture.queue.empty() and capture.queue._unfinished_tasks == 0  # noqa: SLF001
+    return capture.queue.empty() and capture.queue.unfinished_tasks == 0
 
 
 def test_the_anthropic_sdk_creates_streams_a_forced_tool_and_counts_tokens(gw, engine):

@@ -57,7 +57,7 @@ def turn(gw: RunningGateway, messages: list, tools: list[str], workspace: str = 
 
 def drained(gw: RunningGateway) -> bool:
     capture = gw.gateway.capture
-    return capture.queue.empty() and capture.queue._unfinished_tasks == 0  # noqa: SLF001
+    return capture.queue.empty() and capture.queue.unfinished_tasks == 0
 
 
 def test_unknown_mode_and_full_without_allowlist_fail_closed_at_start_up(tmp_path, no_upstream):

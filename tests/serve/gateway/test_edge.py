@@ -265,7 +265,7 @@ def test_no_outcome_label_is_lost_when_the_thread_pool_is_slow(tmp_path, root, f
         for thread in threads:
             thread.join()
         capture = gw.gateway.capture
-        wait_for(lambda: capture.queue.empty() and capture.queue._unfinished_tasks == 0, "captures")  # noqa: SLF001
+        wait_for(lambda: capture.queue.empty() and capture.queue.unfinished_tasks == 0, "captures")
         store = gw.config.capture.db
     decisions = read_decisions(store)
     assert len(decisions) == turns * sessions
@@ -291,7 +291,7 @@ def test_a_correlation_id_of_visible_ascii_is_stored_and_echoed_as_sent(tmp_path
             assert response.headers["x-request-id"] == request_id
             assert "x-worker-request-id-replaced" not in response.headers
         capture = gw.gateway.capture
-        wait_for(lambda: capture.queue.empty() and capture.queue._unfinished_tasks == 0, "captures")  # noqa: SLF001
+        wait_for(lambda: capture.queue.empty() and capture.queue.unfinished_tasks == 0, "captures")
         gw.on_loop(gw.gateway.registry.flush)
         logged = [row["request_id"] for row in gw.admin("GET", "/requests").json()["requests"]]
         store = gw.config.capture.db
