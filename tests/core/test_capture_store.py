@@ -183,3 +183,37 @@ def test_any_value_in_any_column_is_a_decision_or_a_store_error(tmp_path: Path, 
         read_decisions(path)
     except StoreError as exc:
         assert str(exc).startswith(str(path))
+
+
+NAMES = {"workspace": ["ws-a", "ws-b"], "session": ["s-1", "s-2"], "thread": ["main", "agent", None],
+         "tool": ["search", "lookup", None], "call_id": ["c-1", "c-2", None]}
+CAPTURES = st.lists(st.tuples(
+    st.fixed_dictionaries({k: st.sampled_from(v) for k, v in NAMES.items()}),
+    st.lists(st.builds(ToolResult, st.sampled_from(NAMES["call_id"]), st.sampled_from(["search", "lookup"]),
+                       st.sampled_from(["ok", "failed", "blocked"])), max_size=3)), max_size=12)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(captures=CAPTURES)
+def test_recorded_captures_label_as_the_rule_says_whatever_their_order(tmp_path_factory: pytest.TempPathFactory,
+                                                                       captures: list) -> None:
+    """`record` (the worker's one transaction per capture) against the rule done by hand: each result labels the
+    newest unlabelled decision of its workspace's session with its call id, else with its tool in the capture's
+    own thread; then the capture is stored."""
+    path = tmp_path_factory.mktemp("record") / "c.sqlite"
+    db = CaptureStore(path)
+    expected: list[dict] = []
+    for n, (names, results) in enumerate(captures):
+        decision = replace(captured(n, names["workspace"], names["session"], names["tool"] or "search"),
+                           chosen_tool=names["tool"], call_id=names["call_id"], thread=names["thread"])
+        db.record(decision, results)
+        for result in results:
+            mine = [d for d in expected if (d["workspace"], d["session"]) == (names["workspace"], names["session"])
+                    and d["outcome"] is None]
+            by_call = [d for d in mine if result.call_id is not None and d["call_id"] == result.call_id]
+            by_tool = [d for d in mine if d["tool"] == result.tool and d["thread"] == names["thread"]]
+            if by_call or by_tool:
+                (by_call or by_tool)[-1]["outcome"] = result.kind
+        expected.append({**names, "id": decision.id, "outcome": None})
+    db.close()
+    assert [(d.id, d.outcome) for d in read_decisions(path)] == [(d["id"], d["outcome"]) for d in expected]
