@@ -111,7 +111,7 @@ def describe(job: CaptureJob, mode: str, conversation: Conversation | None = Non
     """The stored record of a decision: text only in `full` mode; hashes over the canonical form.
     `conversation`: the job's body already read through its API (the worker has it; else it is read here)."""
     api = decision_api(job.api)
-    conversation = conversation or APIS[job.api].conversation(job.body)
+    conversation = conversation if conversation is not None else APIS[job.api].conversation(job.body)
     message_hashes = [message_digest(api, m) for m in conversation.messages]
     parsed = conversation.parse(job.answer)
     call = chosen_call(parsed)
@@ -162,8 +162,10 @@ class Capture:
     async def stop(self) -> None:
         """Stop the worker once it has processed what is queued (a clean stop, SIGTERM included, loses no job),
         then close the store. The wait is in a thread: the event loop keeps serving meanwhile."""
-        if self._worker is not None:
-            await asyncio.to_thread(self._finish, self._worker)
+        if self._worker is None:  # never started: what was queued is still processed
+            self.start()
+        assert self._worker is not None
+        await asyncio.to_thread(self._finish, self._worker)
         if self.store is not None:
             self.store.close()
 

@@ -409,6 +409,24 @@ def test_a_workspace_past_the_metrics_label_bound_still_has_its_tool_results_lab
     assert decisions[0].thread == decisions[1].thread is not None  # one conversation: its first message's hash
 
 
+def test_the_stop_stores_every_queued_job_even_before_the_worker_started(tmp_path):
+    import asyncio
+
+    from serve.gateway.capture import Capture, CaptureJob
+    from serve.gateway.config import CaptureSection
+    from serve.gateway.metrics import GatewayMetrics
+
+    capture = Capture(CaptureSection(mode="descriptor", sample_rate=1.0, db=tmp_path / "c.sqlite"),
+                      GatewayMetrics(nvml=False))
+    for n in range(3):
+        capture.submit(CaptureJob(key=f"k{n}", request_id=f"r{n}", workspace="ws-a", session="s", route="worker",
+                                  adapter="base", kind="base", body={"messages": [{"role": "user", "content": "x"}]},
+                                  answer={"role": "assistant", "content": "y"}, duration_s=0.1,
+                                  captured_at="2026-07-01T10:00:00Z"))
+    asyncio.run(capture.stop())
+    assert [d.id for d in read_decisions(tmp_path / "c.sqlite")] == ["k0", "k1", "k2"]
+
+
 def test_a_store_written_before_request_ids_were_kept_still_opens_and_stores(tmp_path):
     import sqlite3
 
