@@ -222,13 +222,12 @@ class Capture:
         decisions with those outcomes and store this one."""
         conversation = APIS[job.api].conversation(job.body)
         results = tool_results(conversation, self.settings)
-        workspace = self.metrics.bounded("workspace", job.workspace or "")
+        label = self.metrics.bounded("workspace", job.workspace or "")  # the metrics' name for it, never a lookup key
         for result in results:
             if result.kind != GuardKind.OK:
-                self.metrics.guard_anomalies.labels(workspace, self.metrics.bounded("tool", result.tool),
-                                                    result.kind).inc()
+                self.metrics.guard_anomalies.labels(label, self.metrics.bounded("tool", result.tool), result.kind).inc()
         if not self.captures(job):
             return
         assert self.store is not None
         self.store.record(describe(job, self.settings.mode, conversation), results)
-        self.metrics.capture_descriptors.labels(self.settings.mode, workspace).inc()
+        self.metrics.capture_descriptors.labels(self.settings.mode, label).inc()
