@@ -302,7 +302,7 @@ def test_quantisation_survives_is_judged_from_two_real_runs(
     engine, the candidate on its own int8 engine: an arm's own `base_url`). production-candidate's
     quantisation_survives is judged from the two runs, pass or fail, on their own counts."""
     suite_dir, _ = write_demo(tmp_path / "demo", seed=0)
-    picked = [d for d in load_suite(suite_dir).decisions if d.stratum != "training_sanity"][::6][:8]
+    picked = [d for d in load_suite(suite_dir).decisions if d.stratum != "training_sanity"][::6][:4]
     suite = tmp_path / "suite"
     suite.mkdir()
     (suite / "suite.toml").write_text('name = "q"\nversion = "1"\ncreated = 2026-08-01T00:00:00Z\n')
