@@ -22,6 +22,7 @@ import pytest
 
 from core.capture_store import read_decisions
 from serve.engine.launcher import ConfigError
+from serve.gateway.capture import CaptureJob
 from serve.gateway.config import load_gateway_config
 from tests.support.gateway_harness import RunningGateway, sample, wait_for, write_config
 from tests.support.live import engine_value
@@ -53,6 +54,13 @@ def turn(gw: RunningGateway, messages: list, tools: list[str], workspace: str = 
     if stream:
         return {"role": "assistant", "content": None}
     return response.json()["choices"][0]["message"]
+
+
+def job(key: str, body: dict, answer: dict, workspace: str = "ws-a", request_id: str | None = None) -> CaptureJob:
+    """An answered request as the capture worker gets it, from session `s` of `workspace`."""
+    return CaptureJob(key=key, request_id=request_id or key, workspace=workspace, session="s", route="worker",
+                      adapter="base", kind="base", body=body, answer=answer, duration_s=0.1,
+                      captured_at="2026-07-01T10:00:00Z")
 
 
 def drained(gw: RunningGateway) -> bool:
@@ -370,21 +378,19 @@ def test_full_mode_keeps_allowlisted_requests_and_sample_rate_zero_captures_and_
 
 
 def test_descriptor_key_set_of_a_text_call_is_typed_by_the_requests_schema():
-    from serve.gateway.capture import CaptureJob, describe
+    from serve.gateway.capture import describe
 
     body = {"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "function", "function": {
         "name": "lookup", "parameters": {"type": "object", "properties": {"filter": {"type": "object"}}}}}]}
     for value, keys in (('{"s": 1}', ["filter", "filter.s"]), ("{'s': 1}", ["filter"])):  # vLLM reads JSON only
         answer = {"role": "assistant", "content": f"<function=lookup><parameter=filter>{value}</parameter></function>"}
-        job = CaptureJob(key="k", request_id="r", workspace="ws-a", session="s", route="worker", adapter="base",
-                         kind="base", body=body, answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
-        assert describe(job, "descriptor").chosen_keys == keys
+        assert describe(job("k", body, answer), "descriptor").chosen_keys == keys
 
 
 def test_a_workspace_past_the_metrics_label_bound_still_has_its_tool_results_labelled(tmp_path):
     """The metrics give the 101st workspace the label `_other` (a bounded series); the store's label rule must
     still look its decisions up under the workspace's own id, in the capture worker's one write per job."""
-    from serve.gateway.capture import Capture, CaptureJob
+    from serve.gateway.capture import Capture
     from serve.gateway.config import CaptureSection
     from serve.gateway.metrics import LABEL_VALUES_MAX, OTHER, GatewayMetrics
 
@@ -399,9 +405,7 @@ def test_a_workspace_past_the_metrics_label_bound_still_has_its_tool_results_lab
     result = {"role": "tool", "tool_call_id": "c-1", "content": json.dumps({"status": "pending"})}
     for n, (messages, answer) in enumerate([(ask, call), ([*ask, call, result], {"role": "assistant",
                                                                                    "content": "Pending."})]):
-        capture.process(CaptureJob(key=f"k{n}", request_id=f"r{n}", workspace="ws-late", session="s", route="worker",
-                                   adapter="base", kind="base", body={"messages": messages, "tools": [tool("lookup")]},
-                                   answer=answer, duration_s=0.1, captured_at="2026-07-01T10:00:00Z"))
+        capture.process(job(f"k{n}", {"messages": messages, "tools": [tool("lookup")]}, answer, "ws-late"))
     capture.store.close()
     decisions = read_decisions(tmp_path / "c.sqlite")
     assert [(d.workspace, d.chosen_tool, d.outcome) for d in decisions] == [("ws-late", "lookup", "pending"),
@@ -412,17 +416,14 @@ def test_a_workspace_past_the_metrics_label_bound_still_has_its_tool_results_lab
 def test_the_stop_stores_every_queued_job_even_before_the_worker_started(tmp_path):
     import asyncio
 
-    from serve.gateway.capture import Capture, CaptureJob
+    from serve.gateway.capture import Capture
     from serve.gateway.config import CaptureSection
     from serve.gateway.metrics import GatewayMetrics
 
     capture = Capture(CaptureSection(mode="descriptor", sample_rate=1.0, db=tmp_path / "c.sqlite"),
                       GatewayMetrics(nvml=False))
     for n in range(3):
-        capture.submit(CaptureJob(key=f"k{n}", request_id=f"r{n}", workspace="ws-a", session="s", route="worker",
-                                  adapter="base", kind="base", body={"messages": [{"role": "user", "content": "x"}]},
-                                  answer={"role": "assistant", "content": "y"}, duration_s=0.1,
-                                  captured_at="2026-07-01T10:00:00Z"))
+        capture.submit(job(f"k{n}", {"messages": [{"role": "user", "content": "x"}]}, {"role": "assistant", "content": "y"}))
     asyncio.run(capture.stop())
     assert [d.id for d in read_decisions(tmp_path / "c.sqlite")] == ["k0", "k1", "k2"]
 
@@ -437,12 +438,10 @@ def test_a_store_written_before_request_ids_were_kept_still_opens_and_stores(tmp
     old.executescript(SCHEMA.replace(",\n    request_id TEXT\n", "\n"))
     old.close()
     store = CaptureStore(path)
-    from serve.gateway.capture import CaptureJob, describe
+    from serve.gateway.capture import describe
 
-    job = CaptureJob(key="k1", request_id="same", workspace="ws-a", session="s", route="worker", adapter="base",
-                     kind="base", body={"messages": []}, answer={"role": "assistant", "content": "hi"},
-                     duration_s=0.1, captured_at="2026-07-01T10:00:00Z")
-    store.insert(describe(job, "descriptor"))
-    store.insert(describe(CaptureJob(**{**job.__dict__, "key": "k2"}), "descriptor"))
+    for key in ("k1", "k2"):
+        store.insert(describe(job(key, {"messages": []}, {"role": "assistant", "content": "hi"}, request_id="same"),
+                              "descriptor"))
     store.close()
     assert [(d.id, d.request_id) for d in read_decisions(path)] == [("k1", "same"), ("k2", "same")]
